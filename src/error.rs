@@ -1,0 +1,171 @@
+//! The crate's public error type and Kafka's broker error codes.
+
+use crate::protocol::{DecodeError, EncodeError, FrameError, NoCommonVersion};
+use std::fmt;
+use std::io;
+
+mod codes;
+pub use codes::ErrorCode;
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.code())
+    }
+}
+
+/// Everything that can go wrong in this crate.
+///
+/// [`Error::is_retriable`] tells whether trying again (after a backoff, a
+/// reconnect or a metadata refresh) can help.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A socket operation failed (connect, read, write, DNS).
+    Io {
+        /// The broker address involved.
+        addr: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// Connecting did not complete within the setup timeout.
+    ConnectTimeout {
+        /// The broker address.
+        addr: String,
+    },
+    /// A request got no answer within `request.timeout.ms`.
+    RequestTimeout {
+        /// The API of the request.
+        api: &'static str,
+        /// The broker address.
+        addr: String,
+    },
+    /// The peer closed the connection.
+    ConnectionClosed {
+        /// The broker address.
+        addr: String,
+    },
+    /// A frame's size prefix was refused.
+    Frame {
+        /// The broker address.
+        addr: String,
+        /// What was wrong with it.
+        source: FrameError,
+    },
+    /// A response could not be decoded.
+    Decode {
+        /// The API whose response it was.
+        api: &'static str,
+        /// The broker address.
+        addr: String,
+        /// Where decoding failed.
+        source: DecodeError,
+    },
+    /// A request could not be encoded.
+    Encode {
+        /// The API.
+        api: &'static str,
+        /// Why.
+        source: EncodeError,
+    },
+    /// A response carried a correlation id that matches no request in flight.
+    UnexpectedCorrelationId {
+        /// The broker address.
+        addr: String,
+        /// The id expected.
+        expected: i32,
+        /// The id received.
+        received: i32,
+    },
+    /// The broker and this client share no version of an API.
+    NoCommonVersion {
+        /// The broker address.
+        addr: String,
+        /// Which API and both ranges.
+        source: NoCommonVersion,
+    },
+    /// The broker answered with an error code.
+    Broker {
+        /// The API of the request.
+        api: &'static str,
+        /// The error.
+        code: ErrorCode,
+    },
+}
+
+impl Error {
+    /// Whether the same operation can succeed if tried again later.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Error::Io { .. }
+            | Error::ConnectTimeout { .. }
+            | Error::RequestTimeout { .. }
+            | Error::ConnectionClosed { .. } => true,
+            Error::Broker { code, .. } => code.is_retriable(),
+            Error::Frame { .. }
+            | Error::Decode { .. }
+            | Error::Encode { .. }
+            | Error::UnexpectedCorrelationId { .. }
+            | Error::NoCommonVersion { .. } => false,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { addr, source } => write!(f, "{addr}: {source}"),
+            Error::ConnectTimeout { addr } => write!(f, "{addr}: connection setup timed out"),
+            Error::RequestTimeout { api, addr } => write!(f, "{addr}: {api} request timed out"),
+            Error::ConnectionClosed { addr } => write!(f, "{addr}: connection closed by the peer"),
+            Error::Frame { addr, source } => write!(f, "{addr}: {source}"),
+            Error::Decode { api, addr, source } => {
+                write!(f, "{addr}: cannot decode {api} response: {source}")
+            }
+            Error::Encode { api, source } => write!(f, "cannot encode {api} request: {source}"),
+            Error::UnexpectedCorrelationId {
+                addr,
+                expected,
+                received,
+            } => write!(
+                f,
+                "{addr}: response with correlation id {received}, expected {expected}"
+            ),
+            Error::NoCommonVersion { addr, source } => write!(f, "{addr}: {source}"),
+            Error::Broker { api, code } => write!(f, "{api} failed: {code}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Frame { source, .. } => Some(source),
+            Error::Decode { source, .. } => Some(source),
+            Error::Encode { source, .. } => Some(source),
+            Error::NoCommonVersion { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_round_trip_and_classify() {
+        for code in -1..=200 {
+            assert_eq!(ErrorCode::from_code(code).code(), code);
+        }
+        assert_eq!(ErrorCode::from_code(6), ErrorCode::NotLeaderOrFollower);
+        assert!(ErrorCode::NotLeaderOrFollower.is_retriable());
+        assert!(!ErrorCode::OffsetOutOfRange.is_retriable());
+        assert_eq!(ErrorCode::UnsupportedVersion.name(), "UNSUPPORTED_VERSION");
+        assert_eq!(ErrorCode::from_code(9999), ErrorCode::Unknown(9999));
+        assert_eq!(
+            ErrorCode::RebalanceInProgress.to_string(),
+            "REBALANCE_IN_PROGRESS (27)"
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! # lazykafka
+//!
+//! An async Kafka consumer library that is careful with connections: no
+//! socket exists before the first `poll`, every socket has a stated purpose,
+//! bootstrap connections are retired once the cluster is known, and idle
+//! connections are closed.
+//!
+//! The crate is built in layers:
+//!
+//! - [`protocol`]: the Kafka wire protocol, pure (bytes in, typed messages
+//!   out; no sockets, no async, no clock);
+//! - [`runtime`]: the only code that touches sockets and timers
+//!   (async-std, behind the default `runtime-async-std` feature).
+//!
+//! Today the crate connects to a broker and negotiates the API versions
+//! both sides speak:
+//!
+//! ```
+//! use lazykafka::runtime::{BrokerConnection, ConnectOptions};
+//! use lazykafka::protocol::ApiKey;
+//!
+//! # async_std::task::block_on(async {
+//! # // The test command starts a broker and names it here; without one,
+//! # // this example has nothing to talk to.
+//! # let Ok(addr) = std::env::var("LAZYKAFKA_TEST_BROKER") else {
+//! #     eprintln!("skipped: LAZYKAFKA_TEST_BROKER is not set");
+//! #     return Ok(());
+//! # };
+//! let conn = BrokerConnection::connect(&addr, ConnectOptions::default()).await?;
+//! println!("Fetch v{}", conn.versions().version(ApiKey::Fetch)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # });
+//! ```
+//!
+//! See the `api_versions` example for a runnable version of the above.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod protocol;
+#[cfg(feature = "runtime-async-std")]
+pub mod runtime;
+
+pub use error::{Error, ErrorCode};

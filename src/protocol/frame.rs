@@ -1,0 +1,309 @@
+//! Framing: the `int32` size prefix, the frame-size limit, and the request
+//! and response headers.
+//!
+//! Every Kafka request and response is `int32 size` followed by `size`
+//! bytes. The size is checked against a limit before a single byte of the
+//! body is buffered, so an absurd or hostile length costs nothing.
+
+use super::api::ApiKey;
+use super::codec::{DecodeError, EncodeError, RawTaggedField, Reader, Writer};
+use super::messages::{check_encode_version, Message};
+use bytes::{Buf, Bytes, BytesMut};
+use std::fmt;
+
+/// The default limit on one frame's size: 100 MiB, as `socket.request.max.bytes`
+/// on the broker side.
+pub const DEFAULT_MAX_FRAME_SIZE: usize = 100 * 1024 * 1024;
+
+/// A frame's size prefix is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The size prefix is negative.
+    NegativeSize(i32),
+    /// The size prefix exceeds the configured limit.
+    TooLarge {
+        /// The size the prefix announced.
+        size: usize,
+        /// The configured limit.
+        max: usize,
+    },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::NegativeSize(n) => write!(f, "negative frame size {n}"),
+            FrameError::TooLarge { size, max } => {
+                write!(f, "frame of {size} bytes exceeds the limit of {max} bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// Checks a 4-byte size prefix against `max` and returns the body length.
+pub fn frame_size(prefix: [u8; 4], max: usize) -> Result<usize, FrameError> {
+    let size = i32::from_be_bytes(prefix);
+    if size < 0 {
+        return Err(FrameError::NegativeSize(size));
+    }
+    let size = size as usize;
+    if size > max {
+        return Err(FrameError::TooLarge { size, max });
+    }
+    Ok(size)
+}
+
+/// Splits complete frames off the front of a receive buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameDecoder {
+    max: usize,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        FrameDecoder::new(DEFAULT_MAX_FRAME_SIZE)
+    }
+}
+
+impl FrameDecoder {
+    /// A decoder refusing frames larger than `max` bytes.
+    pub fn new(max: usize) -> Self {
+        FrameDecoder { max }
+    }
+
+    /// The frame-size limit.
+    pub fn max_frame_size(&self) -> usize {
+        self.max
+    }
+
+    /// Takes the next complete frame's body off `buf`, or returns `Ok(None)`
+    /// when more bytes are needed. The size prefix is checked as soon as its
+    /// four bytes are present, so an oversized frame fails before its body
+    /// is buffered.
+    pub fn decode(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        let Some(prefix) = buf.get(..4) else {
+            return Ok(None);
+        };
+        let size = frame_size([prefix[0], prefix[1], prefix[2], prefix[3]], self.max)?;
+        if buf.len() < 4 + size {
+            return Ok(None);
+        }
+        buf.advance(4);
+        Ok(Some(buf.split_to(size).freeze()))
+    }
+}
+
+/// A request header (v1; v2 adds tagged fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHeader {
+    /// The raw API key (kept raw so a broker-side reader can answer keys it
+    /// does not know).
+    pub api_key: i16,
+    /// The API version.
+    pub api_version: i16,
+    /// Matches the response to the request.
+    pub correlation_id: i32,
+    /// The client's `client.id`.
+    pub client_id: Option<String>,
+    /// Tagged fields of header v2 this client does not know.
+    pub unknown_tagged_fields: Vec<RawTaggedField>,
+}
+
+impl RequestHeader {
+    /// Writes the header; `flexible` selects header v2.
+    pub fn encode(&self, w: &mut Writer, flexible: bool) -> Result<(), EncodeError> {
+        w.i16(self.api_key);
+        w.i16(self.api_version);
+        w.i32(self.correlation_id);
+        // The client id stays a classic (int16-prefixed) string even in
+        // header v2: it must be readable before the version is known.
+        w.nullable_string("client_id", self.client_id.as_deref(), false)?;
+        if flexible {
+            w.tagged_fields(&[], &self.unknown_tagged_fields);
+        }
+        Ok(())
+    }
+
+    /// Reads a header. Header v1 or v2 follows from the API key and version
+    /// read at its start; an API key this client does not know is read as
+    /// header v1.
+    pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let api_key = r.i16("api_key")?;
+        let api_version = r.i16("api_version")?;
+        let correlation_id = r.i32("correlation_id")?;
+        let client_id = r.nullable_string("client_id", false)?;
+        let flexible = ApiKey::from_code(api_key)
+            .is_some_and(|api| api.request_header_version(api_version) == 2);
+        let unknown_tagged_fields = if flexible {
+            r.unknown_tagged_fields()?
+        } else {
+            Vec::new()
+        };
+        Ok(RequestHeader {
+            api_key,
+            api_version,
+            correlation_id,
+            client_id,
+            unknown_tagged_fields,
+        })
+    }
+}
+
+/// A response header (v0; v1 adds tagged fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHeader {
+    /// The correlation id of the request answered.
+    pub correlation_id: i32,
+    /// Tagged fields of header v1 this client does not know.
+    pub unknown_tagged_fields: Vec<RawTaggedField>,
+}
+
+impl ResponseHeader {
+    /// Writes the header at `header_version` (0 or 1).
+    pub fn encode(&self, w: &mut Writer, header_version: i16) {
+        w.i32(self.correlation_id);
+        if header_version >= 1 {
+            w.tagged_fields(&[], &self.unknown_tagged_fields);
+        }
+    }
+
+    /// Reads a header at `header_version` (0 or 1).
+    pub fn decode(r: &mut Reader, header_version: i16) -> Result<Self, DecodeError> {
+        let correlation_id = r.i32("correlation_id")?;
+        let unknown_tagged_fields = if header_version >= 1 {
+            r.unknown_tagged_fields()?
+        } else {
+            Vec::new()
+        };
+        Ok(ResponseHeader {
+            correlation_id,
+            unknown_tagged_fields,
+        })
+    }
+}
+
+/// Encodes a whole request frame (size prefix, header, body) for `version`.
+pub fn encode_request<M: Message>(
+    body: &M,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+) -> Result<Bytes, EncodeError> {
+    check_encode_version::<M>(version)?;
+    let header = RequestHeader {
+        api_key: M::API_KEY.code(),
+        api_version: version,
+        correlation_id,
+        client_id: client_id.map(str::to_owned),
+        unknown_tagged_fields: Vec::new(),
+    };
+    let mut w = Writer::new();
+    w.i32(0); // size, patched below
+    header.encode(&mut w, M::API_KEY.request_header_version(version) == 2)?;
+    body.encode(&mut w, version)?;
+    finish_frame(w)
+}
+
+/// Encodes a whole response frame (size prefix, header, body) for `version`.
+pub fn encode_response<M: Message>(
+    body: &M,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Bytes, EncodeError> {
+    check_encode_version::<M>(version)?;
+    let header = ResponseHeader {
+        correlation_id,
+        unknown_tagged_fields: Vec::new(),
+    };
+    let mut w = Writer::new();
+    w.i32(0);
+    header.encode(&mut w, M::API_KEY.response_header_version(version));
+    body.encode(&mut w, version)?;
+    finish_frame(w)
+}
+
+fn finish_frame(w: Writer) -> Result<Bytes, EncodeError> {
+    let mut buf = w.into_inner();
+    let size = buf.len() - 4;
+    let size = i32::try_from(size).map_err(|_| EncodeError::TooLong {
+        what: "frame",
+        length: size,
+    })?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+/// Reads a response frame body (size prefix already removed): the header at
+/// the version the API requires, then the body, which must use every byte.
+pub fn decode_response<M: Message>(
+    frame: Bytes,
+    version: i16,
+) -> Result<(ResponseHeader, M), DecodeError> {
+    let mut r = Reader::new(frame);
+    let header = ResponseHeader::decode(&mut r, M::API_KEY.response_header_version(version))?;
+    let body = M::decode(&mut r, version)?;
+    r.finish()?;
+    Ok((header, body))
+}
+
+/// Reads the correlation id at the start of a response frame body without
+/// decoding the rest.
+pub fn peek_correlation_id(frame: &[u8]) -> Option<i32> {
+    frame
+        .get(..4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_prefix_is_checked_before_the_body() {
+        let d = FrameDecoder::new(16);
+        let mut buf = BytesMut::from(&[0, 0, 0, 17][..]);
+        assert_eq!(
+            d.decode(&mut buf),
+            Err(FrameError::TooLarge { size: 17, max: 16 })
+        );
+        let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0xfe][..]);
+        assert_eq!(d.decode(&mut buf), Err(FrameError::NegativeSize(-2)));
+    }
+
+    #[test]
+    fn frames_are_split_when_complete() {
+        let d = FrameDecoder::default();
+        let mut buf = BytesMut::from(&[0, 0, 0, 2, 0xaa][..]);
+        assert_eq!(d.decode(&mut buf), Ok(None));
+        buf.extend_from_slice(&[0xbb, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            d.decode(&mut buf),
+            Ok(Some(Bytes::from_static(&[0xaa, 0xbb])))
+        );
+        assert_eq!(d.decode(&mut buf), Ok(Some(Bytes::new())));
+        assert_eq!(d.decode(&mut buf), Ok(None));
+        assert_eq!(&buf[..], &[0, 0]);
+    }
+
+    #[test]
+    fn request_header_v2_round_trips() {
+        let header = RequestHeader {
+            api_key: ApiKey::Fetch.code(),
+            api_version: 13,
+            correlation_id: 7,
+            client_id: Some("c".into()),
+            unknown_tagged_fields: Vec::new(),
+        };
+        let mut w = Writer::new();
+        header.encode(&mut w, true).unwrap();
+        let bytes = w.into_inner().freeze();
+        // key, version, correlation id, client id "c", zero tagged fields
+        assert_eq!(&bytes[..], &[0, 1, 0, 13, 0, 0, 0, 7, 0, 1, b'c', 0]);
+        let mut r = Reader::new(bytes);
+        assert_eq!(RequestHeader::decode(&mut r).unwrap(), header);
+        r.finish().unwrap();
+    }
+}

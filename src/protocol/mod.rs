@@ -1,0 +1,17 @@
+//! The Kafka wire protocol: bytes in, typed messages out.
+//!
+//! This layer is pure: no sockets, no async, no clock. Everything in it can
+//! be tested with byte fixtures.
+
+pub mod api;
+pub mod codec;
+pub mod frame;
+pub mod messages;
+
+pub use api::{
+    ApiKey, ApiVersionTable, ApiVersionsExchange, ExchangeError, ExchangeStep, NoCommonVersion,
+    VersionRange,
+};
+pub use codec::{DecodeError, EncodeError, RawTaggedField, Reader, Writer};
+pub use frame::{FrameDecoder, FrameError, RequestHeader, ResponseHeader, DEFAULT_MAX_FRAME_SIZE};
+pub use messages::{Message, Request};

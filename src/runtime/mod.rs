@@ -1,0 +1,8 @@
+//! The only code that touches sockets, timers and tasks.
+//!
+//! Everything above this module is pure or sans-IO; this module connects
+//! them to the async-std runtime. No other module names async-std.
+
+mod connection;
+
+pub use connection::{BrokerConnection, ConnectOptions};
