@@ -446,6 +446,28 @@ mod tests {
         ));
     }
 
+    // Bytes librdkafka's mock cluster (rdkafka-sys 4.10.0, librdkafka 2.12.1,
+    // rdkafka_mock_handlers.c) sent for an ApiVersions v4 request: error 35,
+    // a one-byte count, one range (ApiVersions 0..=2) and a throttle time —
+    // valid as neither v0 nor v4. Captured with a raw socket.
+    const LIBRDKAFKA_MOCK_REFUSAL: &[u8] = &[
+        0x00, 0x23, 0x01, 0x00, 0x12, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn exchange_falls_back_to_v0_on_an_unreadable_refusal() {
+        let mut ex = ApiVersionsExchange::new();
+        assert_eq!(
+            ex.handle_response(Bytes::from_static(LIBRDKAFKA_MOCK_REFUSAL)),
+            Ok(ExchangeStep::Retry(0))
+        );
+        // Only once: the same answer again is a decode error.
+        assert!(matches!(
+            ex.handle_response(Bytes::from_static(LIBRDKAFKA_MOCK_REFUSAL)),
+            Err(ExchangeError::Decode(_))
+        ));
+    }
+
     #[test]
     fn header_versions_follow_flexibility() {
         assert_eq!(ApiKey::Fetch.request_header_version(11), 1);
@@ -526,7 +548,19 @@ impl ApiVersionsExchange {
 
     /// Reads the body of an ApiVersions response (header already removed).
     pub fn handle_response(&mut self, body: Bytes) -> Result<ExchangeStep, ExchangeError> {
-        let response = decode_api_versions(body, self.version).map_err(ExchangeError::Decode)?;
+        let response = match decode_api_versions(body.clone(), self.version) {
+            Ok(response) => response,
+            // The error code leads every version of the body. Some peers
+            // (librdkafka's mock among them) answer an unknown version with a
+            // body that is neither v0 nor the version asked for; the code
+            // alone is enough to fall back to v0, as librdkafka's client does.
+            Err(_) if !self.retried && body.get(..2) == Some(&UNSUPPORTED_VERSION_BYTES[..]) => {
+                self.version = 0;
+                self.retried = true;
+                return Ok(ExchangeStep::Retry(0));
+            }
+            Err(e) => return Err(ExchangeError::Decode(e)),
+        };
         let code = crate::error::ErrorCode::from_code(response.error_code);
         match code {
             crate::error::ErrorCode::None => Ok(ExchangeStep::Done(ApiVersionTable::negotiate(
@@ -553,6 +587,9 @@ impl ApiVersionsExchange {
         }
     }
 }
+
+/// Error 35 (UNSUPPORTED_VERSION) as the two bytes that open a response body.
+const UNSUPPORTED_VERSION_BYTES: [u8; 2] = 35i16.to_be_bytes();
 
 /// Decodes an ApiVersions response body sent for `version`, falling back to
 /// v0: a broker that does not know `version` answers in v0.

