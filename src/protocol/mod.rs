@@ -6,6 +6,7 @@
 pub mod api;
 pub mod codec;
 pub mod frame;
+pub mod group;
 pub mod messages;
 
 pub use api::{

@@ -10,6 +10,25 @@ use super::api::{ApiKey, VersionRange};
 use super::codec::{DecodeError, EncodeError, Reader, Writer};
 
 pub mod api_versions;
+pub mod consumer_group_heartbeat;
+pub mod create_topics;
+pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
+pub mod sync_group;
+
+#[cfg(test)]
+pub(crate) mod testing;
 
 /// A request or response body of one Kafka API.
 pub trait Message: Sized {
@@ -52,5 +71,25 @@ pub(crate) fn check_decode_version<M: Message>(version: i16) -> Result<(), Decod
             api: M::API_KEY.name(),
             version,
         })
+    }
+}
+
+/// The error for a field that `version` cannot carry and that may not be
+/// dropped silently (it is not `ignorable` in the schema and does not hold
+/// its default).
+pub(crate) fn not_in_version(what: &'static str, version: i16) -> EncodeError {
+    EncodeError::FieldNotInVersion { what, version }
+}
+
+/// Refuses a null read at a version where the field may not be null.
+pub(crate) fn refuse_null<T>(
+    value: Option<T>,
+    not_nullable_here: bool,
+    what: &'static str,
+) -> Result<Option<T>, DecodeError> {
+    if value.is_none() && not_nullable_here {
+        Err(DecodeError::UnexpectedNull { what })
+    } else {
+        Ok(value)
     }
 }
