@@ -37,7 +37,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod error;
+pub mod events;
 pub mod protocol;
 #[cfg(feature = "runtime-async-std")]
 pub mod runtime;

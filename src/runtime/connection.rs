@@ -1,5 +1,6 @@
 //! One TCP connection to one broker, on async-std.
 
+use super::socket::{connect_socket, ConnectError};
 use crate::error::Error;
 use crate::protocol::frame::{self, encode_request, frame_size, peek_correlation_id};
 use crate::protocol::messages::api_versions::ApiVersionsRequest;
@@ -8,7 +9,7 @@ use crate::protocol::{
     DEFAULT_MAX_FRAME_SIZE,
 };
 use async_std::future::timeout;
-use async_std::net::{TcpStream, ToSocketAddrs};
+use async_std::net::TcpStream;
 use bytes::Bytes;
 use futures::{AsyncReadExt, AsyncWriteExt};
 use std::net::SocketAddr;
@@ -59,50 +60,27 @@ impl BrokerConnection {
     /// answers (every resolved address is tried in turn), sets TCP_NODELAY
     /// and keepalive, and runs the ApiVersions exchange.
     pub async fn connect(addr: &str, options: ConnectOptions) -> Result<Self, Error> {
-        let io_err = |source| Error::Io {
+        let (stream, peer) = connect_socket(addr, options.setup_timeout, options.keepalive)
+            .await
+            .map_err(|e| match e {
+                ConnectError::Timeout => Error::ConnectTimeout {
+                    addr: addr.to_owned(),
+                },
+                ConnectError::Io(source) => Error::Io {
+                    addr: addr.to_owned(),
+                    source,
+                },
+            })?;
+        let mut conn = BrokerConnection {
+            peer,
+            stream,
             addr: addr.to_owned(),
-            source,
+            versions: ApiVersionTable::default(),
+            next_correlation_id: 0,
+            options,
         };
-        let candidates: Vec<SocketAddr> = addr.to_socket_addrs().await.map_err(io_err)?.collect();
-        let mut last_error = Error::Io {
-            addr: addr.to_owned(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "the name resolved to no address",
-            ),
-        };
-        for candidate in candidates {
-            match timeout(options.setup_timeout, TcpStream::connect(candidate)).await {
-                Ok(Ok(stream)) => {
-                    let mut conn = BrokerConnection {
-                        peer: candidate,
-                        stream,
-                        addr: addr.to_owned(),
-                        versions: ApiVersionTable::default(),
-                        next_correlation_id: 0,
-                        options: options.clone(),
-                    };
-                    conn.set_socket_options().map_err(io_err)?;
-                    conn.negotiate().await?;
-                    return Ok(conn);
-                }
-                Ok(Err(source)) => last_error = io_err(source),
-                Err(_) => {
-                    last_error = Error::ConnectTimeout {
-                        addr: addr.to_owned(),
-                    }
-                }
-            }
-        }
-        Err(last_error)
-    }
-
-    fn set_socket_options(&self) -> std::io::Result<()> {
-        self.stream.set_nodelay(true)?;
-        if self.options.keepalive {
-            socket2::SockRef::from(&self.stream).set_keepalive(true)?;
-        }
-        Ok(())
+        conn.negotiate().await?;
+        Ok(conn)
     }
 
     async fn negotiate(&mut self) -> Result<(), Error> {

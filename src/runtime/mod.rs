@@ -4,5 +4,8 @@
 //! them to the async-std runtime. No other module names async-std.
 
 mod connection;
+mod driver;
+mod socket;
 
 pub use connection::{BrokerConnection, ConnectOptions};
+pub use driver::{ClusterDriver, SocketOptions};

@@ -1,0 +1,116 @@
+//! Reconnect backoff and connection-setup timeouts, per broker address.
+//!
+//! Both grow exponentially with consecutive failures and carry ±20% jitter,
+//! as the Java client's `ExponentialBackoff` does (KIP-601 for
+//! `reconnect.backoff.max.ms`, KIP-601/KIP-711 for the setup timeout). The
+//! random source is passed in, so tests can pin it.
+
+use std::time::Duration;
+
+/// Exponential growth with jitter: `base * 2^(failures-1)`, capped at `max`,
+/// then scaled by a factor drawn from `1 ± jitter`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExponentialBackoff {
+    /// The first delay.
+    pub base: Duration,
+    /// The largest delay before jitter.
+    pub max: Duration,
+    /// Relative jitter, e.g. 0.2 for ±20%.
+    pub jitter: f64,
+}
+
+impl ExponentialBackoff {
+    /// The delay after `failures` consecutive failures (at least 1), with
+    /// `unit` a random number in `[0, 1)`.
+    pub fn delay(&self, failures: u32, unit: f64) -> Duration {
+        let exp = failures.saturating_sub(1).min(31);
+        let raw = self
+            .base
+            .saturating_mul(1u32 << exp.min(20))
+            .min(self.max)
+            .max(self.base.min(self.max));
+        let factor = 1.0 - self.jitter + 2.0 * self.jitter * unit.clamp(0.0, 1.0);
+        raw.mul_f64(factor)
+    }
+}
+
+/// A small deterministic random source (SplitMix64). The runtime seeds it;
+/// tests seed it with a constant.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RECONNECT: ExponentialBackoff = ExponentialBackoff {
+        base: Duration::from_millis(50),
+        max: Duration::from_millis(1000),
+        jitter: 0.2,
+    };
+
+    #[test]
+    fn doubles_up_to_the_cap() {
+        let mid = |n| RECONNECT.delay(n, 0.5);
+        assert_eq!(mid(1), Duration::from_millis(50));
+        assert_eq!(mid(2), Duration::from_millis(100));
+        assert_eq!(mid(3), Duration::from_millis(200));
+        assert_eq!(mid(5), Duration::from_millis(800));
+        assert_eq!(mid(6), Duration::from_millis(1000));
+        assert_eq!(mid(60), Duration::from_millis(1000));
+    }
+
+    #[test]
+    fn jitter_stays_within_twenty_percent() {
+        let mut rng = Rng::new(7);
+        let (mut lo, mut hi) = (Duration::MAX, Duration::ZERO);
+        for _ in 0..10_000 {
+            let d = RECONNECT.delay(1, rng.unit());
+            lo = lo.min(d);
+            hi = hi.max(d);
+        }
+        assert!(lo >= Duration::from_millis(40), "{lo:?}");
+        assert!(hi <= Duration::from_millis(60), "{hi:?}");
+        // The jitter is really used: the spread covers most of the band.
+        assert!(hi - lo > Duration::from_millis(18), "{lo:?}..{hi:?}");
+    }
+
+    #[test]
+    fn rng_is_deterministic_and_in_range() {
+        let mut a = Rng::new(1);
+        let mut b = Rng::new(1);
+        for _ in 0..100 {
+            let (x, y) = (a.unit(), b.unit());
+            assert_eq!(x, y);
+            assert!((0.0..1.0).contains(&x));
+            assert!(a.below(3) < 3);
+            b.below(3);
+        }
+    }
+}

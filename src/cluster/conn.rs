@@ -1,0 +1,262 @@
+//! One connection's protocol state, without the socket: the ApiVersions
+//! handshake, correlation ids, the requests in flight (answered strictly in
+//! order, as a broker handles one request per connection at a time), and the
+//! receive buffer split into frames.
+
+use super::Origin;
+use crate::events::{ConnectionId, ConnectionState, Purpose};
+use crate::protocol::frame::{RequestHeader, ResponseHeader};
+use crate::protocol::{
+    ApiKey, ApiVersionTable, ApiVersionsExchange, DecodeError, EncodeError, FrameDecoder,
+    FrameError, Reader, Writer,
+};
+use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// A request body that can be encoded at a version chosen later, when the
+/// connection that carries it has negotiated its versions.
+pub trait RequestBody: Send + fmt::Debug {
+    /// The API of the request.
+    fn api_key(&self) -> ApiKey;
+    /// Writes the body at `version`.
+    fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError>;
+}
+
+impl<R: crate::protocol::Request + Send + fmt::Debug> RequestBody for R {
+    fn api_key(&self) -> ApiKey {
+        R::API_KEY
+    }
+
+    fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
+        self.encode(w, version)
+    }
+}
+
+/// Where a connection is in its life.
+#[derive(Debug)]
+pub(crate) enum Phase {
+    /// Waiting for the TCP connect to complete, until `deadline`.
+    Connecting { deadline: Instant },
+    /// Connected; the ApiVersions exchange runs.
+    Handshake { exchange: ApiVersionsExchange },
+    /// Versions negotiated.
+    Ready { versions: ApiVersionTable },
+}
+
+/// A request on the wire, waiting for its response.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    pub correlation_id: i32,
+    pub api: ApiKey,
+    pub version: i16,
+    pub origin: Origin,
+    pub sent_at: Instant,
+    pub deadline: Instant,
+}
+
+/// A request accepted for this connection but not yet written (the
+/// connection is not ready, or `max.in.flight` requests are out).
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub origin: Origin,
+    pub body: Box<dyn RequestBody>,
+    pub deadline: Instant,
+}
+
+/// Why a connection's byte stream cannot go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StreamError {
+    Frame(FrameError),
+    Decode(ApiKey, DecodeError),
+    /// A response arrived with no request in flight, or with another
+    /// correlation id than the oldest request's.
+    Correlation {
+        expected: Option<i32>,
+        received: i32,
+    },
+}
+
+impl fmt::Display for StreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StreamError::Frame(e) => e.fmt(f),
+            StreamError::Decode(api, e) => write!(f, "cannot decode {api} response: {e}"),
+            StreamError::Correlation {
+                expected: Some(expected),
+                received,
+            } => write!(
+                f,
+                "response with correlation id {received}, expected {expected}"
+            ),
+            StreamError::Correlation {
+                expected: None,
+                received,
+            } => write!(
+                f,
+                "response with correlation id {received} and no request in flight"
+            ),
+        }
+    }
+}
+
+/// One connection's state.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub id: ConnectionId,
+    pub addr: String,
+    pub broker: Option<i32>,
+    pub purpose: Purpose,
+    pub phase: Phase,
+    pub peer: Option<SocketAddr>,
+    pub in_flight: VecDeque<InFlight>,
+    pub queue: VecDeque<Queued>,
+    /// Last time bytes crossed the socket (or it was started).
+    pub last_activity: Instant,
+    recv: BytesMut,
+    frames: FrameDecoder,
+    next_correlation_id: i32,
+}
+
+impl Conn {
+    pub fn new(
+        id: ConnectionId,
+        addr: String,
+        broker: Option<i32>,
+        purpose: Purpose,
+        now: Instant,
+        connect_deadline: Instant,
+        max_frame_size: usize,
+    ) -> Self {
+        Conn {
+            id,
+            addr,
+            broker,
+            purpose,
+            phase: Phase::Connecting {
+                deadline: connect_deadline,
+            },
+            peer: None,
+            in_flight: VecDeque::new(),
+            queue: VecDeque::new(),
+            last_activity: now,
+            recv: BytesMut::new(),
+            frames: FrameDecoder::new(max_frame_size),
+            next_correlation_id: 0,
+        }
+    }
+
+    pub fn state(&self) -> ConnectionState {
+        match self.phase {
+            Phase::Connecting { .. } => ConnectionState::Connecting,
+            Phase::Handshake { .. } => ConnectionState::Handshake,
+            Phase::Ready { .. } => ConnectionState::Ready,
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self.phase, Phase::Ready { .. })
+    }
+
+    pub fn versions(&self) -> Option<&ApiVersionTable> {
+        match &self.phase {
+            Phase::Ready { versions } => Some(versions),
+            _ => None,
+        }
+    }
+
+    /// Requests sent or waiting here: the load used for least-loaded choice.
+    pub fn load(&self) -> usize {
+        self.in_flight.len() + self.queue.len()
+    }
+
+    /// Encodes one request frame with the next correlation id and records it
+    /// as in flight.
+    pub fn encode(
+        &mut self,
+        now: Instant,
+        origin: Origin,
+        body: &dyn RequestBody,
+        version: i16,
+        client_id: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Bytes, EncodeError> {
+        let api = body.api_key();
+        let correlation_id = self.next_correlation_id;
+        let header = RequestHeader {
+            api_key: api.code(),
+            api_version: version,
+            correlation_id,
+            client_id: client_id.map(str::to_owned),
+            unknown_tagged_fields: Vec::new(),
+        };
+        let mut w = Writer::new();
+        w.i32(0);
+        header.encode(&mut w, api.request_header_version(version) == 2)?;
+        body.encode_body(&mut w, version)?;
+        let mut buf = w.into_inner();
+        let size = i32::try_from(buf.len() - 4).map_err(|_| EncodeError::TooLong {
+            what: "frame",
+            length: buf.len() - 4,
+        })?;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        self.in_flight.push_back(InFlight {
+            correlation_id,
+            api,
+            version,
+            origin,
+            sent_at: now,
+            deadline,
+        });
+        self.last_activity = now;
+        Ok(buf.freeze())
+    }
+
+    /// Takes received bytes and returns every response they complete, each
+    /// with its request and its body (header removed).
+    pub fn receive(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+    ) -> Result<Vec<(InFlight, Bytes)>, StreamError> {
+        self.last_activity = now;
+        self.recv.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(frame) = self
+            .frames
+            .decode(&mut self.recv)
+            .map_err(StreamError::Frame)?
+        {
+            let received = crate::protocol::frame::peek_correlation_id(&frame).unwrap_or(-1);
+            let expected = self.in_flight.front().map(|r| r.correlation_id);
+            if expected != Some(received) {
+                return Err(StreamError::Correlation { expected, received });
+            }
+            let request = self
+                .in_flight
+                .pop_front()
+                .expect("checked: a request is in flight");
+            let mut reader = Reader::new(frame);
+            ResponseHeader::decode(
+                &mut reader,
+                request.api.response_header_version(request.version),
+            )
+            .map_err(|e| StreamError::Decode(request.api, e))?;
+            let body = reader
+                .take("response body", reader.remaining())
+                .unwrap_or_default();
+            out.push((request, body));
+        }
+        Ok(out)
+    }
+
+    /// The earliest deadline of a request in flight or queued here.
+    pub fn next_request_deadline(&self) -> Option<Instant> {
+        let flying = self.in_flight.iter().map(|r| r.deadline).min();
+        let queued = self.queue.iter().map(|r| r.deadline).min();
+        flying.into_iter().chain(queued).min()
+    }
+}

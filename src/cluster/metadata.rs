@@ -1,0 +1,238 @@
+//! The metadata cache (brokers, topics, partition leaders) and the two
+//! requests the connection manager sends on its own: Metadata and
+//! FindCoordinator.
+
+use super::conn::RequestBody;
+use crate::error::ErrorCode;
+use crate::protocol::messages::find_coordinator::{
+    FindCoordinatorRequest, FindCoordinatorResponse,
+};
+use crate::protocol::messages::metadata::{
+    MetadataRequest, MetadataRequestTopic, MetadataResponse,
+};
+use crate::protocol::{ApiKey, DecodeError, EncodeError, Message, Reader, Writer};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A broker as the metadata (or FindCoordinator) describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddress {
+    /// Node id.
+    pub id: i32,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: i32,
+    /// Rack, if any.
+    pub rack: Option<String>,
+}
+
+impl BrokerAddress {
+    /// `host:port`, as dialled.
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// One partition's leadership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// The leader's node id, -1 when there is none.
+    pub leader: i32,
+    /// The leader epoch, -1 when unknown.
+    pub leader_epoch: i32,
+    /// The partition's error (LEADER_NOT_AVAILABLE, ...), `None` when fine.
+    pub error: ErrorCode,
+}
+
+/// One topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// The topic's error (UNKNOWN_TOPIC_OR_PARTITION, ...).
+    pub error: ErrorCode,
+    /// The topic id (all zeros when the broker does not send one).
+    pub topic_id: [u8; 16],
+    /// Whether it is an internal topic.
+    pub is_internal: bool,
+    /// Partitions by index.
+    pub partitions: BTreeMap<i32, PartitionInfo>,
+}
+
+/// The cluster as the last Metadata response described it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    /// Brokers by node id.
+    pub brokers: BTreeMap<i32, BrokerAddress>,
+    /// Topics by name (only those asked for).
+    pub topics: BTreeMap<String, TopicInfo>,
+    /// The cluster id, when sent.
+    pub cluster_id: Option<String>,
+    /// The controller's node id, -1 when unknown.
+    pub controller: i32,
+}
+
+impl Metadata {
+    /// The leader of a partition, when known and live.
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.topics
+            .get(topic)
+            .and_then(|t| t.partitions.get(&partition))
+            .map(|p| p.leader)
+            .filter(|l| *l >= 0)
+    }
+
+    /// Whether every topic in `topics` is known without error and each of
+    /// its partitions has a leader.
+    pub fn covers(&self, topics: &BTreeSet<String>) -> bool {
+        topics.iter().all(|name| {
+            self.topics.get(name).is_some_and(|t| {
+                t.error == ErrorCode::None
+                    && !t.partitions.is_empty()
+                    && t.partitions.values().all(|p| p.leader >= 0)
+            })
+        })
+    }
+}
+
+/// A Metadata request for `topics`.
+pub(crate) fn request(topics: &BTreeSet<String>, allow_auto_create: bool) -> Box<dyn RequestBody> {
+    Box::new(MetadataRequest {
+        topics: Some(
+            topics
+                .iter()
+                .map(|name| MetadataRequestTopic {
+                    name: Some(name.clone()),
+                    ..MetadataRequestTopic::default()
+                })
+                .collect(),
+        ),
+        allow_auto_topic_creation: allow_auto_create,
+        ..MetadataRequest::default()
+    })
+}
+
+/// Reads a Metadata response into the cache's form.
+pub(crate) fn parse(version: i16, body: Bytes) -> Result<Metadata, DecodeError> {
+    let mut r = Reader::new(body);
+    let resp = MetadataResponse::decode(&mut r, version)?;
+    r.finish()?;
+    let brokers = resp
+        .brokers
+        .into_iter()
+        .map(|b| {
+            (
+                b.node_id,
+                BrokerAddress {
+                    id: b.node_id,
+                    host: b.host,
+                    port: b.port,
+                    rack: b.rack,
+                },
+            )
+        })
+        .collect();
+    let topics = resp
+        .topics
+        .into_iter()
+        .filter_map(|t| {
+            let name = t.name?;
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    (
+                        p.partition_index,
+                        PartitionInfo {
+                            leader: p.leader_id,
+                            leader_epoch: p.leader_epoch,
+                            error: ErrorCode::from_code(p.error_code),
+                        },
+                    )
+                })
+                .collect();
+            Some((
+                name,
+                TopicInfo {
+                    error: ErrorCode::from_code(t.error_code),
+                    topic_id: t.topic_id,
+                    is_internal: t.is_internal,
+                    partitions,
+                },
+            ))
+        })
+        .collect();
+    Ok(Metadata {
+        brokers,
+        topics,
+        cluster_id: resp.cluster_id,
+        controller: resp.controller_id,
+    })
+}
+
+/// FindCoordinator for a group, written as v0-3 (one `key`) or v4+
+/// (`coordinator_keys`, KIP-699) depending on the version negotiated.
+#[derive(Debug)]
+struct FindGroupCoordinator(String);
+
+impl RequestBody for FindGroupCoordinator {
+    fn api_key(&self) -> ApiKey {
+        ApiKey::FindCoordinator
+    }
+
+    fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
+        let request = if version >= 4 {
+            FindCoordinatorRequest {
+                coordinator_keys: vec![self.0.clone()],
+                ..FindCoordinatorRequest::default()
+            }
+        } else {
+            FindCoordinatorRequest {
+                key: self.0.clone(),
+                ..FindCoordinatorRequest::default()
+            }
+        };
+        request.encode(w, version)
+    }
+}
+
+pub(crate) fn find_coordinator_request(group: &str) -> Box<dyn RequestBody> {
+    Box::new(FindGroupCoordinator(group.to_owned()))
+}
+
+/// Reads a FindCoordinator response: the coordinator, or the broker's error
+/// for the group.
+pub(crate) fn parse_find_coordinator(
+    version: i16,
+    body: Bytes,
+    group: &str,
+) -> Result<Result<BrokerAddress, ErrorCode>, DecodeError> {
+    let mut r = Reader::new(body);
+    let resp = FindCoordinatorResponse::decode(&mut r, version)?;
+    r.finish()?;
+    let (code, node_id, host, port) = if version >= 4 {
+        match resp.coordinators.into_iter().find(|c| c.key == group) {
+            Some(c) => (c.error_code, c.node_id, c.host, c.port),
+            None => {
+                return Err(DecodeError::InvalidValue {
+                    what: "coordinators",
+                    reason: "the group asked for is missing",
+                })
+            }
+        }
+    } else {
+        (resp.error_code, resp.node_id, resp.host, resp.port)
+    };
+    Ok(match ErrorCode::from_code(code) {
+        ErrorCode::None => Ok(BrokerAddress {
+            id: node_id,
+            host,
+            port,
+            rack: None,
+        }),
+        other => Err(other),
+    })
+}

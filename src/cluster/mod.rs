@@ -1,0 +1,1274 @@
+//! The lazy connection manager, as a state machine without IO.
+//!
+//! [`Cluster`] decides which sockets exist and why. It never opens one
+//! itself: it asks for it with an [`Action`], and the runtime reports back
+//! with the `handle_*` methods. Time is always an argument (`now`); nothing
+//! here reads a clock, so whole connection lifecycles can be stepped through
+//! in tests.
+//!
+//! ```text
+//!   request(Target)        handle_connected / handle_connect_failed
+//!        |                 handle_received / handle_closed / handle_timeout
+//!        v                              |
+//!   +---------+   poll_action() ->  Connect | Transmit | Close   (runtime)
+//!   | Cluster |   poll_event()  ->  ConnectionEvent               (observer)
+//!   +---------+   poll_response() -> (RequestId, Result<Response>) (caller)
+//!                 poll_timeout() -> next deadline
+//! ```
+//!
+//! Call order: after any `handle_*` or [`Cluster::request`], drain
+//! `poll_action`, `poll_event` and `poll_response`, then wait for IO or for
+//! `poll_timeout()`, and call [`Cluster::handle_timeout`] when it passes.
+//!
+//! The rules it keeps (see `docs/connection-lifecycle.md`):
+//!
+//! - nothing is connected until a request needs it;
+//! - requests for "any broker" (Metadata, FindCoordinator) go to the
+//!   least-loaded ready leader connection, else the coordinator connection,
+//!   else a bootstrap connection; at most one bootstrap connection exists at a
+//!   time, so a long bootstrap list is tried one address after another;
+//! - group requests go to a dedicated coordinator connection, Fetch to one
+//!   connection per leader broker;
+//! - a bootstrap connection is retired once the coordinator (in group mode)
+//!   and a leader connection are ready, or promoted when it reaches a leader
+//!   that is needed;
+//! - a connection with nothing in flight for `connections.max.idle.ms` is
+//!   closed by the client;
+//! - a failed connect backs off per address, exponentially with jitter.
+
+mod backoff;
+mod conn;
+pub mod metadata;
+
+pub use backoff::{ExponentialBackoff, Rng};
+pub use conn::RequestBody;
+pub use metadata::{BrokerAddress, Metadata, PartitionInfo, TopicInfo};
+
+use crate::events::{
+    BrokerCounters, CloseReason, ConnectionEvent, ConnectionId, ConnectionInfo, EventKind, Purpose,
+};
+use crate::protocol::{
+    ApiKey, DecodeError, EncodeError, ExchangeStep, Message, NoCommonVersion, Reader,
+    DEFAULT_MAX_FRAME_SIZE,
+};
+use bytes::Bytes;
+use conn::{Conn, Phase, Queued, StreamError};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Settings of the connection manager (a subset of the consumer's).
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// `bootstrap.servers`, as `host:port` strings.
+    pub bootstrap: Vec<String>,
+    /// `client.id`, sent in every request header.
+    pub client_id: Option<String>,
+    /// `group.id`: when set, the coordinator is looked up.
+    pub group_id: Option<String>,
+    /// `request.timeout.ms`.
+    pub request_timeout: Duration,
+    /// `connections.max.idle.ms`; `None` disables idle reaping.
+    pub connections_max_idle: Option<Duration>,
+    /// `reconnect.backoff.ms` growing to `reconnect.backoff.max.ms`.
+    pub reconnect_backoff: ExponentialBackoff,
+    /// `socket.connection.setup.timeout.ms` growing to `...max.ms`.
+    pub setup_timeout: ExponentialBackoff,
+    /// `retry.backoff.ms` growing to `retry.backoff.max.ms`: between
+    /// Metadata or FindCoordinator retries.
+    pub retry_backoff: ExponentialBackoff,
+    /// `metadata.max.age.ms`.
+    pub metadata_max_age: Duration,
+    /// `max.in.flight.requests.per.connection`.
+    pub max_in_flight: usize,
+    /// The largest response frame accepted.
+    pub max_frame_size: usize,
+    /// `allow.auto.create.topics`, sent in Metadata requests.
+    pub allow_auto_create_topics: bool,
+}
+
+impl ClusterConfig {
+    /// The Java client's defaults for `bootstrap`.
+    pub fn new(bootstrap: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        ClusterConfig {
+            bootstrap: bootstrap.into_iter().map(Into::into).collect(),
+            client_id: Some(env!("CARGO_PKG_NAME").to_owned()),
+            group_id: None,
+            request_timeout: Duration::from_millis(30_000),
+            connections_max_idle: Some(Duration::from_millis(540_000)),
+            reconnect_backoff: ExponentialBackoff {
+                base: Duration::from_millis(50),
+                max: Duration::from_millis(1000),
+                jitter: 0.2,
+            },
+            setup_timeout: ExponentialBackoff {
+                base: Duration::from_millis(10_000),
+                max: Duration::from_millis(30_000),
+                jitter: 0.2,
+            },
+            retry_backoff: ExponentialBackoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_millis(1000),
+                jitter: 0.2,
+            },
+            metadata_max_age: Duration::from_millis(300_000),
+            max_in_flight: 5,
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            allow_auto_create_topics: true,
+        }
+    }
+}
+
+/// Identifies a request made with [`Cluster::request`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+/// Where a request should go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The least-loaded broker (Metadata-like requests).
+    AnyBroker,
+    /// The group coordinator, over the dedicated coordinator connection.
+    Coordinator,
+    /// A broker by id, over its leader connection.
+    Broker(i32),
+}
+
+/// What the runtime must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Resolve `addr` and connect, trying every resolved address, giving up
+    /// after `timeout`; then report with `handle_connected` or
+    /// `handle_connect_failed`.
+    Connect {
+        /// The connection.
+        conn: ConnectionId,
+        /// `host:port`.
+        addr: String,
+        /// The setup timeout for this attempt.
+        timeout: Duration,
+    },
+    /// Write these bytes to the connection's socket, in order.
+    Transmit {
+        /// The connection.
+        conn: ConnectionId,
+        /// One or more whole request frames.
+        bytes: Bytes,
+    },
+    /// Close the connection's socket (both directions) and forget it.
+    Close {
+        /// The connection.
+        conn: ConnectionId,
+    },
+}
+
+/// A response to a request made with [`Cluster::request`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The API.
+    pub api: ApiKey,
+    /// The version the request was sent (and the response read) at.
+    pub version: i16,
+    /// The broker that answered, when known.
+    pub broker: Option<i32>,
+    /// The body, header removed.
+    pub body: Bytes,
+}
+
+impl Response {
+    /// Decodes the body as `M`, which must use every byte.
+    pub fn decode<M: Message>(&self) -> Result<M, DecodeError> {
+        let mut r = Reader::new(self.body.clone());
+        let m = M::decode(&mut r, self.version)?;
+        r.finish()?;
+        Ok(m)
+    }
+}
+
+/// Why a request got no response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The connection closed while the request was in flight.
+    ConnectionLost {
+        /// The broker address.
+        addr: String,
+        /// What happened.
+        reason: String,
+    },
+    /// No response (or no connection) within `request.timeout.ms`.
+    Timeout {
+        /// The API.
+        api: ApiKey,
+    },
+    /// The broker and this client share no version of the API.
+    NoCommonVersion(NoCommonVersion),
+    /// The request could not be encoded.
+    Encode(ApiKey, EncodeError),
+    /// No broker with this id is in the metadata.
+    UnknownBroker(i32),
+    /// A coordinator request without `group.id`.
+    NoGroup,
+    /// The client is shutting down.
+    Shutdown,
+}
+
+impl RequestError {
+    /// Whether the request can be tried again.
+    pub fn is_retriable(&self) -> bool {
+        matches!(
+            self,
+            RequestError::ConnectionLost { .. }
+                | RequestError::Timeout { .. }
+                | RequestError::UnknownBroker(_)
+        )
+    }
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::ConnectionLost { addr, reason } => {
+                write!(f, "connection to {addr} lost: {reason}")
+            }
+            RequestError::Timeout { api } => write!(f, "{api} request timed out"),
+            RequestError::NoCommonVersion(e) => e.fmt(f),
+            RequestError::Encode(api, e) => write!(f, "cannot encode {api} request: {e}"),
+            RequestError::UnknownBroker(id) => write!(f, "broker {id} is not in the metadata"),
+            RequestError::NoGroup => f.write_str("no group.id is configured"),
+            RequestError::Shutdown => f.write_str("the client is shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// Who is waiting for a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Handshake,
+    Metadata,
+    FindCoordinator,
+    User(RequestId),
+}
+
+#[derive(Debug)]
+struct Waiting {
+    target: Target,
+    queued: Queued,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct AddrBackoff {
+    failures: u32,
+    until: Option<Instant>,
+}
+
+/// A repeated internal request (Metadata, FindCoordinator): in flight or
+/// not, and when it may be sent again after a failure.
+#[derive(Debug, Default, Clone, Copy)]
+struct Refresh {
+    in_flight: bool,
+    failures: u32,
+    not_before: Option<Instant>,
+}
+
+impl Refresh {
+    fn may_send(&self, now: Instant) -> bool {
+        !self.in_flight && self.not_before.is_none_or(|t| now >= t)
+    }
+
+    fn succeeded(&mut self) {
+        *self = Refresh::default();
+    }
+
+    fn failed(&mut self, now: Instant, backoff: &ExponentialBackoff, rng: &mut Rng) {
+        self.in_flight = false;
+        self.failures = self.failures.saturating_add(1);
+        self.not_before = Some(now + backoff.delay(self.failures, rng.unit()));
+    }
+}
+
+/// The connection manager. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Cluster {
+    config: ClusterConfig,
+    epoch: Instant,
+    rng: Rng,
+    conns: BTreeMap<ConnectionId, Conn>,
+    next_conn: u64,
+    next_request: u64,
+    bootstrap_cursor: usize,
+    backoff: HashMap<String, AddrBackoff>,
+    counters: BTreeMap<String, BrokerCounters>,
+    // metadata
+    metadata: Metadata,
+    metadata_generation: u64,
+    metadata_fetched_at: Option<Instant>,
+    metadata_refresh: Refresh,
+    metadata_wanted: bool,
+    topics: BTreeSet<String>,
+    // group coordinator
+    coordinator: Option<BrokerAddress>,
+    coordinator_refresh: Refresh,
+    // requests
+    waiting: VecDeque<Waiting>,
+    actions: VecDeque<Action>,
+    events: VecDeque<ConnectionEvent>,
+    responses: VecDeque<(RequestId, Result<Response, RequestError>)>,
+    shut_down: bool,
+}
+
+impl Cluster {
+    /// A manager with no connection. `epoch` is the time event timestamps
+    /// count from; `seed` drives jitter and the choice of the first
+    /// bootstrap address.
+    pub fn new(config: ClusterConfig, epoch: Instant, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let bootstrap_cursor = if config.bootstrap.is_empty() {
+            0
+        } else {
+            rng.below(config.bootstrap.len())
+        };
+        Cluster {
+            config,
+            epoch,
+            rng,
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            next_request: 1,
+            bootstrap_cursor,
+            backoff: HashMap::new(),
+            counters: BTreeMap::new(),
+            metadata: Metadata::default(),
+            metadata_generation: 0,
+            metadata_fetched_at: None,
+            metadata_refresh: Refresh::default(),
+            metadata_wanted: false,
+            topics: BTreeSet::new(),
+            coordinator: None,
+            coordinator_refresh: Refresh::default(),
+            waiting: VecDeque::new(),
+            actions: VecDeque::new(),
+            events: VecDeque::new(),
+            responses: VecDeque::new(),
+            shut_down: false,
+        }
+    }
+
+    // ===== inputs =====
+
+    /// Sets the topics whose metadata is kept. A topic not yet in the cache
+    /// triggers a Metadata request.
+    pub fn set_topics(&mut self, now: Instant, topics: impl IntoIterator<Item = String>) {
+        let topics: BTreeSet<String> = topics.into_iter().collect();
+        if topics != self.topics {
+            self.topics = topics;
+            if !self
+                .topics
+                .iter()
+                .all(|t| self.metadata.topics.contains_key(t))
+            {
+                self.metadata_wanted = true;
+            }
+        }
+        self.drive(now);
+    }
+
+    /// Asks for fresh metadata (after a leader error, for instance).
+    pub fn request_metadata_refresh(&mut self, now: Instant) {
+        self.metadata_wanted = true;
+        self.drive(now);
+    }
+
+    /// Forgets the coordinator (after NOT_COORDINATOR or
+    /// COORDINATOR_NOT_AVAILABLE): its connection is closed and the next
+    /// coordinator request looks it up again.
+    pub fn coordinator_unknown(&mut self, now: Instant) {
+        self.coordinator = None;
+        let coordinator_conns: Vec<ConnectionId> = self
+            .conns
+            .values()
+            .filter(|c| c.purpose == Purpose::Coordinator)
+            .map(|c| c.id)
+            .collect();
+        for id in coordinator_conns {
+            self.close(now, id, CloseReason::Retired, None);
+        }
+        self.drive(now);
+    }
+
+    /// Queues a request for `target`. Its outcome comes out of
+    /// [`Cluster::poll_response`].
+    pub fn request(
+        &mut self,
+        now: Instant,
+        target: Target,
+        body: Box<dyn RequestBody>,
+    ) -> RequestId {
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        self.waiting.push_back(Waiting {
+            target,
+            queued: Queued {
+                origin: Origin::User(id),
+                body,
+                deadline: now + self.config.request_timeout,
+            },
+        });
+        self.drive(now);
+        id
+    }
+
+    /// The TCP connection of `conn` is established.
+    pub fn handle_connected(&mut self, now: Instant, conn: ConnectionId, peer: SocketAddr) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.peer = Some(peer);
+        c.last_activity = now;
+        let exchange = crate::protocol::ApiVersionsExchange::new();
+        let version = exchange.version();
+        c.phase = Phase::Handshake { exchange };
+        self.emit(now, conn, EventKind::Opened);
+        self.send_handshake(now, conn, version);
+        self.drive(now);
+    }
+
+    /// Connecting `conn` failed (refused, unreachable, DNS, timeout).
+    pub fn handle_connect_failed(&mut self, now: Instant, conn: ConnectionId, error: String) {
+        if let Some(c) = self.conns.remove(&conn) {
+            self.connect_failed(now, c, error);
+        }
+        self.drive(now);
+    }
+
+    /// Bytes arrived on `conn`.
+    pub fn handle_received(&mut self, now: Instant, conn: ConnectionId, bytes: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let addr = c.addr.clone();
+        self.counter(&addr).bytes_in += bytes.len() as u64;
+        let c = self.conns.get_mut(&conn).expect("present");
+        match c.receive(now, bytes) {
+            Ok(responses) => {
+                for (request, body) in responses {
+                    let rtt = now.saturating_duration_since(request.sent_at);
+                    self.counter(&addr).last_rtt = Some(rtt);
+                    self.handle_response(
+                        now,
+                        conn,
+                        request.origin,
+                        request.api,
+                        request.version,
+                        body,
+                    );
+                }
+            }
+            Err(e) => {
+                let reason = match e {
+                    StreamError::Frame(_)
+                    | StreamError::Decode(..)
+                    | StreamError::Correlation { .. } => e.to_string(),
+                };
+                self.close(now, conn, CloseReason::Error, Some(reason));
+            }
+        }
+        self.drive(now);
+    }
+
+    /// The peer closed `conn` (EOF) or it failed (reset, IO error). The
+    /// client closes its side at once: a [`Action::Close`] follows.
+    pub fn handle_closed(&mut self, now: Instant, conn: ConnectionId, error: Option<String>) {
+        if self.conns.contains_key(&conn) {
+            let reason = if error.is_some() {
+                CloseReason::Error
+            } else {
+                CloseReason::Peer
+            };
+            let detail = error.unwrap_or_else(|| "closed by the broker".to_owned());
+            self.close(now, conn, reason, Some(detail));
+        }
+        self.drive(now);
+    }
+
+    /// Time passed: expire deadlines, reap idle connections, refresh
+    /// metadata.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.drive(now);
+    }
+
+    /// Closes every connection and fails every request.
+    pub fn shutdown(&mut self, now: Instant) {
+        self.shut_down = true;
+        let ids: Vec<ConnectionId> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.close(now, id, CloseReason::Shutdown, None);
+        }
+        for w in std::mem::take(&mut self.waiting) {
+            self.fail(w.queued.origin, RequestError::Shutdown);
+        }
+    }
+
+    // ===== outputs =====
+
+    /// The next thing the runtime must do.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// The next connection event.
+    pub fn poll_event(&mut self) -> Option<ConnectionEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next finished request.
+    pub fn poll_response(&mut self) -> Option<(RequestId, Result<Response, RequestError>)> {
+        self.responses.pop_front()
+    }
+
+    /// When [`Cluster::handle_timeout`] must be called next, if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for c in self.conns.values() {
+            if let Phase::Connecting { deadline } = c.phase {
+                consider(Some(deadline));
+            }
+            consider(c.next_request_deadline());
+            consider(self.idle_deadline(c));
+        }
+        for w in &self.waiting {
+            consider(Some(w.queued.deadline));
+        }
+        if !self.waiting.is_empty() {
+            consider(self.backoff.values().filter_map(|b| b.until).min());
+        }
+        if self.wants_metadata_refresh_later() {
+            consider(
+                self.metadata_fetched_at
+                    .map(|t| t + self.config.metadata_max_age),
+            );
+            consider(self.metadata_refresh.not_before);
+        }
+        if self.config.group_id.is_some() && self.coordinator.is_none() {
+            consider(self.coordinator_refresh.not_before);
+        }
+        next
+    }
+
+    // ===== getters =====
+
+    /// The cached metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Grows by one with every metadata update.
+    pub fn metadata_generation(&self) -> u64 {
+        self.metadata_generation
+    }
+
+    /// The group coordinator, once found.
+    pub fn coordinator(&self) -> Option<&BrokerAddress> {
+        self.coordinator.as_ref()
+    }
+
+    /// A snapshot of the live connections.
+    pub fn connections(&self, now: Instant) -> Vec<ConnectionInfo> {
+        self.conns
+            .values()
+            .map(|c| ConnectionInfo {
+                id: c.id,
+                broker: c.broker,
+                addr: c.addr.clone(),
+                purpose: c.purpose,
+                state: c.state(),
+                in_flight: c.in_flight.len(),
+                idle_for: now.saturating_duration_since(c.last_activity),
+            })
+            .collect()
+    }
+
+    /// Counters per broker address.
+    pub fn counters(&self) -> &BTreeMap<String, BrokerCounters> {
+        &self.counters
+    }
+
+    /// The versions negotiated with broker `broker` on its leader connection,
+    /// if that connection is ready.
+    pub fn leader_versions(&self, broker: i32) -> Option<&crate::protocol::ApiVersionTable> {
+        self.conns
+            .values()
+            .find(|c| c.purpose == Purpose::Leader && c.broker == Some(broker))
+            .and_then(|c| c.versions())
+    }
+
+    // ===== the machine =====
+
+    fn drive(&mut self, now: Instant) {
+        if self.shut_down {
+            return;
+        }
+        self.expire(now);
+        self.schedule_internal_requests(now);
+        self.dispatch_waiting(now);
+        self.flush_queues(now);
+        self.retire_bootstrap(now);
+        self.reap_idle(now);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        // Connect attempts past their setup timeout.
+        let late: Vec<ConnectionId> = self
+            .conns
+            .values()
+            .filter(|c| matches!(c.phase, Phase::Connecting { deadline } if now >= deadline))
+            .map(|c| c.id)
+            .collect();
+        for id in late {
+            let c = self.conns.remove(&id).expect("present");
+            self.actions.push_back(Action::Close { conn: id });
+            self.connect_failed(now, c, "connection setup timed out".to_owned());
+        }
+        // Requests past request.timeout.ms: the connection is closed, as the
+        // Java client does, since the broker may never answer in order again.
+        let timed_out: Vec<(ConnectionId, ApiKey)> = self
+            .conns
+            .values()
+            .filter_map(|c| {
+                c.in_flight
+                    .iter()
+                    .find(|r| now >= r.deadline)
+                    .map(|r| (c.id, r.api))
+            })
+            .collect();
+        for (id, api) in timed_out {
+            self.close(
+                now,
+                id,
+                CloseReason::Error,
+                Some(format!("{api} request timed out")),
+            );
+        }
+        // Requests that never got a connection in time.
+        let mut kept = VecDeque::new();
+        for w in std::mem::take(&mut self.waiting) {
+            if now >= w.queued.deadline {
+                let api = w.queued.body.api_key();
+                self.fail(w.queued.origin, RequestError::Timeout { api });
+            } else {
+                kept.push_back(w);
+            }
+        }
+        self.waiting = kept;
+        for c in self.conns.values_mut() {
+            let (expired, kept): (Vec<Queued>, Vec<Queued>) =
+                c.queue.drain(..).partition(|q| now >= q.deadline);
+            c.queue = kept.into();
+            for q in expired {
+                let api = q.body.api_key();
+                if let Origin::User(id) = q.origin {
+                    self.responses
+                        .push_back((id, Err(RequestError::Timeout { api })));
+                }
+            }
+        }
+    }
+
+    fn wants_metadata_refresh_later(&self) -> bool {
+        !self.topics.is_empty()
+    }
+
+    fn schedule_internal_requests(&mut self, now: Instant) {
+        let stale = match self.metadata_fetched_at {
+            None => true,
+            Some(t) => now.saturating_duration_since(t) >= self.config.metadata_max_age,
+        };
+        if !self.topics.is_empty()
+            && (self.metadata_wanted || stale)
+            && self.metadata_refresh.may_send(now)
+        {
+            self.metadata_refresh.in_flight = true;
+            self.metadata_wanted = false;
+            let body = metadata::request(&self.topics, self.config.allow_auto_create_topics);
+            self.waiting.push_back(Waiting {
+                target: Target::AnyBroker,
+                queued: Queued {
+                    origin: Origin::Metadata,
+                    body,
+                    deadline: now + self.config.request_timeout,
+                },
+            });
+        }
+        let coordinator_needed = self.waiting.iter().any(|w| w.target == Target::Coordinator);
+        if let Some(group) = &self.config.group_id {
+            if self.coordinator.is_none()
+                && coordinator_needed
+                && self.coordinator_refresh.may_send(now)
+            {
+                self.coordinator_refresh.in_flight = true;
+                let body = metadata::find_coordinator_request(group);
+                self.waiting.push_back(Waiting {
+                    target: Target::AnyBroker,
+                    queued: Queued {
+                        origin: Origin::FindCoordinator,
+                        body,
+                        deadline: now + self.config.request_timeout,
+                    },
+                });
+            }
+        }
+    }
+
+    /// Moves waiting requests onto connections, opening connections where
+    /// a request needs one.
+    fn dispatch_waiting(&mut self, now: Instant) {
+        let mut still = VecDeque::new();
+        for w in std::mem::take(&mut self.waiting) {
+            match self.connection_for(now, w.target) {
+                Ok(Some(id)) => {
+                    self.conns
+                        .get_mut(&id)
+                        .expect("connection_for returns live ids")
+                        .queue
+                        .push_back(w.queued);
+                }
+                Ok(None) => still.push_back(w),
+                Err(e) => self.fail(w.queued.origin, e),
+            }
+        }
+        self.waiting = still;
+    }
+
+    /// The connection a request for `target` should use, opening one if
+    /// needed. `Ok(None)`: not now (backoff, coordinator unknown).
+    fn connection_for(
+        &mut self,
+        now: Instant,
+        target: Target,
+    ) -> Result<Option<ConnectionId>, RequestError> {
+        match target {
+            Target::AnyBroker => Ok(self.least_loaded(now)),
+            Target::Coordinator => {
+                if self.config.group_id.is_none() {
+                    return Err(RequestError::NoGroup);
+                }
+                if let Some(c) = self
+                    .conns
+                    .values()
+                    .find(|c| c.purpose == Purpose::Coordinator)
+                {
+                    return Ok(Some(c.id));
+                }
+                let Some(coordinator) = self.coordinator.clone() else {
+                    return Ok(None);
+                };
+                Ok(self.open(
+                    now,
+                    coordinator.addr(),
+                    Some(coordinator.id),
+                    Purpose::Coordinator,
+                ))
+            }
+            Target::Broker(id) => {
+                if let Some(c) = self
+                    .conns
+                    .values()
+                    .find(|c| c.purpose == Purpose::Leader && c.broker == Some(id))
+                {
+                    return Ok(Some(c.id));
+                }
+                let Some(broker) = self.metadata.brokers.get(&id).cloned() else {
+                    return Err(RequestError::UnknownBroker(id));
+                };
+                let addr = broker.addr();
+                // DESIGN §1.2e: a bootstrap connection that reaches this
+                // broker becomes its leader connection instead of a second
+                // socket being opened.
+                let promotable = self
+                    .conns
+                    .values()
+                    .find(|c| {
+                        c.purpose == Purpose::Bootstrap
+                            && (c.addr == addr || c.peer.is_some_and(|p| p.to_string() == addr))
+                    })
+                    .map(|c| c.id);
+                if let Some(cid) = promotable {
+                    let c = self.conns.get_mut(&cid).expect("present");
+                    c.purpose = Purpose::Leader;
+                    c.broker = Some(id);
+                    self.emit(now, cid, EventKind::Promoted);
+                    return Ok(Some(cid));
+                }
+                Ok(self.open(now, addr, Some(id), Purpose::Leader))
+            }
+        }
+    }
+
+    /// DESIGN §1.2a and §1.3: the least-loaded ready leader connection, else
+    /// the coordinator connection, else the bootstrap connection (at most
+    /// one exists), else a new bootstrap connection.
+    fn least_loaded(&mut self, now: Instant) -> Option<ConnectionId> {
+        let pick = |purpose: Purpose, ready_only: bool| {
+            self.conns
+                .values()
+                .filter(|c| c.purpose == purpose && (!ready_only || c.is_ready()))
+                .min_by_key(|c| (c.load(), c.id))
+                .map(|c| c.id)
+        };
+        if let Some(id) = pick(Purpose::Leader, true)
+            .or_else(|| pick(Purpose::Coordinator, true))
+            .or_else(|| pick(Purpose::Bootstrap, false))
+        {
+            return Some(id);
+        }
+        self.open_bootstrap(now)
+    }
+
+    fn open_bootstrap(&mut self, now: Instant) -> Option<ConnectionId> {
+        let n = self.config.bootstrap.len();
+        for step in 0..n {
+            let i = (self.bootstrap_cursor + step) % n;
+            let addr = self.config.bootstrap[i].clone();
+            if self.in_backoff(now, &addr) {
+                continue;
+            }
+            self.bootstrap_cursor = (i + 1) % n;
+            return self.open(now, addr, None, Purpose::Bootstrap);
+        }
+        None
+    }
+
+    fn in_backoff(&self, now: Instant, addr: &str) -> bool {
+        self.backoff
+            .get(addr)
+            .and_then(|b| b.until)
+            .is_some_and(|until| now < until)
+    }
+
+    fn open(
+        &mut self,
+        now: Instant,
+        addr: String,
+        broker: Option<i32>,
+        purpose: Purpose,
+    ) -> Option<ConnectionId> {
+        if self.in_backoff(now, &addr) {
+            return None;
+        }
+        let failures = self.backoff.get(&addr).map_or(0, |b| b.failures);
+        let timeout = self
+            .config
+            .setup_timeout
+            .delay(failures + 1, self.rng.unit());
+        let id = ConnectionId(self.next_conn);
+        self.next_conn += 1;
+        let conn = Conn::new(
+            id,
+            addr.clone(),
+            broker,
+            purpose,
+            now,
+            now + timeout,
+            self.config.max_frame_size,
+        );
+        self.conns.insert(id, conn);
+        let counter = self.counter(&addr);
+        counter.connects += 1;
+        if broker.is_some() {
+            counter.broker = broker;
+        }
+        self.actions.push_back(Action::Connect {
+            conn: id,
+            addr,
+            timeout,
+        });
+        self.emit(now, id, EventKind::Connecting);
+        Some(id)
+    }
+
+    fn flush_queues(&mut self, now: Instant) {
+        let ids: Vec<ConnectionId> = self.conns.keys().copied().collect();
+        for id in ids {
+            let mut frames = Vec::new();
+            let mut failed = Vec::new();
+            let mut sent = 0u64;
+            let client_id = self.config.client_id.clone();
+            let c = self.conns.get_mut(&id).expect("present");
+            let Phase::Ready { versions } = &c.phase else {
+                continue;
+            };
+            let versions = versions.clone();
+            while c.in_flight.len() < self.config.max_in_flight {
+                let Some(q) = c.queue.pop_front() else { break };
+                let api = q.body.api_key();
+                let version = match versions.version(api) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        failed.push((q.origin, RequestError::NoCommonVersion(e)));
+                        continue;
+                    }
+                };
+                match c.encode(
+                    now,
+                    q.origin,
+                    q.body.as_ref(),
+                    version,
+                    client_id.as_deref(),
+                    q.deadline,
+                ) {
+                    Ok(frame) => {
+                        frames.push(frame);
+                        sent += 1;
+                    }
+                    Err(e) => failed.push((q.origin, RequestError::Encode(api, e))),
+                }
+            }
+            let addr = c.addr.clone();
+            for (origin, e) in failed {
+                self.fail(origin, e);
+            }
+            if !frames.is_empty() {
+                let bytes: Bytes = if frames.len() == 1 {
+                    frames.pop().expect("one frame")
+                } else {
+                    frames.concat().into()
+                };
+                let counter = self.counter(&addr);
+                counter.requests += sent;
+                counter.bytes_out += bytes.len() as u64;
+                self.actions.push_back(Action::Transmit { conn: id, bytes });
+            }
+        }
+    }
+
+    /// DESIGN §1.2e: the bootstrap connection goes once the coordinator (in
+    /// group mode) and at least one leader connection are ready, and nothing
+    /// is in flight on it.
+    fn retire_bootstrap(&mut self, now: Instant) {
+        let leader_ready = self
+            .conns
+            .values()
+            .any(|c| c.purpose == Purpose::Leader && c.is_ready());
+        let coordinator_ready = self.config.group_id.is_none()
+            || self
+                .conns
+                .values()
+                .any(|c| c.purpose == Purpose::Coordinator && c.is_ready());
+        if !(leader_ready && coordinator_ready) {
+            return;
+        }
+        let idle_bootstrap: Vec<ConnectionId> = self
+            .conns
+            .values()
+            .filter(|c| c.purpose == Purpose::Bootstrap && c.load() == 0 && c.is_ready())
+            .map(|c| c.id)
+            .collect();
+        for id in idle_bootstrap {
+            self.emit(now, id, EventKind::Retired);
+            self.close(now, id, CloseReason::Retired, None);
+        }
+    }
+
+    fn idle_deadline(&self, c: &Conn) -> Option<Instant> {
+        let max_idle = self.config.connections_max_idle?;
+        (c.is_ready() && c.load() == 0).then(|| c.last_activity + max_idle)
+    }
+
+    fn reap_idle(&mut self, now: Instant) {
+        let idle: Vec<ConnectionId> = self
+            .conns
+            .values()
+            .filter(|c| self.idle_deadline(c).is_some_and(|t| now >= t))
+            .map(|c| c.id)
+            .collect();
+        for id in idle {
+            self.close(now, id, CloseReason::Idle, None);
+        }
+    }
+
+    // ===== responses =====
+
+    fn send_handshake(&mut self, now: Instant, conn: ConnectionId, version: i16) {
+        let client_id = self.config.client_id.clone();
+        let deadline = now + self.config.request_timeout;
+        let c = self.conns.get_mut(&conn).expect("present");
+        let request =
+            crate::protocol::messages::api_versions::ApiVersionsRequest::from_this_client();
+        match c.encode(
+            now,
+            Origin::Handshake,
+            &request,
+            version,
+            client_id.as_deref(),
+            deadline,
+        ) {
+            Ok(bytes) => {
+                let addr = c.addr.clone();
+                let counter = self.counter(&addr);
+                counter.requests += 1;
+                counter.bytes_out += bytes.len() as u64;
+                self.actions.push_back(Action::Transmit { conn, bytes });
+            }
+            Err(e) => self.close(now, conn, CloseReason::Error, Some(e.to_string())),
+        }
+    }
+
+    fn handle_response(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        origin: Origin,
+        api: ApiKey,
+        version: i16,
+        body: Bytes,
+    ) {
+        match origin {
+            Origin::Handshake => {
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                let Phase::Handshake { exchange } = &mut c.phase else {
+                    return;
+                };
+                match exchange.handle_response(body) {
+                    Ok(ExchangeStep::Retry(v)) => self.send_handshake(now, conn, v),
+                    Ok(ExchangeStep::Done(versions)) => {
+                        c.phase = Phase::Ready { versions };
+                        let addr = c.addr.clone();
+                        if let Some(b) = self.backoff.get_mut(&addr) {
+                            *b = AddrBackoff::default();
+                        }
+                        self.emit(now, conn, EventKind::Ready);
+                    }
+                    Err(e) => self.close(now, conn, CloseReason::Error, Some(e.to_string())),
+                }
+            }
+            Origin::Metadata => match metadata::parse(version, body) {
+                Ok(md) => {
+                    self.metadata_refresh.succeeded();
+                    let complete = md.covers(&self.topics);
+                    self.update_metadata(now, md);
+                    if !complete {
+                        // Some topic is unknown or has a partition without a
+                        // leader yet: ask again after the retry backoff.
+                        self.metadata_wanted = true;
+                        self.metadata_refresh.failed(
+                            now,
+                            &self.config.retry_backoff,
+                            &mut self.rng,
+                        );
+                    }
+                }
+                Err(e) => {
+                    self.metadata_refresh
+                        .failed(now, &self.config.retry_backoff, &mut self.rng);
+                    self.close(
+                        now,
+                        conn,
+                        CloseReason::Error,
+                        Some(format!("cannot decode {api} response: {e}")),
+                    );
+                }
+            },
+            Origin::FindCoordinator => {
+                let group = self.config.group_id.clone().unwrap_or_default();
+                match metadata::parse_find_coordinator(version, body, &group) {
+                    Ok(Ok(coordinator)) => {
+                        self.coordinator_refresh.succeeded();
+                        self.coordinator = Some(coordinator);
+                    }
+                    Ok(Err(code)) => {
+                        log::debug!("FindCoordinator for {group:?}: {code}");
+                        self.coordinator_refresh.failed(
+                            now,
+                            &self.config.retry_backoff,
+                            &mut self.rng,
+                        );
+                    }
+                    Err(e) => {
+                        self.coordinator_refresh.failed(
+                            now,
+                            &self.config.retry_backoff,
+                            &mut self.rng,
+                        );
+                        self.close(
+                            now,
+                            conn,
+                            CloseReason::Error,
+                            Some(format!("cannot decode {api} response: {e}")),
+                        );
+                    }
+                }
+            }
+            Origin::User(id) => {
+                let broker = self.conns.get(&conn).and_then(|c| c.broker);
+                self.responses.push_back((
+                    id,
+                    Ok(Response {
+                        api,
+                        version,
+                        broker,
+                        body,
+                    }),
+                ));
+            }
+        }
+    }
+
+    fn update_metadata(&mut self, now: Instant, md: Metadata) {
+        // Name bootstrap connections' brokers once the addresses are known.
+        for c in self.conns.values_mut() {
+            if c.broker.is_none() {
+                c.broker = md
+                    .brokers
+                    .values()
+                    .find(|b| {
+                        let addr = b.addr();
+                        c.addr == addr || c.peer.is_some_and(|p| p.to_string() == addr)
+                    })
+                    .map(|b| b.id);
+            }
+        }
+        self.metadata = md;
+        self.metadata_generation += 1;
+        self.metadata_fetched_at = Some(now);
+    }
+
+    // ===== closing and failing =====
+
+    fn fail(&mut self, origin: Origin, error: RequestError) {
+        match origin {
+            Origin::User(id) => self.responses.push_back((id, Err(error))),
+            Origin::Metadata => {
+                self.metadata_refresh.in_flight = false;
+                self.metadata_wanted = true;
+            }
+            Origin::FindCoordinator => self.coordinator_refresh.in_flight = false,
+            Origin::Handshake => {}
+        }
+    }
+
+    fn connect_failed(&mut self, now: Instant, c: Conn, error: String) {
+        let entry = self.backoff.entry(c.addr.clone()).or_default();
+        entry.failures = entry.failures.saturating_add(1);
+        let delay = self
+            .config
+            .reconnect_backoff
+            .delay(entry.failures, self.rng.unit());
+        entry.until = Some(now + delay);
+        self.counter(&c.addr).connect_failures += 1;
+        log::debug!(
+            "connection {} to {} ({}) failed: {error}; next attempt in {delay:?}",
+            c.id,
+            c.addr,
+            c.purpose
+        );
+        self.push_event(now, &c, EventKind::ConnectFailed { error });
+        if c.purpose == Purpose::Coordinator {
+            self.coordinator = None;
+        }
+        self.requeue(c);
+    }
+
+    /// Puts a dead connection's unsent requests back in the waiting list.
+    fn requeue(&mut self, mut c: Conn) {
+        let target = match c.purpose {
+            Purpose::Bootstrap => Target::AnyBroker,
+            Purpose::Coordinator => Target::Coordinator,
+            Purpose::Leader => c.broker.map_or(Target::AnyBroker, Target::Broker),
+        };
+        for queued in c.queue.drain(..) {
+            let target = match queued.origin {
+                Origin::Metadata | Origin::FindCoordinator => Target::AnyBroker,
+                _ => target,
+            };
+            self.waiting.push_back(Waiting { target, queued });
+        }
+    }
+
+    fn close(
+        &mut self,
+        now: Instant,
+        id: ConnectionId,
+        reason: CloseReason,
+        error: Option<String>,
+    ) {
+        let Some(mut c) = self.conns.remove(&id) else {
+            return;
+        };
+        self.actions.push_back(Action::Close { conn: id });
+        self.counter(&c.addr).count_close(reason);
+        let lost = error
+            .clone()
+            .unwrap_or_else(|| format!("connection closed ({reason})"));
+        for request in c.in_flight.drain(..) {
+            self.fail(
+                request.origin,
+                RequestError::ConnectionLost {
+                    addr: c.addr.clone(),
+                    reason: lost.clone(),
+                },
+            );
+        }
+        if c.purpose == Purpose::Coordinator
+            && matches!(reason, CloseReason::Peer | CloseReason::Error)
+        {
+            self.coordinator = None;
+        }
+        match reason {
+            CloseReason::Error | CloseReason::Peer => {
+                log::debug!("connection {id} to {} closed ({reason}): {lost}", c.addr)
+            }
+            _ => log::debug!("connection {id} to {} closed ({reason})", c.addr),
+        }
+        self.push_event(now, &c, EventKind::Closed { reason, error });
+        if reason == CloseReason::Shutdown {
+            for q in c.queue.drain(..) {
+                self.fail(q.origin, RequestError::Shutdown);
+            }
+        } else {
+            self.requeue(c);
+        }
+    }
+
+    // ===== bookkeeping =====
+
+    fn counter(&mut self, addr: &str) -> &mut BrokerCounters {
+        if !self.counters.contains_key(addr) {
+            self.counters
+                .insert(addr.to_owned(), BrokerCounters::default());
+        }
+        self.counters.get_mut(addr).expect("inserted")
+    }
+
+    fn emit(&mut self, now: Instant, id: ConnectionId, kind: EventKind) {
+        if let Some(c) = self.conns.remove(&id) {
+            self.push_event(now, &c, kind);
+            self.conns.insert(id, c);
+        }
+    }
+
+    fn push_event(&mut self, now: Instant, c: &Conn, kind: EventKind) {
+        let event = ConnectionEvent {
+            at: now.saturating_duration_since(self.epoch),
+            kind,
+            connection: c.id,
+            broker: c.broker,
+            addr: c.addr.clone(),
+            purpose: c.purpose,
+        };
+        log::debug!("{event}");
+        self.events.push_back(event);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,597 @@
+//! Whole connection lifecycles stepped through with a manual clock and a
+//! simulated network: no socket, no sleep.
+
+use super::*;
+use crate::events::{CloseReason, EventKind, Purpose};
+use crate::protocol::frame::{encode_response, RequestHeader};
+use crate::protocol::messages::api_versions::{
+    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse,
+};
+use crate::protocol::messages::find_coordinator::{Coordinator, FindCoordinatorResponse};
+use crate::protocol::messages::metadata::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use crate::protocol::{ApiKey, Reader};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// A simulated cluster of brokers `1..=n` at `b<id>:9092`, answering every
+/// request at once unless told to hold an API.
+struct Sim {
+    c: Cluster,
+    now: Instant,
+    /// Brokers: id -> address.
+    brokers: BTreeMap<i32, String>,
+    /// Partition leaders of topic "t": partition -> broker id.
+    leaders: BTreeMap<i32, i32>,
+    coordinator: i32,
+    /// Addresses that refuse connections.
+    refused: BTreeSet<String>,
+    /// APIs whose requests get no answer.
+    held: BTreeSet<ApiKey>,
+    /// Live sockets (connected or connecting): id -> address.
+    sockets: BTreeMap<ConnectionId, String>,
+    /// Connect attempts in progress.
+    connecting: BTreeSet<ConnectionId>,
+    /// The largest number of attempts in progress at once.
+    max_connecting: usize,
+    /// Every request seen: (connection, address, api).
+    log: Vec<(ConnectionId, String, ApiKey)>,
+    events: Vec<ConnectionEvent>,
+    responses: BTreeMap<RequestId, Result<Response, RequestError>>,
+    /// Whether connects complete at once.
+    auto_connect: bool,
+}
+
+fn config(bootstrap: &[&str], group: Option<&str>) -> ClusterConfig {
+    let mut c = ClusterConfig::new(bootstrap.iter().copied());
+    c.group_id = group.map(str::to_owned);
+    c.connections_max_idle = Some(Duration::from_secs(10));
+    c
+}
+
+impl Sim {
+    fn new(config: ClusterConfig) -> Self {
+        let now = Instant::now();
+        Sim {
+            c: Cluster::new(config, now, 42),
+            now,
+            brokers: (1..=3).map(|id| (id, format!("b{id}:9092"))).collect(),
+            leaders: [(0, 1), (1, 3)].into_iter().collect(),
+            coordinator: 2,
+            refused: BTreeSet::new(),
+            held: BTreeSet::new(),
+            sockets: BTreeMap::new(),
+            connecting: BTreeSet::new(),
+            max_connecting: 0,
+            log: Vec::new(),
+            events: Vec::new(),
+            responses: BTreeMap::new(),
+            auto_connect: true,
+        }
+    }
+
+    /// Carries out every action, answering as the brokers would, until the
+    /// cluster asks for nothing more.
+    fn pump(&mut self) {
+        loop {
+            let mut progressed = false;
+            while let Some(action) = self.c.poll_action() {
+                progressed = true;
+                match action {
+                    Action::Connect { conn, addr, .. } => {
+                        self.sockets.insert(conn, addr.clone());
+                        self.connecting.insert(conn);
+                        self.max_connecting = self.max_connecting.max(self.connecting.len());
+                        if self.refused.contains(&addr) {
+                            self.connecting.remove(&conn);
+                            self.sockets.remove(&conn);
+                            self.c
+                                .handle_connect_failed(self.now, conn, "refused".into());
+                        } else if self.auto_connect {
+                            self.connecting.remove(&conn);
+                            self.c.handle_connected(self.now, conn, peer(&addr));
+                        }
+                    }
+                    Action::Transmit { conn, bytes } => {
+                        let addr = self.sockets[&conn].clone();
+                        let mut answers = Vec::new();
+                        let mut buf = bytes;
+                        while !buf.is_empty() {
+                            let size = i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
+                            let frame = buf.slice(4..4 + size);
+                            buf = buf.slice(4 + size..);
+                            let mut r = Reader::new(frame);
+                            let header = RequestHeader::decode(&mut r).unwrap();
+                            let api = ApiKey::from_code(header.api_key).unwrap();
+                            self.log.push((conn, addr.clone(), api));
+                            if !self.held.contains(&api) {
+                                answers.push(self.answer(&header, api));
+                            }
+                        }
+                        for answer in answers {
+                            self.c.handle_received(self.now, conn, &answer);
+                        }
+                    }
+                    Action::Close { conn } => {
+                        self.connecting.remove(&conn);
+                        assert!(
+                            self.sockets.remove(&conn).is_some(),
+                            "close of unknown {conn}"
+                        );
+                    }
+                }
+            }
+            while let Some(e) = self.c.poll_event() {
+                self.events.push(e);
+            }
+            while let Some((id, r)) = self.c.poll_response() {
+                self.responses.insert(id, r);
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn answer(&self, header: &RequestHeader, api: ApiKey) -> Bytes {
+        let v = header.api_version;
+        let corr = header.correlation_id;
+        match api {
+            ApiKey::ApiVersions => encode_response(
+                &ApiVersionsResponse {
+                    api_keys: ApiKey::ALL
+                        .iter()
+                        .map(|k| ApiVersionRange {
+                            api_key: k.code(),
+                            min_version: 0,
+                            max_version: k.client_versions().max,
+                            unknown_tagged_fields: Vec::new(),
+                        })
+                        .collect(),
+                    ..ApiVersionsResponse::default()
+                },
+                v,
+                corr,
+            ),
+            ApiKey::Metadata => encode_response(&self.metadata_response(), v, corr),
+            ApiKey::FindCoordinator => {
+                let addr = &self.brokers[&self.coordinator];
+                let (host, port) = addr.split_once(':').unwrap();
+                let port: i32 = port.parse().unwrap();
+                let resp = if v >= 4 {
+                    FindCoordinatorResponse {
+                        coordinators: vec![Coordinator {
+                            key: "g".into(),
+                            node_id: self.coordinator,
+                            host: host.into(),
+                            port,
+                            ..Coordinator::default()
+                        }],
+                        ..FindCoordinatorResponse::default()
+                    }
+                } else {
+                    FindCoordinatorResponse {
+                        node_id: self.coordinator,
+                        host: host.into(),
+                        port,
+                        ..FindCoordinatorResponse::default()
+                    }
+                };
+                encode_response(&resp, v, corr)
+            }
+            other => panic!("the simulated broker does not serve {other}"),
+        }
+        .unwrap()
+    }
+
+    fn metadata_response(&self) -> MetadataResponse {
+        MetadataResponse {
+            brokers: self
+                .brokers
+                .iter()
+                .map(|(id, addr)| {
+                    let (host, port) = addr.split_once(':').unwrap();
+                    MetadataResponseBroker {
+                        node_id: *id,
+                        host: host.into(),
+                        port: port.parse().unwrap(),
+                        ..MetadataResponseBroker::default()
+                    }
+                })
+                .collect(),
+            topics: vec![MetadataResponseTopic {
+                name: Some("t".into()),
+                partitions: self
+                    .leaders
+                    .iter()
+                    .map(|(p, leader)| MetadataResponsePartition {
+                        partition_index: *p,
+                        leader_id: *leader,
+                        ..MetadataResponsePartition::default()
+                    })
+                    .collect(),
+                ..MetadataResponseTopic::default()
+            }],
+            ..MetadataResponse::default()
+        }
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.c.handle_timeout(self.now);
+        self.pump();
+    }
+
+    fn request(&mut self, target: Target) -> RequestId {
+        let id = self.c.request(
+            self.now,
+            target,
+            Box::new(ApiVersionsRequest::from_this_client()),
+        );
+        self.pump();
+        id
+    }
+
+    /// The live sockets' purposes, sorted.
+    fn census(&self) -> Vec<(Purpose, Option<i32>)> {
+        let mut v: Vec<_> = self
+            .c
+            .connections(self.now)
+            .into_iter()
+            .map(|c| (c.purpose, c.broker))
+            .collect();
+        v.sort_by_key(|(p, b)| (format!("{p}"), *b));
+        assert_eq!(v.len(), self.sockets.len(), "cluster and sockets disagree");
+        v
+    }
+
+    fn kinds(&self) -> Vec<(String, Purpose, String)> {
+        self.events
+            .iter()
+            .map(|e| {
+                let kind = match &e.kind {
+                    EventKind::Closed { reason, .. } => format!("closed:{reason}"),
+                    other => format!("{other:?}").to_lowercase(),
+                };
+                (kind, e.purpose, e.addr.clone())
+            })
+            .collect()
+    }
+}
+
+fn peer(addr: &str) -> std::net::SocketAddr {
+    // The simulated brokers have no real addresses; any distinct one will do.
+    let n: u16 = addr.bytes().map(u16::from).sum();
+    std::net::SocketAddr::from(([10, 0, 0, 1], n))
+}
+
+#[test]
+fn nothing_happens_before_a_request() {
+    let mut sim = Sim::new(config(&["b1:9092", "b2:9092"], Some("g")));
+    sim.pump();
+    assert!(sim.sockets.is_empty());
+    assert!(sim.events.is_empty());
+    assert_eq!(sim.c.poll_timeout(), None);
+}
+
+#[test]
+fn group_lifecycle_bootstrap_coordinator_leaders_then_retirement() {
+    let mut sim = Sim::new(config(&["b1:9092", "b2:9092", "b3:9092"], Some("g")));
+    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    let join = sim.request(Target::Coordinator);
+    sim.pump();
+
+    // One bootstrap connection carried ApiVersions, Metadata and
+    // FindCoordinator; then the coordinator got its own connection.
+    let bootstrap_conn = sim.events[0].connection;
+    assert_eq!(sim.events[0].purpose, Purpose::Bootstrap);
+    let on_bootstrap: Vec<ApiKey> = sim
+        .log
+        .iter()
+        .filter(|(c, _, _)| *c == bootstrap_conn)
+        .map(|(_, _, api)| *api)
+        .collect();
+    assert_eq!(
+        on_bootstrap,
+        vec![
+            ApiKey::ApiVersions,
+            ApiKey::Metadata,
+            ApiKey::FindCoordinator
+        ]
+    );
+    assert_eq!(sim.c.coordinator().map(|b| b.id), Some(2));
+    assert!(sim.responses[&join].is_ok(), "{:?}", sim.responses[&join]);
+    let coordinator_requests: Vec<ApiKey> = sim
+        .log
+        .iter()
+        .filter(|(_, addr, _)| addr == "b2:9092")
+        .map(|(_, _, api)| *api)
+        .collect();
+    assert!(coordinator_requests.len() >= 2, "{coordinator_requests:?}");
+    let census = sim.census();
+    assert!(
+        census.contains(&(Purpose::Coordinator, Some(2))),
+        "{census:?}"
+    );
+    assert!(
+        census.iter().any(|(p, _)| *p == Purpose::Bootstrap),
+        "{census:?}"
+    );
+
+    // Fetch-like requests to both leaders: one connection each (or the
+    // bootstrap promoted, if it reached one of them), then the bootstrap
+    // connection is gone.
+    let leaders: BTreeSet<i32> = sim.leaders.values().copied().collect();
+    for leader in &leaders {
+        sim.request(Target::Broker(*leader));
+    }
+    assert_eq!(
+        sim.census(),
+        vec![
+            (Purpose::Coordinator, Some(2)),
+            (Purpose::Leader, Some(1)),
+            (Purpose::Leader, Some(3)),
+        ]
+    );
+    let kinds = sim.kinds();
+    let retired_or_promoted = kinds
+        .iter()
+        .any(|(k, _, _)| k == "retired" || k == "promoted");
+    assert!(retired_or_promoted, "{kinds:?}");
+    // No broker without a partition of ours was ever connected as leader.
+    assert!(!sim
+        .events
+        .iter()
+        .any(|e| e.purpose == Purpose::Leader && e.broker == Some(2)));
+}
+
+#[test]
+fn bootstrap_reaching_a_leader_is_promoted_not_duplicated() {
+    // Only b1 is listed: the bootstrap connection reaches broker 1, which
+    // leads partition 0.
+    let mut sim = Sim::new(config(&["b1:9092"], None));
+    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.pump();
+    let connects_before = sim.c.counters()["b1:9092"].connects;
+    sim.request(Target::Broker(1));
+    assert_eq!(sim.c.counters()["b1:9092"].connects, connects_before);
+    assert!(sim
+        .kinds()
+        .iter()
+        .any(|(k, p, _)| k == "promoted" && *p == Purpose::Leader));
+    assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+}
+
+#[test]
+fn manual_assignment_retires_bootstrap_after_first_leader() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.pump();
+    assert_eq!(sim.census(), vec![(Purpose::Bootstrap, Some(2))]);
+    sim.request(Target::Broker(3));
+    assert_eq!(sim.census(), vec![(Purpose::Leader, Some(3))]);
+    let kinds = sim.kinds();
+    let retired = kinds
+        .iter()
+        .position(|(k, p, a)| k == "retired" && *p == Purpose::Bootstrap && a == "b2:9092");
+    let closed = kinds
+        .iter()
+        .position(|(k, _, a)| k == "closed:retired" && a == "b2:9092");
+    assert!(retired.is_some() && closed > retired, "{kinds:?}");
+}
+
+#[test]
+fn metadata_goes_over_the_least_loaded_leader_connection() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.pump();
+    sim.request(Target::Broker(1));
+    sim.request(Target::Broker(3));
+    // Broker 1's connection is busy with a request that gets no answer.
+    sim.held.insert(ApiKey::ApiVersions);
+    sim.request(Target::Broker(1));
+    sim.held.clear();
+    let before = sim.log.len();
+    sim.c.request_metadata_refresh(sim.now);
+    sim.pump();
+    let metadata: Vec<&String> = sim.log[before..]
+        .iter()
+        .filter(|(_, _, api)| *api == ApiKey::Metadata)
+        .map(|(_, addr, _)| addr)
+        .collect();
+    assert_eq!(metadata, vec!["b3:9092"]);
+    // No bootstrap connection was opened for it.
+    assert!(!sim.census().iter().any(|(p, _)| *p == Purpose::Bootstrap));
+}
+
+#[test]
+fn idle_connections_close_at_exactly_the_idle_time() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.pump();
+    sim.request(Target::Broker(3));
+    assert_eq!(sim.census(), vec![(Purpose::Leader, Some(3))]);
+    // The deadline is reported, so the runtime knows when to wake.
+    assert_eq!(
+        sim.c.poll_timeout(),
+        Some(sim.now + Duration::from_secs(10))
+    );
+    sim.advance(Duration::from_secs(10) - Duration::from_millis(1));
+    assert_eq!(sim.census().len(), 1);
+    sim.advance(Duration::from_millis(1));
+    assert!(sim.census().is_empty());
+    let last = sim.events.last().unwrap();
+    assert!(
+        matches!(
+            last.kind,
+            EventKind::Closed {
+                reason: CloseReason::Idle,
+                ..
+            }
+        ),
+        "{last:?}"
+    );
+    assert_eq!(sim.c.counters()["b3:9092"].closed_idle, 1);
+}
+
+#[test]
+fn idle_reaping_can_be_disabled() {
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.connections_max_idle = None;
+    let mut sim = Sim::new(cfg);
+    sim.request(Target::AnyBroker);
+    sim.advance(Duration::from_secs(3600));
+    assert_eq!(sim.census().len(), 1);
+}
+
+#[test]
+fn a_thousand_bootstrap_addresses_are_tried_one_at_a_time() {
+    let addrs: Vec<String> = (0..1000).map(|i| format!("h{i}:9092")).collect();
+    let refs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let mut sim = Sim::new(config(&refs, None));
+    // Connects do not complete by themselves: each attempt stays pending
+    // until this test fails it, so any second attempt would show.
+    sim.auto_connect = false;
+    let id = sim.request(Target::AnyBroker);
+    let mut tried = BTreeSet::new();
+    for round in 0..1000 {
+        assert_eq!(sim.sockets.len(), 1, "round {round}: one attempt at a time");
+        let (&conn, addr) = sim.sockets.iter().next().unwrap();
+        assert!(tried.insert(addr.clone()), "{addr} tried twice");
+        if round == 999 {
+            sim.connecting.clear();
+            sim.c.handle_connected(sim.now, conn, peer(addr));
+        } else {
+            sim.sockets.remove(&conn);
+            sim.connecting.clear();
+            sim.c.handle_connect_failed(sim.now, conn, "refused".into());
+        }
+        sim.pump();
+    }
+    assert!(sim.responses[&id].is_ok());
+    let attempts: u64 = sim.c.counters().values().map(|c| c.connects).sum();
+    assert_eq!(attempts, 1000);
+    assert_eq!(sim.census(), vec![(Purpose::Bootstrap, None)]);
+}
+
+#[test]
+fn reconnects_back_off_exponentially_with_jitter() {
+    let mut cfg = config(&["b1:9092"], None);
+    cfg.request_timeout = Duration::from_secs(3600);
+    let mut sim = Sim::new(cfg);
+    sim.refused.insert("b1:9092".into());
+    sim.request(Target::AnyBroker);
+    let mut attempt_times = vec![sim.now];
+    while attempt_times.len() < 8 {
+        let wake = sim.c.poll_timeout().expect("waiting for the backoff");
+        let before = sim.c.counters()["b1:9092"].connects;
+        sim.advance(wake.saturating_duration_since(sim.now));
+        if sim.c.counters()["b1:9092"].connects > before {
+            attempt_times.push(sim.now);
+        }
+    }
+    let gaps: Vec<Duration> = attempt_times.windows(2).map(|w| w[1] - w[0]).collect();
+    for (i, gap) in gaps.iter().enumerate() {
+        let nominal = Duration::from_millis(50 * (1u64 << i)).min(Duration::from_millis(1000));
+        assert!(
+            *gap >= nominal.mul_f64(0.8) && *gap <= nominal.mul_f64(1.2),
+            "gap {i}: {gap:?}, nominal {nominal:?}"
+        );
+    }
+}
+
+#[test]
+fn a_request_timeout_closes_the_connection_and_fails_what_was_in_flight() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.request(Target::AnyBroker);
+    sim.held.insert(ApiKey::ApiVersions);
+    let id = sim.request(Target::AnyBroker);
+    sim.advance(Duration::from_secs(30));
+    assert!(sim.census().is_empty());
+    match &sim.responses[&id] {
+        Err(e @ RequestError::ConnectionLost { .. }) => assert!(e.is_retriable()),
+        other => panic!("{other:?}"),
+    }
+    assert!(sim.kinds().iter().any(|(k, _, _)| k == "closed:error"));
+}
+
+#[test]
+fn a_peer_close_fails_in_flight_requests_and_closes_our_side() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.request(Target::AnyBroker);
+    sim.held.insert(ApiKey::ApiVersions);
+    let id = sim.request(Target::AnyBroker);
+    let conn = *sim.sockets.keys().next().unwrap();
+    sim.c.handle_closed(sim.now, conn, None);
+    sim.pump();
+    // The runtime was told to close the socket: nothing in CLOSE_WAIT.
+    assert!(sim.sockets.is_empty());
+    assert!(matches!(
+        sim.responses[&id],
+        Err(RequestError::ConnectionLost { .. })
+    ));
+    assert_eq!(sim.kinds().last().unwrap().0, "closed:peer");
+}
+
+#[test]
+fn leader_change_moves_requests_and_the_old_connection_idles_out() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.pump();
+    sim.request(Target::Broker(sim.c.metadata().leader("t", 0).unwrap()));
+    assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+    // Partition 0 moves to broker 3.
+    sim.leaders.insert(0, 3);
+    sim.c.request_metadata_refresh(sim.now);
+    sim.pump();
+    assert_eq!(sim.c.metadata().leader("t", 0), Some(3));
+    sim.request(Target::Broker(3));
+    assert_eq!(
+        sim.census(),
+        vec![(Purpose::Leader, Some(1)), (Purpose::Leader, Some(3))]
+    );
+    // Only broker 3 keeps getting traffic; broker 1's connection idles out.
+    for _ in 0..4 {
+        sim.advance(Duration::from_secs(3));
+        sim.request(Target::Broker(3));
+    }
+    assert_eq!(sim.census(), vec![(Purpose::Leader, Some(3))]);
+}
+
+#[test]
+fn metadata_refreshes_when_it_is_older_than_the_max_age() {
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.connections_max_idle = None;
+    cfg.metadata_max_age = Duration::from_secs(60);
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.pump();
+    let count = |sim: &Sim| {
+        sim.log
+            .iter()
+            .filter(|(_, _, api)| *api == ApiKey::Metadata)
+            .count()
+    };
+    assert_eq!(count(&sim), 1);
+    sim.advance(Duration::from_secs(59));
+    assert_eq!(count(&sim), 1);
+    sim.advance(Duration::from_secs(1));
+    assert_eq!(count(&sim), 2);
+}
+
+#[test]
+fn connection_events_serialise_for_machines() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.request(Target::AnyBroker);
+    let ready = sim
+        .events
+        .iter()
+        .find(|e| e.kind == EventKind::Ready)
+        .unwrap();
+    let json = serde_json::to_value(ready).unwrap();
+    assert_eq!(json["event"], "ready");
+    assert_eq!(json["purpose"], "bootstrap");
+    assert_eq!(json["addr"], "b2:9092");
+    assert!(json["t_ms"].is_u64());
+}
