@@ -4,13 +4,14 @@
 
 use super::conn::RequestBody;
 use crate::error::ErrorCode;
+use crate::protocol::messages::decode_response_body;
 use crate::protocol::messages::find_coordinator::{
     FindCoordinatorRequest, FindCoordinatorResponse,
 };
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
-use crate::protocol::{ApiKey, DecodeError, EncodeError, Message, Reader, Writer};
+use crate::protocol::{ApiKey, DecodeError, EncodeError, Message, Writer};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -117,9 +118,7 @@ pub(crate) fn request(topics: &BTreeSet<String>, allow_auto_create: bool) -> Box
 
 /// Reads a Metadata response into the cache's form.
 pub(crate) fn parse(version: i16, body: Bytes) -> Result<Metadata, DecodeError> {
-    let mut r = Reader::new(body);
-    let resp = MetadataResponse::decode(&mut r, version)?;
-    r.finish()?;
+    let (resp, _) = decode_response_body::<MetadataResponse>(body, version)?;
     let brokers = resp
         .brokers
         .into_iter()
@@ -210,9 +209,7 @@ pub(crate) fn parse_find_coordinator(
     body: Bytes,
     group: &str,
 ) -> Result<Result<BrokerAddress, ErrorCode>, DecodeError> {
-    let mut r = Reader::new(body);
-    let resp = FindCoordinatorResponse::decode(&mut r, version)?;
-    r.finish()?;
+    let (resp, _) = decode_response_body::<FindCoordinatorResponse>(body, version)?;
     let (code, node_id, host, port) = if version >= 4 {
         match resp.coordinators.into_iter().find(|c| c.key == group) {
             Some(c) => (c.error_code, c.node_id, c.host, c.port),

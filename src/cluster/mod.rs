@@ -48,7 +48,7 @@ use crate::events::{
     BrokerCounters, CloseReason, ConnectionEvent, ConnectionId, ConnectionInfo, EventKind, Purpose,
 };
 use crate::protocol::{
-    ApiKey, DecodeError, EncodeError, ExchangeStep, Message, NoCommonVersion, Reader,
+    ApiKey, DecodeError, EncodeError, ExchangeStep, Message, NoCommonVersion,
     DEFAULT_MAX_FRAME_SIZE,
 };
 use bytes::Bytes;
@@ -177,11 +177,19 @@ pub struct Response {
 }
 
 impl Response {
-    /// Decodes the body as `M`, which must use every byte.
+    /// Decodes the body as `M` (see
+    /// [`decode_response_body`](crate::protocol::messages::decode_response_body)
+    /// for bytes left over).
     pub fn decode<M: Message>(&self) -> Result<M, DecodeError> {
-        let mut r = Reader::new(self.body.clone());
-        let m = M::decode(&mut r, self.version)?;
-        r.finish()?;
+        let (m, trailing) =
+            crate::protocol::messages::decode_response_body(self.body.clone(), self.version)?;
+        if trailing > 0 {
+            log::debug!(
+                "{} response v{}: {trailing} bytes left over",
+                self.api,
+                self.version
+            );
+        }
         Ok(m)
     }
 }
@@ -206,8 +214,6 @@ pub enum RequestError {
     NoCommonVersion(NoCommonVersion),
     /// The request could not be encoded.
     Encode(ApiKey, EncodeError),
-    /// No broker with this id is in the metadata.
-    UnknownBroker(i32),
     /// A coordinator request without `group.id`.
     NoGroup,
     /// The client is shutting down.
@@ -219,9 +225,7 @@ impl RequestError {
     pub fn is_retriable(&self) -> bool {
         matches!(
             self,
-            RequestError::ConnectionLost { .. }
-                | RequestError::Timeout { .. }
-                | RequestError::UnknownBroker(_)
+            RequestError::ConnectionLost { .. } | RequestError::Timeout { .. }
         )
     }
 }
@@ -235,7 +239,6 @@ impl fmt::Display for RequestError {
             RequestError::Timeout { api } => write!(f, "{api} request timed out"),
             RequestError::NoCommonVersion(e) => e.fmt(f),
             RequestError::Encode(api, e) => write!(f, "cannot encode {api} request: {e}"),
-            RequestError::UnknownBroker(id) => write!(f, "broker {id} is not in the metadata"),
             RequestError::NoGroup => f.write_str("no group.id is configured"),
             RequestError::Shutdown => f.write_str("the client is shutting down"),
         }
@@ -683,7 +686,7 @@ impl Cluster {
     }
 
     fn wants_metadata_refresh_later(&self) -> bool {
-        !self.topics.is_empty()
+        !self.topics.is_empty() || self.metadata_wanted
     }
 
     fn schedule_internal_requests(&mut self, now: Instant) {
@@ -691,8 +694,7 @@ impl Cluster {
             None => true,
             Some(t) => now.saturating_duration_since(t) >= self.config.metadata_max_age,
         };
-        if !self.topics.is_empty()
-            && (self.metadata_wanted || stale)
+        if ((!self.topics.is_empty() && stale) || self.metadata_wanted)
             && self.metadata_refresh.may_send(now)
         {
             self.metadata_refresh.in_flight = true;
@@ -786,7 +788,20 @@ impl Cluster {
                     return Ok(Some(c.id));
                 }
                 let Some(broker) = self.metadata.brokers.get(&id).cloned() else {
-                    return Err(RequestError::UnknownBroker(id));
+                    // Not in the metadata (yet): refresh it, after the retry
+                    // backoff if it is already fresh, and wait; the request's
+                    // own deadline bounds the wait.
+                    if !self.metadata_wanted && !self.metadata_refresh.in_flight {
+                        self.metadata_wanted = true;
+                        if self.metadata_fetched_at.is_some() {
+                            self.metadata_refresh.failed(
+                                now,
+                                &self.config.retry_backoff,
+                                &mut self.rng,
+                            );
+                        }
+                    }
+                    return Ok(None);
                 };
                 let addr = broker.addr();
                 // DESIGN §1.2e: a bootstrap connection that reaches this

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::protocol::frame::{self, encode_request, frame_size, peek_correlation_id};
 use crate::protocol::messages::api_versions::ApiVersionsRequest;
 use crate::protocol::{
-    ApiVersionTable, ApiVersionsExchange, ExchangeError, ExchangeStep, Message, Request,
+    ApiVersionTable, ApiVersionsExchange, ExchangeError, ExchangeStep, Request,
     DEFAULT_MAX_FRAME_SIZE,
 };
 use async_std::future::timeout;
@@ -139,14 +139,13 @@ impl BrokerConnection {
                     source,
                 })?;
         let body = self.round_trip(request, version).await?;
-        let mut reader = crate::protocol::Reader::new(body);
-        let decoded = R::Response::decode(&mut reader, version)
-            .and_then(|response| reader.finish().map(|()| response));
-        decoded.map_err(|source| Error::Decode {
-            api: R::API_KEY.name(),
-            addr: self.addr.clone(),
-            source,
-        })
+        crate::protocol::messages::decode_response_body::<R::Response>(body, version)
+            .map(|(response, _)| response)
+            .map_err(|source| Error::Decode {
+                api: R::API_KEY.name(),
+                addr: self.addr.clone(),
+                source,
+            })
     }
 
     /// Sends one request and returns the response body with its header

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod mock;
+
 /// The address of the real broker (tansu) the test command started, from
 /// `LAZYKAFKA_TEST_BROKER`.
 ///
@@ -19,5 +21,72 @@ pub fn tansu_addr(test: &str) -> Option<String> {
             eprintln!("{test}: skipped (no broker: LAZYKAFKA_TEST_BROKER is not set)");
             None
         }
+    }
+}
+
+/// One TCP socket of this process, from `/proc/net/tcp{,6}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Socket {
+    pub local_port: u16,
+    pub remote_port: u16,
+    /// The kernel's state number: 1 ESTABLISHED, 8 CLOSE_WAIT, ...
+    pub state: u8,
+}
+
+pub const ESTABLISHED: u8 = 0x01;
+pub const CLOSE_WAIT: u8 = 0x08;
+
+/// The TCP sockets this process holds (by file descriptor) whose remote port
+/// is one of `remote_ports`: the client side of connections to those brokers
+/// (a broker running in this process holds the other side, whose *local*
+/// port is the broker's).
+pub fn client_sockets(remote_ports: &[u16]) -> Vec<Socket> {
+    let mut inodes = std::collections::HashSet::new();
+    for entry in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
+        let Ok(entry) = entry else { continue };
+        if let Ok(target) = std::fs::read_link(entry.path()) {
+            let t = target.to_string_lossy();
+            if let Some(inode) = t.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')) {
+                inodes.insert(inode.to_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 10 || !inodes.contains(f[9]) {
+                continue;
+            }
+            let port =
+                |field: &str| u16::from_str_radix(field.rsplit(':').next().unwrap(), 16).unwrap();
+            let socket = Socket {
+                local_port: port(f[1]),
+                remote_port: port(f[2]),
+                state: u8::from_str_radix(f[3], 16).unwrap(),
+            };
+            if remote_ports.contains(&socket.remote_port) {
+                out.push(socket);
+            }
+        }
+    }
+    out.sort_by_key(|s| (s.remote_port, s.local_port));
+    out
+}
+
+/// Waits until `cond` holds, checking every 10 ms, for at most `timeout`.
+pub fn wait_for(timeout: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }

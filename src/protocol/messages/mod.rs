@@ -44,6 +44,22 @@ pub trait Message: Sized {
     fn decode(r: &mut Reader, version: i16) -> Result<Self, DecodeError>;
 }
 
+/// Decodes a response body read at `version`.
+///
+/// Bytes left over after a complete message are tolerated and their count
+/// returned, for the caller to log: the Java client and librdkafka accept
+/// them too, and librdkafka's mock broker sends one (an extra empty tag
+/// section after flexible Metadata responses). Nothing in the message is
+/// lost by ignoring them; a message that ends early is still an error.
+pub fn decode_response_body<M: Message>(
+    body: bytes::Bytes,
+    version: i16,
+) -> Result<(M, usize), DecodeError> {
+    let mut r = Reader::new(body);
+    let message = M::decode(&mut r, version)?;
+    Ok((message, r.remaining()))
+}
+
 /// A request, tied to the response it is answered with.
 pub trait Request: Message {
     /// The response body type.

@@ -1,0 +1,121 @@
+//! librdkafka's mock cluster through raw `rdkafka-sys` calls, for what the
+//! `rdkafka::mocking` wrapper does not expose: request tracking, coordinator
+//! placement, broker down/up.
+
+use rdkafka_sys as sys;
+use std::ffi::{CStr, CString};
+
+/// A mock cluster of `n` brokers (ids 1..=n) on loopback, in this process.
+pub struct RawMock {
+    rk: *mut sys::rd_kafka_t,
+    mc: *mut sys::rd_kafka_mock_cluster_t,
+}
+
+// The mock cluster runs its own thread; its handle may be used from any
+// thread (librdkafka serialises calls on its op queue).
+unsafe impl Send for RawMock {}
+
+impl RawMock {
+    pub fn new(brokers: i32) -> Self {
+        unsafe {
+            let conf = sys::rd_kafka_conf_new();
+            let mut errstr = [0 as std::os::raw::c_char; 512];
+            // A producer handle with no bootstrap servers connects nowhere;
+            // it only hosts the mock cluster.
+            let rk = sys::rd_kafka_new(
+                sys::rd_kafka_type_t::RD_KAFKA_PRODUCER,
+                conf,
+                errstr.as_mut_ptr(),
+                errstr.len(),
+            );
+            assert!(
+                !rk.is_null(),
+                "rd_kafka_new: {}",
+                CStr::from_ptr(errstr.as_ptr()).to_string_lossy()
+            );
+            let mc = sys::rd_kafka_mock_cluster_new(rk, brokers);
+            assert!(!mc.is_null(), "rd_kafka_mock_cluster_new failed");
+            // The first join otherwise waits ~3 s.
+            sys::rd_kafka_mock_group_initial_rebalance_delay_ms(mc, 0);
+            RawMock { rk, mc }
+        }
+    }
+
+    /// `host:port` of each broker, in broker-id order.
+    pub fn bootstraps(&self) -> Vec<String> {
+        let s = unsafe { CStr::from_ptr(sys::rd_kafka_mock_cluster_bootstraps(self.mc)) };
+        s.to_string_lossy().split(',').map(str::to_owned).collect()
+    }
+
+    /// The ports of the brokers, in broker-id order.
+    pub fn ports(&self) -> Vec<u16> {
+        self.bootstraps()
+            .iter()
+            .map(|a| a.rsplit(':').next().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        let t = CString::new(topic).unwrap();
+        let err = unsafe { sys::rd_kafka_mock_topic_create(self.mc, t.as_ptr(), partitions, 1) };
+        assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+
+    pub fn set_leader(&self, topic: &str, partition: i32, broker: i32) {
+        let t = CString::new(topic).unwrap();
+        let err = unsafe {
+            sys::rd_kafka_mock_partition_set_leader(self.mc, t.as_ptr(), partition, broker)
+        };
+        assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+
+    pub fn set_group_coordinator(&self, group: &str, broker: i32) {
+        let kind = CString::new("group").unwrap();
+        let key = CString::new(group).unwrap();
+        let err = unsafe {
+            sys::rd_kafka_mock_coordinator_set(self.mc, kind.as_ptr(), key.as_ptr(), broker)
+        };
+        assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+
+    pub fn broker_down(&self, broker: i32) {
+        unsafe { sys::rd_kafka_mock_broker_set_down(self.mc, broker) };
+    }
+
+    pub fn broker_up(&self, broker: i32) {
+        unsafe { sys::rd_kafka_mock_broker_set_up(self.mc, broker) };
+    }
+
+    pub fn start_tracking(&self) {
+        unsafe { sys::rd_kafka_mock_start_request_tracking(self.mc) };
+    }
+
+    /// Every request received since tracking started: (broker id, API key).
+    pub fn requests(&self) -> Vec<(i32, i16)> {
+        unsafe {
+            let mut n = 0usize;
+            let reqs = sys::rd_kafka_mock_get_requests(self.mc, &mut n);
+            let mut out = Vec::with_capacity(n);
+            for i in 0..n {
+                let r = *reqs.add(i);
+                out.push((
+                    sys::rd_kafka_mock_request_id(r),
+                    sys::rd_kafka_mock_request_api_key(r),
+                ));
+            }
+            if !reqs.is_null() {
+                sys::rd_kafka_mock_request_destroy_array(reqs, n);
+            }
+            out
+        }
+    }
+}
+
+impl Drop for RawMock {
+    fn drop(&mut self) {
+        unsafe {
+            sys::rd_kafka_mock_cluster_destroy(self.mc);
+            sys::rd_kafka_destroy(self.rk);
+        }
+    }
+}
