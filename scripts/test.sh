@@ -84,6 +84,8 @@ PY
 
 # --- 3. checks and tests --------------------------------------------------
 export LAZYKAFKA_TEST_BROKER="$addr"
+# Tests that must stop a broker start their own from this binary.
+export LAZYKAFKA_TANSU_BIN="$tansu"
 export LAZYKAFKA_REQUIRE_BROKER=1
 
 step "cargo fmt --check"

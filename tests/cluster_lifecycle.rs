@@ -103,7 +103,14 @@ async fn librdkafka_mock_group_lifecycle() {
         .filter(|s| s.state == ESTABLISHED)
         .map(|s| s.remote_port)
         .collect();
-    assert_eq!(established.len(), 2, "{established:?}");
+    assert_eq!(
+        established.len(),
+        2,
+        "{:?} {:?} {:#?}",
+        client_sockets(&ports),
+        driver.connections(),
+        driver.take_events()
+    );
     assert!(established.contains(&port_of(2)));
 
     // Requests to both partition leaders: a connection each, and the
@@ -259,4 +266,50 @@ async fn tansu_single_broker_lifecycle() {
     assert!(wait_for(WAIT, || client_sockets(&[port]).len() == before + 2));
     driver.shutdown();
     assert!(wait_for(WAIT, || client_sockets(&[port]).len() == before));
+}
+
+#[async_std::test]
+async fn a_broker_closing_its_sockets_leaves_nothing_in_close_wait() {
+    let Some(mut tansu) = common::Tansu::start("no_close_wait_after_broker_close") else {
+        return;
+    };
+    let mut driver = ClusterDriver::new(
+        Cluster::new(ClusterConfig::new([tansu.addr.clone()]), Instant::now(), 3),
+        SocketOptions::default(),
+    );
+    driver
+        .cluster()
+        .set_topics(Instant::now(), ["close-wait".to_owned()]);
+    let ready = driver
+        .run_until(WAIT, |d| d.cluster().metadata_generation() > 0)
+        .await;
+    assert!(ready, "no metadata from tansu");
+    assert_eq!(client_sockets(&[tansu.port]).len(), 1);
+
+    tansu.kill();
+    let seen = driver
+        .run_until(WAIT, |d| {
+            d.take_events().iter().any(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::Closed {
+                        reason: CloseReason::Peer | CloseReason::Error,
+                        ..
+                    }
+                )
+            })
+        })
+        .await;
+    assert!(seen, "the broker's close was not seen");
+    // Our side is closed too: within a second the socket is gone, and at no
+    // point is it left in CLOSE_WAIT.
+    assert!(wait_for(Duration::from_secs(1), || client_sockets(&[
+        tansu.port
+    ])
+    .iter()
+    .all(|s| s.state != CLOSE_WAIT)));
+    assert!(wait_for(Duration::from_secs(1), || client_sockets(&[
+        tansu.port
+    ])
+    .is_empty()));
 }

@@ -599,6 +599,14 @@ impl Cluster {
             .collect()
     }
 
+    /// Whether `conn` is a connection attempt still wanted (a runtime whose
+    /// connect completes late must close the socket otherwise).
+    pub fn is_connecting(&self, conn: ConnectionId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| matches!(c.phase, Phase::Connecting { .. }))
+    }
+
     /// Counters per broker address.
     pub fn counters(&self) -> &BTreeMap<String, BrokerCounters> {
         &self.counters

@@ -159,6 +159,12 @@ impl ClusterDriver {
     fn handle_input(&mut self, now: Instant, id: ConnectionId, input: SocketInput) {
         match input {
             SocketInput::Connected(stream, peer) => {
+                if !self.cluster.is_connecting(id) {
+                    // The attempt was given up (setup timeout, shutdown)
+                    // while it completed: close the socket at once.
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
                 let reader = stream.clone();
                 self.sockets.insert(id, stream);
                 let tx = self.tx.clone();

@@ -90,3 +90,72 @@ pub fn wait_for(timeout: std::time::Duration, mut cond: impl FnMut() -> bool) ->
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// A tansu broker of the test's own, on a free loopback port, killed (by its
+/// PID) when dropped or by [`Tansu::kill`]. Needs `LAZYKAFKA_TANSU_BIN` (set
+/// by the test command); `None`, with a note on stderr, without it — unless
+/// `LAZYKAFKA_REQUIRE_BROKER=1`.
+pub struct Tansu {
+    child: std::process::Child,
+    pub addr: String,
+    pub port: u16,
+}
+
+impl Tansu {
+    pub fn start(test: &str) -> Option<Tansu> {
+        let bin = match std::env::var("LAZYKAFKA_TANSU_BIN") {
+            Ok(bin) if !bin.is_empty() => bin,
+            _ => {
+                assert!(
+                    std::env::var("LAZYKAFKA_REQUIRE_BROKER").as_deref() != Ok("1"),
+                    "{test}: LAZYKAFKA_REQUIRE_BROKER=1 but LAZYKAFKA_TANSU_BIN is not set"
+                );
+                eprintln!("{test}: skipped (LAZYKAFKA_TANSU_BIN is not set)");
+                return None;
+            }
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let url = format!("tcp://{addr}");
+        let child = std::process::Command::new(bin)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/"])
+            .env_remove("LISTENER_URL")
+            .env_remove("ADVERTISED_LISTENER_URL")
+            .env_remove("STORAGE_ENGINE")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start tansu");
+        let tansu = Tansu { child, addr, port };
+        assert!(
+            wait_for(std::time::Duration::from_secs(20), || {
+                std::net::TcpStream::connect(&tansu.addr).is_ok()
+            }),
+            "tansu did not accept connections"
+        );
+        Some(tansu)
+    }
+
+    /// Stops the broker now; the kernel closes its sockets.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
