@@ -9,6 +9,8 @@
 //!
 //! - [`protocol`]: the Kafka wire protocol, pure (bytes in, typed messages
 //!   out; no sockets, no async, no clock);
+//! - [`records`]: record batches and message sets, codecs and checksums,
+//!   pure as well;
 //! - [`runtime`]: the only code that touches sockets and timers
 //!   (async-std, behind the default `runtime-async-std` feature).
 //!
@@ -41,6 +43,7 @@ pub mod cluster;
 pub mod error;
 pub mod events;
 pub mod protocol;
+pub mod records;
 #[cfg(feature = "runtime-async-std")]
 pub mod runtime;
 

@@ -1,0 +1,346 @@
+//! Record batches, message format v2 (magic 2; KIP-98).
+//!
+//! ```text
+//! baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 |
+//! magic int8 (2) | crc uint32 | attributes int16 | lastOffsetDelta int32 |
+//! baseTimestamp int64 | maxTimestamp int64 | producerId int64 |
+//! producerEpoch int16 | baseSequence int32 | recordCount int32 | records
+//! ```
+//!
+//! `batchLength` counts the bytes after itself. The CRC is CRC-32C over
+//! `attributes` to the end of the batch, so a broker can rewrite the base
+//! offset and the leader epoch without recomputing it: those two fields
+//! (and the length and magic, which decide where the batch ends and how to
+//! read it) are the only bytes of a batch no checksum protects.
+//!
+//! Attributes: bits 0-2 compression, bit 3 timestamp type (LogAppendTime),
+//! bit 4 transactional, bit 5 control batch, bit 6 delete horizon
+//! (KIP-534; it only changes what `baseTimestamp` means, which consumers do
+//! not read for records).
+//!
+//! A record: `length varint | attributes int8 | timestampDelta varlong |
+//! offsetDelta varint | keyLength varint | key | valueLength varint | value
+//! | headerCount varint | headers`, each header `keyLength varint | key |
+//! valueLength varint | value`; lengths of -1 mean null. The whole records
+//! section is compressed when the batch is.
+
+use super::compression::{self, Compression};
+use super::record::{varint_len, Headers, Record, TimestampType};
+use super::{Checksum, RecordsErrorKind};
+use crate::protocol::{DecodeError, Reader};
+use bytes::Bytes;
+
+/// `baseOffset` and `batchLength`: the bytes before what `batchLength`
+/// counts, common to every message format.
+pub(crate) const LOG_OVERHEAD: usize = 12;
+/// The bytes of a v2 batch before its records.
+pub(crate) const HEADER_LEN: usize = 61;
+/// Where the CRC-32C coverage starts (the attributes field).
+pub(crate) const CRC_START: usize = 21;
+/// Where the CRC sits.
+pub(crate) const CRC_AT: usize = 17;
+/// The smallest encoded record: one byte each for length, attributes,
+/// timestamp delta, offset delta, key length, value length and header
+/// count.
+const MIN_RECORD: usize = 7;
+
+pub(crate) const ATTR_COMPRESSION: i16 = 0x07;
+pub(crate) const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+pub(crate) const ATTR_TRANSACTIONAL: i16 = 0x10;
+pub(crate) const ATTR_CONTROL: i16 = 0x20;
+
+/// The fixed header of a v2 batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchHeader {
+    pub base_offset: i64,
+    pub partition_leader_epoch: i32,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub record_count: i32,
+}
+
+impl BatchHeader {
+    /// Reads the header of `batch`, a whole batch whose length was checked
+    /// against `batchLength` (so at least [`HEADER_LEN`] bytes).
+    pub fn read(batch: &Bytes) -> Result<BatchHeader, RecordsErrorKind> {
+        let mut r = Reader::new(batch.slice(..HEADER_LEN.min(batch.len())));
+        let base_offset = r.i64("baseOffset")?;
+        r.skip("batchLength", 4)?;
+        let partition_leader_epoch = r.i32("partitionLeaderEpoch")?;
+        r.skip("magic", 1)?;
+        let crc = r.u32("crc")?;
+        let attributes = r.i16("attributes")?;
+        let last_offset_delta = r.i32("lastOffsetDelta")?;
+        let base_timestamp = r.i64("baseTimestamp")?;
+        let max_timestamp = r.i64("maxTimestamp")?;
+        let producer_id = r.i64("producerId")?;
+        r.skip("producerEpoch", 2)?;
+        r.skip("baseSequence", 4)?;
+        let record_count = r.i32("recordCount")?;
+        if last_offset_delta < 0 {
+            return Err(RecordsErrorKind::BadLength {
+                what: "lastOffsetDelta",
+                length: i64::from(last_offset_delta),
+            });
+        }
+        if record_count < 0 {
+            return Err(RecordsErrorKind::BadLength {
+                what: "recordCount",
+                length: i64::from(record_count),
+            });
+        }
+        Ok(BatchHeader {
+            base_offset,
+            partition_leader_epoch,
+            crc,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            record_count,
+        })
+    }
+
+    pub fn compression(&self) -> Result<Compression, RecordsErrorKind> {
+        let id = (self.attributes & ATTR_COMPRESSION) as u8;
+        Compression::from_id(id).ok_or(RecordsErrorKind::UnknownCompression(id))
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// The offset after this batch: where the next fetch starts, whatever
+    /// records compaction removed from it.
+    pub fn next_offset(&self) -> Result<i64, RecordsErrorKind> {
+        self.base_offset
+            .checked_add(i64::from(self.last_offset_delta) + 1)
+            .ok_or(RecordsErrorKind::Malformed {
+                what: "lastOffsetDelta",
+                reason: "offset overflows int64",
+            })
+    }
+
+    /// Checks the CRC-32C over attributes..end.
+    pub fn verify_crc(&self, batch: &[u8]) -> Result<(), RecordsErrorKind> {
+        let actual = crc32c::crc32c(batch.get(CRC_START..).unwrap_or_default());
+        if actual != self.crc {
+            return Err(RecordsErrorKind::CrcMismatch {
+                algorithm: Checksum::Crc32c,
+                expected: self.crc,
+                actual,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The records section of `batch`, decompressed when the batch is
+/// compressed (to at most `limit` bytes). Uncompressed, it is a slice of
+/// `batch`.
+pub(crate) fn records_section(
+    batch: &Bytes,
+    header: &BatchHeader,
+    limit: usize,
+) -> Result<Bytes, RecordsErrorKind> {
+    let section = batch.slice(HEADER_LEN.min(batch.len())..);
+    match header.compression()? {
+        Compression::None => Ok(section),
+        codec => compression::decompress(codec, &section, limit, 2).map(Bytes::from),
+    }
+}
+
+/// Decodes the `recordCount` records of `section`, appending them to `out`.
+/// The section must hold exactly those records.
+pub(crate) fn decode_records(
+    section: Bytes,
+    header: &BatchHeader,
+    out: &mut Vec<Record>,
+) -> Result<(), RecordsErrorKind> {
+    let count = header.record_count as usize;
+    // The count comes from the wire: reserve only what the bytes can hold.
+    if count > section.len() / MIN_RECORD {
+        return Err(RecordsErrorKind::BadLength {
+            what: "recordCount",
+            length: i64::from(header.record_count),
+        });
+    }
+    out.reserve(count);
+    let log_append_time = header.attributes & ATTR_LOG_APPEND_TIME != 0;
+    let timestamp_type = if log_append_time {
+        TimestampType::LogAppendTime
+    } else {
+        TimestampType::CreateTime
+    };
+    let leader_epoch =
+        (header.partition_leader_epoch >= 0).then_some(header.partition_leader_epoch);
+    let mut r = Reader::new(section);
+    let mut previous_delta: i64 = -1;
+    for _ in 0..count {
+        let (offset_delta, timestamp_delta, key, value, headers) = read_record(&mut r)?;
+        // Offsets inside a batch only grow, and never past lastOffsetDelta;
+        // compaction leaves gaps but never reorders.
+        let delta = i64::from(offset_delta);
+        if delta <= previous_delta || delta > i64::from(header.last_offset_delta) {
+            return Err(RecordsErrorKind::Malformed {
+                what: "offsetDelta",
+                reason: "not increasing within 0..=lastOffsetDelta",
+            });
+        }
+        previous_delta = delta;
+        out.push(Record {
+            // Cannot overflow: next_offset() was checked and delta is at
+            // most lastOffsetDelta.
+            offset: header.base_offset.wrapping_add(delta),
+            // Kafka: with LogAppendTime the broker's time (maxTimestamp)
+            // replaces every record's own.
+            timestamp: if log_append_time {
+                header.max_timestamp
+            } else {
+                header.base_timestamp.wrapping_add(timestamp_delta)
+            },
+            timestamp_type,
+            leader_epoch,
+            key,
+            value,
+            headers,
+        });
+    }
+    if r.remaining() != 0 {
+        return Err(RecordsErrorKind::Malformed {
+            what: "records",
+            reason: "bytes left after recordCount records",
+        });
+    }
+    Ok(())
+}
+
+type RawRecord = (i32, i64, Option<Bytes>, Option<Bytes>, Headers);
+
+/// Reads one record, checking that it fills exactly its declared length.
+#[inline]
+fn read_record(r: &mut Reader) -> Result<RawRecord, RecordsErrorKind> {
+    let length = r.varint("record length")?;
+    if length < 0 || length as usize > r.remaining() {
+        return Err(RecordsErrorKind::BadLength {
+            what: "record length",
+            length: i64::from(length),
+        });
+    }
+    let length = length as usize;
+    let start = r.remaining();
+    r.skip("record attributes", 1)?;
+    let timestamp_delta = r.varlong("timestampDelta")?;
+    let offset_delta = r.varint("offsetDelta")?;
+    let key = match varint_len(r, "key length")? {
+        Some(n) => Some(r.take("key", n)?),
+        None => None,
+    };
+    let value = match varint_len(r, "value length")? {
+        Some(n) => Some(r.take("value", n)?),
+        None => None,
+    };
+    let header_count = r.varint("header count")?;
+    let used = start - r.remaining();
+    // Everything between here and the record's end must be its headers.
+    let Some(headers_len) = length.checked_sub(used) else {
+        return Err(record_length_mismatch(length));
+    };
+    let headers = match header_count {
+        0 if headers_len == 0 => Headers::default(),
+        n if n > 0 => {
+            let raw = r.take("headers", headers_len)?;
+            check_headers(raw.clone(), n as usize).map_err(|e| match e {
+                DecodeError::TrailingBytes { .. } => record_length_mismatch(length),
+                e => e.into(),
+            })?;
+            Headers::new(raw, n as u32)
+        }
+        n if n < 0 => {
+            return Err(RecordsErrorKind::BadLength {
+                what: "header count",
+                length: i64::from(n),
+            })
+        }
+        _ => return Err(record_length_mismatch(length)),
+    };
+    Ok((offset_delta, timestamp_delta, key, value, headers))
+}
+
+fn record_length_mismatch(length: usize) -> RecordsErrorKind {
+    RecordsErrorKind::BadLength {
+        what: "record length (does not match the record's fields)",
+        length: length as i64,
+    }
+}
+
+/// Walks `count` headers without building them and requires that they
+/// fill `raw` exactly.
+fn check_headers(raw: Bytes, count: usize) -> Result<(), DecodeError> {
+    let mut r = Reader::new(raw);
+    for _ in 0..count {
+        match varint_len(&mut r, "header key length")? {
+            Some(n) => r.skip("header key", n)?,
+            None => {
+                return Err(DecodeError::InvalidValue {
+                    what: "header key",
+                    reason: "null",
+                })
+            }
+        }
+        if let Some(n) = varint_len(&mut r, "header value length")? {
+            r.skip("header value", n)?;
+        }
+    }
+    r.finish()
+}
+
+/// What a control record marks (its key: `version int16, type int16`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ControlType {
+    Abort,
+    Commit,
+    /// A type this client does not know (KIP-890 and later add some);
+    /// skipped like every control record.
+    Other,
+}
+
+/// Reads the type of a control batch from its first record. A control
+/// batch with no records marks nothing.
+pub(crate) fn control_type(
+    section: Bytes,
+    header: &BatchHeader,
+) -> Result<Option<ControlType>, RecordsErrorKind> {
+    let mut records = Vec::new();
+    decode_records(section, header, &mut records)?;
+    let Some(first) = records.first() else {
+        return Ok(None);
+    };
+    let key = first.key.as_deref().unwrap_or_default();
+    let Some(key) = key.first_chunk::<4>() else {
+        return Err(RecordsErrorKind::Malformed {
+            what: "control record key",
+            reason: "shorter than version and type",
+        });
+    };
+    if i16::from_be_bytes([key[0], key[1]]) < 0 {
+        return Err(RecordsErrorKind::Malformed {
+            what: "control record key",
+            reason: "negative version",
+        });
+    }
+    Ok(Some(match i16::from_be_bytes([key[2], key[3]]) {
+        0 => ControlType::Abort,
+        1 => ControlType::Commit,
+        _ => ControlType::Other,
+    }))
+}
