@@ -83,6 +83,14 @@ pub enum Error {
         /// Which API and both ranges.
         source: NoCommonVersion,
     },
+    /// A request got no response (connection lost, timeout, no common
+    /// version).
+    Request {
+        /// The API of the request.
+        api: &'static str,
+        /// Why.
+        source: crate::cluster::RequestError,
+    },
     /// The broker answered with an error code.
     Broker {
         /// The API of the request.
@@ -101,6 +109,7 @@ impl Error {
             | Error::RequestTimeout { .. }
             | Error::ConnectionClosed { .. } => true,
             Error::Broker { code, .. } => code.is_retriable(),
+            Error::Request { source, .. } => source.is_retriable(),
             Error::Frame { .. }
             | Error::Decode { .. }
             | Error::Encode { .. }
@@ -132,6 +141,7 @@ impl fmt::Display for Error {
             ),
             Error::NoCommonVersion { addr, source } => write!(f, "{addr}: {source}"),
             Error::Broker { api, code } => write!(f, "{api} failed: {code}"),
+            Error::Request { api, source } => write!(f, "{api}: {source}"),
         }
     }
 }
@@ -144,6 +154,7 @@ impl std::error::Error for Error {
             Error::Decode { source, .. } => Some(source),
             Error::Encode { source, .. } => Some(source),
             Error::NoCommonVersion { source, .. } => Some(source),
+            Error::Request { source, .. } => Some(source),
             _ => None,
         }
     }

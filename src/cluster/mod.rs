@@ -410,6 +410,20 @@ impl Cluster {
         target: Target,
         body: Box<dyn RequestBody>,
     ) -> RequestId {
+        let timeout = self.config.request_timeout;
+        self.request_with_timeout(now, target, body, timeout)
+    }
+
+    /// Like [`Cluster::request`], with its own timeout (JoinGroup waits up
+    /// to the rebalance timeout on the broker, longer than
+    /// `request.timeout.ms`).
+    pub fn request_with_timeout(
+        &mut self,
+        now: Instant,
+        target: Target,
+        body: Box<dyn RequestBody>,
+        timeout: Duration,
+    ) -> RequestId {
         let id = RequestId(self.next_request);
         self.next_request += 1;
         self.waiting.push_back(Waiting {
@@ -417,7 +431,7 @@ impl Cluster {
             queued: Queued {
                 origin: Origin::User(id),
                 body,
-                deadline: now + self.config.request_timeout,
+                deadline: now + timeout,
             },
         });
         self.drive(now);

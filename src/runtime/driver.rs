@@ -1,51 +1,19 @@
-//! Drives a [`Cluster`] with real sockets on async-std.
-//!
-//! The driver carries out the cluster's actions (connect, write, close),
-//! feeds back what the sockets report (connected, bytes, EOF, errors), and
-//! wakes the cluster at its deadlines. One reader task per socket forwards
-//! bytes as they arrive, so an EOF from the broker is seen at once and the
-//! socket is closed on our side too: nothing is left in CLOSE_WAIT.
+//! Drives a [`Cluster`] with real sockets on async-std: the connection
+//! manager on its own, for tools and tests that speak to brokers directly.
 
-use super::socket::connect_socket;
-use crate::cluster::{Action, Cluster, RequestBody, RequestError, RequestId, Response, Target};
-use crate::events::{ConnectionEvent, ConnectionId, ConnectionInfo};
-use async_std::net::TcpStream;
-use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
-use futures::{AsyncReadExt, AsyncWriteExt, FutureExt, StreamExt};
+use super::sockets::{SocketOptions, SocketTable, Sockets};
+use crate::cluster::{Cluster, RequestBody, RequestError, RequestId, Response, Target};
+use crate::events::{ConnectionEvent, ConnectionInfo};
+use futures::FutureExt;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
-
-/// What a socket task reports.
-#[derive(Debug)]
-enum SocketInput {
-    Connected(TcpStream, std::net::SocketAddr),
-    ConnectFailed(String),
-    Data(Vec<u8>),
-    Eof,
-    Failed(String),
-}
-
-/// Socket-level settings the cluster does not decide.
-#[derive(Debug, Clone, Copy)]
-pub struct SocketOptions {
-    /// Turn on SO_KEEPALIVE (`socket.keepalive.enable`).
-    pub keepalive: bool,
-}
-
-impl Default for SocketOptions {
-    fn default() -> Self {
-        SocketOptions { keepalive: true }
-    }
-}
 
 /// A [`Cluster`] with its sockets.
 #[derive(Debug)]
 pub struct ClusterDriver {
     cluster: Cluster,
-    options: SocketOptions,
-    sockets: HashMap<ConnectionId, TcpStream>,
-    tx: UnboundedSender<(ConnectionId, SocketInput)>,
-    rx: UnboundedReceiver<(ConnectionId, SocketInput)>,
+    sockets: Sockets,
+    table: SocketTable,
     events: VecDeque<ConnectionEvent>,
     responses: HashMap<RequestId, Result<Response, RequestError>>,
 }
@@ -54,13 +22,12 @@ impl ClusterDriver {
     /// Wraps `cluster`. Nothing is connected and no task is started until a
     /// request needs it.
     pub fn new(cluster: Cluster, options: SocketOptions) -> Self {
-        let (tx, rx) = unbounded();
+        let sockets = Sockets::new(options);
+        let table = sockets.table();
         ClusterDriver {
             cluster,
-            options,
-            sockets: HashMap::new(),
-            tx,
-            rx,
+            sockets,
+            table,
             events: VecDeque::new(),
             responses: HashMap::new(),
         }
@@ -131,51 +98,33 @@ impl ClusterDriver {
     /// Closes every connection (event reason `shutdown`).
     pub fn shutdown(&mut self) {
         self.cluster.shutdown(Instant::now());
-        self.apply_actions();
+        while self.cluster.poll_action().is_some() {}
+        self.table.close_all();
+        self.collect_outputs();
     }
 
-    /// Does what the cluster asked, then waits for one input or the next
-    /// deadline (at the latest `until`) and hands it to the cluster.
+    /// Does what the cluster asked, then waits for one socket report or the
+    /// next deadline (at the latest `until`) and hands it to the cluster.
     pub async fn step(&mut self, until: Instant) {
-        self.apply_actions_async().await;
+        self.apply_actions().await;
         let wake = self.cluster.poll_timeout().map_or(until, |t| t.min(until));
         let sleep = wake.saturating_duration_since(Instant::now());
         let input = futures::select! {
-            input = self.rx.next().fuse() => input,
+            input = self.sockets.next().fuse() => input,
             _ = async_std::task::sleep(sleep).fuse() => None,
         };
-        let now = Instant::now();
         match input {
-            Some((id, input)) => self.handle_input(now, id, input),
-            None => self.cluster.handle_timeout(now),
+            Some((id, input)) => self
+                .sockets
+                .feed(&mut self.cluster, Instant::now(), id, input),
+            None => self.cluster.handle_timeout(Instant::now()),
         }
-        // Take every input already waiting before acting again.
-        while let Ok((id, input)) = self.rx.try_recv() {
-            self.handle_input(Instant::now(), id, input);
+        // Take every report already waiting before acting again.
+        while let Some((id, input)) = self.sockets.try_next() {
+            self.sockets
+                .feed(&mut self.cluster, Instant::now(), id, input);
         }
-        self.apply_actions_async().await;
-    }
-
-    fn handle_input(&mut self, now: Instant, id: ConnectionId, input: SocketInput) {
-        match input {
-            SocketInput::Connected(stream, peer) => {
-                if !self.cluster.is_connecting(id) {
-                    // The attempt was given up (setup timeout, shutdown)
-                    // while it completed: close the socket at once.
-                    let _ = stream.shutdown(std::net::Shutdown::Both);
-                    return;
-                }
-                let reader = stream.clone();
-                self.sockets.insert(id, stream);
-                let tx = self.tx.clone();
-                async_std::task::spawn(read_loop(id, reader, tx));
-                self.cluster.handle_connected(now, id, peer);
-            }
-            SocketInput::ConnectFailed(e) => self.cluster.handle_connect_failed(now, id, e),
-            SocketInput::Data(bytes) => self.cluster.handle_received(now, id, &bytes),
-            SocketInput::Eof => self.cluster.handle_closed(now, id, None),
-            SocketInput::Failed(e) => self.cluster.handle_closed(now, id, Some(e)),
-        }
+        self.apply_actions().await;
     }
 
     fn collect_outputs(&mut self) {
@@ -187,52 +136,11 @@ impl ClusterDriver {
         }
     }
 
-    /// Applies actions without waiting on writes (used when shutting down).
-    fn apply_actions(&mut self) {
+    async fn apply_actions(&mut self) {
         while let Some(action) = self.cluster.poll_action() {
-            if let Action::Close { conn } = action {
-                if let Some(s) = self.sockets.remove(&conn) {
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                }
-            }
-        }
-        self.collect_outputs();
-    }
-
-    async fn apply_actions_async(&mut self) {
-        while let Some(action) = self.cluster.poll_action() {
-            match action {
-                Action::Connect {
-                    conn,
-                    addr,
-                    timeout,
-                } => {
-                    let tx = self.tx.clone();
-                    let keepalive = self.options.keepalive;
-                    async_std::task::spawn(async move {
-                        let input = match connect_socket(&addr, timeout, keepalive).await {
-                            Ok((stream, peer)) => SocketInput::Connected(stream, peer),
-                            Err(e) => SocketInput::ConnectFailed(e.to_string()),
-                        };
-                        let _ = tx.unbounded_send((conn, input));
-                    });
-                }
-                Action::Transmit { conn, bytes } => {
-                    let failed = match self.sockets.get_mut(&conn) {
-                        Some(s) => s.write_all(&bytes).await.err(),
-                        None => None,
-                    };
-                    if let Some(e) = failed {
-                        self.cluster
-                            .handle_closed(Instant::now(), conn, Some(e.to_string()));
-                    }
-                }
-                Action::Close { conn } => {
-                    if let Some(s) = self.sockets.remove(&conn) {
-                        // The peer may be gone already; nothing to do then.
-                        let _ = s.shutdown(std::net::Shutdown::Both);
-                    }
-                }
+            if let Some((conn, error)) = self.sockets.perform(action).await {
+                self.cluster
+                    .handle_closed(Instant::now(), conn, Some(error));
             }
         }
         self.collect_outputs();
@@ -242,27 +150,6 @@ impl ClusterDriver {
 impl Drop for ClusterDriver {
     /// Closes every socket without blocking.
     fn drop(&mut self) {
-        for (_, s) in self.sockets.drain() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
-
-async fn read_loop(
-    id: ConnectionId,
-    mut stream: TcpStream,
-    tx: UnboundedSender<(ConnectionId, SocketInput)>,
-) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let input = match stream.read(&mut buf).await {
-            Ok(0) => SocketInput::Eof,
-            Ok(n) => SocketInput::Data(buf[..n].to_vec()),
-            Err(e) => SocketInput::Failed(e.to_string()),
-        };
-        let last = !matches!(input, SocketInput::Data(_));
-        if tx.unbounded_send((id, input)).is_err() || last {
-            return;
-        }
+        self.table.close_all();
     }
 }

@@ -6,6 +6,8 @@
 mod connection;
 mod driver;
 mod socket;
+mod sockets;
 
 pub use connection::{BrokerConnection, ConnectOptions};
-pub use driver::{ClusterDriver, SocketOptions};
+pub use driver::ClusterDriver;
+pub use sockets::SocketOptions;
