@@ -9,6 +9,8 @@
 //!
 //! - [`protocol`]: the Kafka wire protocol, pure (bytes in, typed messages
 //!   out; no sockets, no async, no clock);
+//! - [`group`]: consumer-group logic, pure: the partition assignors
+//!   (`range`, `roundrobin`, `cooperative-sticky`);
 //! - [`runtime`]: the only code that touches sockets and timers
 //!   (async-std, behind the default `runtime-async-std` feature).
 //!
@@ -38,6 +40,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod group;
 pub mod protocol;
 #[cfg(feature = "runtime-async-std")]
 pub mod runtime;
