@@ -7,6 +7,8 @@
 //!
 //! The crate is built in layers:
 //!
+//! - [`config`]: [`ConsumerConfig`], from a typed builder, Kafka property
+//!   names, or any serde format;
 //! - [`protocol`]: the Kafka wire protocol, pure (bytes in, typed messages
 //!   out; no sockets, no async, no clock);
 //! - [`group`]: consumer-group logic, pure: the partition assignors
@@ -39,10 +41,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod error;
 pub mod group;
 pub mod protocol;
 #[cfg(feature = "runtime-async-std")]
 pub mod runtime;
 
+pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
 pub use error::{Error, ErrorCode};
