@@ -98,6 +98,14 @@ pub enum Error {
         /// The error.
         code: ErrorCode,
     },
+    /// A configuration property is unknown, missing, or has an invalid
+    /// value (see [`ConsumerConfig`](crate::ConsumerConfig)).
+    Config {
+        /// The property's Kafka name, such as `fetch.min.bytes`.
+        property: String,
+        /// What is wrong, with the offending value.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -114,7 +122,8 @@ impl Error {
             | Error::Decode { .. }
             | Error::Encode { .. }
             | Error::UnexpectedCorrelationId { .. }
-            | Error::NoCommonVersion { .. } => false,
+            | Error::NoCommonVersion { .. }
+            | Error::Config { .. } => false,
         }
     }
 }
@@ -142,6 +151,9 @@ impl fmt::Display for Error {
             Error::NoCommonVersion { addr, source } => write!(f, "{addr}: {source}"),
             Error::Broker { api, code } => write!(f, "{api} failed: {code}"),
             Error::Request { api, source } => write!(f, "{api}: {source}"),
+            Error::Config { property, reason } => {
+                write!(f, "configuration property {property}: {reason}")
+            }
         }
     }
 }

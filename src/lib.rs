@@ -7,10 +7,14 @@
 //!
 //! The crate is built in layers:
 //!
+//! - [`config`]: [`ConsumerConfig`], from a typed builder, Kafka property
+//!   names, or any serde format;
 //! - [`protocol`]: the Kafka wire protocol, pure (bytes in, typed messages
 //!   out; no sockets, no async, no clock);
 //! - [`records`]: record batches and message sets, codecs and checksums,
 //!   pure as well;
+//! - [`group`]: consumer-group logic, pure: the partition assignors
+//!   (`range`, `roundrobin`, `cooperative-sticky`);
 //! - [`runtime`]: the only code that touches sockets and timers
 //!   (async-std, behind the default `runtime-async-std` feature).
 //!
@@ -40,11 +44,14 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+pub mod config;
 pub mod error;
 pub mod events;
+pub mod group;
 pub mod protocol;
 pub mod records;
 #[cfg(feature = "runtime-async-std")]
 pub mod runtime;
 
+pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
 pub use error::{Error, ErrorCode};

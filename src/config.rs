@@ -1,0 +1,1619 @@
+//! Consumer configuration: a typed builder, Kafka's property names, serde.
+//!
+//! Start with [`ConsumerConfig::builder`] or
+//! [`ConsumerConfig::from_properties`]; what follows is
+//! `docs/configuration.md`.
+//!
+#![doc = include_str!("../docs/configuration.md")]
+
+use crate::error::Error;
+use crate::group::{AssignmentStrategy, RebalanceProtocol};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// What to do when a partition has no committed offset, or its position is
+/// out of range (`auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OffsetReset {
+    /// Start from the earliest offset still in the log (`earliest`).
+    Earliest,
+    /// Start from the end: only records produced from now on (`latest`).
+    #[default]
+    Latest,
+    /// Fail with an error naming the partitions (`none`).
+    None,
+}
+
+impl OffsetReset {
+    /// The property value: `earliest`, `latest` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OffsetReset::Earliest => "earliest",
+            OffsetReset::Latest => "latest",
+            OffsetReset::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for OffsetReset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for OffsetReset {
+    type Err = Error;
+
+    /// Parses `earliest`, `latest` or `none` (any case).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "earliest" => Ok(OffsetReset::Earliest),
+            "latest" => Ok(OffsetReset::Latest),
+            "none" => Ok(OffsetReset::None),
+            _ => Err(invalid(
+                AUTO_OFFSET_RESET,
+                s,
+                "expected earliest, latest or none",
+            )),
+        }
+    }
+}
+
+/// Which records a Fetch returns from transactional producers
+/// (`isolation.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IsolationLevel {
+    /// Every record, including those of open and aborted transactions
+    /// (`read_uncommitted`, wire value 0).
+    #[default]
+    ReadUncommitted,
+    /// Only records of committed transactions, up to the last stable offset
+    /// (`read_committed`, wire value 1).
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// The property value: `read_uncommitted` or `read_committed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationLevel::ReadUncommitted => "read_uncommitted",
+            IsolationLevel::ReadCommitted => "read_committed",
+        }
+    }
+
+    /// The `isolation_level` field of Fetch and ListOffsets requests.
+    pub fn wire_value(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+}
+
+impl fmt::Display for IsolationLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for IsolationLevel {
+    type Err = Error;
+
+    /// Parses `read_uncommitted` or `read_committed` (any case).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
+            "read_committed" => Ok(IsolationLevel::ReadCommitted),
+            _ => Err(invalid(
+                ISOLATION_LEVEL,
+                s,
+                "expected read_uncommitted or read_committed",
+            )),
+        }
+    }
+}
+
+/// One `host:port` entry of `bootstrap.servers`.
+///
+/// Parsing accepts `host:port`, `[ipv6]:port`, an unbracketed IPv6 address
+/// whose last `:` separates the port (as Java does), and an optional
+/// `PLAINTEXT://` prefix (as librdkafka does). The name is not resolved:
+/// that happens at connect time.
+///
+/// ```
+/// use lazykafka::config::BrokerAddress;
+///
+/// let a: BrokerAddress = "kafka-1:9092".parse()?;
+/// assert_eq!((a.host(), a.port()), ("kafka-1", 9092));
+/// let b: BrokerAddress = "::1:9093".parse()?;
+/// assert_eq!(b.to_string(), "[::1]:9093");
+/// assert!("kafka-1".parse::<BrokerAddress>().is_err());
+/// # Ok::<(), lazykafka::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BrokerAddress {
+    host: String,
+    port: u16,
+}
+
+impl BrokerAddress {
+    /// The host name or IP address (IPv6 without brackets).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl fmt::Display for BrokerAddress {
+    /// `host:port`, with IPv6 addresses in brackets: a form
+    /// `std::net::ToSocketAddrs` accepts.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl FromStr for BrokerAddress {
+    type Err = Error;
+
+    fn from_str(entry: &str) -> Result<Self, Error> {
+        let bad = |why: &str| invalid(BOOTSTRAP_SERVERS, entry, why);
+        let mut rest = entry.trim();
+        if let Some((scheme, after)) = rest.split_once("://") {
+            if !scheme.eq_ignore_ascii_case("plaintext") {
+                return Err(bad("only PLAINTEXT:// is supported"));
+            }
+            rest = after;
+        }
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| bad("expected host:port"))?;
+        let host = match host.strip_prefix('[') {
+            Some(inner) => inner
+                .strip_suffix(']')
+                .ok_or_else(|| bad("unclosed '[' in the host"))?,
+            None => host,
+        };
+        if host.is_empty() {
+            return Err(bad("the host is empty"));
+        }
+        if !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '%'))
+        {
+            return Err(bad("the host has characters a host name cannot have"));
+        }
+        let port: u16 = port
+            .parse()
+            .map_err(|_| bad("the port is not a number from 1 to 65535"))?;
+        if port == 0 {
+            return Err(bad("the port is not a number from 1 to 65535"));
+        }
+        Ok(BrokerAddress {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+// Property names, in the order of `ConsumerConfig::PROPERTIES`.
+const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
+const GROUP_ID: &str = "group.id";
+const GROUP_INSTANCE_ID: &str = "group.instance.id";
+const CLIENT_ID: &str = "client.id";
+const CLIENT_RACK: &str = "client.rack";
+const AUTO_OFFSET_RESET: &str = "auto.offset.reset";
+const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
+const AUTO_COMMIT_INTERVAL_MS: &str = "auto.commit.interval.ms";
+const ISOLATION_LEVEL: &str = "isolation.level";
+const FETCH_MIN_BYTES: &str = "fetch.min.bytes";
+const FETCH_MAX_WAIT_MS: &str = "fetch.max.wait.ms";
+const FETCH_MAX_BYTES: &str = "fetch.max.bytes";
+const MAX_PARTITION_FETCH_BYTES: &str = "max.partition.fetch.bytes";
+const MAX_POLL_RECORDS: &str = "max.poll.records";
+const SESSION_TIMEOUT_MS: &str = "session.timeout.ms";
+const HEARTBEAT_INTERVAL_MS: &str = "heartbeat.interval.ms";
+const MAX_POLL_INTERVAL_MS: &str = "max.poll.interval.ms";
+const PARTITION_ASSIGNMENT_STRATEGY: &str = "partition.assignment.strategy";
+const CONNECTIONS_MAX_IDLE_MS: &str = "connections.max.idle.ms";
+const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
+const DEFAULT_API_TIMEOUT_MS: &str = "default.api.timeout.ms";
+const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
+const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
+const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
+const SOCKET_CONNECTION_SETUP_TIMEOUT_MS: &str = "socket.connection.setup.timeout.ms";
+const SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS: &str = "socket.connection.setup.timeout.max.ms";
+const SOCKET_KEEPALIVE_ENABLE: &str = "socket.keepalive.enable";
+const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
+const MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION: &str = "max.in.flight.requests.per.connection";
+const CHECK_CRCS: &str = "check.crcs";
+const ALLOW_AUTO_CREATE_TOPICS: &str = "allow.auto.create.topics";
+const EXCLUDE_INTERNAL_TOPICS: &str = "exclude.internal.topics";
+const RECEIVE_MESSAGE_MAX_BYTES: &str = "receive.message.max.bytes";
+const CLIENT_DNS_LOOKUP: &str = "client.dns.lookup";
+const SECURITY_PROTOCOL: &str = "security.protocol";
+
+/// The largest value of a property sent in an `int32` field or kept in a
+/// Java `int`.
+const INT_MAX: u64 = i32::MAX as u64;
+/// librdkafka's lower bound for `receive.message.max.bytes`.
+const RECEIVE_MESSAGE_MIN: u32 = 1000;
+/// librdkafka's margin between `fetch.max.bytes` and
+/// `receive.message.max.bytes`, for the response's own headers.
+const FETCH_RESPONSE_OVERHEAD: u32 = 512;
+
+const DEFAULT_RECONNECT_BACKOFF: Duration = Duration::from_millis(50);
+const DEFAULT_RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(1000);
+/// 100 MiB, the frame limit of [`crate::protocol::DEFAULT_MAX_FRAME_SIZE`].
+const DEFAULT_RECEIVE_MESSAGE_MAX_BYTES: u32 = 100 * 1024 * 1024;
+
+/// The configuration of a consumer.
+///
+/// Every value has been validated; read them with the getters, which are
+/// named after the properties (`fetch.max.wait.ms` is
+/// [`fetch_max_wait`](Self::fetch_max_wait), a [`Duration`]).
+///
+/// ```
+/// use lazykafka::{ConsumerConfig, OffsetReset};
+/// use std::time::Duration;
+///
+/// let config = ConsumerConfig::builder()
+///     .bootstrap_servers("kafka-1:9092,kafka-2:9092")
+///     .group_id("billing")
+///     .auto_offset_reset(OffsetReset::Earliest)
+///     .session_timeout(Duration::from_secs(30))
+///     .build()?;
+/// assert_eq!(config.bootstrap_servers().len(), 2);
+/// assert_eq!(config.heartbeat_interval(), Duration::from_secs(3));
+///
+/// // The same from Kafka property names...
+/// let same = ConsumerConfig::from_properties([
+///     ("bootstrap.servers", "kafka-1:9092,kafka-2:9092"),
+///     ("group.id", "billing"),
+///     ("auto.offset.reset", "earliest"),
+///     ("session.timeout.ms", "30000"),
+/// ])?;
+/// assert_eq!(config, same);
+///
+/// // ...and from a JSON (or TOML, or any serde) map.
+/// let json = r#"{"bootstrap.servers": ["kafka-1:9092", "kafka-2:9092"], "group.id": "billing",
+///                "auto.offset.reset": "earliest", "session.timeout.ms": 30000}"#;
+/// let from_json: ConsumerConfig = serde_json::from_str(json).unwrap();
+/// assert_eq!(config, from_json);
+/// # Ok::<(), lazykafka::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    bootstrap_servers: Vec<BrokerAddress>,
+    group_id: Option<String>,
+    group_instance_id: Option<String>,
+    client_id: String,
+    client_rack: Option<String>,
+    auto_offset_reset: OffsetReset,
+    enable_auto_commit: bool,
+    auto_commit_interval: Duration,
+    isolation_level: IsolationLevel,
+    fetch_min_bytes: u32,
+    fetch_max_wait: Duration,
+    fetch_max_bytes: u32,
+    max_partition_fetch_bytes: u32,
+    max_poll_records: u32,
+    session_timeout: Duration,
+    heartbeat_interval: Duration,
+    max_poll_interval: Duration,
+    partition_assignment_strategy: Vec<AssignmentStrategy>,
+    connections_max_idle: Option<Duration>,
+    request_timeout: Duration,
+    default_api_timeout: Duration,
+    metadata_max_age: Duration,
+    reconnect_backoff: Duration,
+    reconnect_backoff_max: Duration,
+    socket_connection_setup_timeout: Duration,
+    socket_connection_setup_timeout_max: Duration,
+    socket_keepalive: bool,
+    retry_backoff: Duration,
+    max_in_flight_requests_per_connection: u32,
+    check_crcs: bool,
+    allow_auto_create_topics: bool,
+    exclude_internal_topics: bool,
+    receive_message_max_bytes: u32,
+}
+
+impl ConsumerConfig {
+    /// Every property name [`from_properties`](Self::from_properties)
+    /// accepts. Two have a single accepted value and no getter:
+    /// `client.dns.lookup` (`use_all_dns_ips`: names are resolved at connect
+    /// time and every address is tried) and `security.protocol`
+    /// (`PLAINTEXT`); they are accepted so that a Java properties file that
+    /// sets them loads.
+    pub const PROPERTIES: &'static [&'static str] = &[
+        BOOTSTRAP_SERVERS,
+        GROUP_ID,
+        GROUP_INSTANCE_ID,
+        CLIENT_ID,
+        CLIENT_RACK,
+        AUTO_OFFSET_RESET,
+        ENABLE_AUTO_COMMIT,
+        AUTO_COMMIT_INTERVAL_MS,
+        ISOLATION_LEVEL,
+        FETCH_MIN_BYTES,
+        FETCH_MAX_WAIT_MS,
+        FETCH_MAX_BYTES,
+        MAX_PARTITION_FETCH_BYTES,
+        MAX_POLL_RECORDS,
+        SESSION_TIMEOUT_MS,
+        HEARTBEAT_INTERVAL_MS,
+        MAX_POLL_INTERVAL_MS,
+        PARTITION_ASSIGNMENT_STRATEGY,
+        CONNECTIONS_MAX_IDLE_MS,
+        REQUEST_TIMEOUT_MS,
+        DEFAULT_API_TIMEOUT_MS,
+        METADATA_MAX_AGE_MS,
+        RECONNECT_BACKOFF_MS,
+        RECONNECT_BACKOFF_MAX_MS,
+        SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
+        SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS,
+        SOCKET_KEEPALIVE_ENABLE,
+        RETRY_BACKOFF_MS,
+        MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
+        CHECK_CRCS,
+        ALLOW_AUTO_CREATE_TOPICS,
+        EXCLUDE_INTERNAL_TOPICS,
+        RECEIVE_MESSAGE_MAX_BYTES,
+        CLIENT_DNS_LOOKUP,
+        SECURITY_PROTOCOL,
+    ];
+
+    /// A builder with every property at its default; only
+    /// `bootstrap.servers` must be set.
+    ///
+    /// ```
+    /// use lazykafka::{ConsumerConfig, IsolationLevel};
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers("localhost:9092")
+    ///     .isolation_level(IsolationLevel::ReadCommitted)
+    ///     .max_poll_records(100)
+    ///     .build()?;
+    /// assert_eq!(config.group_id(), None); // manual assignment only
+    /// assert!(!config.enable_auto_commit()); // nothing to commit to without a group
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn builder() -> ConsumerConfigBuilder {
+        ConsumerConfigBuilder::new()
+    }
+
+    /// Builds a configuration from Kafka property names and values, as a
+    /// Java `.properties` file has them. Later entries override earlier
+    /// ones; values are trimmed.
+    ///
+    /// Fails on an unknown property, an invalid value, or values that
+    /// contradict each other, with [`Error::Config`] naming the property.
+    ///
+    /// ```
+    /// use lazykafka::{ConsumerConfig, Error};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::from_properties([
+    ///     ("bootstrap.servers", "localhost:9092"),
+    ///     ("group.id", "g"),
+    ///     ("connections.max.idle.ms", "-1"),
+    /// ])?;
+    /// assert_eq!(config.connections_max_idle(), None);
+    ///
+    /// let err = ConsumerConfig::from_properties([
+    ///     ("bootstrap.servers", "localhost:9092"),
+    ///     ("fetch.min.byte", "1"),
+    /// ])
+    /// .unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     r#"configuration property fetch.min.byte: unknown property; did you mean "fetch.min.bytes"?"#
+    /// );
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn from_properties<I, K, V>(properties: I) -> Result<ConsumerConfig, Error>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        ConsumerConfig::builder().set_all(properties)?.build()
+    }
+
+    /// Every property with its value, as strings that
+    /// [`from_properties`](Self::from_properties) reads back into an equal
+    /// configuration. Unset optional properties (`group.id`,
+    /// `group.instance.id`, `client.rack`) are left out. Handy for logging
+    /// the effective configuration.
+    pub fn to_properties(&self) -> Vec<(&'static str, String)> {
+        let ms = |d: Duration| d.as_millis().to_string();
+        let mut out = vec![(
+            BOOTSTRAP_SERVERS,
+            self.bootstrap_servers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        )];
+        let optional = [
+            (GROUP_ID, &self.group_id),
+            (GROUP_INSTANCE_ID, &self.group_instance_id),
+        ];
+        out.extend(
+            optional
+                .into_iter()
+                .filter_map(|(k, v)| v.clone().map(|v| (k, v))),
+        );
+        out.push((CLIENT_ID, self.client_id.clone()));
+        if let Some(rack) = &self.client_rack {
+            out.push((CLIENT_RACK, rack.clone()));
+        }
+        out.extend([
+            (AUTO_OFFSET_RESET, self.auto_offset_reset.to_string()),
+            (ENABLE_AUTO_COMMIT, self.enable_auto_commit.to_string()),
+            (AUTO_COMMIT_INTERVAL_MS, ms(self.auto_commit_interval)),
+            (ISOLATION_LEVEL, self.isolation_level.to_string()),
+            (FETCH_MIN_BYTES, self.fetch_min_bytes.to_string()),
+            (FETCH_MAX_WAIT_MS, ms(self.fetch_max_wait)),
+            (FETCH_MAX_BYTES, self.fetch_max_bytes.to_string()),
+            (
+                MAX_PARTITION_FETCH_BYTES,
+                self.max_partition_fetch_bytes.to_string(),
+            ),
+            (MAX_POLL_RECORDS, self.max_poll_records.to_string()),
+            (SESSION_TIMEOUT_MS, ms(self.session_timeout)),
+            (HEARTBEAT_INTERVAL_MS, ms(self.heartbeat_interval)),
+            (MAX_POLL_INTERVAL_MS, ms(self.max_poll_interval)),
+            (
+                PARTITION_ASSIGNMENT_STRATEGY,
+                self.partition_assignment_strategy
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            (
+                CONNECTIONS_MAX_IDLE_MS,
+                self.connections_max_idle.map_or("-1".to_owned(), ms),
+            ),
+            (REQUEST_TIMEOUT_MS, ms(self.request_timeout)),
+            (DEFAULT_API_TIMEOUT_MS, ms(self.default_api_timeout)),
+            (METADATA_MAX_AGE_MS, ms(self.metadata_max_age)),
+            (RECONNECT_BACKOFF_MS, ms(self.reconnect_backoff)),
+            (RECONNECT_BACKOFF_MAX_MS, ms(self.reconnect_backoff_max)),
+            (
+                SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
+                ms(self.socket_connection_setup_timeout),
+            ),
+            (
+                SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS,
+                ms(self.socket_connection_setup_timeout_max),
+            ),
+            (SOCKET_KEEPALIVE_ENABLE, self.socket_keepalive.to_string()),
+            (RETRY_BACKOFF_MS, ms(self.retry_backoff)),
+            (
+                MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
+                self.max_in_flight_requests_per_connection.to_string(),
+            ),
+            (CHECK_CRCS, self.check_crcs.to_string()),
+            (
+                ALLOW_AUTO_CREATE_TOPICS,
+                self.allow_auto_create_topics.to_string(),
+            ),
+            (
+                EXCLUDE_INTERNAL_TOPICS,
+                self.exclude_internal_topics.to_string(),
+            ),
+            (
+                RECEIVE_MESSAGE_MAX_BYTES,
+                self.receive_message_max_bytes.to_string(),
+            ),
+            (CLIENT_DNS_LOOKUP, "use_all_dns_ips".to_owned()),
+            (SECURITY_PROTOCOL, "PLAINTEXT".to_owned()),
+        ]);
+        out
+    }
+
+    /// `bootstrap.servers`: the brokers to ask for the cluster's metadata
+    /// before any broker is known. Required.
+    pub fn bootstrap_servers(&self) -> &[BrokerAddress] {
+        &self.bootstrap_servers
+    }
+
+    /// `group.id`: the consumer group; `None` means manual assignment only
+    /// (no coordinator, no commits).
+    pub fn group_id(&self) -> Option<&str> {
+        self.group_id.as_deref()
+    }
+
+    /// `group.instance.id`: makes this member static (KIP-345).
+    pub fn group_instance_id(&self) -> Option<&str> {
+        self.group_instance_id.as_deref()
+    }
+
+    /// `client.id`, sent in every request header (default `lazykafka`).
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// `client.rack`: the rack this consumer runs in, sent in the group
+    /// subscription (and, later, for fetching from the closest replica).
+    pub fn client_rack(&self) -> Option<&str> {
+        self.client_rack.as_deref()
+    }
+
+    /// `auto.offset.reset` (default `latest`).
+    pub fn auto_offset_reset(&self) -> OffsetReset {
+        self.auto_offset_reset
+    }
+
+    /// `enable.auto.commit` (default `true` with a `group.id`; always
+    /// `false` without one, as in the Java client).
+    pub fn enable_auto_commit(&self) -> bool {
+        self.enable_auto_commit
+    }
+
+    /// `auto.commit.interval.ms` (default 5 s).
+    pub fn auto_commit_interval(&self) -> Duration {
+        self.auto_commit_interval
+    }
+
+    /// `isolation.level` (default `read_uncommitted`).
+    pub fn isolation_level(&self) -> IsolationLevel {
+        self.isolation_level
+    }
+
+    /// `fetch.min.bytes`: how much data a Fetch waits for (default 1).
+    pub fn fetch_min_bytes(&self) -> u32 {
+        self.fetch_min_bytes
+    }
+
+    /// `fetch.max.wait.ms`: how long a Fetch waits for `fetch.min.bytes`
+    /// (default 500 ms).
+    pub fn fetch_max_wait(&self) -> Duration {
+        self.fetch_max_wait
+    }
+
+    /// `fetch.max.bytes`: the size a Fetch response aims to stay under
+    /// (default 52428800, 50 MiB).
+    pub fn fetch_max_bytes(&self) -> u32 {
+        self.fetch_max_bytes
+    }
+
+    /// `max.partition.fetch.bytes`: the same per partition (default
+    /// 1048576, 1 MiB).
+    pub fn max_partition_fetch_bytes(&self) -> u32 {
+        self.max_partition_fetch_bytes
+    }
+
+    /// `max.poll.records`: the most records one `poll` returns (default
+    /// 500).
+    pub fn max_poll_records(&self) -> u32 {
+        self.max_poll_records
+    }
+
+    /// `session.timeout.ms`: how long the coordinator waits for a heartbeat
+    /// before it removes this member (default 45 s).
+    pub fn session_timeout(&self) -> Duration {
+        self.session_timeout
+    }
+
+    /// `heartbeat.interval.ms` (default 3 s); always below the session
+    /// timeout.
+    pub fn heartbeat_interval(&self) -> Duration {
+        self.heartbeat_interval
+    }
+
+    /// `max.poll.interval.ms`: the longest time between two polls before
+    /// the member leaves the group; also the JoinGroup rebalance timeout
+    /// (default 5 min).
+    pub fn max_poll_interval(&self) -> Duration {
+        self.max_poll_interval
+    }
+
+    /// `partition.assignment.strategy`, in order of preference (default
+    /// `range,cooperative-sticky`).
+    pub fn partition_assignment_strategy(&self) -> &[AssignmentStrategy] {
+        &self.partition_assignment_strategy
+    }
+
+    /// The rebalance protocol the assignment strategies allow: cooperative
+    /// only when every listed strategy is cooperative (see
+    /// [`RebalanceProtocol::for_strategies`]).
+    pub fn rebalance_protocol(&self) -> RebalanceProtocol {
+        RebalanceProtocol::for_strategies(&self.partition_assignment_strategy)
+    }
+
+    /// `connections.max.idle.ms`: how long a connection may sit idle before
+    /// the client closes it (default 9 min); `None` (`-1`) never closes
+    /// idle connections.
+    pub fn connections_max_idle(&self) -> Option<Duration> {
+        self.connections_max_idle
+    }
+
+    /// `request.timeout.ms`: how long a request waits for its response
+    /// (default 30 s).
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// `default.api.timeout.ms`: the timeout of blocking calls that take
+    /// none, such as `committed` (default 60 s).
+    pub fn default_api_timeout(&self) -> Duration {
+        self.default_api_timeout
+    }
+
+    /// `metadata.max.age.ms`: metadata older than this is refreshed
+    /// (default 5 min).
+    pub fn metadata_max_age(&self) -> Duration {
+        self.metadata_max_age
+    }
+
+    /// `reconnect.backoff.ms`: the first wait before reconnecting to a
+    /// broker (default 50 ms).
+    pub fn reconnect_backoff(&self) -> Duration {
+        self.reconnect_backoff
+    }
+
+    /// `reconnect.backoff.max.ms`: the wait doubles up to this (default
+    /// 1 s). As in the Java client, setting only `reconnect.backoff.ms`
+    /// makes this the same value, which turns the doubling off.
+    pub fn reconnect_backoff_max(&self) -> Duration {
+        self.reconnect_backoff_max
+    }
+
+    /// `socket.connection.setup.timeout.ms`: how long the first connect
+    /// attempt to a broker may take (default 10 s).
+    pub fn socket_connection_setup_timeout(&self) -> Duration {
+        self.socket_connection_setup_timeout
+    }
+
+    /// `socket.connection.setup.timeout.max.ms`: the setup timeout grows on
+    /// consecutive failures up to this (default 30 s).
+    pub fn socket_connection_setup_timeout_max(&self) -> Duration {
+        self.socket_connection_setup_timeout_max
+    }
+
+    /// `socket.keepalive.enable`: turn on TCP keepalive (default `true`).
+    pub fn socket_keepalive(&self) -> bool {
+        self.socket_keepalive
+    }
+
+    /// `retry.backoff.ms`: the wait before retrying a failed request
+    /// (default 100 ms).
+    pub fn retry_backoff(&self) -> Duration {
+        self.retry_backoff
+    }
+
+    /// `max.in.flight.requests.per.connection`: requests sent on one
+    /// connection before waiting for an answer (default 5).
+    pub fn max_in_flight_requests_per_connection(&self) -> u32 {
+        self.max_in_flight_requests_per_connection
+    }
+
+    /// `check.crcs`: verify the CRC of every fetched record batch (default
+    /// `true`).
+    pub fn check_crcs(&self) -> bool {
+        self.check_crcs
+    }
+
+    /// `allow.auto.create.topics`: let Metadata requests create subscribed
+    /// topics that do not exist, where the broker allows it (default
+    /// `true`).
+    pub fn allow_auto_create_topics(&self) -> bool {
+        self.allow_auto_create_topics
+    }
+
+    /// `exclude.internal.topics`: never match internal topics such as
+    /// `__consumer_offsets` with a subscription pattern (default `true`).
+    pub fn exclude_internal_topics(&self) -> bool {
+        self.exclude_internal_topics
+    }
+
+    /// `receive.message.max.bytes` (librdkafka's name): the largest response
+    /// frame accepted, checked before it is buffered (default 104857600,
+    /// 100 MiB; raised to `fetch.max.bytes` + 512 when that is larger and
+    /// this is not set).
+    pub fn receive_message_max_bytes(&self) -> u32 {
+        self.receive_message_max_bytes
+    }
+}
+
+impl<'de> Deserialize<'de> for ConsumerConfig {
+    /// Reads a map of property names to values. A value may be a string, a
+    /// number, a boolean, a list of those (joined with commas, for
+    /// `bootstrap.servers` and `partition.assignment.strategy`), or null
+    /// (the property keeps its default).
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, PropertyValue>::deserialize(deserializer)?;
+        ConsumerConfig::from_properties(
+            map.iter()
+                .filter_map(|(k, v)| v.0.as_deref().map(|v| (k.as_str(), v))),
+        )
+        .map_err(de::Error::custom)
+    }
+}
+
+/// A property value from serde, as the string a `.properties` file would
+/// hold; `None` for null.
+struct PropertyValue(Option<String>);
+
+impl<'de> Deserialize<'de> for PropertyValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(PropertyValueVisitor)
+    }
+}
+
+struct PropertyValueVisitor;
+
+impl<'de> Visitor<'de> for PropertyValueVisitor {
+    type Value = PropertyValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, number, boolean, null, or a list of those")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<PropertyValue, E> {
+        Ok(PropertyValue(Some(v.to_owned())))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<PropertyValue, E> {
+        Ok(PropertyValue(Some(v)))
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<PropertyValue, E> {
+        Ok(PropertyValue(Some(v.to_string())))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<PropertyValue, E> {
+        Ok(PropertyValue(Some(v.to_string())))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<PropertyValue, E> {
+        Ok(PropertyValue(Some(v.to_string())))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<PropertyValue, E> {
+        // 1.0 reads as "1"; 1.5 stays "1.5" and fails as "not an integer".
+        Ok(PropertyValue(Some(v.to_string())))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<PropertyValue, E> {
+        Ok(PropertyValue(None))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<PropertyValue, E> {
+        Ok(PropertyValue(None))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<PropertyValue, D::Error> {
+        PropertyValue::deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PropertyValue, A::Error> {
+        let mut items = Vec::new();
+        while let Some(PropertyValue(item)) = seq.next_element()? {
+            items.extend(item);
+        }
+        Ok(PropertyValue(Some(items.join(","))))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _map: A) -> Result<PropertyValue, A::Error> {
+        Err(de::Error::custom(
+            "a property value cannot be a map; property names are flat, such as \"fetch.min.bytes\"",
+        ))
+    }
+}
+
+/// Builds a [`ConsumerConfig`]; see [`ConsumerConfig::builder`].
+///
+/// Typed setters take the value as the typed getters return it; their
+/// values are checked by [`build`](Self::build). [`set`](Self::set) takes a
+/// Kafka property name and a string value and checks its syntax at once.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfigBuilder {
+    bootstrap_servers: Option<String>,
+    group_id: Option<String>,
+    group_instance_id: Option<String>,
+    client_id: String,
+    client_rack: Option<String>,
+    auto_offset_reset: OffsetReset,
+    enable_auto_commit: Option<bool>,
+    auto_commit_interval: Duration,
+    isolation_level: IsolationLevel,
+    fetch_min_bytes: u32,
+    fetch_max_wait: Duration,
+    fetch_max_bytes: u32,
+    max_partition_fetch_bytes: u32,
+    max_poll_records: u32,
+    session_timeout: Duration,
+    heartbeat_interval: Duration,
+    max_poll_interval: Duration,
+    partition_assignment_strategy: Vec<AssignmentStrategy>,
+    connections_max_idle: Option<Duration>,
+    request_timeout: Duration,
+    default_api_timeout: Duration,
+    metadata_max_age: Duration,
+    reconnect_backoff: Option<Duration>,
+    reconnect_backoff_max: Option<Duration>,
+    socket_connection_setup_timeout: Duration,
+    socket_connection_setup_timeout_max: Duration,
+    socket_keepalive: bool,
+    retry_backoff: Duration,
+    max_in_flight_requests_per_connection: u32,
+    check_crcs: bool,
+    allow_auto_create_topics: bool,
+    exclude_internal_topics: bool,
+    receive_message_max_bytes: Option<u32>,
+}
+
+impl Default for ConsumerConfigBuilder {
+    fn default() -> Self {
+        ConsumerConfigBuilder::new()
+    }
+}
+
+impl ConsumerConfigBuilder {
+    /// Every property at its default.
+    pub fn new() -> Self {
+        ConsumerConfigBuilder {
+            bootstrap_servers: None,
+            group_id: None,
+            group_instance_id: None,
+            client_id: "lazykafka".to_owned(),
+            client_rack: None,
+            auto_offset_reset: OffsetReset::Latest,
+            enable_auto_commit: None,
+            auto_commit_interval: Duration::from_millis(5_000),
+            isolation_level: IsolationLevel::ReadUncommitted,
+            fetch_min_bytes: 1,
+            fetch_max_wait: Duration::from_millis(500),
+            fetch_max_bytes: 52_428_800,
+            max_partition_fetch_bytes: 1_048_576,
+            max_poll_records: 500,
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(3_000),
+            max_poll_interval: Duration::from_millis(300_000),
+            partition_assignment_strategy: vec![
+                AssignmentStrategy::Range,
+                AssignmentStrategy::CooperativeSticky,
+            ],
+            connections_max_idle: Some(Duration::from_millis(540_000)),
+            request_timeout: Duration::from_millis(30_000),
+            default_api_timeout: Duration::from_millis(60_000),
+            metadata_max_age: Duration::from_millis(300_000),
+            reconnect_backoff: None,
+            reconnect_backoff_max: None,
+            socket_connection_setup_timeout: Duration::from_millis(10_000),
+            socket_connection_setup_timeout_max: Duration::from_millis(30_000),
+            socket_keepalive: true,
+            retry_backoff: Duration::from_millis(100),
+            max_in_flight_requests_per_connection: 5,
+            check_crcs: true,
+            allow_auto_create_topics: true,
+            exclude_internal_topics: true,
+            receive_message_max_bytes: None,
+        }
+    }
+
+    /// Sets one property by its Kafka name from a string, as
+    /// [`ConsumerConfig::from_properties`] does. The value's syntax is
+    /// checked now; its range and its agreement with other properties in
+    /// [`build`](Self::build).
+    ///
+    /// ```
+    /// use lazykafka::ConsumerConfig;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers("localhost:9092")
+    ///     .set("max.poll.records", "50")?
+    ///     .build()?;
+    /// assert_eq!(config.max_poll_records(), 50);
+    ///
+    /// let err = ConsumerConfig::builder().set("max.poll.records", "lots").unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     r#"configuration property max.poll.records: invalid value "lots": not an integer"#
+    /// );
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn set(mut self, property: &str, value: &str) -> Result<Self, Error> {
+        let p = property;
+        let v = value.trim();
+        match property {
+            BOOTSTRAP_SERVERS => self.bootstrap_servers = Some(v.to_owned()),
+            GROUP_ID => self.group_id = Some(v.to_owned()),
+            GROUP_INSTANCE_ID => self.group_instance_id = Some(v.to_owned()),
+            CLIENT_ID => self.client_id = v.to_owned(),
+            // Java's default is "", meaning no rack.
+            CLIENT_RACK => self.client_rack = (!v.is_empty()).then(|| v.to_owned()),
+            AUTO_OFFSET_RESET => self.auto_offset_reset = v.parse()?,
+            ENABLE_AUTO_COMMIT => self.enable_auto_commit = Some(parse_bool(p, v)?),
+            AUTO_COMMIT_INTERVAL_MS => self.auto_commit_interval = parse_ms(p, v)?,
+            ISOLATION_LEVEL => self.isolation_level = v.parse()?,
+            FETCH_MIN_BYTES => self.fetch_min_bytes = parse_u32(p, v)?,
+            FETCH_MAX_WAIT_MS => self.fetch_max_wait = parse_ms(p, v)?,
+            FETCH_MAX_BYTES => self.fetch_max_bytes = parse_u32(p, v)?,
+            MAX_PARTITION_FETCH_BYTES => self.max_partition_fetch_bytes = parse_u32(p, v)?,
+            MAX_POLL_RECORDS => self.max_poll_records = parse_u32(p, v)?,
+            SESSION_TIMEOUT_MS => self.session_timeout = parse_ms(p, v)?,
+            HEARTBEAT_INTERVAL_MS => self.heartbeat_interval = parse_ms(p, v)?,
+            MAX_POLL_INTERVAL_MS => self.max_poll_interval = parse_ms(p, v)?,
+            PARTITION_ASSIGNMENT_STRATEGY => {
+                self.partition_assignment_strategy = parse_strategies(v)?
+            }
+            CONNECTIONS_MAX_IDLE_MS => {
+                self.connections_max_idle = if v == "-1" {
+                    None
+                } else {
+                    Some(parse_ms(p, v).map_err(|_| invalid(p, v, "expected -1 or milliseconds"))?)
+                }
+            }
+            REQUEST_TIMEOUT_MS => self.request_timeout = parse_ms(p, v)?,
+            DEFAULT_API_TIMEOUT_MS => self.default_api_timeout = parse_ms(p, v)?,
+            METADATA_MAX_AGE_MS => self.metadata_max_age = parse_ms(p, v)?,
+            RECONNECT_BACKOFF_MS => self.reconnect_backoff = Some(parse_ms(p, v)?),
+            RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max = Some(parse_ms(p, v)?),
+            SOCKET_CONNECTION_SETUP_TIMEOUT_MS => {
+                self.socket_connection_setup_timeout = parse_ms(p, v)?
+            }
+            SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS => {
+                self.socket_connection_setup_timeout_max = parse_ms(p, v)?
+            }
+            SOCKET_KEEPALIVE_ENABLE => self.socket_keepalive = parse_bool(p, v)?,
+            RETRY_BACKOFF_MS => self.retry_backoff = parse_ms(p, v)?,
+            MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION => {
+                self.max_in_flight_requests_per_connection = parse_u32(p, v)?
+            }
+            CHECK_CRCS => self.check_crcs = parse_bool(p, v)?,
+            ALLOW_AUTO_CREATE_TOPICS => self.allow_auto_create_topics = parse_bool(p, v)?,
+            EXCLUDE_INTERNAL_TOPICS => self.exclude_internal_topics = parse_bool(p, v)?,
+            RECEIVE_MESSAGE_MAX_BYTES => self.receive_message_max_bytes = Some(parse_u32(p, v)?),
+            CLIENT_DNS_LOOKUP => {
+                if !v.eq_ignore_ascii_case("use_all_dns_ips") {
+                    return Err(invalid(
+                        p,
+                        v,
+                        "only use_all_dns_ips is supported: names are resolved at connect time \
+                         and every address is tried",
+                    ));
+                }
+            }
+            SECURITY_PROTOCOL => {
+                if !v.eq_ignore_ascii_case("plaintext") {
+                    return Err(invalid(
+                        p,
+                        v,
+                        "only PLAINTEXT is supported (no TLS or SASL yet)",
+                    ));
+                }
+            }
+            _ => return Err(unknown_property(property)),
+        }
+        Ok(self)
+    }
+
+    /// Sets every property of `properties` with [`set`](Self::set), in
+    /// order.
+    pub fn set_all<I, K, V>(self, properties: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        properties
+            .into_iter()
+            .try_fold(self, |b, (k, v)| b.set(k.as_ref(), v.as_ref()))
+    }
+
+    /// `bootstrap.servers`: a comma-separated list of `host:port`.
+    pub fn bootstrap_servers(mut self, servers: impl AsRef<str>) -> Self {
+        self.bootstrap_servers = Some(servers.as_ref().to_owned());
+        self
+    }
+
+    /// `group.id`. Without one the consumer can only be assigned
+    /// partitions by hand.
+    pub fn group_id(mut self, group_id: impl Into<String>) -> Self {
+        self.group_id = Some(group_id.into());
+        self
+    }
+
+    /// `group.instance.id` (static membership, KIP-345); needs a
+    /// `group.id`.
+    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
+        self.group_instance_id = Some(id.into());
+        self
+    }
+
+    /// `client.id`.
+    pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
+        self.client_id = client_id.into();
+        self
+    }
+
+    /// `client.rack`.
+    pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
+        self.client_rack = Some(rack.into());
+        self
+    }
+
+    /// `auto.offset.reset`.
+    pub fn auto_offset_reset(mut self, reset: OffsetReset) -> Self {
+        self.auto_offset_reset = reset;
+        self
+    }
+
+    /// `enable.auto.commit`. `true` needs a `group.id`.
+    pub fn enable_auto_commit(mut self, enable: bool) -> Self {
+        self.enable_auto_commit = Some(enable);
+        self
+    }
+
+    /// `auto.commit.interval.ms`.
+    pub fn auto_commit_interval(mut self, interval: Duration) -> Self {
+        self.auto_commit_interval = interval;
+        self
+    }
+
+    /// `isolation.level`.
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
+        self
+    }
+
+    /// `fetch.min.bytes`; at most `fetch.max.bytes`.
+    pub fn fetch_min_bytes(mut self, bytes: u32) -> Self {
+        self.fetch_min_bytes = bytes;
+        self
+    }
+
+    /// `fetch.max.wait.ms`.
+    pub fn fetch_max_wait(mut self, wait: Duration) -> Self {
+        self.fetch_max_wait = wait;
+        self
+    }
+
+    /// `fetch.max.bytes`.
+    pub fn fetch_max_bytes(mut self, bytes: u32) -> Self {
+        self.fetch_max_bytes = bytes;
+        self
+    }
+
+    /// `max.partition.fetch.bytes`.
+    pub fn max_partition_fetch_bytes(mut self, bytes: u32) -> Self {
+        self.max_partition_fetch_bytes = bytes;
+        self
+    }
+
+    /// `max.poll.records`; at least 1.
+    pub fn max_poll_records(mut self, records: u32) -> Self {
+        self.max_poll_records = records;
+        self
+    }
+
+    /// `session.timeout.ms`.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// `heartbeat.interval.ms`; must be lower than `session.timeout.ms`.
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// `max.poll.interval.ms`.
+    pub fn max_poll_interval(mut self, interval: Duration) -> Self {
+        self.max_poll_interval = interval;
+        self
+    }
+
+    /// `partition.assignment.strategy`, in order of preference.
+    pub fn partition_assignment_strategy(
+        mut self,
+        strategies: impl IntoIterator<Item = AssignmentStrategy>,
+    ) -> Self {
+        self.partition_assignment_strategy = strategies.into_iter().collect();
+        self
+    }
+
+    /// `connections.max.idle.ms`; `None` never closes idle connections.
+    pub fn connections_max_idle(mut self, idle: Option<Duration>) -> Self {
+        self.connections_max_idle = idle;
+        self
+    }
+
+    /// `request.timeout.ms`.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// `default.api.timeout.ms`.
+    pub fn default_api_timeout(mut self, timeout: Duration) -> Self {
+        self.default_api_timeout = timeout;
+        self
+    }
+
+    /// `metadata.max.age.ms`.
+    pub fn metadata_max_age(mut self, age: Duration) -> Self {
+        self.metadata_max_age = age;
+        self
+    }
+
+    /// `reconnect.backoff.ms`. Setting it without
+    /// `reconnect.backoff.max.ms` turns exponential backoff off, as in the
+    /// Java client.
+    pub fn reconnect_backoff(mut self, backoff: Duration) -> Self {
+        self.reconnect_backoff = Some(backoff);
+        self
+    }
+
+    /// `reconnect.backoff.max.ms`; at least `reconnect.backoff.ms`.
+    pub fn reconnect_backoff_max(mut self, backoff: Duration) -> Self {
+        self.reconnect_backoff_max = Some(backoff);
+        self
+    }
+
+    /// `socket.connection.setup.timeout.ms`.
+    pub fn socket_connection_setup_timeout(mut self, timeout: Duration) -> Self {
+        self.socket_connection_setup_timeout = timeout;
+        self
+    }
+
+    /// `socket.connection.setup.timeout.max.ms`; at least
+    /// `socket.connection.setup.timeout.ms`.
+    pub fn socket_connection_setup_timeout_max(mut self, timeout: Duration) -> Self {
+        self.socket_connection_setup_timeout_max = timeout;
+        self
+    }
+
+    /// `socket.keepalive.enable`.
+    pub fn socket_keepalive(mut self, enable: bool) -> Self {
+        self.socket_keepalive = enable;
+        self
+    }
+
+    /// `retry.backoff.ms`.
+    pub fn retry_backoff(mut self, backoff: Duration) -> Self {
+        self.retry_backoff = backoff;
+        self
+    }
+
+    /// `max.in.flight.requests.per.connection`; at least 1.
+    pub fn max_in_flight_requests_per_connection(mut self, requests: u32) -> Self {
+        self.max_in_flight_requests_per_connection = requests;
+        self
+    }
+
+    /// `check.crcs`.
+    pub fn check_crcs(mut self, check: bool) -> Self {
+        self.check_crcs = check;
+        self
+    }
+
+    /// `allow.auto.create.topics`.
+    pub fn allow_auto_create_topics(mut self, allow: bool) -> Self {
+        self.allow_auto_create_topics = allow;
+        self
+    }
+
+    /// `exclude.internal.topics`.
+    pub fn exclude_internal_topics(mut self, exclude: bool) -> Self {
+        self.exclude_internal_topics = exclude;
+        self
+    }
+
+    /// `receive.message.max.bytes`; from 1000 to 2147483647, and at least
+    /// `fetch.max.bytes` + 512.
+    pub fn receive_message_max_bytes(mut self, bytes: u32) -> Self {
+        self.receive_message_max_bytes = Some(bytes);
+        self
+    }
+
+    /// Checks every value and how they agree, and returns the
+    /// configuration; an [`Error::Config`] names the first property that is
+    /// wrong.
+    pub fn build(self) -> Result<ConsumerConfig, Error> {
+        let b = self;
+        let bootstrap_servers = parse_bootstrap_servers(
+            b.bootstrap_servers
+                .as_deref()
+                .ok_or_else(|| config_error(BOOTSTRAP_SERVERS, "required, but not set"))?,
+        )?;
+
+        if b.group_id.as_deref() == Some("") {
+            return Err(config_error(
+                GROUP_ID,
+                "must not be empty; leave it unset for a consumer without a group",
+            ));
+        }
+        if let Some(id) = &b.group_instance_id {
+            validate_group_instance_id(id)?;
+            if b.group_id.is_none() {
+                return Err(invalid(
+                    GROUP_INSTANCE_ID,
+                    id,
+                    "static membership needs a group.id",
+                ));
+            }
+        }
+        // Java: without a group there is nothing to commit to; asking for
+        // auto-commit then is an error, and the default turns into false.
+        let enable_auto_commit = match (b.enable_auto_commit, &b.group_id) {
+            (Some(true), None) => {
+                return Err(invalid(
+                    ENABLE_AUTO_COMMIT,
+                    "true",
+                    "auto-commit needs a group.id",
+                ))
+            }
+            (_, None) => false,
+            (explicit, Some(_)) => explicit.unwrap_or(true),
+        };
+
+        check_ms(AUTO_COMMIT_INTERVAL_MS, b.auto_commit_interval, 0, INT_MAX)?;
+        check_ms(FETCH_MAX_WAIT_MS, b.fetch_max_wait, 0, INT_MAX)?;
+        check_ms(SESSION_TIMEOUT_MS, b.session_timeout, 1, INT_MAX)?;
+        check_ms(HEARTBEAT_INTERVAL_MS, b.heartbeat_interval, 1, INT_MAX)?;
+        check_ms(MAX_POLL_INTERVAL_MS, b.max_poll_interval, 1, INT_MAX)?;
+        check_ms(REQUEST_TIMEOUT_MS, b.request_timeout, 0, INT_MAX)?;
+        check_ms(DEFAULT_API_TIMEOUT_MS, b.default_api_timeout, 0, INT_MAX)?;
+        check_ms(METADATA_MAX_AGE_MS, b.metadata_max_age, 0, i64::MAX as u64)?;
+        check_ms(RETRY_BACKOFF_MS, b.retry_backoff, 0, i64::MAX as u64)?;
+        check_ms(
+            SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
+            b.socket_connection_setup_timeout,
+            1,
+            i64::MAX as u64,
+        )?;
+        check_ms(
+            SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS,
+            b.socket_connection_setup_timeout_max,
+            1,
+            i64::MAX as u64,
+        )?;
+        if let Some(idle) = b.connections_max_idle {
+            if idle.as_millis() == 0 {
+                return Err(invalid(
+                    CONNECTIONS_MAX_IDLE_MS,
+                    "0",
+                    "expected -1 (never close idle connections) or a positive number",
+                ));
+            }
+            check_ms(CONNECTIONS_MAX_IDLE_MS, idle, 1, i64::MAX as u64)?;
+        }
+
+        // Java's rule: reconnect.backoff.ms alone also sets the maximum,
+        // which turns exponential backoff off.
+        let reconnect_backoff = b.reconnect_backoff.unwrap_or(DEFAULT_RECONNECT_BACKOFF);
+        let reconnect_backoff_max = b
+            .reconnect_backoff_max
+            .or(b.reconnect_backoff)
+            .unwrap_or(DEFAULT_RECONNECT_BACKOFF_MAX);
+        check_ms(RECONNECT_BACKOFF_MS, reconnect_backoff, 0, i64::MAX as u64)?;
+        check_ms(
+            RECONNECT_BACKOFF_MAX_MS,
+            reconnect_backoff_max,
+            0,
+            i64::MAX as u64,
+        )?;
+
+        check_int(FETCH_MIN_BYTES, b.fetch_min_bytes, 0)?;
+        check_int(FETCH_MAX_BYTES, b.fetch_max_bytes, 0)?;
+        check_int(MAX_PARTITION_FETCH_BYTES, b.max_partition_fetch_bytes, 0)?;
+        check_int(MAX_POLL_RECORDS, b.max_poll_records, 1)?;
+        check_int(
+            MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
+            b.max_in_flight_requests_per_connection,
+            1,
+        )?;
+
+        if b.partition_assignment_strategy.is_empty() {
+            return Err(config_error(
+                PARTITION_ASSIGNMENT_STRATEGY,
+                "must name at least one assignor",
+            ));
+        }
+        for (i, s) in b.partition_assignment_strategy.iter().enumerate() {
+            if b.partition_assignment_strategy[..i].contains(s) {
+                return Err(config_error(
+                    PARTITION_ASSIGNMENT_STRATEGY,
+                    format!("{s} is listed twice"),
+                ));
+            }
+        }
+
+        // How the values agree.
+        if b.heartbeat_interval >= b.session_timeout {
+            return Err(invalid(
+                HEARTBEAT_INTERVAL_MS,
+                b.heartbeat_interval.as_millis(),
+                format!(
+                    "must be lower than {SESSION_TIMEOUT_MS} ({})",
+                    b.session_timeout.as_millis()
+                ),
+            ));
+        }
+        if b.fetch_min_bytes > b.fetch_max_bytes {
+            return Err(invalid(
+                FETCH_MIN_BYTES,
+                b.fetch_min_bytes,
+                format!("must not exceed {FETCH_MAX_BYTES} ({})", b.fetch_max_bytes),
+            ));
+        }
+        if reconnect_backoff_max < reconnect_backoff {
+            return Err(invalid(
+                RECONNECT_BACKOFF_MAX_MS,
+                reconnect_backoff_max.as_millis(),
+                format!(
+                    "must not be lower than {RECONNECT_BACKOFF_MS} ({})",
+                    reconnect_backoff.as_millis()
+                ),
+            ));
+        }
+        if b.socket_connection_setup_timeout_max < b.socket_connection_setup_timeout {
+            return Err(invalid(
+                SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS,
+                b.socket_connection_setup_timeout_max.as_millis(),
+                format!(
+                    "must not be lower than {SOCKET_CONNECTION_SETUP_TIMEOUT_MS} ({})",
+                    b.socket_connection_setup_timeout.as_millis()
+                ),
+            ));
+        }
+        // librdkafka's rule: a whole Fetch response must fit in a frame.
+        // Unset, the limit grows to fit; set, it must be large enough.
+        let fetch_frame = b.fetch_max_bytes.saturating_add(FETCH_RESPONSE_OVERHEAD);
+        let receive_message_max_bytes = match b.receive_message_max_bytes {
+            None => DEFAULT_RECEIVE_MESSAGE_MAX_BYTES.max(fetch_frame),
+            Some(limit) => {
+                if !(u64::from(RECEIVE_MESSAGE_MIN)..=INT_MAX).contains(&u64::from(limit)) {
+                    return Err(invalid(
+                        RECEIVE_MESSAGE_MAX_BYTES,
+                        limit,
+                        format!("must be from {RECEIVE_MESSAGE_MIN} to {INT_MAX}"),
+                    ));
+                }
+                if limit < fetch_frame {
+                    return Err(invalid(
+                        RECEIVE_MESSAGE_MAX_BYTES,
+                        limit,
+                        format!(
+                            "must be at least {FETCH_MAX_BYTES} ({}) + {FETCH_RESPONSE_OVERHEAD}",
+                            b.fetch_max_bytes
+                        ),
+                    ));
+                }
+                limit
+            }
+        };
+
+        Ok(ConsumerConfig {
+            bootstrap_servers,
+            group_id: b.group_id,
+            group_instance_id: b.group_instance_id,
+            client_id: b.client_id,
+            // Java's default is "", meaning no rack.
+            client_rack: b.client_rack.filter(|rack| !rack.is_empty()),
+            auto_offset_reset: b.auto_offset_reset,
+            enable_auto_commit,
+            auto_commit_interval: b.auto_commit_interval,
+            isolation_level: b.isolation_level,
+            fetch_min_bytes: b.fetch_min_bytes,
+            fetch_max_wait: b.fetch_max_wait,
+            fetch_max_bytes: b.fetch_max_bytes,
+            max_partition_fetch_bytes: b.max_partition_fetch_bytes,
+            max_poll_records: b.max_poll_records,
+            session_timeout: b.session_timeout,
+            heartbeat_interval: b.heartbeat_interval,
+            max_poll_interval: b.max_poll_interval,
+            partition_assignment_strategy: b.partition_assignment_strategy,
+            connections_max_idle: b.connections_max_idle,
+            request_timeout: b.request_timeout,
+            default_api_timeout: b.default_api_timeout,
+            metadata_max_age: b.metadata_max_age,
+            reconnect_backoff,
+            reconnect_backoff_max,
+            socket_connection_setup_timeout: b.socket_connection_setup_timeout,
+            socket_connection_setup_timeout_max: b.socket_connection_setup_timeout_max,
+            socket_keepalive: b.socket_keepalive,
+            retry_backoff: b.retry_backoff,
+            max_in_flight_requests_per_connection: b.max_in_flight_requests_per_connection,
+            check_crcs: b.check_crcs,
+            allow_auto_create_topics: b.allow_auto_create_topics,
+            exclude_internal_topics: b.exclude_internal_topics,
+            receive_message_max_bytes,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Parsing and checking
+
+fn config_error(property: &str, reason: impl Into<String>) -> Error {
+    Error::Config {
+        property: property.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn invalid(property: &str, value: impl fmt::Display, why: impl fmt::Display) -> Error {
+    config_error(
+        property,
+        format!("invalid value {:?}: {why}", value.to_string()),
+    )
+}
+
+/// `true` or `false`, any case (Java's `ConfigDef` BOOLEAN).
+fn parse_bool(property: &str, value: &str) -> Result<bool, Error> {
+    if value.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else {
+        Err(invalid(property, value, "expected true or false"))
+    }
+}
+
+fn parse_integer(property: &str, value: &str) -> Result<u64, Error> {
+    let n: i64 = value
+        .parse()
+        .map_err(|_| invalid(property, value, "not an integer"))?;
+    u64::try_from(n).map_err(|_| invalid(property, value, "must not be negative"))
+}
+
+fn parse_u32(property: &str, value: &str) -> Result<u32, Error> {
+    let n = parse_integer(property, value)?;
+    u32::try_from(n)
+        .ok()
+        .filter(|&n| u64::from(n) <= INT_MAX)
+        .ok_or_else(|| invalid(property, value, format!("must be at most {INT_MAX}")))
+}
+
+fn parse_ms(property: &str, value: &str) -> Result<Duration, Error> {
+    parse_integer(property, value).map(Duration::from_millis)
+}
+
+/// Durations are whole milliseconds on the wire; a fraction is dropped.
+fn check_ms(property: &str, d: Duration, min: u64, max: u64) -> Result<(), Error> {
+    let ms = d.as_millis();
+    if ms < u128::from(min) {
+        return Err(invalid(property, ms, format!("must be at least {min}")));
+    }
+    if ms > u128::from(max) {
+        return Err(invalid(property, ms, format!("must be at most {max}")));
+    }
+    Ok(())
+}
+
+fn check_int(property: &str, n: u32, min: u32) -> Result<(), Error> {
+    if n < min {
+        return Err(invalid(property, n, format!("must be at least {min}")));
+    }
+    if u64::from(n) > INT_MAX {
+        return Err(invalid(property, n, format!("must be at most {INT_MAX}")));
+    }
+    Ok(())
+}
+
+fn parse_bootstrap_servers(list: &str) -> Result<Vec<BrokerAddress>, Error> {
+    // As Java's ClientUtils: entries are trimmed and empty ones skipped.
+    let servers = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::parse)
+        .collect::<Result<Vec<BrokerAddress>, Error>>()?;
+    if servers.is_empty() {
+        return Err(invalid(
+            BOOTSTRAP_SERVERS,
+            list,
+            "no broker address; expected host:port[,host:port...]",
+        ));
+    }
+    Ok(servers)
+}
+
+/// Java's `JoinGroupRequest.validateGroupInstanceId`: the rules of topic
+/// names.
+fn validate_group_instance_id(id: &str) -> Result<(), Error> {
+    let why = if id.is_empty() {
+        "must not be empty"
+    } else if id.len() > 249 {
+        "longer than 249 characters"
+    } else if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        "may only contain ASCII letters, digits, '.', '_' and '-'"
+    } else {
+        return Ok(());
+    };
+    Err(invalid(GROUP_INSTANCE_ID, id, why))
+}
+
+fn parse_strategies(list: &str) -> Result<Vec<AssignmentStrategy>, Error> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|name| {
+            AssignmentStrategy::from_name(name).ok_or_else(|| {
+                let why = if name == "sticky" || name.ends_with(".StickyAssignor") {
+                    "the eager sticky assignor is not supported; use cooperative-sticky".to_owned()
+                } else {
+                    format!(
+                        "unknown assignor {name:?}; expected range, roundrobin or cooperative-sticky \
+                         (or the Java class names)"
+                    )
+                };
+                invalid(PARTITION_ASSIGNMENT_STRATEGY, list, why)
+            })
+        })
+        .collect()
+}
+
+/// The error for a property this client does not know, with a hint when
+/// the name is a known one's misspelling, librdkafka's name for it, or a
+/// Java property this client deliberately lacks.
+fn unknown_property(property: &str) -> Error {
+    const ALIASES: &[(&str, &str)] = &[
+        ("metadata.broker.list", BOOTSTRAP_SERVERS),
+        ("fetch.wait.max.ms", FETCH_MAX_WAIT_MS),
+        ("fetch.message.max.bytes", MAX_PARTITION_FETCH_BYTES),
+        ("auto.commit.enable", ENABLE_AUTO_COMMIT),
+        ("topic.metadata.refresh.interval.ms", METADATA_MAX_AGE_MS),
+        ("socket.timeout.ms", REQUEST_TIMEOUT_MS),
+    ];
+    let reason = if property.starts_with("ssl.") || property.starts_with("sasl.") {
+        "TLS and SASL are not supported yet".to_owned()
+    } else if property == "key.deserializer" || property == "value.deserializer" {
+        "records are handed out as bytes; deserialize them in the application".to_owned()
+    } else if let Some((_, known)) = ALIASES.iter().find(|(alias, _)| *alias == property) {
+        format!("unknown property; did you mean {known:?}?")
+    } else if let Some(near) = ConsumerConfig::PROPERTIES
+        .iter()
+        .map(|known| (edit_distance(property, known), *known))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+    {
+        format!("unknown property; did you mean {:?}?", near.1)
+    } else {
+        "unknown property".to_owned()
+    };
+    config_error(property, reason)
+}
+
+/// Levenshtein distance, for "did you mean".
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests;

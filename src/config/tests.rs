@@ -1,0 +1,985 @@
+use super::*;
+use std::collections::HashMap;
+
+const BASE: [(&str, &str); 2] = [("bootstrap.servers", "localhost:9092"), ("group.id", "g")];
+
+fn with(extra: &[(&str, &str)]) -> Result<ConsumerConfig, Error> {
+    ConsumerConfig::from_properties(BASE.iter().chain(extra).copied())
+}
+
+fn rendered(config: &ConsumerConfig, property: &str) -> Option<String> {
+    config
+        .to_properties()
+        .into_iter()
+        .find(|(k, _)| *k == property)
+        .map(|(_, v)| v)
+}
+
+#[track_caller]
+fn assert_config_error(result: Result<ConsumerConfig, Error>, property: &str, needles: &[&str]) {
+    match result {
+        Err(Error::Config {
+            property: p,
+            reason,
+        }) => {
+            assert_eq!(p, property, "reason: {reason}");
+            for needle in needles {
+                assert!(
+                    reason.contains(needle),
+                    "{property}: {reason:?} lacks {needle:?}"
+                );
+            }
+        }
+        other => panic!("{property}: expected a config error, got {other:?}"),
+    }
+}
+
+/// One row per property: its default as `to_properties` renders it, a valid
+/// input and how it renders, and an invalid input with the property the
+/// error names and words the reason must contain.
+struct Case {
+    property: &'static str,
+    default: Option<&'static str>,
+    valid: &'static str,
+    valid_rendered: &'static str,
+    invalid: &'static [(&'static str, &'static str, &'static [&'static str])],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        property: "bootstrap.servers",
+        default: Some("localhost:9092"), // from BASE
+        valid: " a:1, [::1]:2,,PLAINTEXT://b.example.com:3 ",
+        valid_rendered: "a:1,[::1]:2,b.example.com:3",
+        invalid: &[
+            ("kafka", "bootstrap.servers", &["\"kafka\"", "host:port"]),
+            (" , ", "bootstrap.servers", &["no broker address"]),
+            ("a:0", "bootstrap.servers", &["\"a:0\"", "port"]),
+            ("a:99999", "bootstrap.servers", &["port"]),
+            ("a:x", "bootstrap.servers", &["port"]),
+            (":9092", "bootstrap.servers", &["host is empty"]),
+            ("[::1:9092", "bootstrap.servers", &["unclosed"]),
+            ("a b:9092", "bootstrap.servers", &["characters"]),
+            ("ssl://a:9092", "bootstrap.servers", &["PLAINTEXT"]),
+        ],
+    },
+    Case {
+        property: "group.id",
+        default: Some("g"), // from BASE
+        valid: "billing",
+        valid_rendered: "billing",
+        invalid: &[("", "group.id", &["must not be empty"])],
+    },
+    Case {
+        property: "group.instance.id",
+        default: None,
+        valid: "pod-1.zone_a",
+        valid_rendered: "pod-1.zone_a",
+        invalid: &[
+            ("pod 1", "group.instance.id", &["\"pod 1\"", "letters"]),
+            ("", "group.instance.id", &["must not be empty"]),
+        ],
+    },
+    Case {
+        property: "client.id",
+        default: Some("lazykafka"),
+        valid: " billing-app ",
+        valid_rendered: "billing-app",
+        invalid: &[],
+    },
+    Case {
+        property: "client.rack",
+        default: None,
+        valid: "eu-west-1a",
+        valid_rendered: "eu-west-1a",
+        invalid: &[],
+    },
+    Case {
+        property: "auto.offset.reset",
+        default: Some("latest"),
+        valid: "EARLIEST",
+        valid_rendered: "earliest",
+        invalid: &[("oldest", "auto.offset.reset", &["\"oldest\"", "earliest"])],
+    },
+    Case {
+        property: "enable.auto.commit",
+        default: Some("true"),
+        valid: "False",
+        valid_rendered: "false",
+        invalid: &[("yes", "enable.auto.commit", &["\"yes\"", "true or false"])],
+    },
+    Case {
+        property: "auto.commit.interval.ms",
+        default: Some("5000"),
+        valid: "0",
+        valid_rendered: "0",
+        invalid: &[
+            ("-1", "auto.commit.interval.ms", &["\"-1\"", "negative"]),
+            (
+                "2147483648",
+                "auto.commit.interval.ms",
+                &["at most 2147483647"],
+            ),
+        ],
+    },
+    Case {
+        property: "isolation.level",
+        default: Some("read_uncommitted"),
+        valid: "read_committed",
+        valid_rendered: "read_committed",
+        invalid: &[("serializable", "isolation.level", &["\"serializable\""])],
+    },
+    Case {
+        property: "fetch.min.bytes",
+        default: Some("1"),
+        valid: "0",
+        valid_rendered: "0",
+        invalid: &[
+            ("1kb", "fetch.min.bytes", &["\"1kb\"", "not an integer"]),
+            (
+                "52428801",
+                "fetch.min.bytes",
+                &["fetch.max.bytes (52428800)"],
+            ),
+        ],
+    },
+    Case {
+        property: "fetch.max.wait.ms",
+        default: Some("500"),
+        valid: "100",
+        valid_rendered: "100",
+        invalid: &[("0.5", "fetch.max.wait.ms", &["\"0.5\"", "not an integer"])],
+    },
+    Case {
+        property: "fetch.max.bytes",
+        default: Some("52428800"),
+        valid: "1000",
+        valid_rendered: "1000",
+        invalid: &[
+            ("2147483648", "fetch.max.bytes", &["at most 2147483647"]),
+            ("0", "fetch.min.bytes", &["fetch.max.bytes (0)"]),
+        ],
+    },
+    Case {
+        property: "max.partition.fetch.bytes",
+        default: Some("1048576"),
+        valid: "2048",
+        valid_rendered: "2048",
+        invalid: &[("-3", "max.partition.fetch.bytes", &["\"-3\"", "negative"])],
+    },
+    Case {
+        property: "max.poll.records",
+        default: Some("500"),
+        valid: "1",
+        valid_rendered: "1",
+        invalid: &[("0", "max.poll.records", &["\"0\"", "at least 1"])],
+    },
+    Case {
+        property: "session.timeout.ms",
+        default: Some("45000"),
+        valid: "6000",
+        valid_rendered: "6000",
+        invalid: &[
+            ("2147483648", "session.timeout.ms", &["at most 2147483647"]),
+            ("0", "session.timeout.ms", &["at least 1"]),
+            // Lower than the default heartbeat interval.
+            (
+                "3000",
+                "heartbeat.interval.ms",
+                &["session.timeout.ms (3000)"],
+            ),
+        ],
+    },
+    Case {
+        property: "heartbeat.interval.ms",
+        default: Some("3000"),
+        valid: "1000",
+        valid_rendered: "1000",
+        invalid: &[
+            (
+                "45000",
+                "heartbeat.interval.ms",
+                &["\"45000\"", "lower than session.timeout.ms (45000)"],
+            ),
+            ("0", "heartbeat.interval.ms", &["at least 1"]),
+        ],
+    },
+    Case {
+        property: "max.poll.interval.ms",
+        default: Some("300000"),
+        valid: "1000",
+        valid_rendered: "1000",
+        invalid: &[("0", "max.poll.interval.ms", &["\"0\"", "at least 1"])],
+    },
+    Case {
+        property: "partition.assignment.strategy",
+        default: Some("range,cooperative-sticky"),
+        valid: "org.apache.kafka.clients.consumer.RoundRobinAssignor , cooperative-sticky",
+        valid_rendered: "roundrobin,cooperative-sticky",
+        invalid: &[
+            (
+                "sticky",
+                "partition.assignment.strategy",
+                &["cooperative-sticky"],
+            ),
+            (
+                "range,fancy",
+                "partition.assignment.strategy",
+                &["\"range,fancy\"", "unknown assignor \"fancy\""],
+            ),
+            ("range,range", "partition.assignment.strategy", &["twice"]),
+            (" ", "partition.assignment.strategy", &["at least one"]),
+        ],
+    },
+    Case {
+        property: "connections.max.idle.ms",
+        default: Some("540000"),
+        valid: "-1",
+        valid_rendered: "-1",
+        invalid: &[
+            ("-2", "connections.max.idle.ms", &["\"-2\"", "-1"]),
+            ("0", "connections.max.idle.ms", &["\"0\"", "-1"]),
+            ("never", "connections.max.idle.ms", &["\"never\""]),
+        ],
+    },
+    Case {
+        property: "request.timeout.ms",
+        default: Some("30000"),
+        valid: "5000",
+        valid_rendered: "5000",
+        invalid: &[("30s", "request.timeout.ms", &["\"30s\"", "not an integer"])],
+    },
+    Case {
+        property: "default.api.timeout.ms",
+        default: Some("60000"),
+        valid: "5000",
+        valid_rendered: "5000",
+        invalid: &[("-5", "default.api.timeout.ms", &["\"-5\"", "negative"])],
+    },
+    Case {
+        property: "metadata.max.age.ms",
+        default: Some("300000"),
+        valid: "9223372036854775807",
+        valid_rendered: "9223372036854775807",
+        invalid: &[("-1", "metadata.max.age.ms", &["\"-1\"", "negative"])],
+    },
+    Case {
+        property: "reconnect.backoff.ms",
+        default: Some("50"),
+        valid: "200",
+        valid_rendered: "200",
+        invalid: &[("fast", "reconnect.backoff.ms", &["\"fast\""])],
+    },
+    Case {
+        property: "reconnect.backoff.max.ms",
+        default: Some("1000"),
+        valid: "5000",
+        valid_rendered: "5000",
+        invalid: &[(
+            "10",
+            "reconnect.backoff.max.ms",
+            &["\"10\"", "reconnect.backoff.ms (50)"],
+        )],
+    },
+    Case {
+        property: "socket.connection.setup.timeout.ms",
+        default: Some("10000"),
+        valid: "5000",
+        valid_rendered: "5000",
+        invalid: &[
+            ("0", "socket.connection.setup.timeout.ms", &["at least 1"]),
+            (
+                "40000",
+                "socket.connection.setup.timeout.max.ms",
+                &["socket.connection.setup.timeout.ms (40000)"],
+            ),
+        ],
+    },
+    Case {
+        property: "socket.connection.setup.timeout.max.ms",
+        default: Some("30000"),
+        valid: "60000",
+        valid_rendered: "60000",
+        invalid: &[(
+            "1000",
+            "socket.connection.setup.timeout.max.ms",
+            &["\"1000\"", "socket.connection.setup.timeout.ms (10000)"],
+        )],
+    },
+    Case {
+        property: "socket.keepalive.enable",
+        default: Some("true"),
+        valid: "false",
+        valid_rendered: "false",
+        invalid: &[("1", "socket.keepalive.enable", &["\"1\"", "true or false"])],
+    },
+    Case {
+        property: "retry.backoff.ms",
+        default: Some("100"),
+        valid: "0",
+        valid_rendered: "0",
+        invalid: &[("-100", "retry.backoff.ms", &["\"-100\""])],
+    },
+    Case {
+        property: "max.in.flight.requests.per.connection",
+        default: Some("5"),
+        valid: "1",
+        valid_rendered: "1",
+        invalid: &[(
+            "0",
+            "max.in.flight.requests.per.connection",
+            &["\"0\"", "at least 1"],
+        )],
+    },
+    Case {
+        property: "check.crcs",
+        default: Some("true"),
+        valid: "FALSE",
+        valid_rendered: "false",
+        invalid: &[("no", "check.crcs", &["\"no\""])],
+    },
+    Case {
+        property: "allow.auto.create.topics",
+        default: Some("true"),
+        valid: "false",
+        valid_rendered: "false",
+        invalid: &[("maybe", "allow.auto.create.topics", &["\"maybe\""])],
+    },
+    Case {
+        property: "exclude.internal.topics",
+        default: Some("true"),
+        valid: "false",
+        valid_rendered: "false",
+        invalid: &[("", "exclude.internal.topics", &["\"\""])],
+    },
+    Case {
+        property: "receive.message.max.bytes",
+        default: Some("104857600"),
+        valid: "60000000",
+        valid_rendered: "60000000",
+        invalid: &[
+            (
+                "999",
+                "receive.message.max.bytes",
+                &["\"999\"", "from 1000"],
+            ),
+            (
+                "1000000",
+                "receive.message.max.bytes",
+                &["\"1000000\"", "fetch.max.bytes (52428800) + 512"],
+            ),
+        ],
+    },
+    Case {
+        property: "client.dns.lookup",
+        default: Some("use_all_dns_ips"),
+        valid: "USE_ALL_DNS_IPS",
+        valid_rendered: "use_all_dns_ips",
+        invalid: &[(
+            "resolve_canonical_bootstrap_servers_only",
+            "client.dns.lookup",
+            &["only use_all_dns_ips"],
+        )],
+    },
+    Case {
+        property: "security.protocol",
+        default: Some("PLAINTEXT"),
+        valid: "plaintext",
+        valid_rendered: "PLAINTEXT",
+        invalid: &[("SSL", "security.protocol", &["\"SSL\"", "only PLAINTEXT"])],
+    },
+];
+
+#[test]
+fn the_table_covers_every_property() {
+    let covered: Vec<&str> = CASES.iter().map(|c| c.property).collect();
+    assert_eq!(covered, ConsumerConfig::PROPERTIES);
+    let rendered: Vec<&str> = with(&[("group.instance.id", "i"), ("client.rack", "r")])
+        .unwrap()
+        .to_properties()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(rendered, ConsumerConfig::PROPERTIES);
+}
+
+#[test]
+fn every_property_has_its_default() {
+    let config = with(&[]).unwrap();
+    for case in CASES {
+        assert_eq!(
+            rendered(&config, case.property).as_deref(),
+            case.default,
+            "{}",
+            case.property
+        );
+    }
+}
+
+#[test]
+fn every_property_parses() {
+    for case in CASES {
+        let config = with(&[(case.property, case.valid)])
+            .unwrap_or_else(|e| panic!("{}={:?}: {e}", case.property, case.valid));
+        assert_eq!(
+            rendered(&config, case.property).as_deref(),
+            Some(case.valid_rendered),
+            "{}",
+            case.property
+        );
+        // Setting one property changes no other (the reconnect pair aside).
+        let defaults = with(&[]).unwrap().to_properties();
+        for (k, v) in config.to_properties() {
+            if k != case.property
+                && !(k == "reconnect.backoff.max.ms" && case.property == "reconnect.backoff.ms")
+            {
+                let default = defaults.iter().find(|(d, _)| *d == k).map(|(_, v)| v);
+                assert_eq!(Some(&v), default, "setting {} changed {k}", case.property);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_invalid_value_is_an_error_naming_the_property() {
+    for case in CASES {
+        for (value, property, needles) in case.invalid {
+            assert_config_error(with(&[(case.property, value)]), property, needles);
+        }
+    }
+}
+
+#[test]
+fn typed_getters_return_the_defaults() {
+    let c = ConsumerConfig::builder()
+        .bootstrap_servers("localhost:9092")
+        .group_id("g")
+        .build()
+        .unwrap();
+    let ms = Duration::from_millis;
+    assert_eq!(c.bootstrap_servers()[0].host(), "localhost");
+    assert_eq!(c.bootstrap_servers()[0].port(), 9092);
+    assert_eq!(c.group_id(), Some("g"));
+    assert_eq!(c.group_instance_id(), None);
+    assert_eq!(c.client_id(), "lazykafka");
+    assert_eq!(c.client_rack(), None);
+    assert_eq!(c.auto_offset_reset(), OffsetReset::Latest);
+    assert!(c.enable_auto_commit());
+    assert_eq!(c.auto_commit_interval(), ms(5000));
+    assert_eq!(c.isolation_level(), IsolationLevel::ReadUncommitted);
+    assert_eq!(c.fetch_min_bytes(), 1);
+    assert_eq!(c.fetch_max_wait(), ms(500));
+    assert_eq!(c.fetch_max_bytes(), 52_428_800);
+    assert_eq!(c.max_partition_fetch_bytes(), 1_048_576);
+    assert_eq!(c.max_poll_records(), 500);
+    assert_eq!(c.session_timeout(), ms(45_000));
+    assert_eq!(c.heartbeat_interval(), ms(3000));
+    assert_eq!(c.max_poll_interval(), ms(300_000));
+    assert_eq!(
+        c.partition_assignment_strategy(),
+        [
+            AssignmentStrategy::Range,
+            AssignmentStrategy::CooperativeSticky
+        ]
+    );
+    assert_eq!(c.rebalance_protocol(), RebalanceProtocol::Eager);
+    assert_eq!(c.connections_max_idle(), Some(ms(540_000)));
+    assert_eq!(c.request_timeout(), ms(30_000));
+    assert_eq!(c.default_api_timeout(), ms(60_000));
+    assert_eq!(c.metadata_max_age(), ms(300_000));
+    assert_eq!(c.reconnect_backoff(), ms(50));
+    assert_eq!(c.reconnect_backoff_max(), ms(1000));
+    assert_eq!(c.socket_connection_setup_timeout(), ms(10_000));
+    assert_eq!(c.socket_connection_setup_timeout_max(), ms(30_000));
+    assert!(c.socket_keepalive());
+    assert_eq!(c.retry_backoff(), ms(100));
+    assert_eq!(c.max_in_flight_requests_per_connection(), 5);
+    assert!(c.check_crcs());
+    assert!(c.allow_auto_create_topics());
+    assert!(c.exclude_internal_topics());
+    assert_eq!(
+        c.receive_message_max_bytes() as usize,
+        crate::protocol::DEFAULT_MAX_FRAME_SIZE
+    );
+}
+
+#[test]
+fn typed_setters_match_the_properties() {
+    let ms = Duration::from_millis;
+    let typed = ConsumerConfig::builder()
+        .bootstrap_servers("a:1,b:2")
+        .group_id("g")
+        .group_instance_id("i")
+        .client_id("c")
+        .client_rack("r")
+        .auto_offset_reset(OffsetReset::None)
+        .enable_auto_commit(false)
+        .auto_commit_interval(ms(1))
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .fetch_min_bytes(2)
+        .fetch_max_wait(ms(3))
+        .fetch_max_bytes(4000)
+        .max_partition_fetch_bytes(5)
+        .max_poll_records(6)
+        .session_timeout(ms(7000))
+        .heartbeat_interval(ms(8))
+        .max_poll_interval(ms(9))
+        .partition_assignment_strategy([AssignmentStrategy::CooperativeSticky])
+        .connections_max_idle(None)
+        .request_timeout(ms(10))
+        .default_api_timeout(ms(11))
+        .metadata_max_age(ms(12))
+        .reconnect_backoff(ms(13))
+        .reconnect_backoff_max(ms(14))
+        .socket_connection_setup_timeout(ms(15))
+        .socket_connection_setup_timeout_max(ms(16))
+        .socket_keepalive(false)
+        .retry_backoff(ms(17))
+        .max_in_flight_requests_per_connection(18)
+        .check_crcs(false)
+        .allow_auto_create_topics(false)
+        .exclude_internal_topics(false)
+        .receive_message_max_bytes(5000)
+        .build()
+        .unwrap();
+    let from_properties = ConsumerConfig::from_properties([
+        ("bootstrap.servers", "a:1,b:2"),
+        ("group.id", "g"),
+        ("group.instance.id", "i"),
+        ("client.id", "c"),
+        ("client.rack", "r"),
+        ("auto.offset.reset", "none"),
+        ("enable.auto.commit", "false"),
+        ("auto.commit.interval.ms", "1"),
+        ("isolation.level", "read_committed"),
+        ("fetch.min.bytes", "2"),
+        ("fetch.max.wait.ms", "3"),
+        ("fetch.max.bytes", "4000"),
+        ("max.partition.fetch.bytes", "5"),
+        ("max.poll.records", "6"),
+        ("session.timeout.ms", "7000"),
+        ("heartbeat.interval.ms", "8"),
+        ("max.poll.interval.ms", "9"),
+        ("partition.assignment.strategy", "cooperative-sticky"),
+        ("connections.max.idle.ms", "-1"),
+        ("request.timeout.ms", "10"),
+        ("default.api.timeout.ms", "11"),
+        ("metadata.max.age.ms", "12"),
+        ("reconnect.backoff.ms", "13"),
+        ("reconnect.backoff.max.ms", "14"),
+        ("socket.connection.setup.timeout.ms", "15"),
+        ("socket.connection.setup.timeout.max.ms", "16"),
+        ("socket.keepalive.enable", "false"),
+        ("retry.backoff.ms", "17"),
+        ("max.in.flight.requests.per.connection", "18"),
+        ("check.crcs", "false"),
+        ("allow.auto.create.topics", "false"),
+        ("exclude.internal.topics", "false"),
+        ("receive.message.max.bytes", "5000"),
+    ])
+    .unwrap();
+    assert_eq!(typed, from_properties);
+    assert_eq!(typed.rebalance_protocol(), RebalanceProtocol::Cooperative);
+    assert_eq!(typed.isolation_level().wire_value(), 1);
+    // And back again.
+    assert_eq!(
+        ConsumerConfig::from_properties(typed.to_properties()).unwrap(),
+        typed
+    );
+}
+
+#[test]
+fn bootstrap_servers_is_required() {
+    assert_config_error(
+        ConsumerConfig::builder().build(),
+        "bootstrap.servers",
+        &["required"],
+    );
+    assert_config_error(
+        ConsumerConfig::from_properties([("group.id", "g")]),
+        "bootstrap.servers",
+        &["required"],
+    );
+}
+
+#[test]
+fn bootstrap_addresses_parse() {
+    let c = ConsumerConfig::builder()
+        .bootstrap_servers("kafka-1:9092, 10.0.0.1:9093,[fe80::1%eth0]:9094,::1:9095")
+        .build()
+        .unwrap();
+    let shown: Vec<String> = c
+        .bootstrap_servers()
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "kafka-1:9092",
+            "10.0.0.1:9093",
+            "[fe80::1%eth0]:9094",
+            "[::1]:9095"
+        ]
+    );
+    assert_eq!(c.bootstrap_servers()[3].host(), "::1");
+}
+
+#[test]
+fn without_a_group_auto_commit_is_off_and_cannot_be_turned_on() {
+    let c = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .build()
+        .unwrap();
+    assert!(!c.enable_auto_commit());
+    let c = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .enable_auto_commit(false)
+        .build()
+        .unwrap();
+    assert!(!c.enable_auto_commit());
+    assert_config_error(
+        ConsumerConfig::builder()
+            .bootstrap_servers("a:1")
+            .enable_auto_commit(true)
+            .build(),
+        "enable.auto.commit",
+        &["group.id"],
+    );
+}
+
+#[test]
+fn static_membership_needs_a_group() {
+    assert_config_error(
+        ConsumerConfig::from_properties([("bootstrap.servers", "a:1"), ("group.instance.id", "i")]),
+        "group.instance.id",
+        &["\"i\"", "group.id"],
+    );
+    let long = "x".repeat(250);
+    assert_config_error(
+        with(&[("group.instance.id", &long)]),
+        "group.instance.id",
+        &["249"],
+    );
+}
+
+#[test]
+fn reconnect_backoff_alone_turns_exponential_backoff_off() {
+    // Java's CommonClientConfigs.postProcessReconnectBackoffConfigs.
+    let c = with(&[("reconnect.backoff.ms", "200")]).unwrap();
+    assert_eq!(c.reconnect_backoff_max(), Duration::from_millis(200));
+    let c = with(&[("reconnect.backoff.ms", "2000")]).unwrap();
+    assert_eq!(c.reconnect_backoff_max(), Duration::from_millis(2000));
+    let c = with(&[("reconnect.backoff.max.ms", "8000")]).unwrap();
+    assert_eq!(c.reconnect_backoff(), Duration::from_millis(50));
+    assert_eq!(c.reconnect_backoff_max(), Duration::from_millis(8000));
+    assert_config_error(
+        with(&[
+            ("reconnect.backoff.ms", "500"),
+            ("reconnect.backoff.max.ms", "100"),
+        ]),
+        "reconnect.backoff.max.ms",
+        &["\"100\"", "(500)"],
+    );
+}
+
+#[test]
+fn receive_limit_grows_with_fetch_max_bytes_unless_set() {
+    let c = with(&[("fetch.max.bytes", "209715200")]).unwrap();
+    assert_eq!(c.receive_message_max_bytes(), 209_715_200 + 512);
+    let c = with(&[
+        ("fetch.max.bytes", "1000"),
+        ("receive.message.max.bytes", "1512"),
+    ])
+    .unwrap();
+    assert_eq!(c.receive_message_max_bytes(), 1512);
+    assert_config_error(
+        with(&[
+            ("fetch.max.bytes", "1000"),
+            ("receive.message.max.bytes", "1511"),
+        ]),
+        "receive.message.max.bytes",
+        &["fetch.max.bytes (1000) + 512"],
+    );
+    assert_config_error(
+        with(&[("receive.message.max.bytes", "2147483648")]),
+        "receive.message.max.bytes",
+        &["at most 2147483647"],
+    );
+}
+
+#[test]
+fn typed_durations_are_checked_in_whole_milliseconds() {
+    let base = || {
+        ConsumerConfig::builder()
+            .bootstrap_servers("a:1")
+            .group_id("g")
+    };
+    assert_config_error(
+        base()
+            .heartbeat_interval(Duration::from_micros(900))
+            .build(),
+        "heartbeat.interval.ms",
+        &["\"0\"", "at least 1"],
+    );
+    assert_config_error(
+        base()
+            .session_timeout(Duration::from_secs(3_000_000))
+            .build(),
+        "session.timeout.ms",
+        &["\"3000000000\"", "at most 2147483647"],
+    );
+    assert_config_error(
+        base()
+            .connections_max_idle(Some(Duration::from_micros(10)))
+            .build(),
+        "connections.max.idle.ms",
+        &["-1"],
+    );
+    assert_config_error(
+        base().fetch_max_bytes(u32::MAX).build(),
+        "fetch.max.bytes",
+        &["at most 2147483647"],
+    );
+    assert_config_error(
+        base().partition_assignment_strategy([]).build(),
+        "partition.assignment.strategy",
+        &["at least one"],
+    );
+    let c = base()
+        .heartbeat_interval(Duration::from_micros(1500))
+        .build()
+        .unwrap();
+    assert_eq!(rendered(&c, "heartbeat.interval.ms").as_deref(), Some("1"));
+}
+
+#[test]
+fn an_empty_rack_is_no_rack() {
+    for config in [
+        with(&[("client.rack", " ")]).unwrap(),
+        ConsumerConfig::builder()
+            .bootstrap_servers("a:1")
+            .client_rack("")
+            .build()
+            .unwrap(),
+    ] {
+        assert_eq!(config.client_rack(), None);
+        assert_eq!(rendered(&config, "client.rack"), None);
+    }
+}
+
+#[test]
+fn later_properties_override_earlier_ones() {
+    let c = with(&[("max.poll.records", "1"), ("max.poll.records", "2")]).unwrap();
+    assert_eq!(c.max_poll_records(), 2);
+}
+
+#[test]
+fn unknown_properties_are_errors_with_hints() {
+    let cases: &[(&str, &str)] = &[
+        ("fetch.min.byte", "did you mean \"fetch.min.bytes\"?"),
+        ("session.timeout", "did you mean \"session.timeout.ms\"?"),
+        ("Group.Id", "did you mean \"group.id\"?"),
+        (
+            "metadata.broker.list",
+            "did you mean \"bootstrap.servers\"?",
+        ),
+        ("fetch.wait.max.ms", "did you mean \"fetch.max.wait.ms\"?"),
+        ("auto.commit.enable", "did you mean \"enable.auto.commit\"?"),
+        ("socket.timeout.ms", "did you mean \"request.timeout.ms\"?"),
+        ("ssl.keystore.location", "TLS and SASL"),
+        ("sasl.mechanism", "TLS and SASL"),
+        ("value.deserializer", "as bytes"),
+        ("linger.ms", "unknown property"),
+    ];
+    for (property, hint) in cases {
+        assert_config_error(with(&[(property, "1")]), property, &[hint]);
+    }
+    match with(&[("completely.different", "x")]) {
+        Err(Error::Config { reason, .. }) => assert_eq!(reason, "unknown property"),
+        other => panic!("{other:?}"),
+    }
+    let err = with(&[("linger.ms", "5")]).unwrap_err();
+    assert!(!err.is_retriable());
+}
+
+#[test]
+fn error_display_names_property_and_value() {
+    let err = with(&[("heartbeat.interval.ms", "50000")]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "configuration property heartbeat.interval.ms: invalid value \"50000\": \
+         must be lower than session.timeout.ms (45000)"
+    );
+}
+
+#[test]
+fn serde_from_json() {
+    let json = r#"{
+        "bootstrap.servers": ["kafka-1:9092", "kafka-2:9092"],
+        "group.id": "billing",
+        "group.instance.id": null,
+        "enable.auto.commit": false,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 2000.0,
+        "fetch.max.bytes": "1048576",
+        "connections.max.idle.ms": -1,
+        "partition.assignment.strategy": ["cooperative-sticky"]
+    }"#;
+    let c: ConsumerConfig = serde_json::from_str(json).unwrap();
+    assert_eq!(c.bootstrap_servers().len(), 2);
+    assert_eq!(c.group_id(), Some("billing"));
+    assert_eq!(c.group_instance_id(), None);
+    assert!(!c.enable_auto_commit());
+    assert_eq!(c.session_timeout(), Duration::from_millis(6000));
+    assert_eq!(c.heartbeat_interval(), Duration::from_millis(2000));
+    assert_eq!(c.fetch_max_bytes(), 1_048_576);
+    assert_eq!(c.connections_max_idle(), None);
+    assert_eq!(c.rebalance_protocol(), RebalanceProtocol::Cooperative);
+
+    // Errors name the property.
+    let err = serde_json::from_str::<ConsumerConfig>(
+        r#"{"bootstrap.servers": "a:1", "fetch.min.bytes": 1.5}"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("fetch.min.bytes: invalid value \"1.5\": not an integer"),
+        "{err}"
+    );
+    let err =
+        serde_json::from_str::<ConsumerConfig>(r#"{"bootstrap.servers": "a:1", "linger.ms": 5}"#)
+            .unwrap_err();
+    assert!(
+        err.to_string().contains("linger.ms: unknown property"),
+        "{err}"
+    );
+    let err = serde_json::from_str::<ConsumerConfig>(
+        r#"{"bootstrap.servers": "a:1", "fetch": {"min.bytes": 1}}"#,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("cannot be a map"), "{err}");
+    // Nested in an application's own settings.
+    #[derive(serde::Deserialize)]
+    struct App {
+        consumer: ConsumerConfig,
+    }
+    let app: App = serde_json::from_str(r#"{"consumer": {"bootstrap.servers": "a:1"}}"#).unwrap();
+    assert_eq!(app.consumer.client_id(), "lazykafka");
+}
+
+#[test]
+fn from_a_hash_map() {
+    let map: HashMap<String, String> = [
+        ("bootstrap.servers", "a:1"),
+        ("group.id", "g"),
+        ("max.poll.records", "7"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let c = ConsumerConfig::from_properties(&map).unwrap();
+    assert_eq!(c.max_poll_records(), 7);
+    // Via serde too.
+    let c: ConsumerConfig = serde_json::from_value(serde_json::to_value(&map).unwrap()).unwrap();
+    assert_eq!(c.max_poll_records(), 7);
+}
+
+#[test]
+fn enum_values_round_trip() {
+    for r in [
+        OffsetReset::Earliest,
+        OffsetReset::Latest,
+        OffsetReset::None,
+    ] {
+        assert_eq!(r.as_str().parse::<OffsetReset>().unwrap(), r);
+    }
+    for l in [
+        IsolationLevel::ReadUncommitted,
+        IsolationLevel::ReadCommitted,
+    ] {
+        assert_eq!(l.to_string().parse::<IsolationLevel>().unwrap(), l);
+    }
+    assert_eq!(OffsetReset::default(), OffsetReset::Latest);
+    assert_eq!(IsolationLevel::default().wire_value(), 0);
+}
+
+#[test]
+fn edit_distance_is_levenshtein() {
+    assert_eq!(edit_distance("", "abc"), 3);
+    assert_eq!(edit_distance("kitten", "sitting"), 3);
+    assert_eq!(edit_distance("same", "same"), 0);
+}
+
+mod round_trip {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_config() -> impl Strategy<Value = ConsumerConfig> {
+        (
+            (
+                proptest::option::of("[a-z]{1,8}"),
+                any::<bool>(),
+                0u32..=2_000_000,
+                1u32..=2_000_000,
+                1u64..100_000,
+                0u64..100_000,
+            ),
+            (
+                proptest::option::of(1u64..1_000_000),
+                proptest::sample::subsequence(AssignmentStrategy::ALL.to_vec(), 1..=3),
+                proptest::option::of(0u64..10_000),
+                proptest::option::of(0u64..10_000),
+                proptest::option::of(2_000_000u32..i32::MAX as u32),
+            ),
+        )
+            .prop_filter_map(
+                "invalid combination",
+                |(
+                    (group, auto_commit, min_bytes, max_bytes, session, heartbeat),
+                    (idle, strategies, backoff, backoff_max, receive),
+                )| {
+                    let mut b = ConsumerConfig::builder()
+                        .bootstrap_servers("a:1")
+                        .fetch_min_bytes(min_bytes)
+                        .fetch_max_bytes(max_bytes)
+                        .session_timeout(Duration::from_millis(session))
+                        .heartbeat_interval(Duration::from_millis(heartbeat))
+                        .connections_max_idle(idle.map(Duration::from_millis))
+                        .partition_assignment_strategy(strategies);
+                    if let Some(g) = group {
+                        b = b.group_id(g).enable_auto_commit(auto_commit);
+                    }
+                    if let Some(ms) = backoff {
+                        b = b.reconnect_backoff(Duration::from_millis(ms));
+                    }
+                    if let Some(ms) = backoff_max {
+                        b = b.reconnect_backoff_max(Duration::from_millis(ms));
+                    }
+                    if let Some(bytes) = receive {
+                        b = b.receive_message_max_bytes(bytes);
+                    }
+                    b.build().ok()
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn to_properties_reads_back_equal(config in arb_config()) {
+            let again = ConsumerConfig::from_properties(config.to_properties()).unwrap();
+            prop_assert_eq!(&again, &config);
+            let json = serde_json::to_string(&config.to_properties().into_iter().collect::<BTreeMap<_, _>>()).unwrap();
+            let from_json: ConsumerConfig = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(&from_json, &config);
+        }
+
+        #[test]
+        fn arbitrary_properties_never_panic(
+            key in proptest::sample::select(ConsumerConfig::PROPERTIES.to_vec()),
+            value in ".{0,24}",
+        ) {
+            let _ = with(&[(key, &value)]);
+        }
+    }
+}
