@@ -849,8 +849,10 @@ def render_encode(st):
         if is_option(f) and f.nullable != f.versions:
             assert f.nullable.hi == f.versions.hi
             not_nullable = ncond(f.nullable, f.versions)
+            if "||" in not_nullable:
+                not_nullable = f"({not_nullable})"
             body += [
-                f"if {acc}.is_none() && ({not_nullable}) {{",
+                f"if {acc}.is_none() && {not_nullable} {{",
                 f"    return Err(EncodeError::UnexpectedNull {{ what: {what(f)} }});",
                 "}",
             ]
