@@ -446,6 +446,24 @@ mod tests {
         ));
     }
 
+    // librdkafka 2.12.1's mock cluster refusing ApiVersions v4 (captured
+    // from rdkafka-sys 4.10.0's MockCluster): error 35, an int8 count of 1,
+    // one range without tagged fields (ApiVersions 0..=2), throttle time 0.
+    #[test]
+    fn exchange_retries_v0_on_an_unreadable_refusal() {
+        let refusal: &[u8] = &[0, 35, 1, 0, 18, 0, 0, 0, 2, 0, 0, 0, 0];
+        let mut ex = ApiVersionsExchange::new();
+        assert_eq!(
+            ex.handle_response(Bytes::from_static(refusal)),
+            Ok(ExchangeStep::Retry(0))
+        );
+        // Only once: the same answer again is a decoding failure.
+        assert!(matches!(
+            ex.handle_response(Bytes::from_static(refusal)),
+            Err(ExchangeError::Decode(_))
+        ));
+    }
+
     #[test]
     fn header_versions_follow_flexibility() {
         assert_eq!(ApiKey::Fetch.request_header_version(11), 1);
@@ -526,7 +544,21 @@ impl ApiVersionsExchange {
 
     /// Reads the body of an ApiVersions response (header already removed).
     pub fn handle_response(&mut self, body: Bytes) -> Result<ExchangeStep, ExchangeError> {
-        let response = decode_api_versions(body, self.version).map_err(ExchangeError::Decode)?;
+        let response = match decode_api_versions(body.clone(), self.version) {
+            Ok(response) => response,
+            // Some peers answer a version they do not support with an
+            // UNSUPPORTED_VERSION body that is neither v0 nor the version
+            // asked (librdkafka's mock cluster, for a flexible request: an
+            // int8 count and no tagged fields). The error code is the first
+            // field of every version, so the refusal is still clear: retry
+            // with v0, as when the broker lists no range.
+            Err(_) if !self.retried && body.get(..2) == Some(&35i16.to_be_bytes()[..]) => {
+                self.version = 0;
+                self.retried = true;
+                return Ok(ExchangeStep::Retry(0));
+            }
+            Err(e) => return Err(ExchangeError::Decode(e)),
+        };
         let code = crate::error::ErrorCode::from_code(response.error_code);
         match code {
             crate::error::ErrorCode::None => Ok(ExchangeStep::Done(ApiVersionTable::negotiate(
