@@ -377,6 +377,16 @@ class Field:
     pass
 
 
+# Defaults the schemas leave out where Kafka's own default (0) would be a
+# trap: (struct, field) -> (default, why).
+DEFAULT_OVERRIDES = {
+    ("ListOffsetsRequest", "replica_id"): (
+        "-1",
+        "The schema names no default; -1 (a consumer) is what clients send, "
+        "a broker id would read past the high watermark.",
+    ),
+}
+
 # Docs for structs used by more than one field, or whose field has no text.
 STRUCT_DOCS = {
     "TopicPartition": "A topic and some of its partitions.",
@@ -412,6 +422,9 @@ def build_struct(name, doc, spec_fields, ctx, flex, common, is_top, structs):
             assert f.tagged == versions, f"{name}.{f.name}: tagged range differs from versions"
         f.ignorable = bool(spec.get("ignorable", False))
         f.default_raw = spec.get("default")
+        f.default_note = None
+        if (name, f.name) in DEFAULT_OVERRIDES:
+            f.default_raw, f.default_note = DEFAULT_OVERRIDES[(name, f.name)]
         t = spec["type"]
         f.schema_type = t
         f.elem = None
@@ -626,6 +639,8 @@ def field_doc(f):
     d = default_expr(f)
     if not is_trivial_default(f):
         parts.append(f"Default `{d}`.")
+    if f.default_note:
+        parts.append(f.default_note)
     if f.versions != ctx:
         if f.ignorable:
             parts.append("Ignorable: dropped at other versions.")
@@ -834,8 +849,10 @@ def render_encode(st):
         if is_option(f) and f.nullable != f.versions:
             assert f.nullable.hi == f.versions.hi
             not_nullable = ncond(f.nullable, f.versions)
+            if "||" in not_nullable:
+                not_nullable = f"({not_nullable})"
             body += [
-                f"if {acc}.is_none() && ({not_nullable}) {{",
+                f"if {acc}.is_none() && {not_nullable} {{",
                 f"    return Err(EncodeError::UnexpectedNull {{ what: {what(f)} }});",
                 "}",
             ]

@@ -249,6 +249,26 @@ pub fn decode_response<M: Message>(
     Ok((header, body))
 }
 
+/// Reads a request frame body (size prefix already removed): the header,
+/// then the body at the version the header names, which must use every byte.
+///
+/// This is the broker side of [`encode_request`], for test brokers built on
+/// this crate: read the header alone with [`RequestHeader::decode`] to learn
+/// the API, then call this with the matching message type.
+pub fn decode_request<M: Message>(frame: Bytes) -> Result<(RequestHeader, M), DecodeError> {
+    let mut r = Reader::new(frame);
+    let header = RequestHeader::decode(&mut r)?;
+    if header.api_key != M::API_KEY.code() {
+        return Err(DecodeError::InvalidValue {
+            what: "api_key",
+            reason: "the request is for another API",
+        });
+    }
+    let body = M::decode(&mut r, header.api_version)?;
+    r.finish()?;
+    Ok((header, body))
+}
+
 /// Reads the correlation id at the start of a response frame body without
 /// decoding the rest.
 pub fn peek_correlation_id(frame: &[u8]) -> Option<i32> {
@@ -286,6 +306,56 @@ mod tests {
         assert_eq!(d.decode(&mut buf), Ok(Some(Bytes::new())));
         assert_eq!(d.decode(&mut buf), Ok(None));
         assert_eq!(&buf[..], &[0, 0]);
+    }
+
+    #[test]
+    fn whole_frames_round_trip_with_the_right_headers() {
+        use crate::protocol::messages::fetch::{FetchRequest, FetchResponse};
+        use crate::protocol::messages::sasl_handshake::SaslHandshakeRequest;
+
+        // Fetch v17 is flexible: request header v2, response header v1.
+        let request = FetchRequest {
+            max_wait_ms: 500,
+            ..FetchRequest::default()
+        };
+        let frame = encode_request(&request, 17, 42, Some("lk")).unwrap();
+        let mut buf = BytesMut::from(&frame[..]);
+        let body = FrameDecoder::default().decode(&mut buf).unwrap().unwrap();
+        // key 1, version 17, correlation id 42, client id "lk", no tags
+        assert_eq!(
+            &body[..13],
+            &[0, 1, 0, 17, 0, 0, 0, 42, 0, 2, b'l', b'k', 0]
+        );
+        let (header, decoded) = decode_request::<FetchRequest>(body.clone()).unwrap();
+        assert_eq!((header.correlation_id, decoded), (42, request));
+        assert!(matches!(
+            decode_request::<SaslHandshakeRequest>(body),
+            Err(DecodeError::InvalidValue {
+                what: "api_key",
+                ..
+            })
+        ));
+
+        let response = FetchResponse {
+            session_id: 3,
+            ..FetchResponse::default()
+        };
+        let frame = encode_response(&response, 17, 42).unwrap();
+        // size, correlation id, empty tagged section of header v1
+        assert_eq!(&frame[4..9], &[0, 0, 0, 42, 0]);
+        let (header, decoded) = decode_response::<FetchResponse>(frame.slice(4..), 17).unwrap();
+        assert_eq!((header.correlation_id, decoded), (42, response.clone()));
+        // Fetch v11 is not flexible: response header v0.
+        let frame = encode_response(&response, 11, 43).unwrap();
+        let (header, decoded) = decode_response::<FetchResponse>(frame.slice(4..), 11).unwrap();
+        assert_eq!((header.correlation_id, decoded), (43, response));
+        assert_eq!(
+            encode_response(&FetchResponse::default(), 3, 1),
+            Err(EncodeError::UnsupportedVersion {
+                api: "Fetch",
+                version: 3
+            })
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //!
 //! This layer is pure: no sockets, no async, no clock. Everything in it can
 //! be tested with byte fixtures.
+//!
+#![doc = include_str!("../../docs/protocol.md")]
 
 pub mod api;
 pub mod codec;

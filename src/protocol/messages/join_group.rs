@@ -295,7 +295,7 @@ impl Message for JoinGroupResponse {
                 flexible,
             )?;
         }
-        if self.protocol_name.is_none() && (version < 7) {
+        if self.protocol_name.is_none() && version < 7 {
             return Err(EncodeError::UnexpectedNull {
                 what: "JoinGroupResponse.protocol_name",
             });

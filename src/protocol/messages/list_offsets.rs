@@ -53,10 +53,12 @@ use crate::protocol::messages::testing;
 use proptest::prelude::*;
 
 /// The body of a ListOffsets request.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListOffsetsRequest {
     /// The broker ID of the requester, or -1 if this request is being made by a
-    /// normal consumer.
+    /// normal consumer. Default `-1`. The schema names no default; -1 (a
+    /// consumer) is what clients send, a broker id would read past the high
+    /// watermark.
     pub replica_id: i32,
     /// This setting controls the visibility of transactional records. Using
     /// READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With
@@ -76,6 +78,18 @@ pub struct ListOffsetsRequest {
     pub timeout_ms: i32,
     /// Tagged fields this client does not know, kept to be written back.
     pub unknown_tagged_fields: Vec<RawTaggedField>,
+}
+
+impl Default for ListOffsetsRequest {
+    fn default() -> Self {
+        ListOffsetsRequest {
+            replica_id: -1,
+            isolation_level: 0,
+            topics: Vec::new(),
+            timeout_ms: 0,
+            unknown_tagged_fields: Vec::new(),
+        }
+    }
 }
 
 impl Message for ListOffsetsRequest {

@@ -202,7 +202,7 @@ impl MetadataRequestTopic {
         if version >= 10 {
             w.uuid(&self.topic_id);
         }
-        if self.name.is_none() && (version < 10) {
+        if self.name.is_none() && version < 10 {
             return Err(EncodeError::UnexpectedNull {
                 what: "MetadataRequestTopic.name",
             });
@@ -466,7 +466,7 @@ impl MetadataResponseTopic {
     fn encode(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
         let flexible = version >= 9;
         w.i16(self.error_code);
-        if self.name.is_none() && (version < 12) {
+        if self.name.is_none() && version < 12 {
             return Err(EncodeError::UnexpectedNull {
                 what: "MetadataResponseTopic.name",
             });

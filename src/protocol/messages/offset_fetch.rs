@@ -112,7 +112,7 @@ impl Message for OffsetFetchRequest {
             return Err(not_in_version("OffsetFetchRequest.group_id", version));
         }
         if version <= 7 {
-            if self.topics.is_none() && (version < 2) {
+            if self.topics.is_none() && version < 2 {
                 return Err(EncodeError::UnexpectedNull {
                     what: "OffsetFetchRequest.topics",
                 });

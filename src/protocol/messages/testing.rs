@@ -87,9 +87,10 @@ pub(crate) fn decode_mangled<M: Message>(
     let _ = M::decode(&mut Reader::new(Bytes::from(v)), version);
 }
 
-/// The properties every message type has, at every version it implements:
-/// it round-trips; random bytes and mangled encodings decode to an error or
-/// a value, never a panic.
+/// The properties every message type has: at every version it implements,
+/// it round-trips, and random bytes and mangled encodings decode to an error
+/// or a value, never a panic; versions outside its range are refused with
+/// an error naming the API.
 macro_rules! message_properties {
     ($name:ident, $ty:ty) => {
         mod $name {
@@ -99,6 +100,29 @@ macro_rules! message_properties {
 
             fn versions() -> std::ops::RangeInclusive<i16> {
                 <$ty as Message>::VERSIONS.min..=<$ty as Message>::VERSIONS.max
+            }
+
+            #[test]
+            fn versions_outside_the_range_are_refused_naming_the_api() {
+                let api = <$ty as Message>::API_KEY.name();
+                let range = <$ty as Message>::VERSIONS;
+                for version in [range.min - 1, range.max + 1] {
+                    let mut w = $crate::protocol::codec::Writer::new();
+                    let err = <$ty>::default().encode(&mut w, version).unwrap_err();
+                    assert_eq!(
+                        err,
+                        $crate::protocol::codec::EncodeError::UnsupportedVersion { api, version }
+                    );
+                    assert!(err.to_string().contains(api), "{err}");
+                    assert!(w.is_empty(), "nothing written for an unsupported version");
+                    let mut r = $crate::protocol::codec::Reader::new(bytes::Bytes::new());
+                    let err = <$ty as Message>::decode(&mut r, version).unwrap_err();
+                    assert_eq!(
+                        err,
+                        $crate::protocol::codec::DecodeError::UnsupportedVersion { api, version }
+                    );
+                    assert!(err.to_string().contains(api), "{err}");
+                }
             }
 
             proptest! {

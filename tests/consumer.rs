@@ -1,0 +1,244 @@
+//! The consumer against real peers: records produced by librdkafka,
+//! consumed by lazykafka from librdkafka's mock cluster and from tansu;
+//! commits read back by librdkafka; a lazykafka and a librdkafka consumer
+//! sharing one group.
+
+mod common;
+
+use common::mock::RawMock;
+use common::{client_sockets, wait_for};
+use lazykafka::events::Purpose;
+use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Produces `count` records `key-i` / `value-i` to `topic`, spread over
+/// `partitions` partitions (i % partitions), with librdkafka.
+fn produce(bootstrap: &str, topic: &str, partitions: i32, count: usize, compression: &str) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("compression.codec", compression)
+        .set("linger.ms", "5")
+        .create()
+        .expect("librdkafka producer");
+    for i in 0..count {
+        let key = format!("key-{i}");
+        let value = format!("value-{i}");
+        loop {
+            let record = BaseRecord::to(topic)
+                .key(&key)
+                .payload(&value)
+                .partition(i as i32 % partitions);
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, _)) => {
+                    assert!(
+                        matches!(
+                            e.rdkafka_error_code(),
+                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                        ),
+                        "produce: {e}"
+                    );
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    producer.flush(WAIT).expect("flush");
+}
+
+fn config(bootstrap: &str, group: Option<&str>) -> lazykafka::config::ConsumerConfigBuilder {
+    let mut b = ConsumerConfig::builder()
+        .bootstrap_servers(bootstrap)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .session_timeout(Duration::from_secs(6))
+        .heartbeat_interval(Duration::from_millis(500))
+        .fetch_max_wait(Duration::from_millis(100))
+        .enable_auto_commit(false);
+    if let Some(g) = group {
+        b = b.group_id(g);
+    }
+    b
+}
+
+/// Polls until `count` records arrived (or the deadline), returning
+/// (partition, offset, value) of each.
+async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, String)> {
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    while out.len() < count && Instant::now() < deadline {
+        for r in consumer.poll(Duration::from_millis(200)).await.expect("poll") {
+            let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
+            out.push((r.partition(), r.offset(), value));
+        }
+    }
+    out
+}
+
+fn values(records: &[(i32, i64, String)]) -> BTreeSet<String> {
+    records.iter().map(|(_, _, v)| v.clone()).collect()
+}
+
+fn expected(count: usize) -> BTreeSet<String> {
+    (0..count).map(|i| format!("value-{i}")).collect()
+}
+
+fn mock_cluster() -> RawMock {
+    let mock = RawMock::new(3);
+    mock.create_topic("t", 2);
+    mock.set_leader("t", 0, 1);
+    mock.set_leader("t", 1, 3);
+    mock.set_group_coordinator("g", 2);
+    mock
+}
+
+#[async_std::test]
+async fn manual_assignment_reads_every_record_from_the_mock() {
+    let mock = mock_cluster();
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "t", 2, 500, "none");
+    let mut consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
+    consumer
+        .assign([TopicPartition::new("t", 0), TopicPartition::new("t", 1)])
+        .unwrap();
+    // Nothing is connected before the first poll.
+    assert!(consumer.connections().is_empty());
+    assert!(client_sockets(&mock.ports()).is_empty());
+    let records = consume(&mut consumer, 500).await;
+    assert_eq!(values(&records), expected(500));
+    assert_eq!(records.len(), 500, "no duplicates");
+    // Offsets per partition are contiguous from 0.
+    for p in 0..2 {
+        let offsets: Vec<i64> = records
+            .iter()
+            .filter(|(q, _, _)| *q == p)
+            .map(|(_, o, _)| *o)
+            .collect();
+        assert_eq!(offsets, (0..250).collect::<Vec<i64>>());
+    }
+    // Leaders only (brokers 1 and 3), the bootstrap connection retired or
+    // promoted; never a socket to broker 2, which leads nothing of ours.
+    let purposes: BTreeSet<(Purpose, Option<i32>)> = consumer
+        .connections()
+        .iter()
+        .map(|c| (c.purpose, c.broker))
+        .collect();
+    assert_eq!(
+        purposes,
+        BTreeSet::from([(Purpose::Leader, Some(1)), (Purpose::Leader, Some(3))])
+    );
+    consumer.close().await.unwrap();
+    assert!(wait_for(WAIT, || client_sockets(&mock.ports()).is_empty()));
+}
+
+#[async_std::test]
+async fn group_consumer_commits_and_librdkafka_reads_the_commit() {
+    let mock = mock_cluster();
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "t", 2, 200, "lz4");
+    let mut consumer = Consumer::new(config(&bootstrap, Some("g")).build().unwrap()).unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    let records = consume(&mut consumer, 200).await;
+    assert_eq!(values(&records), expected(200));
+    // Coordinator on broker 2, leaders on 1 and 3: three sockets, each with
+    // its purpose.
+    let purposes: BTreeSet<(Purpose, Option<i32>)> = consumer
+        .connections()
+        .iter()
+        .map(|c| (c.purpose, c.broker))
+        .collect();
+    assert_eq!(
+        purposes,
+        BTreeSet::from([
+            (Purpose::Coordinator, Some(2)),
+            (Purpose::Leader, Some(1)),
+            (Purpose::Leader, Some(3)),
+        ])
+    );
+    consumer.commit().await.expect("commit");
+    let ours = consumer
+        .committed([TopicPartition::new("t", 0), TopicPartition::new("t", 1)])
+        .await
+        .unwrap();
+    assert_eq!(ours[&TopicPartition::new("t", 0)], Some(100));
+    assert_eq!(ours[&TopicPartition::new("t", 1)], Some(100));
+    consumer.close().await.unwrap();
+
+    // librdkafka reads what lazykafka committed.
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "g")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition("t", 0);
+    tpl.add_partition("t", 1);
+    let committed = reader.committed_offsets(tpl, WAIT).unwrap();
+    for e in committed.elements() {
+        assert_eq!(e.offset(), Offset::Offset(100), "{e:?}");
+    }
+}
+
+#[async_std::test]
+async fn a_commit_by_librdkafka_is_where_lazykafka_resumes() {
+    let mock = mock_cluster();
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "t", 2, 100, "none");
+    let writer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "g")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("t", 0, Offset::Offset(40)).unwrap();
+    tpl.add_partition_offset("t", 1, Offset::Offset(45)).unwrap();
+    writer
+        .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+        .expect("librdkafka commit");
+    drop(writer);
+
+    let mut consumer = Consumer::new(config(&bootstrap, Some("g")).build().unwrap()).unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    let records = consume(&mut consumer, 15).await;
+    let mut first: BTreeMap<i32, i64> = BTreeMap::new();
+    for (p, o, _) in &records {
+        first.entry(*p).or_insert(*o);
+    }
+    assert_eq!(first.get(&0), Some(&40));
+    assert_eq!(first.get(&1), Some(&45));
+    assert_eq!(records.len(), 15);
+    consumer.close().await.unwrap();
+}
+
+#[async_std::test]
+async fn tansu_group_consume_commit_and_resume() {
+    let Some(addr) = common::tansu_addr("tansu_group_consume_commit_and_resume") else {
+        return;
+    };
+    let topic = format!("lk-consumer-{}", std::process::id());
+    produce(&addr, &topic, 1, 300, "gzip");
+    let group = format!("lk-group-{}", std::process::id());
+    let mut consumer = Consumer::new(config(&addr, Some(&group)).build().unwrap()).unwrap();
+    consumer.subscribe([topic.clone()]).unwrap();
+    let records = consume(&mut consumer, 300).await;
+    assert_eq!(values(&records), expected(300));
+    // Commit where the application is (the first 200), then close.
+    consumer
+        .commit_offsets([(TopicPartition::new(topic.clone(), 0), 200)])
+        .await
+        .unwrap();
+    consumer.close().await.unwrap();
+
+    let mut again = Consumer::new(config(&addr, Some(&group)).build().unwrap()).unwrap();
+    again.subscribe([topic.clone()]).unwrap();
+    let rest = consume(&mut again, 100).await;
+    let offsets: Vec<i64> = rest.iter().map(|(_, o, _)| *o).collect();
+    assert_eq!(offsets, (200..300).collect::<Vec<i64>>());
+    again.close().await.unwrap();
+}
