@@ -91,6 +91,13 @@ pub enum Error {
         /// Why.
         source: crate::cluster::RequestError,
     },
+    /// The consumer was closed.
+    Closed,
+    /// An operation did not finish within `default.api.timeout.ms`.
+    Timeout {
+        /// What timed out.
+        what: &'static str,
+    },
     /// The broker answered with an error code.
     Broker {
         /// The API of the request.
@@ -118,6 +125,8 @@ impl Error {
             | Error::ConnectionClosed { .. } => true,
             Error::Broker { code, .. } => code.is_retriable(),
             Error::Request { source, .. } => source.is_retriable(),
+            Error::Timeout { .. } => true,
+            Error::Closed => false,
             Error::Frame { .. }
             | Error::Decode { .. }
             | Error::Encode { .. }
@@ -151,6 +160,8 @@ impl fmt::Display for Error {
             Error::NoCommonVersion { addr, source } => write!(f, "{addr}: {source}"),
             Error::Broker { api, code } => write!(f, "{api} failed: {code}"),
             Error::Request { api, source } => write!(f, "{api}: {source}"),
+            Error::Closed => f.write_str("the consumer is closed"),
+            Error::Timeout { what } => write!(f, "{what} timed out"),
             Error::Config { property, reason } => {
                 write!(f, "configuration property {property}: {reason}")
             }

@@ -8,6 +8,7 @@
 #![doc = include_str!("../../docs/assignors.md")]
 
 pub mod assignor;
+pub mod membership;
 
 pub use assignor::{
     AssignmentStrategy, Assignor, CooperativeStickyAssignor, GroupAssignment, GroupMember,

@@ -1,0 +1,1141 @@
+//! Group membership in the classic protocol, as a state machine without IO.
+//!
+//! ```text
+//!            subscribe / rejoin needed
+//!   Unjoined ------------------------> Joining --JoinGroup ok--> Syncing
+//!      ^  ^                              |  ^                      |
+//!      |  |      MEMBER_ID_REQUIRED -----+  |                      | SyncGroup ok
+//!      |  |      (join again with the id)   | REBALANCE_IN_PROGRESS|
+//!      |  +---- leave (close, poll timeout)  +---------- Stable <---+
+//!      |                                           (heartbeats)
+//!      +---- fatal errors end in Failed
+//! ```
+//!
+//! The machine decides which group request to send next
+//! ([`Membership::poll_request`]), reads the answers
+//! ([`Membership::handle_response`]), and reports assignment changes as
+//! [`GroupEvent`]s. The caller sends the requests to the coordinator and
+//! gives it the current time; nothing here reads a clock.
+//!
+//! Rebalance protocols (KIP-429): under the eager protocol every owned
+//! partition is revoked before joining again; under the cooperative one a
+//! member keeps its partitions through the rebalance, gives up only those
+//! the new assignment takes away, and joins once more if it gave any up so
+//! that the leader can hand them to their new owner.
+
+use super::assignor::{AssignmentStrategy, GroupMember, RebalanceProtocol};
+use super::TopicPartition;
+use crate::cluster::{RequestBody, RequestError, Response};
+use crate::error::ErrorCode;
+use crate::protocol::group::{
+    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition as WireTopicPartition,
+};
+use crate::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use crate::protocol::messages::join_group::{
+    JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse,
+};
+use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeaveGroupResponse};
+use crate::protocol::messages::sync_group::{
+    SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse,
+};
+use crate::protocol::EncodeError;
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+/// The subscription and assignment versions this client writes
+/// (`ConsumerProtocolSubscription.json` / `ConsumerProtocolAssignment.json`
+/// v3: owned partitions, generation and rack). Readers of any Kafka client
+/// accept newer versions by reading the fields they know.
+const CONSUMER_PROTOCOL_VERSION: i16 = 3;
+
+/// Settings of the membership.
+#[derive(Debug, Clone)]
+pub struct MembershipConfig {
+    /// `group.id`.
+    pub group_id: String,
+    /// `group.instance.id` (static membership, KIP-345).
+    pub group_instance_id: Option<String>,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `max.poll.interval.ms`, sent as the rebalance timeout.
+    pub rebalance_timeout: Duration,
+    /// `heartbeat.interval.ms`.
+    pub heartbeat_interval: Duration,
+    /// `partition.assignment.strategy`, in preference order.
+    pub strategies: Vec<AssignmentStrategy>,
+    /// `client.rack`.
+    pub rack: Option<String>,
+    /// `retry.backoff.ms`: between retries after coordinator errors.
+    pub retry_backoff: Duration,
+}
+
+/// Which group request a [`Membership::poll_request`] produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupRequestKind {
+    /// JoinGroup.
+    Join,
+    /// SyncGroup.
+    Sync,
+    /// Heartbeat.
+    Heartbeat,
+    /// LeaveGroup.
+    Leave,
+}
+
+/// An assignment change, for the application's rebalance listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupEvent {
+    /// Partitions now assigned to this member.
+    Assigned(BTreeSet<TopicPartition>),
+    /// Partitions given up in an orderly way (offsets can still be
+    /// committed for them).
+    Revoked(BTreeSet<TopicPartition>),
+    /// Partitions lost: the membership ended (session expired, fenced)
+    /// and another member may own them already; committing is pointless.
+    Lost(BTreeSet<TopicPartition>),
+}
+
+/// Where the member is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberState {
+    /// Not in the group; joins at the next chance if subscribed.
+    Unjoined,
+    /// JoinGroup sent or about to be.
+    Joining,
+    /// The leader waits for metadata of these topics to assign.
+    AwaitingMetadata(BTreeSet<String>),
+    /// SyncGroup sent or about to be.
+    Syncing,
+    /// Assigned; heartbeats flow.
+    Stable,
+    /// Ended by an error no retry can fix.
+    Failed(String),
+}
+
+/// What the caller should do after a response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResponseOutcome {
+    /// The coordinator moved or is unreachable: look it up again.
+    pub coordinator_unknown: bool,
+}
+
+#[derive(Debug, Clone)]
+struct JoinResult {
+    protocol: String,
+    leader: String,
+    members: Vec<(String, Option<String>, Bytes)>,
+}
+
+/// The membership state machine. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Membership {
+    config: MembershipConfig,
+    state: MemberState,
+    topics: BTreeSet<String>,
+    member_id: String,
+    generation: i32,
+    protocol: Option<String>,
+    owned: BTreeSet<TopicPartition>,
+    in_flight: Option<GroupRequestKind>,
+    join: Option<JoinResult>,
+    pending_assignment: Option<Vec<SyncGroupRequestAssignment>>,
+    not_before: Option<Instant>,
+    next_heartbeat: Option<Instant>,
+    last_heartbeat_ok: Option<Instant>,
+    rejoin_requested: bool,
+    events: VecDeque<GroupEvent>,
+}
+
+impl Membership {
+    /// A member that has not joined.
+    pub fn new(config: MembershipConfig) -> Self {
+        Membership {
+            config,
+            state: MemberState::Unjoined,
+            topics: BTreeSet::new(),
+            member_id: String::new(),
+            generation: -1,
+            protocol: None,
+            owned: BTreeSet::new(),
+            in_flight: None,
+            join: None,
+            pending_assignment: None,
+            not_before: None,
+            next_heartbeat: None,
+            last_heartbeat_ok: None,
+            rejoin_requested: false,
+            events: VecDeque::new(),
+        }
+    }
+
+    // ===== getters =====
+
+    /// The state.
+    pub fn state(&self) -> &MemberState {
+        &self.state
+    }
+
+    /// The partitions this member owns.
+    pub fn assignment(&self) -> &BTreeSet<TopicPartition> {
+        &self.owned
+    }
+
+    /// The member id ("" before the first join).
+    pub fn member_id(&self) -> &str {
+        &self.member_id
+    }
+
+    /// The generation, -1 when not in a stable group.
+    pub fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    /// `group.id`.
+    pub fn group_id(&self) -> &str {
+        &self.config.group_id
+    }
+
+    /// `group.instance.id`.
+    pub fn group_instance_id(&self) -> Option<&str> {
+        self.config.group_instance_id.as_deref()
+    }
+
+    /// Whether the member is in a stable group, so that offsets can be
+    /// committed with its generation.
+    pub fn is_stable(&self) -> bool {
+        self.state == MemberState::Stable
+    }
+
+    /// The next assignment change.
+    pub fn poll_event(&mut self) -> Option<GroupEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Membership::poll_request`] may have something to send, or a
+    /// session expiry must be noticed.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let mut t = self.not_before;
+        if self.state == MemberState::Stable && self.in_flight.is_none() {
+            t = min_opt(t, self.next_heartbeat);
+        }
+        if self.state == MemberState::Stable {
+            t = min_opt(
+                t,
+                self.last_heartbeat_ok
+                    .map(|h| h + self.config.session_timeout),
+            );
+        }
+        t
+    }
+
+    // ===== inputs =====
+
+    /// Sets the subscribed topics. A change while in the group triggers a
+    /// rejoin, so the leader can assign the new set.
+    pub fn subscribe(&mut self, topics: BTreeSet<String>) {
+        if topics != self.topics {
+            self.topics = topics;
+            if self.state != MemberState::Unjoined {
+                self.rejoin_requested = true;
+            }
+        }
+    }
+
+    /// The subscribed topics.
+    pub fn topics(&self) -> &BTreeSet<String> {
+        &self.topics
+    }
+
+    /// Asks for a rejoin (for instance after the partition count of a
+    /// subscribed topic changed, which the leader must notice).
+    pub fn request_rejoin(&mut self) {
+        if self.state != MemberState::Unjoined {
+            self.rejoin_requested = true;
+        }
+    }
+
+    /// The next group request to send to the coordinator, if any.
+    ///
+    /// `partitions` gives the partition count of each topic the metadata
+    /// knows; the group leader needs the counts of every topic any member
+    /// subscribes to. When some are missing, the state becomes
+    /// [`MemberState::AwaitingMetadata`] with the topics to look up.
+    pub fn poll_request(
+        &mut self,
+        now: Instant,
+        partitions: &BTreeMap<String, i32>,
+    ) -> Option<(GroupRequestKind, Box<dyn RequestBody>)> {
+        self.check_session(now);
+        if self.in_flight.is_some() || self.not_before.is_some_and(|t| now < t) {
+            return None;
+        }
+        self.not_before = None;
+        if self.topics.is_empty() {
+            return None;
+        }
+        if self.rejoin_requested && matches!(self.state, MemberState::Stable) {
+            self.rejoin_requested = false;
+            self.prepare_rejoin();
+            if !self.events.is_empty() {
+                // Let the caller act on the revocation (commit, listener)
+                // before JoinGroup goes out.
+                return None;
+            }
+        }
+        let request: (GroupRequestKind, Box<dyn RequestBody>) = match &self.state {
+            MemberState::Failed(_) => return None,
+            MemberState::Unjoined | MemberState::Joining => {
+                self.state = MemberState::Joining;
+                (GroupRequestKind::Join, Box::new(self.join_request()))
+            }
+            MemberState::AwaitingMetadata(_) | MemberState::Syncing => {
+                let assignments = match self.pending_assignment.take() {
+                    Some(a) => a,
+                    None => match self.leader_assignment(partitions) {
+                        Ok(a) => a,
+                        Err(missing) => {
+                            self.state = MemberState::AwaitingMetadata(missing);
+                            return None;
+                        }
+                    },
+                };
+                self.state = MemberState::Syncing;
+                (
+                    GroupRequestKind::Sync,
+                    Box::new(self.sync_request(assignments)),
+                )
+            }
+            MemberState::Stable => {
+                if self.next_heartbeat.is_some_and(|t| now < t) {
+                    return None;
+                }
+                self.next_heartbeat = None;
+                (
+                    GroupRequestKind::Heartbeat,
+                    Box::new(HeartbeatRequest {
+                        group_id: self.config.group_id.clone(),
+                        generation_id: self.generation,
+                        member_id: self.member_id.clone(),
+                        group_instance_id: self.config.group_instance_id.clone(),
+                        ..HeartbeatRequest::default()
+                    }),
+                )
+            }
+        };
+        self.in_flight = Some(request.0);
+        Some(request)
+    }
+
+    /// Reads the answer (or failure) of the request of kind `kind`.
+    pub fn handle_response(
+        &mut self,
+        now: Instant,
+        kind: GroupRequestKind,
+        result: Result<Response, RequestError>,
+    ) -> ResponseOutcome {
+        if self.in_flight == Some(kind) {
+            self.in_flight = None;
+        }
+        let response = match result {
+            Ok(r) => r,
+            Err(e) => {
+                log::debug!(
+                    "group {}: {kind:?} got no response: {e}",
+                    self.config.group_id
+                );
+                return self.coordinator_trouble(now, kind);
+            }
+        };
+        let decoded = match kind {
+            GroupRequestKind::Join => response
+                .decode::<JoinGroupResponse>()
+                .map(|r| self.handle_join(now, r)),
+            GroupRequestKind::Sync => response
+                .decode::<SyncGroupResponse>()
+                .map(|r| self.handle_sync(now, r)),
+            GroupRequestKind::Heartbeat => response
+                .decode::<HeartbeatResponse>()
+                .map(|r| self.handle_heartbeat(now, ErrorCode::from_code(r.error_code))),
+            GroupRequestKind::Leave => response
+                .decode::<LeaveGroupResponse>()
+                .map(|_| ResponseOutcome::default()),
+        };
+        match decoded {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                log::warn!(
+                    "group {}: cannot decode {kind:?} response: {e}",
+                    self.config.group_id
+                );
+                self.coordinator_trouble(now, kind)
+            }
+        }
+    }
+
+    /// Leaves the group (on close, or when `max.poll.interval.ms` passed
+    /// without a poll): owned partitions are revoked, and the LeaveGroup
+    /// request to send is returned when there is a membership to end. A
+    /// static member (with `group.instance.id`) does not send LeaveGroup, as
+    /// in the Java client: its partitions wait for it until the session
+    /// times out.
+    pub fn leave(&mut self, reason: &str) -> Option<Box<dyn RequestBody>> {
+        let had_membership = !self.member_id.is_empty() && self.state != MemberState::Unjoined;
+        if !self.owned.is_empty() {
+            let owned = std::mem::take(&mut self.owned);
+            self.events.push_back(GroupEvent::Revoked(owned));
+        }
+        let request = (had_membership && self.config.group_instance_id.is_none()).then(|| {
+            Box::new(LeaveGroupRequest {
+                group_id: self.config.group_id.clone(),
+                member_id: self.member_id.clone(),
+                members: vec![crate::protocol::messages::leave_group::MemberIdentity {
+                    member_id: self.member_id.clone(),
+                    group_instance_id: None,
+                    reason: Some(reason.to_owned()),
+                    ..Default::default()
+                }],
+                ..LeaveGroupRequest::default()
+            }) as Box<dyn RequestBody>
+        });
+        self.reset_membership(true);
+        request
+    }
+
+    // ===== the machine =====
+
+    fn check_session(&mut self, now: Instant) {
+        if self.state != MemberState::Stable {
+            return;
+        }
+        if let Some(ok) = self.last_heartbeat_ok {
+            if now.saturating_duration_since(ok) >= self.config.session_timeout {
+                log::info!(
+                    "group {}: no successful heartbeat for the session timeout; partitions lost",
+                    self.config.group_id
+                );
+                self.lose_partitions();
+                self.state = MemberState::Joining;
+            }
+        }
+    }
+
+    fn protocol_kind(&self) -> RebalanceProtocol {
+        RebalanceProtocol::for_strategies(&self.config.strategies)
+    }
+
+    /// Before joining again from a stable group: the eager protocol gives
+    /// up everything first.
+    fn prepare_rejoin(&mut self) {
+        if self.protocol_kind() == RebalanceProtocol::Eager && !self.owned.is_empty() {
+            let owned = std::mem::take(&mut self.owned);
+            self.events.push_back(GroupEvent::Revoked(owned));
+        }
+        self.state = MemberState::Joining;
+    }
+
+    fn lose_partitions(&mut self) {
+        if !self.owned.is_empty() {
+            let owned = std::mem::take(&mut self.owned);
+            self.events.push_back(GroupEvent::Lost(owned));
+        }
+        self.generation = -1;
+    }
+
+    fn reset_membership(&mut self, forget_member_id: bool) {
+        if forget_member_id {
+            self.member_id.clear();
+        }
+        self.generation = -1;
+        self.state = MemberState::Unjoined;
+        self.join = None;
+        self.pending_assignment = None;
+        self.next_heartbeat = None;
+        self.last_heartbeat_ok = None;
+        self.rejoin_requested = false;
+    }
+
+    fn coordinator_trouble(&mut self, now: Instant, kind: GroupRequestKind) -> ResponseOutcome {
+        self.not_before = Some(now + self.config.retry_backoff);
+        if kind == GroupRequestKind::Heartbeat {
+            // Heartbeats are retried; the session expiry decides when the
+            // partitions are lost.
+            self.next_heartbeat = Some(now + self.config.retry_backoff);
+        }
+        ResponseOutcome {
+            coordinator_unknown: true,
+        }
+    }
+
+    fn subscription(&self, strategy: AssignmentStrategy) -> Result<Bytes, EncodeError> {
+        let owned_generation = (self.generation >= 0).then_some(self.generation);
+        ConsumerProtocolSubscription {
+            topics: self.topics.iter().cloned().collect(),
+            user_data: strategy.assignor().subscription_user_data(owned_generation),
+            owned_partitions: to_wire(&self.owned),
+            generation_id: self.generation,
+            rack_id: self.config.rack.clone(),
+        }
+        .to_bytes(CONSUMER_PROTOCOL_VERSION)
+    }
+
+    fn join_request(&self) -> JoinGroupRequest {
+        JoinGroupRequest {
+            group_id: self.config.group_id.clone(),
+            session_timeout_ms: millis(self.config.session_timeout),
+            rebalance_timeout_ms: millis(self.config.rebalance_timeout),
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+            protocol_type: "consumer".to_owned(),
+            protocols: self
+                .config
+                .strategies
+                .iter()
+                .filter_map(|s| {
+                    // A subscription that cannot be encoded is a bug in
+                    // this crate, not a reason to stop joining.
+                    self.subscription(*s)
+                        .ok()
+                        .map(|metadata| JoinGroupRequestProtocol {
+                            name: s.name().to_owned(),
+                            metadata,
+                            ..JoinGroupRequestProtocol::default()
+                        })
+                })
+                .collect(),
+            reason: None,
+            ..JoinGroupRequest::default()
+        }
+    }
+
+    fn handle_join(&mut self, now: Instant, r: JoinGroupResponse) -> ResponseOutcome {
+        let code = ErrorCode::from_code(r.error_code);
+        match code {
+            ErrorCode::None => {
+                self.member_id = r.member_id;
+                self.generation = r.generation_id;
+                self.protocol = r.protocol_name.clone();
+                self.join = Some(JoinResult {
+                    protocol: r.protocol_name.unwrap_or_default(),
+                    leader: r.leader,
+                    members: r
+                        .members
+                        .into_iter()
+                        .map(|m| (m.member_id, m.group_instance_id, m.metadata))
+                        .collect(),
+                });
+                self.pending_assignment = None;
+                let is_leader = self
+                    .join
+                    .as_ref()
+                    .is_some_and(|j| j.leader == self.member_id);
+                if !is_leader {
+                    // Followers send an empty assignment list.
+                    self.pending_assignment = Some(Vec::new());
+                }
+                self.state = MemberState::Syncing;
+                ResponseOutcome::default()
+            }
+            ErrorCode::MemberIdRequired => {
+                // KIP-394: join again at once with the id just given.
+                self.member_id = r.member_id;
+                self.state = MemberState::Joining;
+                ResponseOutcome::default()
+            }
+            ErrorCode::UnknownMemberId => {
+                self.member_id.clear();
+                self.state = MemberState::Joining;
+                ResponseOutcome::default()
+            }
+            ErrorCode::RebalanceInProgress | ErrorCode::IllegalGeneration => {
+                self.state = MemberState::Joining;
+                ResponseOutcome::default()
+            }
+            _ => self.handle_common_error(now, code, GroupRequestKind::Join),
+        }
+    }
+
+    /// The leader's assignment, or the topics whose partition counts are
+    /// missing.
+    fn leader_assignment(
+        &self,
+        partitions: &BTreeMap<String, i32>,
+    ) -> Result<Vec<SyncGroupRequestAssignment>, BTreeSet<String>> {
+        let Some(join) = &self.join else {
+            return Ok(Vec::new());
+        };
+        let strategy = AssignmentStrategy::from_name(&join.protocol)
+            .or_else(|| self.config.strategies.first().copied())
+            .unwrap_or(AssignmentStrategy::Range);
+        let mut members = Vec::new();
+        for (member_id, instance_id, metadata) in &join.members {
+            let subscription = match ConsumerProtocolSubscription::from_bytes(metadata.clone()) {
+                Ok((_, s)) => s,
+                Err(e) => {
+                    log::warn!(
+                        "group {}: member {member_id} sent a subscription that cannot be read: {e}",
+                        self.config.group_id
+                    );
+                    continue;
+                }
+            };
+            let mut generation = subscription.generation_id;
+            if generation < 0 {
+                if let Some(g) = subscription
+                    .user_data
+                    .as_deref()
+                    .and_then(super::assignor::decode_generation_user_data)
+                {
+                    generation = g;
+                }
+            }
+            let mut member = GroupMember::new(member_id.clone(), subscription.topics.clone())
+                .with_owned_partitions(from_wire(&subscription.owned_partitions), generation);
+            member.group_instance_id = instance_id.clone();
+            member.rack = subscription.rack_id.clone();
+            members.push(member);
+        }
+        let wanted: BTreeSet<String> = members
+            .iter()
+            .flat_map(|m| m.topics.iter().cloned())
+            .collect();
+        let missing: BTreeSet<String> = wanted
+            .iter()
+            .filter(|t| !partitions.contains_key(*t))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(missing);
+        }
+        let assignment = strategy.assignor().assign(&members, partitions);
+        Ok(assignment
+            .into_iter()
+            .map(|(member_id, tps)| {
+                let set: BTreeSet<TopicPartition> = tps.into_iter().collect();
+                let bytes = ConsumerProtocolAssignment {
+                    assigned_partitions: to_wire(&set),
+                    user_data: None,
+                }
+                .to_bytes(CONSUMER_PROTOCOL_VERSION)
+                .unwrap_or_default();
+                SyncGroupRequestAssignment {
+                    member_id,
+                    assignment: bytes,
+                    ..SyncGroupRequestAssignment::default()
+                }
+            })
+            .collect())
+    }
+
+    fn sync_request(&self, assignments: Vec<SyncGroupRequestAssignment>) -> SyncGroupRequest {
+        SyncGroupRequest {
+            group_id: self.config.group_id.clone(),
+            generation_id: self.generation,
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+            protocol_type: Some("consumer".to_owned()),
+            protocol_name: self.protocol.clone(),
+            assignments,
+            ..SyncGroupRequest::default()
+        }
+    }
+
+    fn handle_sync(&mut self, now: Instant, r: SyncGroupResponse) -> ResponseOutcome {
+        let code = ErrorCode::from_code(r.error_code);
+        match code {
+            ErrorCode::None => {
+                let assigned = if r.assignment.is_empty() {
+                    BTreeSet::new()
+                } else {
+                    match ConsumerProtocolAssignment::from_bytes(r.assignment) {
+                        Ok((_, a)) => from_wire(&a.assigned_partitions).into_iter().collect(),
+                        Err(e) => {
+                            return self.fail(format!("cannot read the assignment: {e}"));
+                        }
+                    }
+                };
+                let revoked: BTreeSet<TopicPartition> =
+                    self.owned.difference(&assigned).cloned().collect();
+                let added: BTreeSet<TopicPartition> =
+                    assigned.difference(&self.owned).cloned().collect();
+                if !revoked.is_empty() {
+                    self.events.push_back(GroupEvent::Revoked(revoked.clone()));
+                }
+                if !added.is_empty() || self.owned.is_empty() {
+                    self.events.push_back(GroupEvent::Assigned(added));
+                }
+                self.owned = assigned;
+                self.state = MemberState::Stable;
+                self.join = None;
+                self.last_heartbeat_ok = Some(now);
+                self.next_heartbeat = Some(now + self.config.heartbeat_interval);
+                // KIP-429: partitions given up must reach their new owner in
+                // a follow-up rebalance.
+                if self.protocol_kind() == RebalanceProtocol::Cooperative && !revoked.is_empty() {
+                    self.rejoin_requested = true;
+                }
+                ResponseOutcome::default()
+            }
+            ErrorCode::RebalanceInProgress => {
+                self.state = MemberState::Joining;
+                ResponseOutcome::default()
+            }
+            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration => {
+                if code == ErrorCode::UnknownMemberId {
+                    self.member_id.clear();
+                }
+                self.lose_partitions();
+                self.state = MemberState::Joining;
+                ResponseOutcome::default()
+            }
+            _ => self.handle_common_error(now, code, GroupRequestKind::Sync),
+        }
+    }
+
+    fn handle_heartbeat(&mut self, now: Instant, code: ErrorCode) -> ResponseOutcome {
+        if self.state != MemberState::Stable {
+            return ResponseOutcome::default();
+        }
+        match code {
+            ErrorCode::None => {
+                self.last_heartbeat_ok = Some(now);
+                self.next_heartbeat = Some(now + self.config.heartbeat_interval);
+                ResponseOutcome::default()
+            }
+            ErrorCode::RebalanceInProgress => {
+                self.last_heartbeat_ok = Some(now);
+                self.prepare_rejoin();
+                ResponseOutcome::default()
+            }
+            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration => {
+                if code == ErrorCode::UnknownMemberId {
+                    self.member_id.clear();
+                }
+                self.lose_partitions();
+                self.state = MemberState::Joining;
+                ResponseOutcome::default()
+            }
+            _ => self.handle_common_error(now, code, GroupRequestKind::Heartbeat),
+        }
+    }
+
+    fn handle_common_error(
+        &mut self,
+        now: Instant,
+        code: ErrorCode,
+        kind: GroupRequestKind,
+    ) -> ResponseOutcome {
+        match code {
+            ErrorCode::NotCoordinator
+            | ErrorCode::CoordinatorNotAvailable
+            | ErrorCode::CoordinatorLoadInProgress => self.coordinator_trouble(now, kind),
+            ErrorCode::FencedInstanceId => {
+                self.lose_partitions();
+                self.fail(format!(
+                    "another member uses group.instance.id {:?} ({code})",
+                    self.config.group_instance_id
+                ))
+            }
+            code if code.is_retriable() => {
+                self.not_before = Some(now + self.config.retry_backoff);
+                if kind == GroupRequestKind::Heartbeat {
+                    self.next_heartbeat = Some(now + self.config.retry_backoff);
+                } else {
+                    self.state = MemberState::Joining;
+                }
+                ResponseOutcome::default()
+            }
+            code => {
+                self.lose_partitions();
+                self.fail(format!("{kind:?} failed: {code}"))
+            }
+        }
+    }
+
+    fn fail(&mut self, reason: String) -> ResponseOutcome {
+        log::error!("group {}: {reason}", self.config.group_id);
+        self.state = MemberState::Failed(reason);
+        ResponseOutcome::default()
+    }
+}
+
+fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn millis(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
+
+fn to_wire(set: &BTreeSet<TopicPartition>) -> Vec<WireTopicPartition> {
+    let mut out: Vec<WireTopicPartition> = Vec::new();
+    for tp in set {
+        match out.last_mut() {
+            Some(last) if last.topic == tp.topic => last.partitions.push(tp.partition),
+            _ => out.push(WireTopicPartition {
+                topic: tp.topic.clone(),
+                partitions: vec![tp.partition],
+            }),
+        }
+    }
+    out
+}
+
+fn from_wire(list: &[WireTopicPartition]) -> Vec<TopicPartition> {
+    list.iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| TopicPartition::new(t.topic.clone(), *p))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::join_group::JoinGroupResponseMember;
+    use crate::protocol::{Message, Writer};
+
+    fn config(strategies: Vec<AssignmentStrategy>) -> MembershipConfig {
+        MembershipConfig {
+            group_id: "g".into(),
+            group_instance_id: None,
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(3),
+            strategies,
+            rack: None,
+            retry_backoff: Duration::from_millis(100),
+        }
+    }
+
+    fn response<M: Message>(m: &M, version: i16) -> Result<Response, RequestError> {
+        let mut w = Writer::new();
+        m.encode(&mut w, version).unwrap();
+        Ok(Response {
+            api: M::API_KEY,
+            version,
+            broker: Some(1),
+            body: w.into_inner().freeze(),
+        })
+    }
+
+    fn counts() -> BTreeMap<String, i32> {
+        BTreeMap::from([("t".to_owned(), 4)])
+    }
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    fn subscription(topics: &[&str]) -> Bytes {
+        ConsumerProtocolSubscription {
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            user_data: None,
+            owned_partitions: Vec::new(),
+            generation_id: -1,
+            rack_id: None,
+        }
+        .to_bytes(CONSUMER_PROTOCOL_VERSION)
+        .unwrap()
+    }
+
+    fn assignment(tps: &[TopicPartition]) -> Bytes {
+        let set: BTreeSet<TopicPartition> = tps.iter().cloned().collect();
+        ConsumerProtocolAssignment {
+            assigned_partitions: to_wire(&set),
+            user_data: None,
+        }
+        .to_bytes(CONSUMER_PROTOCOL_VERSION)
+        .unwrap()
+    }
+
+    fn join_ok(
+        member: &str,
+        leader: &str,
+        generation: i32,
+        members: &[(&str, Bytes)],
+    ) -> JoinGroupResponse {
+        JoinGroupResponse {
+            generation_id: generation,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            leader: leader.into(),
+            member_id: member.into(),
+            members: members
+                .iter()
+                .map(|(id, metadata)| JoinGroupResponseMember {
+                    member_id: id.to_string(),
+                    metadata: metadata.clone(),
+                    ..JoinGroupResponseMember::default()
+                })
+                .collect(),
+            ..JoinGroupResponse::default()
+        }
+    }
+
+    fn sync_ok(tps: &[TopicPartition]) -> SyncGroupResponse {
+        SyncGroupResponse {
+            assignment: assignment(tps),
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            ..SyncGroupResponse::default()
+        }
+    }
+
+    fn events(m: &mut Membership) -> Vec<GroupEvent> {
+        std::iter::from_fn(|| m.poll_event()).collect()
+    }
+
+    /// Joins as the only member (the leader) and returns the member.
+    fn stable_leader(strategies: Vec<AssignmentStrategy>, now: Instant) -> Membership {
+        let mut m = Membership::new(config(strategies));
+        m.subscribe(BTreeSet::from(["t".to_owned()]));
+        let (kind, _) = m.poll_request(now, &counts()).expect("join");
+        assert_eq!(kind, GroupRequestKind::Join);
+        // KIP-394: the first join is answered with a member id to use.
+        let required = JoinGroupResponse {
+            error_code: ErrorCode::MemberIdRequired.code(),
+            member_id: "m1".into(),
+            ..JoinGroupResponse::default()
+        };
+        m.handle_response(now, kind, response(&required, 9));
+        assert_eq!(m.member_id(), "m1");
+        let (kind, _) = m.poll_request(now, &counts()).expect("join again");
+        assert_eq!(kind, GroupRequestKind::Join);
+        let joined = join_ok("m1", "m1", 1, &[("m1", subscription(&["t"]))]);
+        m.handle_response(now, kind, response(&joined, 9));
+        let (kind, _) = m.poll_request(now, &counts()).expect("sync");
+        assert_eq!(kind, GroupRequestKind::Sync);
+        m.handle_response(
+            now,
+            kind,
+            response(&sync_ok(&[tp(0), tp(1), tp(2), tp(3)]), 5),
+        );
+        assert!(m.is_stable());
+        m
+    }
+
+    #[test]
+    fn joins_with_the_member_id_round_then_syncs_and_heartbeats() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        assert_eq!(
+            events(&mut m),
+            vec![GroupEvent::Assigned(BTreeSet::from([
+                tp(0),
+                tp(1),
+                tp(2),
+                tp(3)
+            ]))]
+        );
+        assert_eq!(m.generation(), 1);
+        // The next heartbeat is due after heartbeat.interval.ms, not before.
+        assert!(m
+            .poll_request(t0 + Duration::from_millis(2999), &counts())
+            .is_none());
+        assert_eq!(m.next_deadline(), Some(t0 + Duration::from_secs(3)));
+        let (kind, _) = m
+            .poll_request(t0 + Duration::from_secs(3), &counts())
+            .unwrap();
+        assert_eq!(kind, GroupRequestKind::Heartbeat);
+        // Only one group request at a time.
+        assert!(m
+            .poll_request(t0 + Duration::from_secs(9), &counts())
+            .is_none());
+    }
+
+    #[test]
+    fn the_leader_waits_for_metadata_of_every_subscribed_topic() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(config(vec![AssignmentStrategy::Range]));
+        m.subscribe(BTreeSet::from(["t".to_owned()]));
+        let (kind, _) = m.poll_request(t0, &counts()).unwrap();
+        let joined = join_ok(
+            "m1",
+            "m1",
+            1,
+            &[
+                ("m1", subscription(&["t"])),
+                ("m2", subscription(&["t", "u"])),
+            ],
+        );
+        m.handle_response(t0, kind, response(&joined, 9));
+        assert!(m.poll_request(t0, &counts()).is_none());
+        assert_eq!(
+            m.state(),
+            &MemberState::AwaitingMetadata(BTreeSet::from(["u".to_owned()]))
+        );
+        let mut more = counts();
+        more.insert("u".into(), 1);
+        let (kind, _) = m.poll_request(t0, &more).unwrap();
+        assert_eq!(kind, GroupRequestKind::Sync);
+    }
+
+    #[test]
+    fn eager_rebalance_revokes_everything_before_joining_again() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        events(&mut m);
+        let t1 = t0 + Duration::from_secs(3);
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        let rebalance = HeartbeatResponse {
+            error_code: ErrorCode::RebalanceInProgress.code(),
+            ..HeartbeatResponse::default()
+        };
+        m.handle_response(t1, kind, response(&rebalance, 4));
+        assert_eq!(
+            events(&mut m),
+            vec![GroupEvent::Revoked(BTreeSet::from([
+                tp(0),
+                tp(1),
+                tp(2),
+                tp(3)
+            ]))]
+        );
+        assert!(m.assignment().is_empty());
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Join);
+    }
+
+    #[test]
+    fn cooperative_rebalance_keeps_partitions_and_revokes_only_what_moves() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::CooperativeSticky], t0);
+        events(&mut m);
+        let t1 = t0 + Duration::from_secs(3);
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        let rebalance = HeartbeatResponse {
+            error_code: ErrorCode::RebalanceInProgress.code(),
+            ..HeartbeatResponse::default()
+        };
+        m.handle_response(t1, kind, response(&rebalance, 4));
+        // Nothing revoked yet: the member keeps consuming while it rejoins.
+        assert!(events(&mut m).is_empty());
+        assert_eq!(m.assignment().len(), 4);
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Join);
+        // As a follower this time; the new assignment takes two partitions.
+        let joined = join_ok("m1", "m0", 2, &[]);
+        m.handle_response(t1, kind, response(&joined, 9));
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Sync);
+        m.handle_response(t1, kind, response(&sync_ok(&[tp(0), tp(1)]), 5));
+        assert_eq!(
+            events(&mut m),
+            vec![GroupEvent::Revoked(BTreeSet::from([tp(2), tp(3)]))]
+        );
+        // KIP-429: a follow-up join hands the revoked partitions over.
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Join);
+    }
+
+    #[test]
+    fn a_session_without_successful_heartbeats_loses_the_partitions() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        events(&mut m);
+        let t1 = t0 + Duration::from_secs(3);
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        m.handle_response(
+            t1,
+            kind,
+            Err(RequestError::Timeout {
+                api: crate::protocol::ApiKey::Heartbeat,
+            }),
+        );
+        assert!(m
+            .poll_request(t0 + Duration::from_millis(9999), &counts())
+            .is_some());
+        m.handle_response(
+            t0 + Duration::from_millis(9999),
+            GroupRequestKind::Heartbeat,
+            Err(RequestError::Timeout {
+                api: crate::protocol::ApiKey::Heartbeat,
+            }),
+        );
+        assert!(m.is_stable());
+        // The session ends at t0 + 10 s: the partitions are lost then, and
+        // the member joins again once the retry backoff has passed.
+        assert!(m
+            .poll_request(t0 + Duration::from_secs(10), &counts())
+            .is_none());
+        assert_eq!(
+            events(&mut m),
+            vec![GroupEvent::Lost(BTreeSet::from([
+                tp(0),
+                tp(1),
+                tp(2),
+                tp(3)
+            ]))]
+        );
+        let (kind, _) = m
+            .poll_request(t0 + Duration::from_millis(10_100), &counts())
+            .unwrap();
+        assert_eq!(kind, GroupRequestKind::Join);
+    }
+
+    #[test]
+    fn unknown_member_id_resets_the_member_and_loses_partitions() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        events(&mut m);
+        let t1 = t0 + Duration::from_secs(3);
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        let fenced = HeartbeatResponse {
+            error_code: ErrorCode::UnknownMemberId.code(),
+            ..HeartbeatResponse::default()
+        };
+        m.handle_response(t1, kind, response(&fenced, 4));
+        assert_eq!(m.member_id(), "");
+        assert!(matches!(events(&mut m)[..], [GroupEvent::Lost(_)]));
+    }
+
+    #[test]
+    fn a_fatal_error_stops_the_member() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(config(vec![AssignmentStrategy::Range]));
+        m.subscribe(BTreeSet::from(["t".to_owned()]));
+        let (kind, _) = m.poll_request(t0, &counts()).unwrap();
+        let denied = JoinGroupResponse {
+            error_code: ErrorCode::GroupAuthorizationFailed.code(),
+            ..JoinGroupResponse::default()
+        };
+        m.handle_response(t0, kind, response(&denied, 9));
+        assert!(
+            matches!(m.state(), MemberState::Failed(r) if r.contains("GROUP_AUTHORIZATION_FAILED"))
+        );
+        assert!(m
+            .poll_request(t0 + Duration::from_secs(60), &counts())
+            .is_none());
+    }
+
+    #[test]
+    fn leaving_revokes_and_sends_leave_group_for_dynamic_members_only() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        events(&mut m);
+        assert!(m.leave("closing").is_some());
+        assert!(matches!(events(&mut m)[..], [GroupEvent::Revoked(_)]));
+        assert_eq!(m.state(), &MemberState::Unjoined);
+
+        let mut cfg = config(vec![AssignmentStrategy::Range]);
+        cfg.group_instance_id = Some("static-1".into());
+        let mut s = Membership::new(cfg);
+        s.subscribe(BTreeSet::from(["t".to_owned()]));
+        let (kind, _) = s.poll_request(t0, &counts()).unwrap();
+        s.handle_response(
+            t0,
+            kind,
+            response(&join_ok("s1", "s1", 1, &[("s1", subscription(&["t"]))]), 9),
+        );
+        assert!(
+            s.leave("closing").is_none(),
+            "static members keep their place"
+        );
+    }
+}
