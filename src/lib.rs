@@ -11,6 +11,8 @@
 //!   out; no sockets, no async, no clock);
 //! - [`records`]: record batches and message sets, codecs and checksums,
 //!   pure as well;
+//! - [`fetch`]: positions, fetch planning, record buffering and offset
+//!   resets for the assigned partitions, without IO;
 //! - [`runtime`]: the only code that touches sockets and timers
 //!   (async-std, behind the default `runtime-async-std` feature).
 //!
@@ -42,9 +44,11 @@
 pub mod cluster;
 pub mod error;
 pub mod events;
+pub mod fetch;
 pub mod protocol;
 pub mod records;
 #[cfg(feature = "runtime-async-std")]
 pub mod runtime;
 
 pub use error::{Error, ErrorCode};
+pub use fetch::{OffsetReset, TopicPartition};
