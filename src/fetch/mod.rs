@@ -1104,24 +1104,12 @@ impl Fetcher {
             } else {
                 topic.topic
             };
-            let mut authorization_reported = false;
             for data in topic.partitions {
                 let tp = TopicPartition::new(name.clone(), data.partition_index);
                 // Each partition is read once, and only if it was asked for.
                 let Some(s) = sent.remove(&tp) else {
                     continue;
                 };
-                let code = ErrorCode::from_code(data.error_code);
-                if code == ErrorCode::TopicAuthorizationFailed {
-                    if !authorization_reported && self.is_current(&tp, &s) {
-                        authorization_reported = true;
-                        self.errors.push(FetchError::TopicAuthorization {
-                            topic: name.clone(),
-                        });
-                    }
-                    self.back_off_if_current(now, &tp, &s);
-                    continue;
-                }
                 self.handle_partition(now, broker, tp, s, data, outcome);
             }
         }
@@ -1191,6 +1179,9 @@ impl Fetcher {
                             auto: true,
                             in_flight: false,
                         };
+                        // Whatever was sent for the old position is stale.
+                        st.generation = self.next_generation;
+                        self.next_generation += 1;
                     }
                     OffsetReset::None => {
                         log::info!(
@@ -1216,7 +1207,10 @@ impl Fetcher {
                         );
                         outcome.refresh_metadata = true;
                     }
-                    ErrorClass::Authorization | ErrorClass::Other => {
+                    ErrorClass::Authorization => {
+                        report_authorization(&mut self.errors, &tp.topic);
+                    }
+                    ErrorClass::Other => {
                         log::warn!("fetch of {tp} from broker {broker}: {other}");
                         self.errors.push(FetchError::Broker {
                             broker,
@@ -1361,7 +1355,6 @@ impl Fetcher {
                 return;
             }
         };
-        let mut authorization_reported = BTreeSet::new();
         for (tp, (spec, auto)) in current {
             let st = self.partitions.get_mut(&tp).expect("checked");
             match listed.get(&tp) {
@@ -1384,11 +1377,7 @@ impl Fetcher {
                             outcome.refresh_metadata = true;
                         }
                         ErrorClass::Authorization => {
-                            if authorization_reported.insert(tp.topic.clone()) {
-                                self.errors.push(FetchError::TopicAuthorization {
-                                    topic: tp.topic.clone(),
-                                });
-                            }
+                            report_authorization(&mut self.errors, &tp.topic);
                         }
                         ErrorClass::Other => {
                             self.errors.push(FetchError::Broker {
@@ -1567,6 +1556,20 @@ impl Fetcher {
 fn backoff(st: &mut PartitionState, now: Instant, policy: &ExponentialBackoff, rng: &mut Rng) {
     st.retry.failures = st.retry.failures.saturating_add(1);
     st.retry.not_before = Some(now + policy.delay(st.retry.failures, rng.unit()));
+}
+
+/// Queues a [`FetchError::TopicAuthorization`] unless one for the topic
+/// is still waiting to be taken: one per topic, not one per partition.
+fn report_authorization(errors: &mut Vec<FetchError>, topic: &str) {
+    let known = errors
+        .iter()
+        .any(|e| matches!(e, FetchError::TopicAuthorization { topic: t } if t == topic));
+    if !known {
+        log::warn!("not authorized to read topic {topic}");
+        errors.push(FetchError::TopicAuthorization {
+            topic: topic.to_owned(),
+        });
+    }
 }
 
 fn clear_reset_in_flight(st: &mut PartitionState) {
