@@ -13,6 +13,8 @@
 //!   out; no sockets, no async, no clock);
 //! - [`records`]: record batches and message sets, codecs and checksums,
 //!   pure as well;
+//! - [`fetch`]: positions, fetch planning, record buffering and offset
+//!   resets for the assigned partitions, without IO;
 //! - [`group`]: consumer-group logic, pure: the partition assignors
 //!   (`range`, `roundrobin`, `cooperative-sticky`);
 //! - [`runtime`]: the only code that touches sockets and timers
@@ -47,6 +49,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod fetch;
 pub mod group;
 pub mod protocol;
 pub mod records;
@@ -55,3 +58,4 @@ pub mod runtime;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
 pub use error::{Error, ErrorCode};
+pub use group::TopicPartition;

@@ -134,6 +134,14 @@ pub enum EncodeError {
         /// Which field.
         what: &'static str,
     },
+    /// The version names topics by id (Fetch v13+, KIP-516) but this
+    /// topic's id is not known: the metadata that named it carried none.
+    UnknownTopicId {
+        /// The topic's name.
+        topic: String,
+        /// The version asked for.
+        version: i16,
+    },
 }
 
 impl fmt::Display for EncodeError {
@@ -149,6 +157,10 @@ impl fmt::Display for EncodeError {
                 write!(f, "{what} is too long for its length prefix ({length})")
             }
             EncodeError::UnexpectedNull { what } => write!(f, "{what} is null but may not be"),
+            EncodeError::UnknownTopicId { topic, version } => write!(
+                f,
+                "topic {topic} has no known topic id, which version {version} needs"
+            ),
         }
     }
 }

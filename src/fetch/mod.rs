@@ -1,0 +1,1552 @@
+//! Positions, fetch planning, record buffering and offset resets for the
+//! assigned partitions, as a state machine without IO.
+//!
+//! [`Fetcher`] owns, for every assigned partition, its position (the next
+//! offset to hand to the application, and the leader epoch of the record
+//! before it), whether it is paused, the records fetched but not yet
+//! returned, and pending offset resets. It never sends anything itself: it
+//! plans requests, and the caller (the consumer) sends them through the
+//! connection manager and hands back what came of them. Time is always an
+//! argument; nothing here reads a clock.
+//!
+//! ```text
+//!  assign / seek / seek_to_* / set_committed / pause / resume   (application, group)
+//!        |
+//!        v
+//!   +---------+  poll_requests(now, metadata) -> [(broker, body, token)]  -> Cluster::request
+//!   | Fetcher |  handle_response(now, token, response) -> FetchOutcome   <- Cluster::poll_response
+//!   +---------+  handle_failure(now, token, error)       -> FetchOutcome
+//!        |       take_records(max) -> [ConsumerRecord];  take_errors() -> [FetchError]
+//!        v       next_deadline() -> when a backed-off retry may go
+//! ```
+//!
+//! Call order: after any `handle_*`, `assign`, `seek*`, `set_committed`,
+//! `resume`, or when `next_deadline()` passes, call `poll_requests` again
+//! and send what it returns; call `take_records` and `take_errors` from the
+//! application's `poll`. A [`FetchOutcome`] with `refresh_metadata` asks
+//! for a Metadata refresh (then plan again with the new metadata).
+//!
+//! The rules it keeps (see `docs/fetching.md`):
+//!
+//! - a partition is *fetchable* when it is assigned, has a position, is not
+//!   paused, has no fetched records still waiting to be returned, is not in
+//!   a fetch already, is not backing off after an error, and its leader is
+//!   known; at most one Fetch is in flight per leader broker, covering all
+//!   of that broker's fetchable partitions;
+//! - fetch sessions (KIP-227) are not used: every Fetch is a full fetch
+//!   (`session_id` 0, `session_epoch` -1);
+//! - `preferred_read_replica` (KIP-392) is ignored: records come from the
+//!   leader;
+//! - a position moves only when records are taken (or when a fetch brings
+//!   nothing to deliver but moves past control batches, aborted
+//!   transactions or compacted-away offsets), and never past a batch that
+//!   could not be decoded;
+//! - a fetched record is never returned once its partition was unassigned,
+//!   seeked, or reset after it was fetched, nor while the partition is
+//!   paused.
+
+mod error;
+mod offsets;
+mod request;
+#[cfg(test)]
+mod tests;
+
+pub use error::{FetchError, SeekError};
+pub use offsets::{
+    read_list_offsets, ListOffsetsPlan, ListedOffset, OffsetAndTimestamp, OffsetSpec,
+};
+
+use crate::cluster::{ExponentialBackoff, Metadata, RequestBody, RequestError, Response, Rng};
+use crate::error::ErrorCode;
+use crate::protocol::messages::fetch::{
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
+};
+use crate::protocol::{ApiKey, DEFAULT_MAX_FRAME_SIZE};
+use crate::records::{
+    self, DecodeOptions, DecodedRecords, IsolationLevel, Record, RecordSetDecoder, TimestampType,
+};
+use bytes::Bytes;
+use request::{classify, ErrorClass, FetchRequestBody, FIRST_TOPIC_ID_VERSION};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use crate::config::OffsetReset;
+pub use crate::group::TopicPartition;
+
+/// The settings of the fetch layer (a subset of the consumer's). The
+/// defaults are the Java consumer's.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FetchConfig {
+    /// `fetch.min.bytes`: the broker answers once it has this many bytes
+    /// (or `max_wait` passed). Default 1.
+    pub min_bytes: i32,
+    /// `fetch.max.bytes`: the most bytes one Fetch response should carry
+    /// (the broker still returns a first batch larger than it, KIP-74).
+    /// Default 52428800 (50 MiB).
+    pub max_bytes: i32,
+    /// `fetch.max.wait.ms`: how long the broker may hold a Fetch waiting
+    /// for `min_bytes`. Default 500 ms.
+    pub max_wait: Duration,
+    /// `max.partition.fetch.bytes`: the most bytes per partition in a
+    /// Fetch response (again, a first larger batch still comes). Default
+    /// 1048576 (1 MiB).
+    pub max_partition_bytes: i32,
+    /// `isolation.level`. Default read_uncommitted.
+    pub isolation: IsolationLevel,
+    /// `check.crcs`: verify every batch's checksum. Default true.
+    pub check_crcs: bool,
+    /// `auto.offset.reset`. Default latest.
+    pub auto_offset_reset: OffsetReset,
+    /// `client.rack`, sent with Fetch v11+ (KIP-392). Default none.
+    pub rack_id: Option<String>,
+    /// The most bytes one compressed batch may decompress to (see
+    /// [`DecodeOptions::with_max_decompressed_bytes`]). Default 64 MiB.
+    pub max_decompressed_bytes: usize,
+    /// `retry.backoff.ms` growing to `retry.backoff.max.ms`: how long a
+    /// partition waits before it is fetched or reset again after an error.
+    /// Default 100 ms to 1 s, ±20% jitter.
+    pub retry_backoff: ExponentialBackoff,
+    /// `request.timeout.ms`, sent as ListOffsets' `timeout_ms` (v10+,
+    /// KIP-1075). Default 30 s.
+    pub request_timeout: Duration,
+    /// Seeds the jitter of `retry_backoff` (the consumer passes a random
+    /// value; tests a constant).
+    pub seed: u64,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        FetchConfig {
+            min_bytes: 1,
+            max_bytes: 52_428_800,
+            max_wait: Duration::from_millis(500),
+            max_partition_bytes: 1_048_576,
+            isolation: IsolationLevel::ReadUncommitted,
+            check_crcs: true,
+            auto_offset_reset: OffsetReset::Latest,
+            rack_id: None,
+            max_decompressed_bytes: records::DEFAULT_MAX_DECOMPRESSED_BYTES,
+            retry_backoff: ExponentialBackoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_millis(1000),
+                jitter: 0.2,
+            },
+            request_timeout: Duration::from_millis(30_000),
+            seed: 0,
+        }
+    }
+}
+
+/// A record with the topic and partition it came from.
+///
+/// Key, value and headers are zero-copy slices of the fetched response
+/// (see [`Record`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerRecord {
+    topic: Arc<str>,
+    partition: i32,
+    record: Record,
+}
+
+impl ConsumerRecord {
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The partition index.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// The record's offset in its partition.
+    pub fn offset(&self) -> i64 {
+        self.record.offset()
+    }
+
+    /// Milliseconds since the Unix epoch; -1 when there is none.
+    pub fn timestamp(&self) -> i64 {
+        self.record.timestamp()
+    }
+
+    /// Who set the timestamp.
+    pub fn timestamp_type(&self) -> TimestampType {
+        self.record.timestamp_type()
+    }
+
+    /// The key, `None` when null.
+    pub fn key(&self) -> Option<&Bytes> {
+        self.record.key()
+    }
+
+    /// The value, `None` when null.
+    pub fn value(&self) -> Option<&Bytes> {
+        self.record.value()
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &records::Headers {
+        self.record.headers()
+    }
+
+    /// The leader epoch the record was written in, when known.
+    pub fn leader_epoch(&self) -> Option<i32> {
+        self.record.leader_epoch()
+    }
+
+    /// The record without its topic and partition.
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// Takes the record out.
+    pub fn into_record(self) -> Record {
+        self.record
+    }
+}
+
+/// Identifies a request planned by [`Fetcher::poll_requests`]; give it
+/// back with the request's response or failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FetchToken(u64);
+
+/// What the consumer should do after [`Fetcher::handle_response`] or
+/// [`Fetcher::handle_failure`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FetchOutcome {
+    /// A leader is stale, unknown or unreachable: refresh metadata, then
+    /// plan again (the partitions concerned back off meanwhile).
+    pub refresh_metadata: bool,
+    /// Records buffered by this response, ready for
+    /// [`Fetcher::take_records`] (unless their partition is paused).
+    pub records_buffered: usize,
+    /// Errors queued for [`Fetcher::take_errors`] by this call.
+    pub errors: usize,
+}
+
+/// A position: the next offset to return, and the leader epoch of the
+/// record before it (for OffsetCommit's `committed_leader_epoch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Position {
+    offset: i64,
+    leader_epoch: Option<i32>,
+}
+
+/// Where a partition's position stands.
+///
+/// ```text
+///  assign ──> Initializing ──set_committed(Some)──────────────> Valid <──── seek
+///                 │                                              │  ^
+///                 ├─set_committed(None), policy earliest|latest─>│  │ ListOffsets answered
+///                 │          Resetting <──── seek_to_*, OFFSET_OUT_OF_RANGE (policy)
+///                 └─set_committed(None), policy none─> NoOffset  │
+///                                                                └─> Halted (corrupt batch,
+///                                                    batch too large, out of range with none)
+///  NoOffset and Halted wait for a seek.
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PosState {
+    /// Just assigned: the committed offset is wanted.
+    Initializing,
+    /// Waiting for ListOffsets. `auto` when `auto.offset.reset` caused it
+    /// (logged at info), not the application.
+    Resetting {
+        spec: OffsetSpec,
+        auto: bool,
+        in_flight: bool,
+    },
+    /// No committed offset and `auto.offset.reset` none.
+    NoOffset { reported: bool },
+    /// Fetching from here.
+    Valid(Position),
+    /// Stopped at a fault that retrying cannot fix.
+    Halted(Position),
+}
+
+/// Records fetched and not yet returned, all at or after the position.
+#[derive(Debug)]
+struct Buffer {
+    records: std::vec::IntoIter<Record>,
+    /// Where the position goes once every record is taken: past the last
+    /// complete batch, which may lie beyond the last record.
+    next_offset: i64,
+    /// Surfaced (and the partition halted) once the records are taken.
+    error: Option<FetchError>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Retry {
+    failures: u32,
+    not_before: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct PartitionState {
+    topic: Arc<str>,
+    /// Changes whenever the position is set from outside the fetch flow
+    /// (assign, seek, reset): answers to requests sent before are stale.
+    generation: u64,
+    /// Fetch order: lower first. A partition moves to the end when records
+    /// of it are taken, so one busy partition cannot starve the others
+    /// under `max_bytes`.
+    rank: i64,
+    paused: bool,
+    pos: PosState,
+    buffer: Option<Buffer>,
+    /// The Fetch this partition is in, if any.
+    fetch_in_flight: Option<FetchToken>,
+    retry: Retry,
+    /// A larger `partition_max_bytes` after a batch did not fit.
+    size_override: Option<i32>,
+}
+
+impl PartitionState {
+    fn backing_off(&self, now: Instant) -> bool {
+        self.retry.not_before.is_some_and(|t| now < t)
+    }
+
+    fn fetchable(&self, now: Instant) -> bool {
+        matches!(self.pos, PosState::Valid(_))
+            && !self.paused
+            && self.buffer.is_none()
+            && self.fetch_in_flight.is_none()
+            && !self.backing_off(now)
+    }
+}
+
+/// What a partition was sent with.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    generation: u64,
+    fetch_offset: i64,
+    max_bytes: i32,
+}
+
+/// A Fetch in flight.
+#[derive(Debug)]
+struct FetchSent {
+    broker: i32,
+    partitions: BTreeMap<TopicPartition, Sent>,
+    /// The ids sent, to name the topics of a v13+ response.
+    topic_ids: Vec<([u8; 16], String)>,
+}
+
+#[derive(Debug)]
+enum InFlight {
+    Fetch(FetchSent),
+    ListOffsets {
+        broker: i32,
+        /// Partition -> generation when sent.
+        partitions: BTreeMap<TopicPartition, u64>,
+    },
+}
+
+/// The largest `partition_max_bytes` this layer raises a partition's
+/// limit to when a batch did not fit: below the default frame limit, so
+/// the response can still be received.
+const MAX_PARTITION_OVERRIDE: usize = DEFAULT_MAX_FRAME_SIZE / 2;
+
+/// The fetch layer. See the [module documentation](self).
+///
+/// One round, with the response built by hand where a broker would send
+/// it:
+///
+/// ```
+/// use lazykafka::cluster::{Metadata, PartitionInfo, Response, TopicInfo};
+/// use lazykafka::fetch::{FetchConfig, Fetcher, TopicPartition};
+/// use lazykafka::protocol::messages::fetch::{
+///     FetchResponse, FetchableTopicResponse, PartitionData,
+/// };
+/// use lazykafka::protocol::{ApiKey, Message, Writer};
+/// use lazykafka::records::RecordBatchBuilder;
+/// use lazykafka::ErrorCode;
+/// use std::time::Instant;
+///
+/// let orders = TopicPartition::new("orders", 0);
+/// let mut fetcher = Fetcher::new(FetchConfig::default());
+/// fetcher.assign([orders.clone()]);
+/// assert_eq!(fetcher.needs_committed(), [orders.clone()]);
+/// fetcher.set_committed(&orders, Some((42, None))); // from OffsetFetch
+///
+/// // The metadata says broker 1 leads orders-0.
+/// let mut metadata = Metadata::default();
+/// let leader = PartitionInfo { leader: 1, leader_epoch: 0, error: ErrorCode::None };
+/// metadata.topics.insert(
+///     "orders".into(),
+///     TopicInfo {
+///         error: ErrorCode::None,
+///         topic_id: [7; 16],
+///         is_internal: false,
+///         partitions: [(0, leader)].into(),
+///     },
+/// );
+///
+/// let now = Instant::now();
+/// let (broker, _body, token) = fetcher.poll_requests(now, &metadata).pop().unwrap();
+/// assert_eq!(broker, 1);
+/// // The consumer sends `_body` to `Target::Broker(1)`; the answer:
+/// let mut batch = RecordBatchBuilder::new(42);
+/// batch.append(1_700_000_000_000, None, Some(b"hello"), &[])?;
+/// let answer = FetchResponse {
+///     responses: vec![FetchableTopicResponse {
+///         topic: "orders".into(),
+///         partitions: vec![PartitionData {
+///             partition_index: 0,
+///             records: Some(batch.build()?),
+///             ..PartitionData::default()
+///         }],
+///         ..FetchableTopicResponse::default()
+///     }],
+///     ..FetchResponse::default()
+/// };
+/// let mut w = Writer::new();
+/// answer.encode(&mut w, 12)?;
+/// let response = Response {
+///     api: ApiKey::Fetch,
+///     version: 12,
+///     broker: Some(1),
+///     body: w.into_inner().freeze(),
+/// };
+///
+/// let outcome = fetcher.handle_response(now, token, &response);
+/// assert_eq!(outcome.records_buffered, 1);
+/// assert_eq!(fetcher.position(&orders), Some(42)); // not taken yet
+/// let records = fetcher.take_records(500);
+/// assert_eq!(records[0].value().map(|v| &v[..]), Some(&b"hello"[..]));
+/// assert_eq!(fetcher.position(&orders), Some(43));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Fetcher {
+    config: FetchConfig,
+    decoder: RecordSetDecoder,
+    rng: Rng,
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// Partitions with buffered records, in the order `take_records`
+    /// serves them.
+    ready: VecDeque<TopicPartition>,
+    in_flight: BTreeMap<FetchToken, InFlight>,
+    /// Brokers that asked us to wait (throttle_time_ms, KIP-219).
+    throttled: BTreeMap<i32, Instant>,
+    errors: Vec<FetchError>,
+    next_token: u64,
+    next_generation: u64,
+    next_rank: i64,
+    front_rank: i64,
+}
+
+impl Fetcher {
+    /// A fetcher with no partition.
+    pub fn new(config: FetchConfig) -> Self {
+        let decoder = RecordSetDecoder::new(
+            DecodeOptions::new()
+                .with_check_crcs(config.check_crcs)
+                .with_max_decompressed_bytes(config.max_decompressed_bytes),
+        );
+        Fetcher {
+            rng: Rng::new(config.seed),
+            config,
+            decoder,
+            partitions: BTreeMap::new(),
+            ready: VecDeque::new(),
+            in_flight: BTreeMap::new(),
+            throttled: BTreeMap::new(),
+            errors: Vec::new(),
+            next_token: 1,
+            next_generation: 1,
+            next_rank: 0,
+            front_rank: 0,
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &FetchConfig {
+        &self.config
+    }
+
+    // ===== assignment and positions =====
+
+    /// Replaces the assignment. Partitions kept keep their position, pause
+    /// state and buffered records; partitions removed lose all of it, and
+    /// answers to requests already sent for them are ignored. New
+    /// partitions start without a position (see
+    /// [`Fetcher::needs_committed`]).
+    pub fn assign(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) {
+        let wanted: BTreeSet<TopicPartition> = partitions.into_iter().collect();
+        self.partitions.retain(|tp, _| wanted.contains(tp));
+        self.ready.retain(|tp| wanted.contains(tp));
+        for tp in wanted {
+            if self.partitions.contains_key(&tp) {
+                continue;
+            }
+            let generation = self.generation();
+            let rank = self.back_rank();
+            self.partitions.insert(
+                tp.clone(),
+                PartitionState {
+                    topic: Arc::from(tp.topic.as_str()),
+                    generation,
+                    rank,
+                    paused: false,
+                    pos: PosState::Initializing,
+                    buffer: None,
+                    fetch_in_flight: None,
+                    retry: Retry::default(),
+                    size_override: None,
+                },
+            );
+        }
+    }
+
+    /// The assigned partitions.
+    pub fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.partitions.keys().cloned().collect()
+    }
+
+    /// Assigned partitions that have no position and no reset pending: the
+    /// consumer asks the group coordinator for their committed offsets and
+    /// answers with [`Fetcher::set_committed`] (without a group, it
+    /// answers `None` for each, which applies `auto.offset.reset`).
+    pub fn needs_committed(&self) -> Vec<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, st)| st.pos == PosState::Initializing)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// Gives a partition its committed offset (offset, leader epoch), or
+    /// says it has none, in which case `auto.offset.reset` applies: a reset
+    /// to the earliest or latest offset, or with `none` a
+    /// [`FetchError::NoOffset`] that names every partition in that state.
+    /// A negative offset counts as none.
+    ///
+    /// Applies only to a partition that still waits for it (assigned, with
+    /// no position: no seek came first); returns whether it applied.
+    pub fn set_committed(
+        &mut self,
+        tp: &TopicPartition,
+        committed: Option<(i64, Option<i32>)>,
+    ) -> bool {
+        let policy = self.config.auto_offset_reset;
+        let Some(st) = self.partitions.get_mut(tp) else {
+            return false;
+        };
+        if st.pos != PosState::Initializing {
+            return false;
+        }
+        st.pos = match committed {
+            Some((offset, leader_epoch)) if offset >= 0 => PosState::Valid(Position {
+                offset,
+                leader_epoch,
+            }),
+            _ => match policy {
+                OffsetReset::Earliest | OffsetReset::Latest => {
+                    log::info!(
+                        "{tp} has no committed offset; resetting to the {} offset",
+                        reset_name(policy)
+                    );
+                    PosState::Resetting {
+                        spec: reset_spec(policy),
+                        auto: true,
+                        in_flight: false,
+                    }
+                }
+                OffsetReset::None => PosState::NoOffset { reported: false },
+            },
+        };
+        true
+    }
+
+    /// Sets a partition's position to a known offset: no request is
+    /// needed. Records buffered for it are dropped, and answers to
+    /// requests sent before are ignored. A partition stopped by a fault
+    /// (see [`FetchError`]) goes on from here.
+    pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<(), SeekError> {
+        if offset < 0 {
+            return Err(SeekError::NegativeOffset {
+                partition: tp.clone(),
+                offset,
+            });
+        }
+        self.set_position(
+            tp,
+            PosState::Valid(Position {
+                offset,
+                leader_epoch: None,
+            }),
+        )
+    }
+
+    /// Moves partitions to their earliest offset (a ListOffsets request,
+    /// planned by [`Fetcher::poll_requests`]). Refuses, changing nothing,
+    /// when one is not assigned.
+    pub fn seek_to_beginning<'a>(
+        &mut self,
+        tps: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Result<(), SeekError> {
+        self.seek_to(tps, OffsetSpec::Earliest)
+    }
+
+    /// Moves partitions to their end: the high watermark, or under
+    /// read_committed the last stable offset (a ListOffsets request).
+    /// Refuses, changing nothing, when one is not assigned.
+    pub fn seek_to_end<'a>(
+        &mut self,
+        tps: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Result<(), SeekError> {
+        self.seek_to(tps, OffsetSpec::Latest)
+    }
+
+    fn seek_to<'a>(
+        &mut self,
+        tps: impl IntoIterator<Item = &'a TopicPartition>,
+        spec: OffsetSpec,
+    ) -> Result<(), SeekError> {
+        let tps: Vec<&TopicPartition> = tps.into_iter().collect();
+        if let Some(tp) = tps.iter().find(|tp| !self.partitions.contains_key(**tp)) {
+            return Err(SeekError::NotAssigned((*tp).clone()));
+        }
+        for tp in tps {
+            self.set_position(
+                tp,
+                PosState::Resetting {
+                    spec,
+                    auto: false,
+                    in_flight: false,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    fn set_position(&mut self, tp: &TopicPartition, pos: PosState) -> Result<(), SeekError> {
+        let generation = self.generation();
+        let st = self
+            .partitions
+            .get_mut(tp)
+            .ok_or_else(|| SeekError::NotAssigned(tp.clone()))?;
+        st.pos = pos;
+        st.generation = generation;
+        st.size_override = None;
+        if st.buffer.take().is_some() {
+            self.ready.retain(|t| t != tp);
+        }
+        Ok(())
+    }
+
+    /// The next offset the application gets from a partition, when known.
+    pub fn position(&self, tp: &TopicPartition) -> Option<i64> {
+        self.partitions.get(tp).and_then(|st| match st.pos {
+            PosState::Valid(p) | PosState::Halted(p) => Some(p.offset),
+            _ => None,
+        })
+    }
+
+    /// Every known position, with the leader epoch of the record before it
+    /// when known: what the consumer commits.
+    pub fn positions(&self) -> BTreeMap<TopicPartition, (i64, Option<i32>)> {
+        self.partitions
+            .iter()
+            .filter_map(|(tp, st)| match st.pos {
+                PosState::Valid(p) | PosState::Halted(p) => {
+                    Some((tp.clone(), (p.offset, p.leader_epoch)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Stops fetching and returning records of these partitions. Records
+    /// already fetched are kept (not returned while paused), as the Java
+    /// consumer does since KAFKA-7548. Partitions not assigned are skipped.
+    pub fn pause<'a>(&mut self, tps: impl IntoIterator<Item = &'a TopicPartition>) {
+        for tp in tps {
+            if let Some(st) = self.partitions.get_mut(tp) {
+                st.paused = true;
+            }
+        }
+    }
+
+    /// Undoes [`Fetcher::pause`].
+    pub fn resume<'a>(&mut self, tps: impl IntoIterator<Item = &'a TopicPartition>) {
+        for tp in tps {
+            if let Some(st) = self.partitions.get_mut(tp) {
+                st.paused = false;
+            }
+        }
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> BTreeSet<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, st)| st.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    // ===== requests =====
+
+    /// The requests to send now: ListOffsets for partitions waiting for a
+    /// reset (one per leader), and a Fetch for every leader broker with
+    /// fetchable partitions and no Fetch in flight. Send each to
+    /// `Target::Broker(broker)` and give the token back with its outcome.
+    ///
+    /// Partitions whose leader is unknown are left out; see
+    /// [`Fetcher::leader_unknown`].
+    pub fn poll_requests(
+        &mut self,
+        now: Instant,
+        metadata: &Metadata,
+    ) -> Vec<(i32, Box<dyn RequestBody>, FetchToken)> {
+        for st in self.partitions.values_mut() {
+            if st.retry.not_before.is_some_and(|t| t <= now) {
+                st.retry.not_before = None;
+            }
+        }
+        self.throttled.retain(|_, until| *until > now);
+        let mut out = Vec::new();
+        self.plan_resets(now, metadata, &mut out);
+        self.plan_fetches(now, metadata, &mut out);
+        out
+    }
+
+    fn plan_resets(
+        &mut self,
+        now: Instant,
+        metadata: &Metadata,
+        out: &mut Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+    ) {
+        let mut per_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
+        for (tp, st) in &self.partitions {
+            if let PosState::Resetting {
+                spec,
+                in_flight: false,
+                ..
+            } = st.pos
+            {
+                if st.backing_off(now) {
+                    continue;
+                }
+                if let Some(leader) = metadata.leader(&tp.topic, tp.partition) {
+                    per_leader
+                        .entry(leader)
+                        .or_default()
+                        .push((tp.clone(), spec));
+                }
+            }
+        }
+        for (broker, list) in per_leader {
+            let plan = offsets::plan(
+                list.iter().map(|(tp, spec)| (tp, *spec)),
+                metadata,
+                self.config.isolation,
+                self.config.request_timeout,
+            );
+            let token = self.token();
+            let mut sent = BTreeMap::new();
+            for (tp, _) in list {
+                let st = self.partitions.get_mut(&tp).expect("planned from the map");
+                if let PosState::Resetting { in_flight, .. } = &mut st.pos {
+                    *in_flight = true;
+                }
+                sent.insert(tp, st.generation);
+            }
+            self.in_flight.insert(
+                token,
+                InFlight::ListOffsets {
+                    broker,
+                    partitions: sent,
+                },
+            );
+            for (b, body) in plan.requests {
+                debug_assert_eq!(b, broker);
+                out.push((b, body, token));
+            }
+        }
+    }
+
+    fn plan_fetches(
+        &mut self,
+        now: Instant,
+        metadata: &Metadata,
+        out: &mut Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+    ) {
+        let busy: BTreeSet<i32> = self
+            .in_flight
+            .values()
+            .filter_map(|f| match f {
+                InFlight::Fetch(f) => Some(f.broker),
+                InFlight::ListOffsets { .. } => None,
+            })
+            .collect();
+        let mut per_leader: BTreeMap<i32, Vec<(i64, TopicPartition)>> = BTreeMap::new();
+        for (tp, st) in &self.partitions {
+            if !st.fetchable(now) {
+                continue;
+            }
+            let Some(leader) = metadata.leader(&tp.topic, tp.partition) else {
+                continue;
+            };
+            if busy.contains(&leader) || self.throttled.contains_key(&leader) {
+                continue;
+            }
+            per_leader
+                .entry(leader)
+                .or_default()
+                .push((st.rank, tp.clone()));
+        }
+        for (broker, mut list) in per_leader {
+            list.sort();
+            let token = self.token();
+            let mut topics: Vec<FetchTopic> = Vec::new();
+            let mut topic_index: BTreeMap<String, usize> = BTreeMap::new();
+            let mut sent = BTreeMap::new();
+            let mut topic_ids = Vec::new();
+            for (_, tp) in list {
+                let st = self.partitions.get_mut(&tp).expect("planned from the map");
+                let PosState::Valid(pos) = st.pos else {
+                    continue;
+                };
+                let max_bytes = st.size_override.unwrap_or(self.config.max_partition_bytes);
+                st.fetch_in_flight = Some(token);
+                // Partitions are grouped by topic in the order of each
+                // topic's first partition (v3+ brokers fill the response
+                // in request order).
+                let index = match topic_index.get(&tp.topic) {
+                    Some(&i) => i,
+                    None => {
+                        let topic_id = metadata
+                            .topics
+                            .get(&tp.topic)
+                            .map_or([0; 16], |t| t.topic_id);
+                        topic_ids.push((topic_id, tp.topic.clone()));
+                        topics.push(FetchTopic {
+                            topic: tp.topic.clone(),
+                            topic_id,
+                            ..FetchTopic::default()
+                        });
+                        topic_index.insert(tp.topic.clone(), topics.len() - 1);
+                        topics.len() - 1
+                    }
+                };
+                topics[index].partitions.push(FetchPartition {
+                    partition: tp.partition,
+                    current_leader_epoch: offsets::leader_epoch(metadata, &tp),
+                    fetch_offset: pos.offset,
+                    partition_max_bytes: max_bytes,
+                    ..FetchPartition::default()
+                });
+                sent.insert(
+                    tp,
+                    Sent {
+                        generation: st.generation,
+                        fetch_offset: pos.offset,
+                        max_bytes,
+                    },
+                );
+            }
+            let request = FetchRequest {
+                replica_id: -1,
+                max_wait_ms: i32::try_from(self.config.max_wait.as_millis()).unwrap_or(i32::MAX),
+                min_bytes: self.config.min_bytes,
+                max_bytes: self.config.max_bytes,
+                isolation_level: offsets::isolation_byte(self.config.isolation),
+                // A full fetch, outside any fetch session (KIP-227).
+                session_id: 0,
+                session_epoch: -1,
+                topics,
+                rack_id: self.config.rack_id.clone().unwrap_or_default(),
+                ..FetchRequest::default()
+            };
+            self.in_flight.insert(
+                token,
+                InFlight::Fetch(FetchSent {
+                    broker,
+                    partitions: sent,
+                    topic_ids,
+                }),
+            );
+            out.push((broker, Box::new(FetchRequestBody(request)), token));
+        }
+    }
+
+    /// Assigned partitions that want a request (a fetch or a reset) but
+    /// whose leader `metadata` does not know: refresh metadata for them.
+    pub fn leader_unknown(&self, metadata: &Metadata) -> BTreeSet<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, st)| {
+                matches!(
+                    st.pos,
+                    PosState::Valid(_)
+                        | PosState::Resetting {
+                            in_flight: false,
+                            ..
+                        }
+                ) && !st.paused
+            })
+            .filter(|(tp, _)| metadata.leader(&tp.topic, tp.partition).is_none())
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// When a partition backing off after an error, or a throttled broker,
+    /// may be asked again: call [`Fetcher::poll_requests`] then.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.partitions
+            .values()
+            .filter_map(|st| st.retry.not_before)
+            .chain(self.throttled.values().copied())
+            .min()
+    }
+
+    // ===== responses =====
+
+    /// Reads the response to a request planned by
+    /// [`Fetcher::poll_requests`]: buffers records, moves resets along,
+    /// and sorts errors into what the consumer must do.
+    pub fn handle_response(
+        &mut self,
+        now: Instant,
+        token: FetchToken,
+        response: &Response,
+    ) -> FetchOutcome {
+        let mut outcome = FetchOutcome::default();
+        let errors_before = self.errors.len();
+        match self.in_flight.remove(&token) {
+            Some(InFlight::Fetch(sent)) => {
+                self.handle_fetch(now, token, sent, response, &mut outcome)
+            }
+            Some(InFlight::ListOffsets { broker, partitions }) => {
+                self.handle_reset(now, broker, partitions, response, &mut outcome)
+            }
+            None => log::debug!("response for unknown fetch token {token:?} ignored"),
+        }
+        outcome.errors = self.errors.len() - errors_before;
+        outcome
+    }
+
+    /// The request of `token` got no response (connection lost, timeout,
+    /// no common version, ...): its partitions back off and are asked
+    /// again after `retry.backoff.ms`. Errors that will not pass by
+    /// themselves are also reported.
+    pub fn handle_failure(
+        &mut self,
+        now: Instant,
+        token: FetchToken,
+        error: &RequestError,
+    ) -> FetchOutcome {
+        let mut outcome = FetchOutcome::default();
+        let (broker, api, tps): (i32, ApiKey, Vec<(TopicPartition, u64)>) =
+            match self.in_flight.remove(&token) {
+                Some(InFlight::Fetch(sent)) => (
+                    sent.broker,
+                    ApiKey::Fetch,
+                    sent.partitions
+                        .into_iter()
+                        .map(|(tp, s)| (tp, s.generation))
+                        .collect(),
+                ),
+                Some(InFlight::ListOffsets { broker, partitions }) => (
+                    broker,
+                    ApiKey::ListOffsets,
+                    partitions.into_iter().collect(),
+                ),
+                None => return outcome,
+            };
+        log::debug!("{api} request to broker {broker} failed: {error}");
+        for (tp, generation) in tps {
+            if let Some(st) = self.partitions.get_mut(&tp) {
+                if st.fetch_in_flight == Some(token) {
+                    st.fetch_in_flight = None;
+                }
+                if st.generation == generation {
+                    clear_reset_in_flight(st);
+                    backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                }
+            }
+        }
+        if !matches!(error, RequestError::Shutdown) {
+            // A lost connection or timeout may mean the broker is gone
+            // (the Java client refreshes metadata on disconnect); an
+            // encoding failure may be a topic id the metadata lacked.
+            outcome.refresh_metadata = true;
+        }
+        if !error.is_retriable() && !matches!(error, RequestError::Shutdown) {
+            self.errors.push(FetchError::Request {
+                broker,
+                api,
+                error: error.clone(),
+            });
+            outcome.errors = 1;
+        }
+        outcome
+    }
+
+    fn handle_fetch(
+        &mut self,
+        now: Instant,
+        token: FetchToken,
+        FetchSent {
+            broker,
+            partitions: mut sent,
+            topic_ids,
+        }: FetchSent,
+        response: &Response,
+        outcome: &mut FetchOutcome,
+    ) {
+        for tp in sent.keys() {
+            if let Some(st) = self.partitions.get_mut(tp) {
+                if st.fetch_in_flight == Some(token) {
+                    st.fetch_in_flight = None;
+                }
+            }
+        }
+        let decoded = if response.api == ApiKey::Fetch {
+            response.decode::<FetchResponse>()
+        } else {
+            Err(crate::protocol::DecodeError::InvalidValue {
+                what: "response",
+                reason: "not a Fetch response",
+            })
+        };
+        let resp = match decoded {
+            Ok(r) => r,
+            Err(source) => {
+                log::warn!("cannot decode Fetch response of broker {broker}: {source}");
+                self.errors.push(FetchError::Decode {
+                    broker,
+                    api: ApiKey::Fetch,
+                    source,
+                });
+                self.back_off_sent(now, &sent);
+                return;
+            }
+        };
+        if resp.throttle_time_ms > 0 {
+            // KIP-219: the broker answered first and throttles after; do
+            // not fetch from it again before the time is up.
+            let wait = Duration::from_millis(resp.throttle_time_ms as u64);
+            log::debug!("broker {broker} throttles fetches for {wait:?}");
+            self.throttled.insert(broker, now + wait);
+        }
+        let top = ErrorCode::from_code(resp.error_code);
+        if top != ErrorCode::None {
+            log::warn!("Fetch response of broker {broker}: {top}");
+            if classify(top) == ErrorClass::Leader {
+                outcome.refresh_metadata = true;
+            }
+            self.errors.push(FetchError::Broker {
+                broker,
+                partition: None,
+                code: top,
+            });
+            self.back_off_sent(now, &sent);
+            return;
+        }
+        let by_id = response.version >= FIRST_TOPIC_ID_VERSION;
+        for topic in resp.responses {
+            let name = if by_id {
+                match topic_ids.iter().find(|(id, _)| *id == topic.topic_id) {
+                    Some((_, name)) => name.clone(),
+                    None => {
+                        log::debug!("Fetch response names a topic id not asked for; ignored");
+                        continue;
+                    }
+                }
+            } else {
+                topic.topic
+            };
+            for data in topic.partitions {
+                let tp = TopicPartition::new(name.clone(), data.partition_index);
+                // Each partition is read once, and only if it was asked for.
+                let Some(s) = sent.remove(&tp) else {
+                    continue;
+                };
+                self.handle_partition(now, broker, tp, s, data, outcome);
+            }
+        }
+        // Partitions the response left out are simply fetchable again.
+    }
+
+    /// Whether an answer for `tp` sent as `s` still applies: the partition
+    /// is assigned, nothing moved its position meanwhile, and it has no
+    /// records waiting.
+    fn is_current(&self, tp: &TopicPartition, s: &Sent) -> bool {
+        self.partitions.get(tp).is_some_and(|st| {
+            st.generation == s.generation
+                && st.buffer.is_none()
+                && matches!(st.pos, PosState::Valid(p) if p.offset == s.fetch_offset)
+        })
+    }
+
+    fn back_off_if_current(&mut self, now: Instant, tp: &TopicPartition, s: &Sent) {
+        if self.is_current(tp, s) {
+            let st = self.partitions.get_mut(tp).expect("checked");
+            backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+        }
+    }
+
+    fn back_off_sent(&mut self, now: Instant, sent: &BTreeMap<TopicPartition, Sent>) {
+        for (tp, s) in sent {
+            self.back_off_if_current(now, tp, s);
+        }
+    }
+
+    fn handle_partition(
+        &mut self,
+        now: Instant,
+        broker: i32,
+        tp: TopicPartition,
+        s: Sent,
+        data: PartitionData,
+        outcome: &mut FetchOutcome,
+    ) {
+        let code = ErrorCode::from_code(data.error_code);
+        if !self.is_current(&tp, &s) {
+            log::debug!(
+                "stale fetch data for {tp} at offset {} ignored",
+                s.fetch_offset
+            );
+            return;
+        }
+        let policy = self.config.auto_offset_reset;
+        let st = self.partitions.get_mut(&tp).expect("checked");
+        let PosState::Valid(pos) = st.pos else {
+            return;
+        };
+        match code {
+            ErrorCode::None => {}
+            ErrorCode::OffsetOutOfRange => {
+                match policy {
+                    OffsetReset::Earliest | OffsetReset::Latest => {
+                        log::info!(
+                            "fetch offset {} is out of range for {tp} (log start {}, high watermark {}); resetting to the {} offset",
+                            pos.offset,
+                            data.log_start_offset,
+                            data.high_watermark,
+                            reset_name(policy)
+                        );
+                        st.pos = PosState::Resetting {
+                            spec: reset_spec(policy),
+                            auto: true,
+                            in_flight: false,
+                        };
+                        // Whatever was sent for the old position is stale.
+                        st.generation = self.next_generation;
+                        self.next_generation += 1;
+                    }
+                    OffsetReset::None => {
+                        log::info!(
+                            "fetch offset {} is out of range for {tp} (log start {}, high watermark {}); auto.offset.reset is none",
+                            pos.offset,
+                            data.log_start_offset,
+                            data.high_watermark
+                        );
+                        st.pos = PosState::Halted(pos);
+                        self.errors.push(FetchError::OffsetOutOfRange {
+                            partition: tp,
+                            offset: pos.offset,
+                        });
+                    }
+                }
+                return;
+            }
+            other => {
+                match classify(other) {
+                    ErrorClass::Leader => {
+                        log::debug!(
+                            "fetch of {tp} from broker {broker}: {other}; refreshing metadata"
+                        );
+                        outcome.refresh_metadata = true;
+                    }
+                    ErrorClass::Authorization => {
+                        report_authorization(&mut self.errors, &tp.topic);
+                    }
+                    ErrorClass::Other => {
+                        log::warn!("fetch of {tp} from broker {broker}: {other}");
+                        self.errors.push(FetchError::Broker {
+                            broker,
+                            partition: Some(tp.clone()),
+                            code: other,
+                        });
+                    }
+                }
+                backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                return;
+            }
+        }
+        st.retry = Retry::default();
+        // `preferred_read_replica` (KIP-392) is not followed: fetching
+        // stays on the leader.
+        let Some(bytes) = data.records.filter(|b| !b.is_empty()) else {
+            return;
+        };
+        let aborted: Vec<records::AbortedTransaction> = data
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|t| records::AbortedTransaction {
+                producer_id: t.producer_id,
+                first_offset: t.first_offset,
+            })
+            .collect();
+        let mut decoded = DecodedRecords::new();
+        let result = self
+            .decoder
+            .decode_into(bytes, self.config.isolation, &aborted, &mut decoded);
+        // A batch may start before the fetch offset (a compressed batch, a
+        // v0/v1 wrapper message): its earlier records were delivered or
+        // skipped on purpose already.
+        decoded.records.retain(|r| r.offset() >= pos.offset);
+        let end = decoded
+            .records
+            .last()
+            .map(|r| r.offset().saturating_add(1))
+            .into_iter()
+            .chain(decoded.next_offset)
+            .fold(pos.offset, i64::max);
+        let error = match result {
+            Ok(()) => None,
+            Err(source) => {
+                log::warn!("corrupt records in {tp} at offset {end}: {source}");
+                Some(FetchError::CorruptRecords {
+                    partition: tp.clone(),
+                    offset: end,
+                    source,
+                })
+            }
+        };
+        if decoded.batches > 0 {
+            st.size_override = None;
+        } else if error.is_none() {
+            if let Some(tail) = decoded.partial_tail {
+                // Only part of one batch came. When it is larger than the
+                // partition limit asked, ask for its size (a broker that
+                // keeps to KIP-74 sends a first batch whole anyway); when
+                // it is larger than this client takes, stop and say so.
+                match tail.declared_size {
+                    Some(size) if size > s.max_bytes.max(0) as usize => {
+                        if size <= MAX_PARTITION_OVERRIDE {
+                            log::debug!("{tp}: a {size}-byte batch at offset {} did not fit; fetching it with a larger limit", pos.offset);
+                            st.size_override = Some(size as i32);
+                            self.front_rank -= 1;
+                            st.rank = self.front_rank;
+                        } else {
+                            self.errors.push(FetchError::RecordTooLarge {
+                                partition: tp,
+                                offset: pos.offset,
+                                size: Some(size),
+                            });
+                            st.pos = PosState::Halted(pos);
+                        }
+                    }
+                    // Cut by the response's max_bytes: try again.
+                    _ => {}
+                }
+                return;
+            }
+        }
+        if decoded.records.is_empty() {
+            // Nothing to deliver: move past control batches, aborted
+            // transactions and compacted gaps now.
+            let pos = Position {
+                offset: end,
+                leader_epoch: pos.leader_epoch,
+            };
+            st.pos = match error {
+                Some(e) => {
+                    self.errors.push(e);
+                    PosState::Halted(pos)
+                }
+                None => PosState::Valid(pos),
+            };
+            return;
+        }
+        outcome.records_buffered += decoded.records.len();
+        st.buffer = Some(Buffer {
+            records: std::mem::take(&mut decoded.records).into_iter(),
+            next_offset: end,
+            error,
+        });
+        self.ready.push_back(tp);
+    }
+
+    fn handle_reset(
+        &mut self,
+        now: Instant,
+        broker: i32,
+        sent: BTreeMap<TopicPartition, u64>,
+        response: &Response,
+        outcome: &mut FetchOutcome,
+    ) {
+        // Which partitions this answer may still move.
+        let mut current = BTreeMap::new();
+        for (tp, generation) in &sent {
+            if let Some(st) = self.partitions.get_mut(tp) {
+                if st.generation == *generation {
+                    if let PosState::Resetting { spec, auto, .. } = st.pos {
+                        clear_reset_in_flight(st);
+                        current.insert(tp.clone(), (spec, auto));
+                    }
+                }
+            }
+        }
+        let listed = match read_list_offsets(response) {
+            Ok(listed) => listed,
+            Err(source) => {
+                log::warn!("cannot decode ListOffsets response of broker {broker}: {source}");
+                self.errors.push(FetchError::Decode {
+                    broker,
+                    api: ApiKey::ListOffsets,
+                    source,
+                });
+                for tp in current.keys() {
+                    let st = self.partitions.get_mut(tp).expect("checked");
+                    backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                }
+                return;
+            }
+        };
+        for (tp, (spec, auto)) in current {
+            let st = self.partitions.get_mut(&tp).expect("checked");
+            match listed.get(&tp) {
+                Some(Ok(Some(found))) => {
+                    if auto {
+                        log::info!("resetting the offset of {tp} to {}", found.offset);
+                    } else {
+                        log::debug!("{tp} seeks to {} ({spec:?})", found.offset);
+                    }
+                    st.pos = PosState::Valid(Position {
+                        offset: found.offset,
+                        leader_epoch: found.leader_epoch,
+                    });
+                    st.retry = Retry::default();
+                }
+                Some(Err(code)) => {
+                    match classify(*code) {
+                        ErrorClass::Leader => {
+                            log::debug!("ListOffsets for {tp} from broker {broker}: {code}; refreshing metadata");
+                            outcome.refresh_metadata = true;
+                        }
+                        ErrorClass::Authorization => {
+                            report_authorization(&mut self.errors, &tp.topic);
+                        }
+                        ErrorClass::Other => {
+                            self.errors.push(FetchError::Broker {
+                                broker,
+                                partition: Some(tp.clone()),
+                                code: *code,
+                            });
+                        }
+                    }
+                    backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                }
+                // No offset, or the partition left out of the answer: ask
+                // again later.
+                Some(Ok(None)) | None => {
+                    log::debug!("ListOffsets from broker {broker} gave no offset for {tp}");
+                    backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                }
+            }
+        }
+    }
+
+    // ===== records and errors =====
+
+    /// Up to `max` records (`max.poll.records`), advancing positions past
+    /// them. Partitions take turns: one with records left after its turn
+    /// goes to the back of the line, so a busy partition cannot hold the
+    /// others back. Paused partitions keep their records for later.
+    pub fn take_records(&mut self, max: usize) -> Vec<ConsumerRecord> {
+        let mut out = Vec::new();
+        let mut passed = 0;
+        while out.len() < max && passed < self.ready.len() {
+            let Some(tp) = self.ready.pop_front() else {
+                break;
+            };
+            let Some(st) = self.partitions.get_mut(&tp) else {
+                continue;
+            };
+            if st.buffer.is_none() {
+                continue;
+            }
+            if st.paused {
+                self.ready.push_back(tp);
+                passed += 1;
+                continue;
+            }
+            passed = 0;
+            let PosState::Valid(mut pos) = st.pos else {
+                st.buffer = None;
+                continue;
+            };
+            let buffer = st.buffer.as_mut().expect("checked");
+            let mut taken = 0;
+            while out.len() < max {
+                let Some(record) = buffer.records.next() else {
+                    break;
+                };
+                // The one place records leave: never below the position,
+                // so offsets handed out only increase.
+                if record.offset() < pos.offset {
+                    continue;
+                }
+                pos.offset = record.offset().saturating_add(1);
+                pos.leader_epoch = record.leader_epoch().or(pos.leader_epoch);
+                out.push(ConsumerRecord {
+                    topic: st.topic.clone(),
+                    partition: tp.partition,
+                    record,
+                });
+                taken += 1;
+            }
+            if taken > 0 {
+                self.next_rank += 1;
+                st.rank = self.next_rank;
+            }
+            if buffer.records.len() == 0 {
+                pos.offset = pos.offset.max(buffer.next_offset);
+                let error = buffer.error.take();
+                st.buffer = None;
+                st.pos = match error {
+                    Some(e) => {
+                        self.errors.push(e);
+                        PosState::Halted(pos)
+                    }
+                    None => PosState::Valid(pos),
+                };
+            } else {
+                st.pos = PosState::Valid(pos);
+                self.ready.push_back(tp);
+            }
+        }
+        out
+    }
+
+    /// Whether [`Fetcher::take_records`] would return records now (records
+    /// of paused partitions do not count).
+    pub fn has_buffered(&self) -> bool {
+        self.ready.iter().any(|tp| {
+            self.partitions
+                .get(tp)
+                .is_some_and(|st| !st.paused && st.buffer.is_some())
+        })
+    }
+
+    /// Whether [`Fetcher::take_errors`] has something to say.
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+            || self
+                .partitions
+                .values()
+                .any(|st| st.pos == PosState::NoOffset { reported: false })
+    }
+
+    /// The errors since the last call, oldest first. A
+    /// [`FetchError::NoOffset`] names every partition without a committed
+    /// offset under `auto.offset.reset=none`; it comes again when another
+    /// partition joins them.
+    pub fn take_errors(&mut self) -> Vec<FetchError> {
+        let mut out = Vec::new();
+        if self
+            .partitions
+            .values()
+            .any(|st| st.pos == PosState::NoOffset { reported: false })
+        {
+            let mut partitions = Vec::new();
+            for (tp, st) in &mut self.partitions {
+                if let PosState::NoOffset { reported } = &mut st.pos {
+                    *reported = true;
+                    partitions.push(tp.clone());
+                }
+            }
+            out.push(FetchError::NoOffset { partitions });
+        }
+        out.append(&mut self.errors);
+        out
+    }
+
+    // ===== offsets for times =====
+
+    /// ListOffsets requests for `query` (`offsets_for_times`, and the
+    /// beginning and end offsets), one per leader, with this consumer's
+    /// isolation level. They change no position; read each response with
+    /// [`read_list_offsets`].
+    pub fn list_offsets_requests(
+        &self,
+        query: &BTreeMap<TopicPartition, OffsetSpec>,
+        metadata: &Metadata,
+    ) -> ListOffsetsPlan {
+        offsets::plan(
+            query.iter().map(|(tp, spec)| (tp, *spec)),
+            metadata,
+            self.config.isolation,
+            self.config.request_timeout,
+        )
+    }
+
+    // ===== helpers =====
+
+    fn token(&mut self) -> FetchToken {
+        let t = FetchToken(self.next_token);
+        self.next_token += 1;
+        t
+    }
+
+    fn generation(&mut self) -> u64 {
+        let g = self.next_generation;
+        self.next_generation += 1;
+        g
+    }
+
+    fn back_rank(&mut self) -> i64 {
+        self.next_rank += 1;
+        self.next_rank
+    }
+}
+
+fn backoff(st: &mut PartitionState, now: Instant, policy: &ExponentialBackoff, rng: &mut Rng) {
+    st.retry.failures = st.retry.failures.saturating_add(1);
+    st.retry.not_before = Some(now + policy.delay(st.retry.failures, rng.unit()));
+}
+
+/// Queues a [`FetchError::TopicAuthorization`] unless one for the topic
+/// is still waiting to be taken: one per topic, not one per partition.
+fn report_authorization(errors: &mut Vec<FetchError>, topic: &str) {
+    let known = errors
+        .iter()
+        .any(|e| matches!(e, FetchError::TopicAuthorization { topic: t } if t == topic));
+    if !known {
+        log::warn!("not authorized to read topic {topic}");
+        errors.push(FetchError::TopicAuthorization {
+            topic: topic.to_owned(),
+        });
+    }
+}
+
+fn clear_reset_in_flight(st: &mut PartitionState) {
+    if let PosState::Resetting { in_flight, .. } = &mut st.pos {
+        *in_flight = false;
+    }
+}
+
+fn reset_spec(policy: OffsetReset) -> OffsetSpec {
+    match policy {
+        OffsetReset::Earliest => OffsetSpec::Earliest,
+        _ => OffsetSpec::Latest,
+    }
+}
+
+fn reset_name(policy: OffsetReset) -> &'static str {
+    match policy {
+        OffsetReset::Earliest => "earliest",
+        OffsetReset::Latest => "latest",
+        OffsetReset::None => "none",
+    }
+}

@@ -1,0 +1,1794 @@
+//! The fetch layer stepped through with hand-built Fetch and ListOffsets
+//! responses and a manual clock: no broker, no sleep.
+
+use super::*;
+use crate::cluster::{PartitionInfo, TopicInfo};
+use crate::protocol::messages::fetch::{
+    AbortedTransaction as WireAborted, FetchableTopicResponse, PartitionData,
+};
+use crate::protocol::messages::list_offsets::{
+    ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
+use crate::protocol::{EncodeError, Message, Reader, Writer};
+use crate::records::{ControlRecordType, RecordBatchBuilder, RecordsErrorKind};
+use proptest::prelude::*;
+
+// ===== fixtures =====
+
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
+}
+
+/// A topic id derived from the name, never all zeros.
+fn topic_id(name: &str) -> [u8; 16] {
+    let mut id = [0xa5; 16];
+    for (i, b) in name.bytes().enumerate().take(15) {
+        id[i] = b;
+    }
+    id
+}
+
+/// Metadata with these `(topic, partition, leader)`; leader epoch 7, topic
+/// ids from the name.
+fn metadata(parts: &[(&str, i32, i32)]) -> Metadata {
+    let mut md = Metadata::default();
+    for &(topic, partition, leader) in parts {
+        md.topics
+            .entry(topic.to_owned())
+            .or_insert_with(|| TopicInfo {
+                error: ErrorCode::None,
+                topic_id: topic_id(topic),
+                is_internal: false,
+                partitions: BTreeMap::new(),
+            })
+            .partitions
+            .insert(
+                partition,
+                PartitionInfo {
+                    leader,
+                    leader_epoch: 7,
+                    error: ErrorCode::None,
+                },
+            );
+    }
+    md
+}
+
+fn config() -> FetchConfig {
+    FetchConfig {
+        auto_offset_reset: OffsetReset::Earliest,
+        ..FetchConfig::default()
+    }
+}
+
+/// A fetcher assigned `parts`, each at the committed offset given.
+fn fetcher(config: FetchConfig, parts: &[(TopicPartition, i64)]) -> Fetcher {
+    let mut f = Fetcher::new(config);
+    f.assign(parts.iter().map(|(tp, _)| tp.clone()));
+    for (tp, offset) in parts {
+        assert!(f.set_committed(tp, Some((*offset, None))));
+    }
+    f
+}
+
+/// A batch of `n` records from `base`, each value the offset in decimal.
+fn batch(base: i64, n: usize) -> Bytes {
+    let mut b = RecordBatchBuilder::new(base).partition_leader_epoch(3);
+    for i in 0..n {
+        let value = (base + i as i64).to_string();
+        b.append(
+            1_700_000_000_000 + i as i64,
+            Some(b"k"),
+            Some(value.as_bytes()),
+            &[],
+        )
+        .unwrap();
+    }
+    b.build().unwrap()
+}
+
+fn concat(parts: &[&Bytes]) -> Bytes {
+    let mut v = Vec::new();
+    for p in parts {
+        v.extend_from_slice(p);
+    }
+    Bytes::from(v)
+}
+
+fn data(partition: i32, records: Bytes) -> PartitionData {
+    PartitionData {
+        partition_index: partition,
+        high_watermark: 1000,
+        records: Some(records),
+        ..PartitionData::default()
+    }
+}
+
+fn error(partition: i32, code: ErrorCode) -> PartitionData {
+    PartitionData {
+        partition_index: partition,
+        error_code: code.code(),
+        high_watermark: 1000,
+        log_start_offset: 0,
+        records: None,
+        ..PartitionData::default()
+    }
+}
+
+fn encode<M: Message>(m: &M, version: i16) -> Bytes {
+    let mut w = Writer::new();
+    m.encode(&mut w, version).unwrap();
+    w.into_inner().freeze()
+}
+
+/// A Fetch response at `version`, topics named by id from v13.
+fn fetch_response(version: i16, topics: Vec<(&str, Vec<PartitionData>)>) -> Response {
+    let responses = topics
+        .into_iter()
+        .map(|(name, partitions)| FetchableTopicResponse {
+            topic: if version < 13 {
+                name.to_owned()
+            } else {
+                String::new()
+            },
+            topic_id: if version >= 13 {
+                topic_id(name)
+            } else {
+                [0; 16]
+            },
+            partitions,
+            ..FetchableTopicResponse::default()
+        })
+        .collect();
+    let body = FetchResponse {
+        responses,
+        ..FetchResponse::default()
+    };
+    Response {
+        api: ApiKey::Fetch,
+        version,
+        broker: Some(1),
+        body: encode(&body, version),
+    }
+}
+
+fn list_offsets_response(parts: Vec<(&str, i32, ErrorCode, i64)>) -> Response {
+    let mut topics: Vec<ListOffsetsTopicResponse> = Vec::new();
+    for (name, partition, code, offset) in parts {
+        let p = ListOffsetsPartitionResponse {
+            partition_index: partition,
+            error_code: code.code(),
+            offset,
+            timestamp: -1,
+            leader_epoch: 7,
+            ..ListOffsetsPartitionResponse::default()
+        };
+        match topics.iter_mut().find(|t| t.name == name) {
+            Some(t) => t.partitions.push(p),
+            None => topics.push(ListOffsetsTopicResponse {
+                name: name.to_owned(),
+                partitions: vec![p],
+                ..ListOffsetsTopicResponse::default()
+            }),
+        }
+    }
+    let body = ListOffsetsResponse {
+        topics,
+        ..ListOffsetsResponse::default()
+    };
+    Response {
+        api: ApiKey::ListOffsets,
+        version: 7,
+        broker: Some(1),
+        body: encode(&body, 7),
+    }
+}
+
+fn write_body(body: &dyn RequestBody, version: i16) -> Result<Bytes, EncodeError> {
+    let mut w = Writer::new();
+    body.encode_body(&mut w, version)?;
+    Ok(w.into_inner().freeze())
+}
+
+fn decode_fetch(body: &dyn RequestBody, version: i16) -> FetchRequest {
+    assert_eq!(body.api_key(), ApiKey::Fetch);
+    let bytes = write_body(body, version).unwrap();
+    FetchRequest::decode(&mut Reader::new(bytes), version).unwrap()
+}
+
+fn decode_list_offsets(body: &dyn RequestBody, version: i16) -> ListOffsetsRequest {
+    assert_eq!(body.api_key(), ApiKey::ListOffsets);
+    let bytes = write_body(body, version).unwrap();
+    ListOffsetsRequest::decode(&mut Reader::new(bytes), version).unwrap()
+}
+
+/// `(topic, partition, fetch offset)` of every partition in a Fetch
+/// request written at v12, in request order.
+fn fetched(body: &dyn RequestBody) -> Parts {
+    decode_fetch(body, 12)
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic.clone(), p.partition, p.fetch_offset))
+        })
+        .collect()
+}
+
+type Planned = Vec<(i32, Box<dyn RequestBody>, FetchToken)>;
+
+/// `(topic, partition, fetch offset)` in request order.
+type Parts = Vec<(String, i32, i64)>;
+
+fn fetches(planned: &Planned) -> Vec<(i32, Parts, FetchToken)> {
+    planned
+        .iter()
+        .filter(|(_, body, _)| body.api_key() == ApiKey::Fetch)
+        .map(|(broker, body, token)| (*broker, fetched(body.as_ref()), *token))
+        .collect()
+}
+
+fn offsets(records: &[ConsumerRecord]) -> Vec<(String, i32, i64)> {
+    records
+        .iter()
+        .map(|r| (r.topic().to_owned(), r.partition(), r.offset()))
+        .collect()
+}
+
+fn t0_offsets(records: &[ConsumerRecord]) -> Vec<i64> {
+    records.iter().map(|r| r.offset()).collect()
+}
+
+fn lost() -> RequestError {
+    RequestError::ConnectionLost {
+        addr: "b1:9092".into(),
+        reason: "reset by peer".into(),
+    }
+}
+
+/// Plans, answers the only Fetch with `topics` at v12, and returns the
+/// outcome.
+fn fetch_once(
+    f: &mut Fetcher,
+    now: Instant,
+    md: &Metadata,
+    topics: Vec<(&str, Vec<PartitionData>)>,
+) -> FetchOutcome {
+    let planned = f.poll_requests(now, md);
+    let list = fetches(&planned);
+    assert_eq!(list.len(), 1, "one Fetch expected: {list:?}");
+    f.handle_response(now, list[0].2, &fetch_response(12, topics))
+}
+
+// ===== planning =====
+
+#[test]
+fn one_fetch_per_leader_covering_its_partitions() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1), ("t", 2, 2), ("u", 0, 1)]);
+    let mut f = fetcher(
+        FetchConfig {
+            min_bytes: 10,
+            max_bytes: 5000,
+            max_wait: Duration::from_millis(250),
+            max_partition_bytes: 700,
+            isolation: IsolationLevel::ReadCommitted,
+            rack_id: Some("rack-a".into()),
+            ..config()
+        },
+        &[
+            (tp("t", 0), 10),
+            (tp("t", 1), 11),
+            (tp("t", 2), 12),
+            (tp("u", 0), 20),
+        ],
+    );
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &md);
+    let list = fetches(&planned);
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0].0, 1);
+    assert_eq!(
+        list[0].1,
+        [
+            ("t".into(), 0, 10),
+            ("t".into(), 1, 11),
+            ("u".into(), 0, 20)
+        ]
+    );
+    assert_eq!(list[1].0, 2);
+    assert_eq!(list[1].1, [("t".into(), 2, 12)]);
+
+    // The request's settings, at the newest version.
+    let request = decode_fetch(planned[0].1.as_ref(), 17);
+    assert_eq!(request.replica_id, -1);
+    assert_eq!(request.min_bytes, 10);
+    assert_eq!(request.max_bytes, 5000);
+    assert_eq!(request.max_wait_ms, 250);
+    assert_eq!(request.isolation_level, 1);
+    assert_eq!((request.session_id, request.session_epoch), (0, -1));
+    assert_eq!(request.rack_id, "rack-a");
+    let p = &request.topics[0].partitions[0];
+    assert_eq!(p.partition_max_bytes, 700);
+    assert_eq!(p.current_leader_epoch, 7);
+    assert_eq!(p.last_fetched_epoch, -1);
+
+    // At most one Fetch in flight per broker.
+    assert!(f.poll_requests(now, &md).is_empty());
+}
+
+#[test]
+fn paused_partitions_are_not_fetched() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    f.pause([&tp("t", 0)]);
+    assert_eq!(f.paused(), BTreeSet::from([tp("t", 0)]));
+    let planned = f.poll_requests(Instant::now(), &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 1, 0)]);
+
+    let mut g = fetcher(config(), &[(tp("t", 0), 0)]);
+    g.pause([&tp("t", 0)]);
+    assert!(g.poll_requests(Instant::now(), &md).is_empty());
+    g.resume([&tp("t", 0)]);
+    assert!(g.paused().is_empty());
+    assert_eq!(fetches(&g.poll_requests(Instant::now(), &md)).len(), 1);
+}
+
+#[test]
+fn partitions_with_buffered_records_are_not_fetched() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let outcome = fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 3))])]);
+    assert_eq!(outcome.records_buffered, 3);
+    assert!(f.has_buffered());
+
+    // t-0 waits for its records to be taken; t-1 goes on.
+    let planned = f.poll_requests(now, &md);
+    let list = fetches(&planned);
+    assert_eq!(list[0].1, [("t".into(), 1, 0)]);
+    f.handle_response(now, list[0].2, &fetch_response(12, vec![]));
+
+    assert_eq!(t0_offsets(&f.take_records(10)), [0, 1, 2]);
+    assert!(!f.has_buffered());
+    let planned = f.poll_requests(now, &md);
+    // t-1 first: t-0 moved to the back of the line when its records were
+    // taken.
+    assert_eq!(
+        fetches(&planned)[0].1,
+        [("t".into(), 1, 0), ("t".into(), 0, 3)]
+    );
+}
+
+#[test]
+fn unknown_leader_means_no_fetch() {
+    let mut md = metadata(&[("t", 0, -1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let planned = f.poll_requests(Instant::now(), &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 1, 0)]);
+    assert_eq!(f.leader_unknown(&md), BTreeSet::from([tp("t", 0)]));
+
+    // A topic missing from the metadata altogether.
+    md.topics.clear();
+    let mut g = fetcher(config(), &[(tp("t", 0), 0)]);
+    assert!(g.poll_requests(Instant::now(), &md).is_empty());
+    assert_eq!(g.leader_unknown(&md), BTreeSet::from([tp("t", 0)]));
+}
+
+#[test]
+fn partitions_without_position_wait_for_their_committed_offset() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = Fetcher::new(config());
+    f.assign([tp("t", 0), tp("t", 1)]);
+    assert_eq!(f.needs_committed(), [tp("t", 0), tp("t", 1)]);
+    assert!(f.poll_requests(Instant::now(), &md).is_empty());
+    assert_eq!(f.position(&tp("t", 0)), None);
+
+    assert!(f.set_committed(&tp("t", 0), Some((42, Some(3)))));
+    assert_eq!(f.needs_committed(), [tp("t", 1)]);
+    assert_eq!(f.positions(), BTreeMap::from([(tp("t", 0), (42, Some(3)))]));
+    let planned = f.poll_requests(Instant::now(), &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 42)]);
+    // Not twice.
+    assert!(!f.set_committed(&tp("t", 0), Some((1, None))));
+    assert!(!f.set_committed(&tp("x", 0), Some((1, None))));
+}
+
+#[test]
+fn a_seek_before_the_committed_offset_arrives_wins() {
+    let mut f = Fetcher::new(config());
+    f.assign([tp("t", 0)]);
+    f.seek(&tp("t", 0), 99).unwrap();
+    assert!(f.needs_committed().is_empty());
+    assert!(!f.set_committed(&tp("t", 0), Some((5, None))));
+    assert_eq!(f.position(&tp("t", 0)), Some(99));
+    assert_eq!(
+        f.seek(&tp("t", 0), -1),
+        Err(SeekError::NegativeOffset {
+            partition: tp("t", 0),
+            offset: -1
+        })
+    );
+    assert_eq!(
+        f.seek(&tp("t", 1), 0),
+        Err(SeekError::NotAssigned(tp("t", 1)))
+    );
+    assert_eq!(
+        f.seek_to_end([&tp("t", 0), &tp("t", 1)]),
+        Err(SeekError::NotAssigned(tp("t", 1)))
+    );
+    // Refused as a whole: t-0 did not move.
+    assert_eq!(f.position(&tp("t", 0)), Some(99));
+}
+
+#[test]
+fn assign_keeps_kept_partitions_and_forgets_removed_ones() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 5)]);
+    f.pause([&tp("t", 1)]);
+    let now = Instant::now();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 2))])]);
+
+    f.assign([tp("t", 1), tp("t", 2)]);
+    assert_eq!(f.assignment(), BTreeSet::from([tp("t", 1), tp("t", 2)]));
+    assert_eq!(f.position(&tp("t", 1)), Some(5));
+    assert_eq!(f.paused(), BTreeSet::from([tp("t", 1)]));
+    assert_eq!(f.needs_committed(), [tp("t", 2)]);
+    // t-0's buffered records went with it.
+    assert!(f.take_records(10).is_empty());
+
+    // Back again: a fresh start, nothing buffered.
+    f.assign([tp("t", 0), tp("t", 1)]);
+    assert_eq!(f.position(&tp("t", 0)), None);
+    assert!(f.take_records(10).is_empty());
+}
+
+#[test]
+fn answers_for_unassigned_partitions_are_ignored() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let token = fetches(&f.poll_requests(now, &md))[0].2;
+    f.assign([]);
+    f.assign([tp("t", 0)]);
+    f.set_committed(&tp("t", 0), Some((0, None)));
+    let outcome = f.handle_response(
+        now,
+        token,
+        &fetch_response(12, vec![("t", vec![data(0, batch(0, 2))])]),
+    );
+    assert_eq!(outcome.records_buffered, 0);
+    assert!(f.take_records(10).is_empty());
+}
+
+// ===== positions and records =====
+
+#[test]
+fn positions_advance_only_when_records_are_taken() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 5)]);
+    let now = Instant::now();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(5, 5))])]);
+    assert_eq!(f.position(&tp("t", 0)), Some(5));
+
+    let first = f.take_records(2);
+    assert_eq!(t0_offsets(&first), [5, 6]);
+    assert_eq!(first[0].topic(), "t");
+    assert_eq!(first[0].partition(), 0);
+    assert_eq!(first[0].value().map(|v| &v[..]), Some(&b"5"[..]));
+    assert_eq!(first[0].key().map(|v| &v[..]), Some(&b"k"[..]));
+    assert_eq!(first[0].timestamp(), 1_700_000_000_000);
+    assert_eq!(first[0].timestamp_type(), TimestampType::CreateTime);
+    assert_eq!(first[0].leader_epoch(), Some(3));
+    assert!(first[0].headers().is_empty());
+    assert_eq!(f.position(&tp("t", 0)), Some(7));
+    assert_eq!(f.positions()[&tp("t", 0)], (7, Some(3)));
+
+    assert_eq!(t0_offsets(&f.take_records(10)), [7, 8, 9]);
+    assert_eq!(f.position(&tp("t", 0)), Some(10));
+    assert!(f.take_records(10).is_empty());
+    assert!(f.take_records(0).is_empty());
+}
+
+#[test]
+fn records_before_the_fetch_offset_are_not_returned() {
+    // A broker returns whole batches: the one holding offset 5 starts at 2.
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 5)]);
+    fetch_once(
+        &mut f,
+        Instant::now(),
+        &md,
+        vec![("t", vec![data(0, batch(2, 6))])],
+    );
+    assert_eq!(t0_offsets(&f.take_records(10)), [5, 6, 7]);
+    assert_eq!(f.position(&tp("t", 0)), Some(8));
+}
+
+#[test]
+fn a_seek_discards_buffered_records() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 5))])]);
+    assert_eq!(t0_offsets(&f.take_records(2)), [0, 1]);
+
+    f.seek(&tp("t", 0), 100).unwrap();
+    assert!(!f.has_buffered());
+    assert!(f.take_records(10).is_empty());
+    assert_eq!(f.position(&tp("t", 0)), Some(100));
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 100)]);
+
+    // A seek while a Fetch is out: its answer is stale, even for the same
+    // offset.
+    let token = fetches(&planned)[0].2;
+    f.seek(&tp("t", 0), 100).unwrap();
+    let outcome = f.handle_response(
+        now,
+        token,
+        &fetch_response(12, vec![("t", vec![data(0, batch(100, 2))])]),
+    );
+    assert_eq!(outcome.records_buffered, 0);
+    assert!(f.take_records(10).is_empty());
+    assert_eq!(f.position(&tp("t", 0)), Some(100));
+}
+
+#[test]
+fn paused_partitions_keep_their_records_for_later() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, batch(0, 2)), data(1, batch(0, 2))])],
+    );
+    f.pause([&tp("t", 0)]);
+    assert_eq!(
+        offsets(&f.take_records(10)),
+        [("t".into(), 1, 0), ("t".into(), 1, 1)]
+    );
+    assert!(!f.has_buffered());
+    assert_eq!(f.position(&tp("t", 0)), Some(0));
+    f.resume([&tp("t", 0)]);
+    assert!(f.has_buffered());
+    assert_eq!(t0_offsets(&f.take_records(10)), [0, 1]);
+}
+
+#[test]
+fn take_records_serves_partitions_in_turn() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    fetch_once(
+        &mut f,
+        Instant::now(),
+        &md,
+        vec![("t", vec![data(0, batch(0, 3)), data(1, batch(10, 3))])],
+    );
+    assert_eq!(
+        offsets(&f.take_records(2)),
+        [("t".into(), 0, 0), ("t".into(), 0, 1)]
+    );
+    assert_eq!(
+        offsets(&f.take_records(2)),
+        [("t".into(), 1, 10), ("t".into(), 1, 11)]
+    );
+    assert_eq!(
+        offsets(&f.take_records(2)),
+        [("t".into(), 0, 2), ("t".into(), 1, 12)]
+    );
+    assert!(f.take_records(2).is_empty());
+}
+
+#[test]
+fn compacted_gaps_move_the_position_past_them() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 10)]);
+    let now = Instant::now();
+    // Offsets 10 and 15 survive in a batch that ran to 19; then a batch
+    // that compaction emptied, 20..=24.
+    let mut b = RecordBatchBuilder::new(10).last_offset_delta(9);
+    b.append(1, None, Some(b"a"), &[]).unwrap();
+    b.append_at(15, 2, None, Some(b"b"), &[]).unwrap();
+    let gappy = b.build().unwrap();
+    let emptied = RecordBatchBuilder::new(20)
+        .last_offset_delta(4)
+        .build()
+        .unwrap();
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, concat(&[&gappy, &emptied]))])],
+    );
+    assert_eq!(t0_offsets(&f.take_records(1)), [10]);
+    assert_eq!(f.position(&tp("t", 0)), Some(11));
+    assert_eq!(t0_offsets(&f.take_records(10)), [15]);
+    assert_eq!(f.position(&tp("t", 0)), Some(25));
+
+    // A fetch with nothing to deliver moves the position at once.
+    let emptied = RecordBatchBuilder::new(25)
+        .last_offset_delta(2)
+        .build()
+        .unwrap();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, emptied)])]);
+    assert!(!f.has_buffered());
+    assert_eq!(f.position(&tp("t", 0)), Some(28));
+}
+
+#[test]
+fn control_batches_are_never_returned() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let marker =
+        RecordBatchBuilder::control_batch(0, 9, 0, ControlRecordType::Commit, 1, 5).unwrap();
+    fetch_once(
+        &mut f,
+        Instant::now(),
+        &md,
+        vec![("t", vec![data(0, marker)])],
+    );
+    assert!(f.take_records(10).is_empty());
+    assert_eq!(f.position(&tp("t", 0)), Some(1));
+}
+
+#[test]
+fn a_partial_tail_is_left_for_the_next_fetch() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let whole = batch(0, 3);
+    let next = batch(3, 3);
+    let cut = next.slice(..30);
+    let outcome = fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, concat(&[&whole, &cut]))])],
+    );
+    assert_eq!(outcome.records_buffered, 3);
+    assert_eq!(outcome.errors, 0);
+    assert_eq!(t0_offsets(&f.take_records(10)), [0, 1, 2]);
+    assert_eq!(f.position(&tp("t", 0)), Some(3));
+
+    // Only a piece of a batch that fits the partition limit (the response
+    // ran out of room): no progress, no error, fetched again as before.
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, cut)])]);
+    assert_eq!(f.position(&tp("t", 0)), Some(3));
+    assert!(f.take_errors().is_empty());
+    let planned = f.poll_requests(now, &md);
+    let request = decode_fetch(planned[0].1.as_ref(), 12);
+    assert_eq!(request.topics[0].partitions[0].fetch_offset, 3);
+    assert_eq!(
+        request.topics[0].partitions[0].partition_max_bytes,
+        1_048_576
+    );
+}
+
+#[test]
+fn a_batch_larger_than_the_partition_limit_is_fetched_with_a_larger_one() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(
+        FetchConfig {
+            max_partition_bytes: 64,
+            ..config()
+        },
+        &[(tp("t", 0), 0), (tp("t", 1), 0)],
+    );
+    let now = Instant::now();
+    let big = batch(0, 20);
+    assert!(big.len() > 64);
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(1, big.slice(..64))])],
+    );
+    assert!(f.take_errors().is_empty());
+    let planned = f.poll_requests(now, &md);
+    let request = decode_fetch(planned[0].1.as_ref(), 12);
+    // t-1 first now, with room for its batch; t-0 keeps the configured
+    // limit.
+    let parts = &request.topics[0].partitions;
+    assert_eq!(
+        (parts[0].partition, parts[0].partition_max_bytes),
+        (1, big.len() as i32)
+    );
+    assert_eq!((parts[1].partition, parts[1].partition_max_bytes), (0, 64));
+    f.handle_response(
+        now,
+        planned[0].2,
+        &fetch_response(12, vec![("t", vec![data(1, big.clone())])]),
+    );
+    assert_eq!(f.take_records(100).len(), 20);
+    // Back to the configured limit once the batch came.
+    let planned = f.poll_requests(now, &md);
+    let request = decode_fetch(planned[0].1.as_ref(), 12);
+    assert!(request.topics[0]
+        .partitions
+        .iter()
+        .all(|p| p.partition_max_bytes == 64));
+}
+
+#[test]
+fn a_batch_too_large_to_fetch_stops_its_partition_with_an_error() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 7)]);
+    let now = Instant::now();
+    // The first 40 bytes of a batch that says it is 200 MB long.
+    let mut head = Vec::new();
+    head.extend_from_slice(&7i64.to_be_bytes());
+    head.extend_from_slice(&200_000_000i32.to_be_bytes());
+    head.resize(40, 0);
+    let outcome = fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, Bytes::from(head))])],
+    );
+    assert_eq!(outcome.errors, 1);
+    assert_eq!(
+        f.take_errors(),
+        [FetchError::RecordTooLarge {
+            partition: tp("t", 0),
+            offset: 7,
+            size: Some(200_000_012),
+        }]
+    );
+    assert_eq!(f.position(&tp("t", 0)), Some(7));
+    assert!(f.poll_requests(now, &md).is_empty());
+    f.seek(&tp("t", 0), 8).unwrap();
+    assert_eq!(
+        fetches(&f.poll_requests(now, &md))[0].1,
+        [("t".into(), 0, 8)]
+    );
+}
+
+#[test]
+fn read_committed_drops_aborted_transactions() {
+    let pid = 77;
+    let mut txn = RecordBatchBuilder::new(0)
+        .producer(pid, 0, 0)
+        .transactional(true);
+    for _ in 0..3 {
+        txn.append(1, None, Some(b"aborted"), &[]).unwrap();
+    }
+    let txn = txn.build().unwrap();
+    let abort =
+        RecordBatchBuilder::control_batch(3, pid, 0, ControlRecordType::Abort, 1, 2).unwrap();
+    let plain = batch(4, 2);
+    let records = concat(&[&txn, &abort, &plain]);
+    let partition = PartitionData {
+        aborted_transactions: Some(vec![WireAborted {
+            producer_id: pid,
+            first_offset: 0,
+            ..WireAborted::default()
+        }]),
+        ..data(0, records)
+    };
+    let md = metadata(&[("t", 0, 1)]);
+
+    let mut committed = fetcher(
+        FetchConfig {
+            isolation: IsolationLevel::ReadCommitted,
+            ..config()
+        },
+        &[(tp("t", 0), 0)],
+    );
+    fetch_once(
+        &mut committed,
+        Instant::now(),
+        &md,
+        vec![("t", vec![partition.clone()])],
+    );
+    assert_eq!(t0_offsets(&committed.take_records(10)), [4, 5]);
+    assert_eq!(committed.position(&tp("t", 0)), Some(6));
+
+    let mut uncommitted = fetcher(config(), &[(tp("t", 0), 0)]);
+    fetch_once(
+        &mut uncommitted,
+        Instant::now(),
+        &md,
+        vec![("t", vec![partition])],
+    );
+    assert_eq!(t0_offsets(&uncommitted.take_records(10)), [0, 1, 2, 4, 5]);
+}
+
+// ===== errors =====
+
+#[test]
+fn a_corrupt_batch_is_reported_with_its_offset_and_never_skipped() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let good = batch(0, 3);
+    let mut bad = batch(3, 3).to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    let outcome = fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![(
+            "t",
+            vec![
+                data(0, concat(&[&good, &Bytes::from(bad.clone())])),
+                data(1, batch(0, 1)),
+            ],
+        )],
+    );
+    // The records before the bad batch come first; the error once they
+    // are taken (a seek past it must not lose them).
+    assert_eq!(outcome.records_buffered, 4);
+    assert!(f.take_errors().is_empty());
+    let taken = f.take_records(10);
+    assert_eq!(
+        offsets(&taken),
+        [
+            ("t".into(), 0, 0),
+            ("t".into(), 0, 1),
+            ("t".into(), 0, 2),
+            ("t".into(), 1, 0)
+        ]
+    );
+    let errors = f.take_errors();
+    assert_eq!(errors.len(), 1);
+    match &errors[0] {
+        FetchError::CorruptRecords {
+            partition,
+            offset,
+            source,
+        } => {
+            assert_eq!((partition, *offset), (&tp("t", 0), 3));
+            assert_eq!(source.batch_offset(), 3);
+            assert!(matches!(
+                source.kind(),
+                RecordsErrorKind::CrcMismatch { .. }
+            ));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!errors[0].is_retriable());
+    assert!(
+        errors[0].to_string().contains("t-0 at offset 3"),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(f.position(&tp("t", 0)), Some(3));
+    // The partition stops there; the others go on.
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 1, 1)]);
+    f.handle_response(now, planned[0].2, &fetch_response(12, vec![]));
+
+    // Bad from the first byte: nothing delivered, the position stays.
+    f.seek(&tp("t", 0), 3).unwrap();
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, Bytes::from(bad))])],
+    );
+    assert!(f.take_records(10).is_empty());
+    assert!(matches!(
+        &f.take_errors()[..],
+        [FetchError::CorruptRecords { offset: 3, .. }]
+    ));
+    assert_eq!(f.position(&tp("t", 0)), Some(3));
+
+    // Seeking past it goes on.
+    f.seek(&tp("t", 0), 6).unwrap();
+    let planned = f.poll_requests(now, &md);
+    assert!(fetches(&planned)
+        .iter()
+        .any(|(_, parts, _)| parts.contains(&("t".into(), 0, 6))));
+}
+
+#[test]
+fn leader_errors_ask_for_metadata_and_back_off() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    for code in [
+        ErrorCode::NotLeaderOrFollower,
+        ErrorCode::FencedLeaderEpoch,
+        ErrorCode::UnknownLeaderEpoch,
+        ErrorCode::UnknownTopicOrPartition,
+        ErrorCode::KafkaStorageError,
+    ] {
+        let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+        let outcome = fetch_once(&mut f, now, &md, vec![("t", vec![error(0, code)])]);
+        assert!(outcome.refresh_metadata, "{code}");
+        assert_eq!(outcome.errors, 0, "{code}");
+        assert!(f.next_deadline().is_some(), "{code}");
+    }
+
+    let outcome = fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![(
+            "t",
+            vec![
+                error(0, ErrorCode::NotLeaderOrFollower),
+                data(1, batch(0, 1)),
+            ],
+        )],
+    );
+    assert!(outcome.refresh_metadata);
+    assert_eq!(outcome.records_buffered, 1);
+    f.take_records(10);
+    // t-0 backs off (100 ms ± 20%); t-1 does not.
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 1, 1)]);
+    f.handle_response(now, planned[0].2, &fetch_response(12, vec![]));
+    let deadline = f.next_deadline().expect("a retry is due");
+    assert!(
+        deadline > now + Duration::from_millis(79) && deadline < now + Duration::from_millis(121)
+    );
+    let planned = f.poll_requests(deadline - Duration::from_millis(1), &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 1, 1)]);
+    f.handle_response(now, planned[0].2, &fetch_response(12, vec![]));
+    // The new leader, once the metadata says so.
+    let moved = metadata(&[("t", 0, 2), ("t", 1, 1)]);
+    let planned = f.poll_requests(deadline, &moved);
+    let list = fetches(&planned);
+    assert_eq!(list.len(), 2);
+    assert!(list
+        .iter()
+        .any(|(b, parts, _)| *b == 2 && parts == &[("t".into(), 0, 0)]));
+    assert_eq!(f.next_deadline(), None);
+}
+
+#[test]
+fn other_errors_are_reported_and_retried() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let outcome = fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![(
+            "t",
+            vec![
+                error(0, ErrorCode::TopicAuthorizationFailed),
+                error(1, ErrorCode::TopicAuthorizationFailed),
+            ],
+        )],
+    );
+    assert_eq!(outcome.errors, 1);
+    assert_eq!(
+        f.take_errors(),
+        [FetchError::TopicAuthorization { topic: "t".into() }]
+    );
+    assert!(f.next_deadline().is_some());
+    assert!(f.poll_requests(now, &md).is_empty());
+    let later = now + Duration::from_secs(2);
+    let outcome = fetch_once(
+        &mut f,
+        later,
+        &md,
+        vec![("t", vec![error(0, ErrorCode::UnsupportedCompressionType)])],
+    );
+    assert_eq!(outcome.errors, 1);
+    assert_eq!(
+        f.take_errors(),
+        [FetchError::Broker {
+            broker: 1,
+            partition: Some(tp("t", 0)),
+            code: ErrorCode::UnsupportedCompressionType
+        }]
+    );
+}
+
+#[test]
+fn a_top_level_error_backs_off_every_partition() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let token = fetches(&f.poll_requests(now, &md))[0].2;
+    let body = FetchResponse {
+        error_code: ErrorCode::FetchSessionIdNotFound.code(),
+        ..FetchResponse::default()
+    };
+    let outcome = f.handle_response(
+        now,
+        token,
+        &Response {
+            api: ApiKey::Fetch,
+            version: 12,
+            broker: Some(1),
+            body: encode(&body, 12),
+        },
+    );
+    assert_eq!(outcome.errors, 1);
+    assert!(f.poll_requests(now, &md).is_empty());
+    assert!(f.next_deadline().is_some());
+}
+
+#[test]
+fn an_undecodable_response_is_reported_and_retried() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let token = fetches(&f.poll_requests(now, &md))[0].2;
+    let outcome = f.handle_response(
+        now,
+        token,
+        &Response {
+            api: ApiKey::Fetch,
+            version: 12,
+            broker: Some(1),
+            body: Bytes::from_static(&[0, 0, 1]),
+        },
+    );
+    assert_eq!(outcome.errors, 1);
+    assert!(matches!(
+        &f.take_errors()[..],
+        [FetchError::Decode {
+            broker: 1,
+            api: ApiKey::Fetch,
+            ..
+        }]
+    ));
+    let later = f.next_deadline().unwrap();
+    assert_eq!(fetches(&f.poll_requests(later, &md)).len(), 1);
+}
+
+#[test]
+fn a_failed_request_is_retried_after_backoff() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let token = fetches(&f.poll_requests(now, &md))[0].2;
+    let outcome = f.handle_failure(now, token, &lost());
+    assert!(outcome.refresh_metadata);
+    assert_eq!(outcome.errors, 0);
+    assert!(f.take_errors().is_empty());
+    assert!(f.poll_requests(now, &md).is_empty());
+    let later = f.next_deadline().unwrap();
+    let token = fetches(&f.poll_requests(later, &md))[0].2;
+
+    // Failing again backs off longer.
+    f.handle_failure(later, token, &lost());
+    let again = f.next_deadline().unwrap();
+    assert!(
+        again - later > Duration::from_millis(150),
+        "{:?}",
+        again - later
+    );
+
+    // An error that will not pass is reported too.
+    let token = fetches(&f.poll_requests(again, &md))[0].2;
+    let encode = RequestError::Encode(
+        ApiKey::Fetch,
+        EncodeError::UnknownTopicId {
+            topic: "t".into(),
+            version: 13,
+        },
+    );
+    let outcome = f.handle_failure(again, token, &encode);
+    assert_eq!(outcome.errors, 1);
+    assert!(outcome.refresh_metadata);
+    assert!(matches!(
+        &f.take_errors()[..],
+        [FetchError::Request {
+            broker: 1,
+            api: ApiKey::Fetch,
+            ..
+        }]
+    ));
+    // Unknown tokens change nothing.
+    assert_eq!(
+        f.handle_failure(again, token, &lost()),
+        FetchOutcome::default()
+    );
+}
+
+#[test]
+fn a_throttled_broker_is_left_alone_until_the_time_is_up() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let token = fetches(&f.poll_requests(now, &md))[0].2;
+    let body = FetchResponse {
+        throttle_time_ms: 2000,
+        ..FetchResponse::default()
+    };
+    f.handle_response(
+        now,
+        token,
+        &Response {
+            api: ApiKey::Fetch,
+            version: 12,
+            broker: Some(1),
+            body: encode(&body, 12),
+        },
+    );
+    assert_eq!(f.next_deadline(), Some(now + Duration::from_secs(2)));
+    assert!(f
+        .poll_requests(now + Duration::from_millis(1999), &md)
+        .is_empty());
+    assert_eq!(
+        fetches(&f.poll_requests(now + Duration::from_secs(2), &md)).len(),
+        1
+    );
+}
+
+// ===== offset resets =====
+
+/// Answers the only ListOffsets request planned with `offset` for t-0,
+/// checking the timestamp it asked for.
+fn answer_reset(f: &mut Fetcher, now: Instant, md: &Metadata, timestamp: i64, offset: i64) {
+    let planned = f.poll_requests(now, md);
+    let resets: Vec<_> = planned
+        .iter()
+        .filter(|(_, body, _)| body.api_key() == ApiKey::ListOffsets)
+        .collect();
+    assert_eq!(resets.len(), 1);
+    let request = decode_list_offsets(resets[0].1.as_ref(), 7);
+    assert_eq!(request.replica_id, -1);
+    assert_eq!(request.topics[0].partitions[0].timestamp, timestamp);
+    assert_eq!(request.topics[0].partitions[0].current_leader_epoch, 7);
+    let outcome = f.handle_response(
+        now,
+        resets[0].2,
+        &list_offsets_response(vec![("t", 0, ErrorCode::None, offset)]),
+    );
+    assert_eq!(outcome, FetchOutcome::default());
+}
+
+#[test]
+fn out_of_range_resets_to_the_earliest_offset() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 50)]);
+    let now = Instant::now();
+    let outcome = fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![error(0, ErrorCode::OffsetOutOfRange)])],
+    );
+    assert_eq!(outcome.errors, 0);
+    assert_eq!(f.position(&tp("t", 0)), None);
+    assert!(f.needs_committed().is_empty());
+    answer_reset(&mut f, now, &md, -2, 3);
+    assert_eq!(f.positions()[&tp("t", 0)], (3, Some(7)));
+    assert_eq!(
+        fetches(&f.poll_requests(now, &md))[0].1,
+        [("t".into(), 0, 3)]
+    );
+}
+
+#[test]
+fn out_of_range_resets_to_the_latest_offset() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(
+        FetchConfig {
+            auto_offset_reset: OffsetReset::Latest,
+            ..config()
+        },
+        &[(tp("t", 0), 50)],
+    );
+    let now = Instant::now();
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![error(0, ErrorCode::OffsetOutOfRange)])],
+    );
+    answer_reset(&mut f, now, &md, -1, 40);
+    assert_eq!(f.position(&tp("t", 0)), Some(40));
+}
+
+#[test]
+fn out_of_range_without_a_policy_is_an_error_until_a_seek() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(
+        FetchConfig {
+            auto_offset_reset: OffsetReset::None,
+            ..config()
+        },
+        &[(tp("t", 0), 50)],
+    );
+    let now = Instant::now();
+    let outcome = fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![error(0, ErrorCode::OffsetOutOfRange)])],
+    );
+    assert_eq!(outcome.errors, 1);
+    assert_eq!(
+        f.take_errors(),
+        [FetchError::OffsetOutOfRange {
+            partition: tp("t", 0),
+            offset: 50
+        }]
+    );
+    assert_eq!(f.position(&tp("t", 0)), Some(50));
+    assert!(f.poll_requests(now, &md).is_empty());
+    f.seek_to_beginning([&tp("t", 0)]).unwrap();
+    answer_reset(&mut f, now, &md, -2, 0);
+    assert_eq!(
+        fetches(&f.poll_requests(now, &md))[0].1,
+        [("t".into(), 0, 0)]
+    );
+}
+
+#[test]
+fn no_committed_offset_applies_the_policy() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = Fetcher::new(config());
+    f.assign([tp("t", 0)]);
+    assert!(f.set_committed(&tp("t", 0), None));
+    answer_reset(&mut f, Instant::now(), &md, -2, 12);
+    assert_eq!(f.position(&tp("t", 0)), Some(12));
+
+    // A negative committed offset means none.
+    let mut f = Fetcher::new(FetchConfig::default());
+    f.assign([tp("t", 0)]);
+    assert!(f.set_committed(&tp("t", 0), Some((-1, None))));
+    answer_reset(&mut f, Instant::now(), &md, -1, 30);
+    assert_eq!(f.position(&tp("t", 0)), Some(30));
+}
+
+#[test]
+fn no_committed_offset_without_a_policy_names_every_partition() {
+    let mut f = Fetcher::new(FetchConfig {
+        auto_offset_reset: OffsetReset::None,
+        ..FetchConfig::default()
+    });
+    f.assign([tp("t", 0), tp("t", 1), tp("u", 0)]);
+    f.set_committed(&tp("t", 0), None);
+    f.set_committed(&tp("u", 0), None);
+    assert!(f.has_errors());
+    let errors = f.take_errors();
+    assert_eq!(
+        errors,
+        [FetchError::NoOffset {
+            partitions: vec![tp("t", 0), tp("u", 0)]
+        }]
+    );
+    assert_eq!(
+        errors[0].to_string(),
+        "no committed offset and auto.offset.reset is none for t-0, u-0"
+    );
+    assert!(!f.has_errors());
+    assert!(f.take_errors().is_empty());
+    f.set_committed(&tp("t", 1), None);
+    assert_eq!(
+        f.take_errors(),
+        [FetchError::NoOffset {
+            partitions: vec![tp("t", 0), tp("t", 1), tp("u", 0)]
+        }]
+    );
+    assert!(f.needs_committed().is_empty());
+    f.seek(&tp("t", 1), 4).unwrap();
+    assert_eq!(f.position(&tp("t", 1)), Some(4));
+}
+
+#[test]
+fn seek_to_end_and_beginning_drop_buffered_records() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 3))])]);
+    f.seek_to_end([&tp("t", 0)]).unwrap();
+    assert!(f.take_records(10).is_empty());
+    assert_eq!(f.position(&tp("t", 0)), None);
+    answer_reset(&mut f, now, &md, -1, 80);
+    assert_eq!(f.position(&tp("t", 0)), Some(80));
+    f.seek_to_beginning([&tp("t", 0)]).unwrap();
+    answer_reset(&mut f, now, &md, -2, 0);
+    assert_eq!(f.position(&tp("t", 0)), Some(0));
+}
+
+#[test]
+fn reset_errors_retry_after_backoff() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = Fetcher::new(config());
+    f.assign([tp("t", 0), tp("t", 1)]);
+    f.set_committed(&tp("t", 0), None);
+    f.set_committed(&tp("t", 1), None);
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(planned.len(), 1);
+    // Not asked twice while the first is out.
+    assert!(f.poll_requests(now, &md).is_empty());
+    let outcome = f.handle_response(
+        now,
+        planned[0].2,
+        &list_offsets_response(vec![
+            ("t", 0, ErrorCode::NotLeaderOrFollower, -1),
+            ("t", 1, ErrorCode::None, 9),
+        ]),
+    );
+    assert!(outcome.refresh_metadata);
+    assert_eq!(f.position(&tp("t", 1)), Some(9));
+    assert_eq!(f.position(&tp("t", 0)), None);
+    let planned = f.poll_requests(now, &md);
+    assert!(planned.iter().all(|(_, b, _)| b.api_key() == ApiKey::Fetch));
+    let later = f.next_deadline().unwrap();
+    f.handle_response(now, planned[0].2, &fetch_response(12, vec![]));
+    // A failure backs off as well.
+    let planned = f.poll_requests(later, &md);
+    let reset = planned
+        .iter()
+        .find(|(_, b, _)| b.api_key() == ApiKey::ListOffsets)
+        .unwrap();
+    f.handle_failure(later, reset.2, &lost());
+    let again = f.next_deadline().unwrap();
+    assert!(again > later);
+    answer_reset(&mut f, again, &md, -2, 1);
+    assert_eq!(f.position(&tp("t", 0)), Some(1));
+}
+
+#[test]
+fn a_seek_overrides_a_reset_in_flight() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = Fetcher::new(config());
+    f.assign([tp("t", 0)]);
+    f.set_committed(&tp("t", 0), None);
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &md);
+    f.seek(&tp("t", 0), 500).unwrap();
+    f.handle_response(
+        now,
+        planned[0].2,
+        &list_offsets_response(vec![("t", 0, ErrorCode::None, 3)]),
+    );
+    assert_eq!(f.position(&tp("t", 0)), Some(500));
+}
+
+// ===== topic ids (Fetch v13+) =====
+
+#[test]
+fn topics_are_named_by_id_from_version_13() {
+    let md = metadata(&[("orders", 0, 1), ("audit", 3, 1)]);
+    let mut f = fetcher(config(), &[(tp("orders", 0), 4), (tp("audit", 3), 8)]);
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &md);
+    let body = planned[0].1.as_ref();
+
+    let v12 = decode_fetch(body, 12);
+    assert_eq!(
+        v12.topics
+            .iter()
+            .map(|t| (t.topic.as_str(), t.topic_id))
+            .collect::<Vec<_>>(),
+        [("audit", [0; 16]), ("orders", [0; 16])]
+    );
+    let v13 = decode_fetch(body, 13);
+    assert_eq!(
+        v13.topics
+            .iter()
+            .map(|t| (t.topic.as_str(), t.topic_id))
+            .collect::<Vec<_>>(),
+        [("", topic_id("audit")), ("", topic_id("orders"))]
+    );
+    assert_eq!(v13.topics[1].partitions[0].fetch_offset, 4);
+    for v in 4..=17 {
+        write_body(body, v).unwrap_or_else(|e| panic!("v{v}: {e}"));
+    }
+
+    // The answer names topics by id only; each maps back to its name.
+    let response = fetch_response(
+        17,
+        vec![
+            ("orders", vec![data(0, batch(4, 1))]),
+            ("audit", vec![data(3, batch(8, 2))]),
+        ],
+    );
+    let outcome = f.handle_response(now, planned[0].2, &response);
+    assert_eq!(outcome.records_buffered, 3);
+    let mut got = offsets(&f.take_records(10));
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("audit".into(), 3, 8),
+            ("audit".into(), 3, 9),
+            ("orders".into(), 0, 4)
+        ]
+    );
+}
+
+#[test]
+fn an_unknown_topic_id_refuses_version_13_and_names_the_topic() {
+    let mut md = metadata(&[("t", 0, 1)]);
+    md.topics.get_mut("t").unwrap().topic_id = [0; 16];
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let planned = f.poll_requests(Instant::now(), &md);
+    let body = planned[0].1.as_ref();
+    assert!(write_body(body, 12).is_ok());
+    assert_eq!(
+        write_body(body, 13),
+        Err(EncodeError::UnknownTopicId {
+            topic: "t".into(),
+            version: 13
+        })
+    );
+}
+
+#[test]
+fn a_v13_answer_for_an_id_not_asked_is_ignored() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let token = fetches(&f.poll_requests(now, &md))[0].2;
+    let outcome = f.handle_response(
+        now,
+        token,
+        &fetch_response(13, vec![("other", vec![data(0, batch(0, 2))])]),
+    );
+    assert_eq!(outcome.records_buffered, 0);
+    // The partition is fetchable again.
+    assert_eq!(fetches(&f.poll_requests(now, &md)).len(), 1);
+}
+
+// ===== offsets for times =====
+
+#[test]
+fn offsets_for_times_asks_each_leader_once() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 2), ("u", 0, 1), ("v", 0, -1)]);
+    let f = Fetcher::new(FetchConfig {
+        isolation: IsolationLevel::ReadCommitted,
+        ..FetchConfig::default()
+    });
+    let query = BTreeMap::from([
+        (tp("t", 0), OffsetSpec::Timestamp(1_700_000_000_000)),
+        (tp("t", 1), OffsetSpec::Earliest),
+        (tp("u", 0), OffsetSpec::Latest),
+        (tp("v", 0), OffsetSpec::Latest),
+    ]);
+    let plan = f.list_offsets_requests(&query, &md);
+    assert_eq!(plan.leader_unknown, BTreeSet::from([tp("v", 0)]));
+    assert_eq!(plan.requests.len(), 2);
+    assert_eq!(plan.requests[0].0, 1);
+    let request = decode_list_offsets(plan.requests[0].1.as_ref(), 10);
+    assert_eq!(request.isolation_level, 1);
+    assert_eq!(request.timeout_ms, 30_000);
+    let asked: Vec<(&str, i32, i64)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.as_str(), p.partition_index, p.timestamp))
+        })
+        .collect();
+    assert_eq!(asked, [("t", 0, 1_700_000_000_000), ("u", 0, -1)]);
+    let request = decode_list_offsets(plan.requests[1].1.as_ref(), 10);
+    assert_eq!(request.topics[0].partitions[0].timestamp, -2);
+
+    let mut response = list_offsets_response(vec![
+        ("t", 0, ErrorCode::None, 17),
+        ("u", 0, ErrorCode::None, -1),
+        ("u", 1, ErrorCode::NotLeaderOrFollower, -1),
+    ]);
+    let read = read_list_offsets(&response).unwrap();
+    assert_eq!(
+        read[&tp("t", 0)],
+        Ok(Some(OffsetAndTimestamp {
+            offset: 17,
+            timestamp: -1,
+            leader_epoch: Some(7)
+        }))
+    );
+    assert_eq!(read[&tp("u", 0)], Ok(None));
+    assert_eq!(read[&tp("u", 1)], Err(ErrorCode::NotLeaderOrFollower));
+    response.api = ApiKey::Fetch;
+    assert!(read_list_offsets(&response).is_err());
+}
+
+#[test]
+fn topic_partitions_print_as_kafka_does() {
+    assert_eq!(tp("orders", 3).to_string(), "orders-3");
+    assert!(tp("a", 1) < tp("a", 2) && tp("a", 9) < tp("b", 0));
+}
+
+// ===== properties =====
+
+/// One partition's log as a broker holds it: batches in offset order,
+/// and the offsets of the records a consumer must see.
+#[derive(Debug, Clone)]
+struct Log {
+    /// (first offset, last offset, bytes).
+    batches: Vec<(i64, i64, Bytes)>,
+    records: Vec<i64>,
+}
+
+impl Log {
+    /// From `(gap before, kind, size)`: kind 0 a batch of `size` records
+    /// with every other offset compacted away when `size` is even, 1 a
+    /// commit marker, 2 a batch compaction emptied.
+    fn build(spec: &[(u8, u8, u8)]) -> Log {
+        let mut next = 0i64;
+        let mut batches = Vec::new();
+        let mut records = Vec::new();
+        for &(gap, kind, size) in spec {
+            next += i64::from(gap);
+            let size = i64::from(size % 4 + 1);
+            let (bytes, last) = match kind % 3 {
+                0 => {
+                    let step = if size % 2 == 0 { 2 } else { 1 };
+                    let mut b = RecordBatchBuilder::new(next);
+                    for i in 0..size {
+                        let offset = next + i * step;
+                        b.append_at(offset, offset, None, Some(b"v"), &[]).unwrap();
+                        records.push(offset);
+                    }
+                    (b.build().unwrap(), next + (size - 1) * step)
+                }
+                1 => (
+                    RecordBatchBuilder::control_batch(next, 5, 0, ControlRecordType::Commit, 0, 0)
+                        .unwrap(),
+                    next,
+                ),
+                _ => (
+                    RecordBatchBuilder::new(next)
+                        .last_offset_delta(size as i32)
+                        .build()
+                        .unwrap(),
+                    next + size,
+                ),
+            };
+            batches.push((next, last, bytes));
+            next = last + 1;
+        }
+        Log { batches, records }
+    }
+
+    /// What a broker returns for a fetch at `offset`: whole batches from
+    /// the one holding it (or the next), the last one possibly cut after
+    /// `cut` bytes of the response.
+    fn serve(&self, offset: i64, cut: Option<usize>) -> Bytes {
+        let mut out = Vec::new();
+        for (_, last, bytes) in &self.batches {
+            if *last >= offset {
+                out.extend_from_slice(bytes);
+            }
+        }
+        if let Some(cut) = cut {
+            out.truncate(cut);
+        }
+        Bytes::from(out)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Plan,
+    /// Answer the request at this index (modulo those out) with data, cut
+    /// after this many bytes when given.
+    Answer(usize, Option<u16>),
+    /// Answer it with NOT_LEADER_OR_FOLLOWER for every partition.
+    NotLeader(usize),
+    /// The request fails (connection lost).
+    Fail(usize),
+    Take(usize),
+    Pause(i32),
+    Resume(i32),
+    Wait(u16),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => Just(Step::Plan),
+        4 => (any::<usize>(), proptest::option::of(0u16..400)).prop_map(|(i, c)| Step::Answer(i, c)),
+        1 => any::<usize>().prop_map(Step::NotLeader),
+        1 => any::<usize>().prop_map(Step::Fail),
+        3 => (1usize..6).prop_map(Step::Take),
+        1 => (0i32..2).prop_map(Step::Pause),
+        1 => (0i32..2).prop_map(Step::Resume),
+        1 => (0u16..1500).prop_map(Step::Wait),
+    ]
+}
+
+fn log_spec() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
+    proptest::collection::vec((0u8..3, any::<u8>(), any::<u8>()), 1..8)
+}
+
+/// A cluster of two partitions of "t", led by brokers 1 and 2, holding
+/// these logs; it answers what the fetcher asks.
+struct Sim {
+    f: Fetcher,
+    md: Metadata,
+    now: Instant,
+    logs: [Log; 2],
+    out: Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+    delivered: [Vec<i64>; 2],
+}
+
+impl Sim {
+    fn new(logs: [Log; 2], committed: [i64; 2]) -> Sim {
+        let f = fetcher(
+            FetchConfig {
+                seed: 3,
+                ..config()
+            },
+            &[(tp("t", 0), committed[0]), (tp("t", 1), committed[1])],
+        );
+        Sim {
+            f,
+            md: metadata(&[("t", 0, 1), ("t", 1, 2)]),
+            now: Instant::now(),
+            logs,
+            out: Vec::new(),
+            delivered: [Vec::new(), Vec::new()],
+        }
+    }
+
+    fn run(&mut self, step: &Step) {
+        match *step {
+            Step::Plan => {
+                let planned = self.f.poll_requests(self.now, &self.md);
+                self.out.extend(planned);
+            }
+            Step::Answer(i, cut) => self.answer(i, cut.map(usize::from), false),
+            Step::NotLeader(i) => self.answer(i, None, true),
+            Step::Fail(i) => {
+                if !self.out.is_empty() {
+                    let (_, _, token) = self.out.remove(i % self.out.len());
+                    self.f.handle_failure(self.now, token, &lost());
+                }
+            }
+            Step::Take(max) => {
+                let records = self.f.take_records(max);
+                assert!(records.len() <= max);
+                for r in records {
+                    self.delivered[r.partition() as usize].push(r.offset());
+                }
+            }
+            Step::Pause(p) => self.f.pause([&tp("t", p)]),
+            Step::Resume(p) => self.f.resume([&tp("t", p)]),
+            Step::Wait(ms) => self.now += Duration::from_millis(u64::from(ms)),
+        }
+    }
+
+    fn answer(&mut self, i: usize, cut: Option<usize>, not_leader: bool) {
+        if self.out.is_empty() {
+            return;
+        }
+        let (_, body, token) = self.out.remove(i % self.out.len());
+        let request = decode_fetch(body.as_ref(), 12);
+        let partitions = request.topics[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                if not_leader {
+                    error(p.partition, ErrorCode::NotLeaderOrFollower)
+                } else {
+                    data(
+                        p.partition,
+                        self.logs[p.partition as usize].serve(p.fetch_offset, cut),
+                    )
+                }
+            })
+            .collect();
+        self.f.handle_response(
+            self.now,
+            token,
+            &fetch_response(12, vec![("t", partitions)]),
+        );
+    }
+
+    /// Resumes everything and fetches until nothing more comes.
+    fn drain(&mut self) {
+        self.f.resume([&tp("t", 0), &tp("t", 1)]);
+        for _ in 0..200 {
+            self.now += Duration::from_secs(2);
+            self.run(&Step::Plan);
+            while !self.out.is_empty() {
+                self.answer(0, None, false);
+            }
+            self.run(&Step::Take(1000));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever the order of answers, cuts, leader errors, failures,
+    /// pauses and takes: every record at or after the committed offset
+    /// is delivered exactly once, in order, and nothing below it.
+    #[test]
+    fn every_record_from_the_committed_offset_is_delivered_once_in_order(
+        spec0 in log_spec(),
+        spec1 in log_spec(),
+        c0 in 0i64..30,
+        c1 in 0i64..30,
+        steps in proptest::collection::vec(step(), 0..60),
+    ) {
+        let logs = [Log::build(&spec0), Log::build(&spec1)];
+        let mut sim = Sim::new(logs.clone(), [c0, c1]);
+        for s in &steps {
+            sim.run(s);
+            for (p, got) in sim.delivered.iter().enumerate() {
+                let c = [c0, c1][p];
+                prop_assert!(got.windows(2).all(|w| w[0] < w[1]), "p{p}: {got:?}");
+                prop_assert!(got.iter().all(|&o| o >= c), "p{p} below {c}: {got:?}");
+            }
+        }
+        sim.drain();
+        for p in 0..2 {
+            let c = [c0, c1][p];
+            let want: Vec<i64> = logs[p].records.iter().copied().filter(|&o| o >= c).collect();
+            prop_assert_eq!(&sim.delivered[p], &want, "partition {}", p);
+        }
+        prop_assert!(sim.f.take_errors().is_empty());
+    }
+
+    /// Whatever bytes and errors come back, for whichever offsets: the
+    /// offsets handed out per partition only increase and never go below
+    /// the committed position, and nothing panics.
+    #[test]
+    fn offsets_handed_out_only_increase_whatever_the_answers(
+        c in 0i64..50,
+        answers in proptest::collection::vec(
+            (
+                0usize..4,
+                any::<i16>(),
+                proptest::collection::vec((0i64..80, 1usize..4), 0..4),
+                proptest::option::of(any::<usize>()),
+                any::<bool>(),
+                1usize..10,
+            ),
+            1..30,
+        ),
+    ) {
+        let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+        let mut f = fetcher(config(), &[(tp("t", 0), c), (tp("t", 1), c)]);
+        let mut now = Instant::now();
+        let mut tokens: Vec<FetchToken> = Vec::new();
+        let mut last: [Option<i64>; 2] = [None, None];
+        for (which, code, batches, corrupt, both, take) in answers {
+            for (_, body, token) in f.poll_requests(now, &md) {
+                prop_assert_eq!(body.api_key(), ApiKey::Fetch);
+                tokens.push(token);
+            }
+            let mut bytes = Vec::new();
+            for (base, n) in &batches {
+                bytes.extend_from_slice(&batch(*base, *n));
+            }
+            if let Some(at) = corrupt {
+                if !bytes.is_empty() {
+                    let i = at % bytes.len();
+                    bytes[i] ^= 0x5a;
+                }
+            }
+            // Only errors that do not move the position backwards: the
+            // property is about what the fetch flow does by itself.
+            let code = match code % 120 {
+                1 => 0,
+                other => other,
+            };
+            let mut parts = vec![PartitionData {
+                error_code: code,
+                ..data(0, Bytes::from(bytes.clone()))
+            }];
+            if both {
+                parts.push(data(1, Bytes::from(bytes)));
+            }
+            // Answer any token, current, stale or already answered.
+            let token = if tokens.is_empty() {
+                FetchToken(which as u64)
+            } else {
+                tokens[which % tokens.len()]
+            };
+            let _ = f.handle_response(now, token, &fetch_response(12, vec![("t", parts)]));
+            for r in f.take_records(take) {
+                let p = r.partition() as usize;
+                prop_assert!(r.offset() >= c);
+                prop_assert!(last[p].is_none_or(|l| r.offset() > l), "{:?} then {}", last[p], r.offset());
+                last[p] = Some(r.offset());
+            }
+            let _ = f.take_errors();
+            now += Duration::from_millis(1500);
+        }
+    }
+}
