@@ -91,6 +91,12 @@ pub enum Error {
         /// Why.
         source: crate::cluster::RequestError,
     },
+    /// Fetching a partition failed in a way the application must see
+    /// (corrupt records, no committed offset under `auto.offset.reset=none`,
+    /// authorization, ...). It names the topic, partition and offset.
+    Fetch(crate::fetch::FetchError),
+    /// A seek was refused (partition not assigned, negative offset).
+    Seek(crate::fetch::SeekError),
     /// The consumer was closed.
     Closed,
     /// An operation did not finish within `default.api.timeout.ms`.
@@ -127,6 +133,8 @@ impl Error {
             Error::Request { source, .. } => source.is_retriable(),
             Error::Timeout { .. } => true,
             Error::Closed => false,
+            Error::Fetch(e) => e.is_retriable(),
+            Error::Seek(_) => false,
             Error::Frame { .. }
             | Error::Decode { .. }
             | Error::Encode { .. }
@@ -161,6 +169,8 @@ impl fmt::Display for Error {
             Error::Broker { api, code } => write!(f, "{api} failed: {code}"),
             Error::Request { api, source } => write!(f, "{api}: {source}"),
             Error::Closed => f.write_str("the consumer is closed"),
+            Error::Fetch(e) => e.fmt(f),
+            Error::Seek(e) => e.fmt(f),
             Error::Timeout { what } => write!(f, "{what} timed out"),
             Error::Config { property, reason } => {
                 write!(f, "configuration property {property}: {reason}")
@@ -178,6 +188,8 @@ impl std::error::Error for Error {
             Error::Encode { source, .. } => Some(source),
             Error::NoCommonVersion { source, .. } => Some(source),
             Error::Request { source, .. } => Some(source),
+            Error::Fetch(e) => Some(e),
+            Error::Seek(e) => Some(e),
             _ => None,
         }
     }

@@ -22,7 +22,7 @@ impl fmt::Display for ConnectionId {
 }
 
 /// Why a connection exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Purpose {
     /// To an address from `bootstrap.servers`, before the broker behind it is

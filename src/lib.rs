@@ -47,6 +47,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod consumer;
 pub mod error;
 pub mod events;
 pub mod fetch;
@@ -57,5 +58,7 @@ pub mod records;
 pub mod runtime;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
+pub use consumer::{Consumer, RebalanceListener, Revocation};
 pub use error::{Error, ErrorCode};
+pub use fetch::ConsumerRecord;
 pub use group::TopicPartition;

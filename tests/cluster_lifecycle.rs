@@ -84,9 +84,7 @@ async fn librdkafka_mock_group_lifecycle() {
 
     // A group request: FindCoordinator and Metadata over one bootstrap
     // connection, then the coordinator's own connection.
-    driver
-        .cluster()
-        .set_topics(Instant::now(), ["t".to_owned()]);
+    driver.cluster().set_topics(["t".to_owned()]);
     let id = driver.request(Target::Coordinator, heartbeat("g"));
     let response = driver
         .wait_response(id, WAIT)
@@ -216,9 +214,7 @@ async fn tansu_single_broker_lifecycle() {
     );
     let before = client_sockets(&[port]).len();
     let topic = "lazykafka-lifecycle";
-    driver
-        .cluster()
-        .set_topics(Instant::now(), [topic.to_owned()]);
+    driver.cluster().set_topics([topic.to_owned()]);
     let hb = driver.request(Target::Coordinator, heartbeat("lifecycle"));
     driver
         .wait_response(hb, WAIT)
@@ -277,9 +273,7 @@ async fn a_broker_closing_its_sockets_leaves_nothing_in_close_wait() {
         Cluster::new(ClusterConfig::new([tansu.addr.clone()]), Instant::now(), 3),
         SocketOptions::default(),
     );
-    driver
-        .cluster()
-        .set_topics(Instant::now(), ["close-wait".to_owned()]);
+    driver.cluster().set_topics(["close-wait".to_owned()]);
     let ready = driver
         .run_until(WAIT, |d| d.cluster().metadata_generation() > 0)
         .await;

@@ -73,8 +73,13 @@ async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, String
     let deadline = Instant::now() + WAIT;
     let mut out = Vec::new();
     while out.len() < count && Instant::now() < deadline {
-        for r in consumer.poll(Duration::from_millis(200)).await.expect("poll") {
-            let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
+        for r in consumer
+            .poll(Duration::from_millis(200))
+            .await
+            .expect("poll")
+        {
+            let value =
+                String::from_utf8_lossy(r.value().map(|b| &b[..]).unwrap_or_default()).into_owned();
             out.push((r.partition(), r.offset(), value));
         }
     }
@@ -95,6 +100,7 @@ fn mock_cluster() -> RawMock {
     mock.set_leader("t", 0, 1);
     mock.set_leader("t", 1, 3);
     mock.set_group_coordinator("g", 2);
+    mock.cap_group_versions();
     mock
 }
 
@@ -196,8 +202,10 @@ async fn a_commit_by_librdkafka_is_where_lazykafka_resumes() {
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset("t", 0, Offset::Offset(40)).unwrap();
-    tpl.add_partition_offset("t", 1, Offset::Offset(45)).unwrap();
+    tpl.add_partition_offset("t", 0, Offset::Offset(40))
+        .unwrap();
+    tpl.add_partition_offset("t", 1, Offset::Offset(45))
+        .unwrap();
     writer
         .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
         .expect("librdkafka commit");
@@ -241,4 +249,139 @@ async fn tansu_group_consume_commit_and_resume() {
     let offsets: Vec<i64> = rest.iter().map(|(_, o, _)| *o).collect();
     assert_eq!(offsets, (200..300).collect::<Vec<i64>>());
     again.close().await.unwrap();
+}
+
+/// A librdkafka consumer in its own thread, collecting (partition, offset)
+/// of what it reads and committing after each record.
+struct RdConsumer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(i32, i64)>>>,
+    assigned: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RdConsumer {
+    fn start(bootstrap: &str, group: &str, topic: &str) -> RdConsumer {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::{Arc, Mutex};
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", group)
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .set("partition.assignment.strategy", "range")
+            .set("session.timeout.ms", "6000")
+            .set("heartbeat.interval.ms", "500")
+            .create()
+            .unwrap();
+        consumer.subscribe(&[topic]).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let assigned = Arc::new(AtomicUsize::new(0));
+        let thread = {
+            let (stop, seen, assigned) = (stop.clone(), seen.clone(), assigned.clone());
+            std::thread::spawn(move || {
+                use rdkafka::message::Message as _;
+                while !stop.load(Ordering::SeqCst) {
+                    if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                        seen.lock().unwrap().push((m.partition(), m.offset()));
+                        consumer
+                            .commit_message(&m, rdkafka::consumer::CommitMode::Sync)
+                            .unwrap();
+                    }
+                    let n = consumer.assignment().map(|a| a.count()).unwrap_or(0);
+                    assigned.store(n, Ordering::SeqCst);
+                }
+                // Leaves the group.
+                drop(consumer);
+            })
+        };
+        RdConsumer {
+            stop,
+            seen,
+            assigned,
+            thread: Some(thread),
+        }
+    }
+
+    fn assigned(&self) -> usize {
+        self.assigned.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn seen(&self) -> Vec<(i32, i64)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+impl Drop for RdConsumer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[async_std::test]
+async fn lazykafka_and_librdkafka_share_a_group_and_hand_over_on_leave() {
+    let mock = RawMock::new(3);
+    mock.create_topic("shared", 4);
+    for (p, leader) in [(0, 1), (1, 3), (2, 1), (3, 3)] {
+        mock.set_leader("shared", p, leader);
+    }
+    mock.set_group_coordinator("mixed", 2);
+    mock.cap_group_versions();
+    let bootstrap = mock.bootstraps().join(",");
+
+    let mut rd = RdConsumer::start(&bootstrap, "mixed", "shared");
+    let mut ours = Consumer::new(
+        config(&bootstrap, Some("mixed"))
+            .partition_assignment_strategy([lazykafka::group::AssignmentStrategy::Range])
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    ours.subscribe(["shared"]).unwrap();
+    // Both members hold two partitions each before anything is produced.
+    let deadline = Instant::now() + WAIT;
+    while !(ours.assignment().len() == 2 && rd.assigned() == 2) && Instant::now() < deadline {
+        ours.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    assert_eq!(ours.assignment().len(), 2, "lazykafka's share");
+    assert_eq!(rd.assigned(), 2, "librdkafka's share");
+
+    produce(&bootstrap, "shared", 4, 400, "snappy");
+    let mut mine: Vec<(i32, i64)> = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while mine.len() + rd.seen().len() < 400 && Instant::now() < deadline {
+        for r in ours.poll(Duration::from_millis(100)).await.unwrap() {
+            mine.push((r.partition(), r.offset()));
+        }
+        ours.commit().await.unwrap();
+    }
+    let theirs = rd.seen();
+    let all: BTreeSet<(i32, i64)> = mine.iter().chain(theirs.iter()).copied().collect();
+    assert_eq!(all.len(), 400, "every record once");
+    assert_eq!(mine.len() + theirs.len(), 400, "no record twice");
+    let my_partitions: BTreeSet<i32> = mine.iter().map(|(p, _)| *p).collect();
+    let their_partitions: BTreeSet<i32> = theirs.iter().map(|(p, _)| *p).collect();
+    assert!(my_partitions.is_disjoint(&their_partitions));
+
+    // librdkafka leaves: its partitions come to lazykafka, which goes on
+    // from librdkafka's commits.
+    rd.stop();
+    let deadline = Instant::now() + WAIT;
+    while ours.assignment().len() < 4 && Instant::now() < deadline {
+        ours.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    assert_eq!(ours.assignment().len(), 4);
+    produce(&bootstrap, "shared", 4, 40, "none");
+    let more = consume(&mut ours, 40).await;
+    assert_eq!(more.len(), 40, "only the new records: {more:?}");
+    assert!(more.iter().all(|(_, o, _)| *o >= 100));
+    ours.close().await.unwrap();
 }

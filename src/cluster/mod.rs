@@ -363,8 +363,10 @@ impl Cluster {
     // ===== inputs =====
 
     /// Sets the topics whose metadata is kept. A topic not yet in the cache
-    /// triggers a Metadata request.
-    pub fn set_topics(&mut self, now: Instant, topics: impl IntoIterator<Item = String>) {
+    /// makes the next [`Cluster::handle_timeout`] (or request) send a
+    /// Metadata request; this call itself connects nothing, and
+    /// [`Cluster::poll_timeout`] reports the work as due at once.
+    pub fn set_topics(&mut self, topics: impl IntoIterator<Item = String>) {
         let topics: BTreeSet<String> = topics.into_iter().collect();
         if topics != self.topics {
             self.topics = topics;
@@ -376,7 +378,6 @@ impl Cluster {
                 self.metadata_wanted = true;
             }
         }
-        self.drive(now);
     }
 
     /// Asks for fresh metadata (after a leader error, for instance).
@@ -566,6 +567,11 @@ impl Cluster {
         }
         if !self.waiting.is_empty() {
             consider(self.backoff.values().filter_map(|b| b.until).min());
+        }
+        if self.metadata_wanted && !self.metadata_refresh.in_flight {
+            // Due now (or when the retry backoff ends): the epoch is in the
+            // past.
+            consider(Some(self.metadata_refresh.not_before.unwrap_or(self.epoch)));
         }
         if self.wants_metadata_refresh_later() {
             consider(

@@ -278,7 +278,8 @@ fn nothing_happens_before_a_request() {
 #[test]
 fn group_lifecycle_bootstrap_coordinator_leaders_then_retirement() {
     let mut sim = Sim::new(config(&["b1:9092", "b2:9092", "b3:9092"], Some("g")));
-    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
     let join = sim.request(Target::Coordinator);
     sim.pump();
 
@@ -351,7 +352,8 @@ fn bootstrap_reaching_a_leader_is_promoted_not_duplicated() {
     // Only b1 is listed: the bootstrap connection reaches broker 1, which
     // leads partition 0.
     let mut sim = Sim::new(config(&["b1:9092"], None));
-    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
     sim.pump();
     let connects_before = sim.c.counters()["b1:9092"].connects;
     sim.request(Target::Broker(1));
@@ -366,7 +368,8 @@ fn bootstrap_reaching_a_leader_is_promoted_not_duplicated() {
 #[test]
 fn manual_assignment_retires_bootstrap_after_first_leader() {
     let mut sim = Sim::new(config(&["b2:9092"], None));
-    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
     sim.pump();
     assert_eq!(sim.census(), vec![(Purpose::Bootstrap, Some(2))]);
     sim.request(Target::Broker(3));
@@ -384,7 +387,8 @@ fn manual_assignment_retires_bootstrap_after_first_leader() {
 #[test]
 fn metadata_goes_over_the_least_loaded_leader_connection() {
     let mut sim = Sim::new(config(&["b2:9092"], None));
-    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
     sim.pump();
     sim.request(Target::Broker(1));
     sim.request(Target::Broker(3));
@@ -408,7 +412,8 @@ fn metadata_goes_over_the_least_loaded_leader_connection() {
 #[test]
 fn idle_connections_close_at_exactly_the_idle_time() {
     let mut sim = Sim::new(config(&["b2:9092"], None));
-    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
     sim.pump();
     sim.request(Target::Broker(3));
     assert_eq!(sim.census(), vec![(Purpose::Leader, Some(3))]);
@@ -537,7 +542,8 @@ fn a_peer_close_fails_in_flight_requests_and_closes_our_side() {
 #[test]
 fn leader_change_moves_requests_and_the_old_connection_idles_out() {
     let mut sim = Sim::new(config(&["b2:9092"], None));
-    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
     sim.pump();
     sim.request(Target::Broker(sim.c.metadata().leader("t", 0).unwrap()));
     assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
@@ -565,7 +571,8 @@ fn metadata_refreshes_when_it_is_older_than_the_max_age() {
     cfg.connections_max_idle = None;
     cfg.metadata_max_age = Duration::from_secs(60);
     let mut sim = Sim::new(cfg);
-    sim.c.set_topics(sim.now, ["t".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
     sim.pump();
     let count = |sim: &Sim| {
         sim.log

@@ -5,6 +5,7 @@
 
 mod connection;
 mod driver;
+pub(crate) mod engine;
 mod socket;
 mod sockets;
 

@@ -86,6 +86,22 @@ impl RawMock {
         unsafe { sys::rd_kafka_mock_broker_set_up(self.mc, broker) };
     }
 
+    /// Limits the versions the mock advertises for `api_key`.
+    pub fn set_apiversion(&self, api_key: i16, min: i16, max: i16) {
+        let err = unsafe { sys::rd_kafka_mock_set_apiversion(self.mc, api_key, min, max) };
+        assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+
+    /// The mock advertises group API versions its handlers cannot read (all
+    /// beyond what librdkafka's own client sends): JoinGroup v6 and SyncGroup
+    /// v4 (flexible) have their array counts read as int32, LeaveGroup v3+ is
+    /// read as v0-2. Tests that use groups cap those versions.
+    pub fn cap_group_versions(&self) {
+        self.set_apiversion(11, 0, 5); // JoinGroup
+        self.set_apiversion(14, 0, 3); // SyncGroup
+        self.set_apiversion(13, 0, 2); // LeaveGroup
+    }
+
     pub fn start_tracking(&self) {
         unsafe { sys::rd_kafka_mock_start_request_tracking(self.mc) };
     }

@@ -1,0 +1,719 @@
+//! The consumer's state, without IO: the connection manager, the group
+//! membership, the fetcher and the commits, wired together.
+//!
+//! [`ConsumerCore::drive`] moves everything one step: it routes responses
+//! to whoever asked, lets the group and the fetcher issue their requests,
+//! commits when due, and enforces `max.poll.interval.ms`. The runtime calls
+//! it after every input and at [`ConsumerCore::next_deadline`].
+
+use super::offsets::{
+    read_commit, read_committed, CommitOffsets, CommittedOffsets, FetchCommitted, OffsetAndEpoch,
+};
+use crate::cluster::{Cluster, RequestBody, RequestError, RequestId, Response, Target};
+use crate::error::{Error, ErrorCode};
+use crate::fetch::{ConsumerRecord, FetchToken, Fetcher};
+use crate::group::membership::{GroupEvent, GroupRequestKind, MemberState, Membership};
+use crate::group::TopicPartition;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Identifies a commit started with [`ConsumerCore::commit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CommitId(pub u64);
+
+/// How the consumer gets its partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Nothing yet.
+    Idle,
+    /// Group subscription to these topics.
+    Subscribed(BTreeSet<String>),
+    /// Manual assignment of these partitions.
+    Assigned(BTreeSet<TopicPartition>),
+}
+
+#[derive(Debug)]
+enum Pending {
+    Group(GroupRequestKind),
+    Committed(BTreeSet<TopicPartition>),
+    /// A commit: the application's (with its id) or an automatic one.
+    Commit(Option<CommitId>, BTreeMap<TopicPartition, OffsetAndEpoch>),
+    Fetch(FetchToken),
+    Query(u64),
+}
+
+/// The outcome of a commit.
+pub type CommitResult = Result<(), Error>;
+
+/// See the [module documentation](self).
+#[derive(Debug)]
+pub(crate) struct ConsumerCore {
+    pub cluster: Cluster,
+    pub membership: Option<Membership>,
+    pub fetcher: Fetcher,
+    pub mode: Mode,
+    group_id: Option<String>,
+    join_timeout: Duration,
+    in_flight: HashMap<RequestId, Pending>,
+    committed_in_flight: bool,
+    next_commit: u64,
+    commit_results: BTreeMap<CommitId, CommitResult>,
+    /// A commit that must finish before the group may rejoin (offsets of
+    /// revoked partitions).
+    blocking_commit: Option<RequestId>,
+    auto_commit: Option<Duration>,
+    next_auto_commit: Option<Instant>,
+    max_poll_interval: Duration,
+    last_poll: Option<Instant>,
+    left_for_poll_timeout: bool,
+    group_events: VecDeque<GroupEvent>,
+    /// With a rebalance listener, the group waits for `poll` to deliver
+    /// revocations (so the listener can commit) before rejoining.
+    hold_for_listener: bool,
+    undelivered_revocations: usize,
+    /// Positions of revoked partitions, for the listener.
+    revoked_positions: BTreeMap<TopicPartition, i64>,
+    errors: VecDeque<Error>,
+    queries: BTreeMap<u64, Result<Response, RequestError>>,
+    next_query: u64,
+    closing: bool,
+}
+
+impl ConsumerCore {
+    pub fn new(
+        cluster: Cluster,
+        membership: Option<Membership>,
+        fetcher: Fetcher,
+        auto_commit: Option<Duration>,
+        max_poll_interval: Duration,
+        join_timeout: Duration,
+    ) -> Self {
+        let group_id = membership.as_ref().map(|m| m.group_id().to_owned());
+        ConsumerCore {
+            cluster,
+            membership,
+            fetcher,
+            mode: Mode::Idle,
+            group_id,
+            join_timeout,
+            in_flight: HashMap::new(),
+            committed_in_flight: false,
+            next_commit: 1,
+            commit_results: BTreeMap::new(),
+            blocking_commit: None,
+            auto_commit,
+            next_auto_commit: None,
+            max_poll_interval,
+            last_poll: None,
+            left_for_poll_timeout: false,
+            group_events: VecDeque::new(),
+            hold_for_listener: false,
+            undelivered_revocations: 0,
+            revoked_positions: BTreeMap::new(),
+            errors: VecDeque::new(),
+            queries: BTreeMap::new(),
+            next_query: 1,
+            closing: false,
+        }
+    }
+
+    // ===== application inputs =====
+
+    /// Sets the mode (subscribe, assign, unsubscribe).
+    pub fn set_mode(&mut self, now: Instant, mode: Mode) {
+        if mode == self.mode {
+            return;
+        }
+        match &mode {
+            Mode::Subscribed(topics) => {
+                if let Some(m) = &mut self.membership {
+                    m.subscribe(topics.clone());
+                }
+            }
+            Mode::Assigned(tps) => {
+                self.leave_group(now, "switching to manual assignment");
+                self.fetcher.assign(tps.iter().cloned());
+            }
+            Mode::Idle => {
+                self.leave_group(now, "unsubscribed");
+                self.fetcher.assign(std::iter::empty());
+            }
+        }
+        self.mode = mode;
+        self.update_topics();
+    }
+
+    /// Records that the application polled (for `max.poll.interval.ms`).
+    pub fn polled(&mut self, now: Instant) {
+        self.last_poll = Some(now);
+        if self.left_for_poll_timeout {
+            // Join again: the next drive sends JoinGroup.
+            self.left_for_poll_timeout = false;
+            if let (Some(m), Mode::Subscribed(topics)) = (&mut self.membership, &self.mode) {
+                m.subscribe(topics.clone());
+            }
+        }
+        if self.next_auto_commit.is_none() {
+            self.next_auto_commit = self.auto_commit.map(|i| now + i);
+        }
+    }
+
+    /// Starts a commit of `offsets` (or of the consumed positions).
+    pub fn commit(
+        &mut self,
+        now: Instant,
+        offsets: Option<BTreeMap<TopicPartition, OffsetAndEpoch>>,
+    ) -> CommitId {
+        let id = CommitId(self.next_commit);
+        self.next_commit += 1;
+        let offsets = offsets.unwrap_or_else(|| self.consumed_positions(None));
+        self.send_commit(now, Some(id), offsets);
+        id
+    }
+
+    /// The outcome of commit `id`, once known.
+    pub fn take_commit_result(&mut self, id: CommitId) -> Option<CommitResult> {
+        self.commit_results.remove(&id)
+    }
+
+    /// Sends an arbitrary request (offsets queries); its response comes out
+    /// of [`ConsumerCore::take_query`].
+    pub fn query(&mut self, now: Instant, target: Target, body: Box<dyn RequestBody>) -> u64 {
+        let q = self.next_query;
+        self.next_query += 1;
+        let id = self.cluster.request(now, target, body);
+        self.in_flight.insert(id, Pending::Query(q));
+        q
+    }
+
+    /// The response to query `q`, once known.
+    pub fn take_query(&mut self, q: u64) -> Option<Result<Response, RequestError>> {
+        self.queries.remove(&q)
+    }
+
+    /// Reads committed offsets (for `committed()`), as a query.
+    pub fn query_committed(
+        &mut self,
+        now: Instant,
+        partitions: BTreeSet<TopicPartition>,
+    ) -> Option<u64> {
+        let group = self.group_id.clone()?;
+        Some(self.query(
+            now,
+            Target::Coordinator,
+            Box::new(FetchCommitted {
+                group,
+                partitions,
+                require_stable: true,
+            }),
+        ))
+    }
+
+    /// Decodes a committed-offsets query response.
+    pub fn read_committed_query(
+        &self,
+        response: &Response,
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndEpoch>>, Error> {
+        let group = self.group_id.clone().unwrap_or_default();
+        match read_committed(response, &group) {
+            Ok(CommittedOffsets::Offsets(o)) => Ok(o),
+            Ok(CommittedOffsets::Error(code)) => Err(Error::Broker {
+                api: "OffsetFetch",
+                code,
+            }),
+            Err(source) => Err(Error::Decode {
+                api: "OffsetFetch",
+                addr: String::new(),
+                source,
+            }),
+        }
+    }
+
+    /// Records for the application, at most `max`.
+    pub fn take_records(&mut self, max: usize) -> Vec<ConsumerRecord> {
+        self.fetcher.take_records(max)
+    }
+
+    /// Errors for the application.
+    pub fn take_error(&mut self) -> Option<Error> {
+        if let Some(e) = self.errors.pop_front() {
+            return Some(e);
+        }
+        let mut errors = self.fetcher.take_errors().into_iter().map(Error::Fetch);
+        let first = errors.next();
+        self.errors.extend(errors);
+        first
+    }
+
+    /// Group events for the rebalance listener.
+    pub fn take_group_event(&mut self) -> Option<GroupEvent> {
+        self.group_events.pop_front()
+    }
+
+    /// A group event taken with [`ConsumerCore::take_group_event`] was given
+    /// to the listener.
+    pub fn group_event_delivered(&mut self) {
+        if self
+            .group_events
+            .iter()
+            .all(|e| !matches!(e, GroupEvent::Revoked(_)))
+        {
+            self.undelivered_revocations = 0;
+            self.revoked_positions.clear();
+        }
+    }
+
+    /// Makes the group wait for the listener before rejoining.
+    pub fn set_hold_for_listener(&mut self, hold: bool) {
+        self.hold_for_listener = hold;
+    }
+
+    /// The positions the revoked partitions had, for the listener.
+    pub fn revoked_positions(&self) -> &BTreeMap<TopicPartition, i64> {
+        &self.revoked_positions
+    }
+
+    /// Makes the group wait for commit `id` before rejoining.
+    pub fn block_group_on_commit(&mut self, id: CommitId) {
+        let request = self.in_flight.iter().find_map(|(rid, p)| match p {
+            Pending::Commit(Some(c), _) if *c == id => Some(*rid),
+            _ => None,
+        });
+        if request.is_some() {
+            self.blocking_commit = request;
+        }
+    }
+
+    /// Starts closing: commit (when auto-commit is on), leave the group.
+    /// Returns the commit to wait for, if any.
+    pub fn begin_close(&mut self, now: Instant) -> Option<CommitId> {
+        self.closing = true;
+        (self.auto_commit.is_some() && self.group_id.is_some()).then(|| self.commit(now, None))
+    }
+
+    /// Ends closing: leaves the group. Returns whether a LeaveGroup was sent.
+    pub fn leave_for_close(&mut self, now: Instant) -> Option<RequestId> {
+        let request = self.membership.as_mut()?.leave("the consumer is closing")?;
+        let id = self.cluster.request(now, Target::Coordinator, request);
+        self.in_flight
+            .insert(id, Pending::Group(GroupRequestKind::Leave));
+        Some(id)
+    }
+
+    /// Whether request `id` is still waiting for its response.
+    pub fn is_in_flight(&self, id: RequestId) -> bool {
+        self.in_flight.contains_key(&id)
+    }
+
+    // ===== the machine =====
+
+    /// One step: route responses, issue requests, commit, check timers.
+    pub fn drive(&mut self, now: Instant) {
+        self.cluster.handle_timeout(now);
+        self.route_responses(now);
+        self.check_poll_interval(now);
+        self.drive_group(now);
+        self.drive_committed(now);
+        self.drive_fetch(now);
+        self.drive_auto_commit(now);
+        // Requests issued above may complete synchronously in tests.
+        self.route_responses(now);
+    }
+
+    /// When [`ConsumerCore::drive`] must run next without any input.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let candidates = [
+            self.cluster.poll_timeout(),
+            self.membership.as_ref().and_then(|m| m.next_deadline()),
+            self.fetcher.next_deadline(),
+            self.next_auto_commit,
+            self.poll_deadline(),
+        ];
+        candidates.into_iter().flatten().min()
+    }
+
+    fn poll_deadline(&self) -> Option<Instant> {
+        let stable = self.membership.as_ref().is_some_and(|m| m.is_stable());
+        (stable && !self.closing)
+            .then_some(self.last_poll)
+            .flatten()
+            .map(|t| t + self.max_poll_interval)
+    }
+
+    fn update_topics(&mut self) {
+        let mut topics: BTreeSet<String> = match &self.mode {
+            Mode::Idle => BTreeSet::new(),
+            Mode::Subscribed(t) => t.clone(),
+            Mode::Assigned(tps) => tps.iter().map(|tp| tp.topic.clone()).collect(),
+        };
+        if let Some(m) = &self.membership {
+            if let MemberState::AwaitingMetadata(extra) = m.state() {
+                topics.extend(extra.iter().cloned());
+            }
+        }
+        self.cluster.set_topics(topics);
+    }
+
+    fn route_responses(&mut self, now: Instant) {
+        while let Some((id, result)) = self.cluster.poll_response() {
+            let Some(pending) = self.in_flight.remove(&id) else {
+                continue;
+            };
+            match pending {
+                Pending::Group(kind) => {
+                    if let Some(m) = &mut self.membership {
+                        let outcome = m.handle_response(now, kind, result);
+                        if outcome.coordinator_unknown {
+                            self.cluster.coordinator_unknown(now);
+                        }
+                    }
+                }
+                Pending::Committed(partitions) => {
+                    self.committed_in_flight = false;
+                    self.handle_committed(now, partitions, result);
+                }
+                Pending::Commit(commit, offsets) => {
+                    self.handle_commit(now, commit, offsets, result)
+                }
+                Pending::Fetch(token) => match result {
+                    Ok(response) => {
+                        let outcome = self.fetcher.handle_response(now, token, &response);
+                        if outcome.refresh_metadata {
+                            self.cluster.request_metadata_refresh(now);
+                        }
+                    }
+                    Err(e) => {
+                        let outcome = self.fetcher.handle_failure(now, token, &e);
+                        if outcome.refresh_metadata {
+                            self.cluster.request_metadata_refresh(now);
+                        }
+                    }
+                },
+                Pending::Query(q) => {
+                    self.queries.insert(q, result);
+                }
+            }
+        }
+    }
+
+    fn check_poll_interval(&mut self, now: Instant) {
+        let Some(deadline) = self.poll_deadline() else {
+            return;
+        };
+        if now < deadline {
+            return;
+        }
+        // Java's behaviour: a member that does not poll within
+        // max.poll.interval.ms leaves the group, so its partitions go to
+        // members that make progress; it joins again at its next poll.
+        log::warn!(
+            "no poll for max.poll.interval.ms ({:?}): leaving the group",
+            self.max_poll_interval
+        );
+        self.leave_group(now, "max.poll.interval.ms passed without a poll");
+        self.left_for_poll_timeout = true;
+    }
+
+    fn leave_group(&mut self, now: Instant, reason: &str) {
+        let now_request = self.membership.as_mut().and_then(|m| {
+            let r = m.leave(reason);
+            m.subscribe(BTreeSet::new());
+            r
+        });
+        self.collect_group_events(now);
+        if let Some(request) = now_request {
+            let id = self.cluster.request(now, Target::Coordinator, request);
+            self.in_flight
+                .insert(id, Pending::Group(GroupRequestKind::Leave));
+        }
+    }
+
+    /// Takes the membership's events: revoked partitions' offsets are
+    /// committed first (auto-commit, as Java does in onJoinPrepare), then the
+    /// fetcher follows the new assignment.
+    fn collect_group_events(&mut self, now: Instant) {
+        loop {
+            let Some(e) = self.membership.as_mut().and_then(|m| m.poll_event()) else {
+                return;
+            };
+            if let GroupEvent::Revoked(revoked) = &e {
+                let positions = self.consumed_positions(Some(revoked));
+                self.revoked_positions
+                    .extend(positions.iter().map(|(tp, o)| (tp.clone(), o.offset)));
+                if self.auto_commit.is_some() && !positions.is_empty() {
+                    self.blocking_commit = self.send_commit(now, None, positions);
+                }
+                if self.hold_for_listener {
+                    self.undelivered_revocations += 1;
+                }
+            }
+            if let Some(m) = &self.membership {
+                self.fetcher.assign(m.assignment().iter().cloned());
+            }
+            self.group_events.push_back(e);
+        }
+    }
+
+    fn drive_group(&mut self, now: Instant) {
+        self.collect_group_events(now);
+        if self.closing || self.left_for_poll_timeout {
+            return;
+        }
+        if let Some(id) = self.blocking_commit {
+            if self.in_flight.contains_key(&id) {
+                return;
+            }
+            self.blocking_commit = None;
+        }
+        if self.undelivered_revocations > 0 {
+            return;
+        }
+        let counts: BTreeMap<String, i32> = self
+            .cluster
+            .metadata()
+            .topics
+            .iter()
+            .filter(|(_, t)| t.error == ErrorCode::None)
+            .map(|(name, t)| (name.clone(), t.partitions.len() as i32))
+            .collect();
+        let Some(m) = &mut self.membership else {
+            return;
+        };
+        let request = m.poll_request(now, &counts);
+        let awaiting = matches!(m.state(), MemberState::AwaitingMetadata(_));
+        self.collect_group_events(now);
+        if awaiting {
+            self.update_topics();
+        }
+        if let Some((kind, body)) = request {
+            let id = if kind == GroupRequestKind::Join {
+                self.cluster
+                    .request_with_timeout(now, Target::Coordinator, body, self.join_timeout)
+            } else {
+                self.cluster.request(now, Target::Coordinator, body)
+            };
+            self.in_flight.insert(id, Pending::Group(kind));
+        }
+    }
+
+    fn drive_committed(&mut self, now: Instant) {
+        if self.committed_in_flight {
+            return;
+        }
+        let needed: BTreeSet<TopicPartition> = self.fetcher.needs_committed().into_iter().collect();
+        if needed.is_empty() {
+            return;
+        }
+        match &self.group_id {
+            Some(group) => {
+                self.committed_in_flight = true;
+                let id = self.cluster.request(
+                    now,
+                    Target::Coordinator,
+                    Box::new(FetchCommitted {
+                        group: group.clone(),
+                        partitions: needed.clone(),
+                        require_stable: true,
+                    }),
+                );
+                self.in_flight.insert(id, Pending::Committed(needed));
+            }
+            None => {
+                // No group: nothing is committed; auto.offset.reset decides.
+                for tp in needed {
+                    self.fetcher.set_committed(&tp, None);
+                }
+            }
+        }
+    }
+
+    fn handle_committed(
+        &mut self,
+        now: Instant,
+        partitions: BTreeSet<TopicPartition>,
+        result: Result<Response, RequestError>,
+    ) {
+        let group = self.group_id.clone().unwrap_or_default();
+        let offsets = match result.map(|r| read_committed(&r, &group)) {
+            Ok(Ok(CommittedOffsets::Offsets(o))) => o,
+            Ok(Ok(CommittedOffsets::Error(code))) => {
+                log::debug!("OffsetFetch for {group}: {code}");
+                if matches!(
+                    code,
+                    ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable
+                ) {
+                    self.cluster.coordinator_unknown(now);
+                }
+                return;
+            }
+            Ok(Err(e)) => {
+                self.errors.push_back(Error::Decode {
+                    api: "OffsetFetch",
+                    addr: String::new(),
+                    source: e,
+                });
+                return;
+            }
+            Err(e) => {
+                log::debug!("OffsetFetch for {group} got no response: {e}");
+                return;
+            }
+        };
+        for tp in partitions {
+            let committed = offsets.get(&tp).copied().flatten();
+            self.fetcher
+                .set_committed(&tp, committed.map(|o| (o.offset, o.leader_epoch)));
+        }
+    }
+
+    fn drive_fetch(&mut self, now: Instant) {
+        if self.closing {
+            return;
+        }
+        let requests = self.fetcher.poll_requests(now, self.cluster.metadata());
+        for (broker, body, token) in requests {
+            let id = self.cluster.request(now, Target::Broker(broker), body);
+            self.in_flight.insert(id, Pending::Fetch(token));
+        }
+    }
+
+    fn drive_auto_commit(&mut self, now: Instant) {
+        let (Some(interval), Some(due)) = (self.auto_commit, self.next_auto_commit) else {
+            return;
+        };
+        if now < due || self.closing {
+            return;
+        }
+        self.next_auto_commit = Some(now + interval);
+        let stable = self.membership.as_ref().is_some_and(|m| m.is_stable());
+        if self.group_id.is_some() && (stable || matches!(self.mode, Mode::Assigned(_))) {
+            let offsets = self.consumed_positions(None);
+            if !offsets.is_empty() {
+                self.send_commit(now, None, offsets);
+            }
+        }
+    }
+
+    /// The positions of owned partitions (all, or those in `only`).
+    fn consumed_positions(
+        &self,
+        only: Option<&BTreeSet<TopicPartition>>,
+    ) -> BTreeMap<TopicPartition, OffsetAndEpoch> {
+        self.fetcher
+            .positions()
+            .into_iter()
+            .filter(|(tp, _)| only.is_none_or(|o| o.contains(tp)))
+            .map(|(tp, (offset, leader_epoch))| {
+                (
+                    tp,
+                    OffsetAndEpoch {
+                        offset,
+                        leader_epoch,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Sends an OffsetCommit; `id` is the application's commit, `None` an
+    /// automatic one. Returns the request, when one was sent.
+    fn send_commit(
+        &mut self,
+        now: Instant,
+        id: Option<CommitId>,
+        offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
+    ) -> Option<RequestId> {
+        let Some(group) = self.group_id.clone() else {
+            if let Some(id) = id {
+                self.commit_results.insert(
+                    id,
+                    Err(Error::Config {
+                        property: "group.id".into(),
+                        reason: "committing offsets needs a group.id".into(),
+                    }),
+                );
+            }
+            return None;
+        };
+        if offsets.is_empty() {
+            if let Some(id) = id {
+                self.commit_results.insert(id, Ok(()));
+            }
+            return None;
+        }
+        let (generation, member_id, instance) = match &self.membership {
+            Some(m) if m.is_stable() => (
+                m.generation(),
+                m.member_id().to_owned(),
+                m.group_instance_id().map(str::to_owned),
+            ),
+            // Manual assignment, or between generations: a "simple" commit.
+            Some(m) => (-1, String::new(), m.group_instance_id().map(str::to_owned)),
+            None => (-1, String::new(), None),
+        };
+        let body = CommitOffsets {
+            group,
+            generation,
+            member_id,
+            group_instance_id: instance,
+            offsets: offsets.clone(),
+        };
+        let rid = self
+            .cluster
+            .request(now, Target::Coordinator, Box::new(body));
+        self.in_flight.insert(rid, Pending::Commit(id, offsets));
+        Some(rid)
+    }
+
+    fn handle_commit(
+        &mut self,
+        now: Instant,
+        id: Option<CommitId>,
+        offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
+        result: Result<Response, RequestError>,
+    ) {
+        let outcome = match result {
+            Err(e) => Err(Error::Request {
+                api: "OffsetCommit",
+                source: e,
+            }),
+            Ok(r) => match read_commit(&r) {
+                Ok(None) => {
+                    log::debug!("committed {} offsets", offsets.len());
+                    Ok(())
+                }
+                Ok(Some(code)) => {
+                    match code {
+                        ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable => {
+                            self.cluster.coordinator_unknown(now)
+                        }
+                        ErrorCode::RebalanceInProgress
+                        | ErrorCode::IllegalGeneration
+                        | ErrorCode::UnknownMemberId => {
+                            if let Some(m) = &mut self.membership {
+                                m.request_rejoin();
+                            }
+                        }
+                        _ => {}
+                    }
+                    Err(Error::Broker {
+                        api: "OffsetCommit",
+                        code,
+                    })
+                }
+                Err(source) => Err(Error::Decode {
+                    api: "OffsetCommit",
+                    addr: String::new(),
+                    source,
+                }),
+            },
+        };
+        match (id, outcome) {
+            (Some(id), outcome) => {
+                self.commit_results.insert(id, outcome);
+            }
+            (None, Err(e)) => log::warn!("automatic commit failed: {e}"),
+            (None, Ok(())) => {}
+        }
+    }
+}

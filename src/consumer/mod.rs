@@ -1,0 +1,635 @@
+//! The public [`Consumer`].
+//!
+//! A consumer opens nothing until the application first calls
+//! [`Consumer::poll`]: `new`, `subscribe`, `assign`, `pause`, `resume`,
+//! `seek` and every getter work on local state only. The first `poll`
+//! starts a background task that owns the sockets and keeps the group
+//! membership alive (heartbeats) between polls.
+
+pub(crate) mod core;
+mod offsets;
+
+pub use self::core::CommitId;
+pub use offsets::OffsetAndEpoch;
+
+use self::core::{ConsumerCore, Mode};
+use crate::cluster::{Cluster, ClusterConfig, ExponentialBackoff};
+use crate::config::ConsumerConfig;
+use crate::error::Error;
+use crate::events::{BrokerCounters, ConnectionEvent, ConnectionInfo};
+use crate::fetch::{ConsumerRecord, FetchConfig, Fetcher};
+use crate::group::membership::{GroupEvent, Membership, MembershipConfig};
+use crate::group::TopicPartition;
+use crate::runtime::engine::Engine;
+use crate::runtime::SocketOptions;
+use futures::channel::mpsc::{unbounded, UnboundedSender};
+use futures::Stream;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Told of partition assignment changes, from inside [`Consumer::poll`]
+/// (as the Java client's `ConsumerRebalanceListener`).
+///
+/// The group does not move on until `poll` has called the listener: a
+/// commit made in [`RebalanceListener::on_partitions_revoked`] through the
+/// [`Revocation`] lands before the partitions go to another member.
+pub trait RebalanceListener: Send {
+    /// Partitions newly assigned to this consumer.
+    fn on_partitions_assigned(&mut self, partitions: &BTreeSet<TopicPartition>) {
+        let _ = partitions;
+    }
+
+    /// Partitions given up in an orderly rebalance.
+    fn on_partitions_revoked(
+        &mut self,
+        partitions: &BTreeSet<TopicPartition>,
+        revocation: &mut Revocation<'_>,
+    ) {
+        let _ = (partitions, revocation);
+    }
+
+    /// Partitions lost (session expired, fenced): another member may own
+    /// them already, so committing for them would fail.
+    fn on_partitions_lost(&mut self, partitions: &BTreeSet<TopicPartition>) {
+        let _ = partitions;
+    }
+}
+
+/// What a [`RebalanceListener`] may do while partitions are revoked.
+#[derive(Debug)]
+pub struct Revocation<'a> {
+    core: &'a mut ConsumerCore,
+    now: Instant,
+}
+
+impl Revocation<'_> {
+    /// The consumed positions the revoked partitions had.
+    pub fn positions(&self) -> BTreeMap<TopicPartition, i64> {
+        self.core.revoked_positions().clone()
+    }
+
+    /// Commits `offsets` before the group moves on.
+    pub fn commit(&mut self, offsets: BTreeMap<TopicPartition, i64>) {
+        let offsets = offsets
+            .into_iter()
+            .map(|(tp, offset)| {
+                (
+                    tp,
+                    OffsetAndEpoch {
+                        offset,
+                        leader_epoch: None,
+                    },
+                )
+            })
+            .collect();
+        let id = self.core.commit(self.now, Some(offsets));
+        self.core.block_group_on_commit(id);
+    }
+}
+
+type CommitCallback = Box<dyn FnOnce(Result<(), Error>) + Send>;
+
+/// An async Kafka consumer.
+///
+/// ```
+/// # async_std::task::block_on(async {
+/// use lazykafka::{Consumer, ConsumerConfig};
+///
+/// let config = ConsumerConfig::builder()
+///     .bootstrap_servers("127.0.0.1:9")
+///     .group_id("billing")
+///     .build()?;
+/// let mut consumer = Consumer::new(config)?; // no socket, no DNS, no task
+/// consumer.subscribe(["invoices"])?;         // still none
+/// assert!(consumer.connections().is_empty());
+/// # Ok::<(), lazykafka::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct Consumer {
+    config: ConsumerConfig,
+    engine: Option<Engine>,
+    /// State kept until the first poll hands it to the engine.
+    pending: Option<ConsumerCore>,
+    listener: Option<Box<dyn RebalanceListener>>,
+    callbacks: Vec<(CommitId, CommitCallback)>,
+    subscribers: Arc<Mutex<Vec<UnboundedSender<ConnectionEvent>>>>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("config", &self.config)
+            .field("started", &self.engine.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+fn backoff(base: Duration, max: Duration) -> ExponentialBackoff {
+    ExponentialBackoff {
+        base,
+        max: max.max(base),
+        jitter: 0.2,
+    }
+}
+
+fn seed() -> u64 {
+    // Only spreads bootstrap choices and jitter across processes; reading
+    // the wall clock here opens nothing.
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    t.as_nanos() as u64 ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+impl Consumer {
+    /// A consumer for `config`. Opens no socket, resolves no name and starts
+    /// no task.
+    pub fn new(config: ConsumerConfig) -> Result<Self, Error> {
+        let now = Instant::now();
+        let mut cc = ClusterConfig::new(config.bootstrap_servers().iter().map(|b| b.to_string()));
+        cc.client_id = Some(config.client_id().to_owned());
+        cc.group_id = config.group_id().map(str::to_owned);
+        cc.request_timeout = config.request_timeout();
+        cc.connections_max_idle = config.connections_max_idle();
+        cc.reconnect_backoff = backoff(config.reconnect_backoff(), config.reconnect_backoff_max());
+        cc.setup_timeout = backoff(
+            config.socket_connection_setup_timeout(),
+            config.socket_connection_setup_timeout_max(),
+        );
+        cc.retry_backoff = backoff(config.retry_backoff(), Duration::from_millis(1000));
+        cc.metadata_max_age = config.metadata_max_age();
+        cc.max_in_flight = config.max_in_flight_requests_per_connection().max(1) as usize;
+        cc.max_frame_size = config.receive_message_max_bytes() as usize;
+        cc.allow_auto_create_topics = config.allow_auto_create_topics();
+        let cluster = Cluster::new(cc, now, seed());
+        let membership = config.group_id().map(|group| {
+            Membership::new(MembershipConfig {
+                group_id: group.to_owned(),
+                group_instance_id: config.group_instance_id().map(str::to_owned),
+                session_timeout: config.session_timeout(),
+                rebalance_timeout: config.max_poll_interval(),
+                heartbeat_interval: config.heartbeat_interval(),
+                strategies: config.partition_assignment_strategy().to_vec(),
+                rack: config.client_rack().map(str::to_owned),
+                retry_backoff: config.retry_backoff(),
+            })
+        });
+        let fetcher = Fetcher::new(fetch_config(&config, seed()));
+        let auto_commit = (config.enable_auto_commit() && config.group_id().is_some())
+            .then(|| config.auto_commit_interval());
+        let join_timeout = config.max_poll_interval() + Duration::from_secs(5);
+        let core = ConsumerCore::new(
+            cluster,
+            membership,
+            fetcher,
+            auto_commit,
+            config.max_poll_interval(),
+            join_timeout.max(config.request_timeout()),
+        );
+        Ok(Consumer {
+            config,
+            engine: None,
+            pending: Some(core),
+            listener: None,
+            callbacks: Vec::new(),
+            subscribers: Arc::new(Mutex::new(Vec::new())),
+            closed: false,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    /// Runs `f` on the state, wherever it lives now, and wakes the
+    /// background task afterwards.
+    fn with_core<T>(&mut self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
+        let now = Instant::now();
+        match (&mut self.pending, &self.engine) {
+            (Some(core), _) => f(core, now),
+            (None, Some(engine)) => {
+                let t = f(&mut engine.shared().lock(), now);
+                engine.kick();
+                t
+            }
+            (None, None) => unreachable!("a consumer always has its state somewhere"),
+        }
+    }
+
+    fn read_core<T>(&self, f: impl FnOnce(&ConsumerCore) -> T) -> T {
+        match (&self.pending, &self.engine) {
+            (Some(core), _) => f(core),
+            (None, Some(engine)) => f(&engine.shared().lock()),
+            (None, None) => unreachable!("a consumer always has its state somewhere"),
+        }
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.closed {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Subscribes to `topics` (group mode; needs `group.id`). Replaces any
+    /// earlier subscription or assignment. Opens nothing.
+    pub fn subscribe<T: Into<String>>(
+        &mut self,
+        topics: impl IntoIterator<Item = T>,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        if self.config.group_id().is_none() {
+            return Err(Error::Config {
+                property: "group.id".into(),
+                reason: "subscribe needs a group.id; use assign without one".into(),
+            });
+        }
+        let topics: BTreeSet<String> = topics.into_iter().map(Into::into).collect();
+        self.with_core(|core, now| core.set_mode(now, Mode::Subscribed(topics)));
+        Ok(())
+    }
+
+    /// Subscribes and registers a listener for assignment changes.
+    pub fn subscribe_with_listener<T: Into<String>>(
+        &mut self,
+        topics: impl IntoIterator<Item = T>,
+        listener: impl RebalanceListener + 'static,
+    ) -> Result<(), Error> {
+        self.listener = Some(Box::new(listener));
+        self.with_core(|core, _| core.set_hold_for_listener(true));
+        self.subscribe(topics)
+    }
+
+    /// Assigns partitions manually (no group membership). Opens nothing.
+    pub fn assign(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
+        self.with_core(|core, now| core.set_mode(now, Mode::Assigned(partitions)));
+        Ok(())
+    }
+
+    /// Drops the subscription or assignment (leaving the group).
+    pub fn unsubscribe(&mut self) -> Result<(), Error> {
+        self.check_open()?;
+        self.with_core(|core, now| core.set_mode(now, Mode::Idle));
+        Ok(())
+    }
+
+    /// The partitions assigned now.
+    pub fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.read_core(|core| core.fetcher.assignment())
+    }
+
+    /// The topics subscribed to.
+    pub fn subscription(&self) -> BTreeSet<String> {
+        self.read_core(|core| match &core.mode {
+            Mode::Subscribed(t) => t.clone(),
+            _ => BTreeSet::new(),
+        })
+    }
+
+    fn start(&mut self) {
+        if let Some(core) = self.pending.take() {
+            let options = SocketOptions {
+                keepalive: self.config.socket_keepalive(),
+            };
+            self.engine = Some(Engine::start(core, options, self.subscribers.clone()));
+        }
+    }
+
+    /// Waits up to `timeout` for records and returns at most
+    /// `max.poll.records` of them (an empty batch when none came).
+    ///
+    /// The first call starts the connections: the least-loaded bootstrap
+    /// broker first, then the group coordinator, then each partition
+    /// leader. Rebalance listener callbacks and asynchronous commit
+    /// callbacks run inside this call.
+    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
+        self.check_open()?;
+        self.start();
+        let max = self.config.max_poll_records().max(1) as usize;
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.with_core(|core, now| core.polled(now));
+            self.run_callbacks();
+            let taken = self.with_core(|core, _| {
+                if let Some(e) = core.take_error() {
+                    return Err(e);
+                }
+                Ok(core.take_records(max))
+            })?;
+            if !taken.is_empty() {
+                return Ok(taken);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(Vec::new());
+            }
+            let engine = self.engine.as_mut().expect("started above");
+            engine.wait_progress(left).await;
+        }
+    }
+
+    /// The records as a stream, polling with `timeout` each time; errors end
+    /// nothing: they are yielded and the stream goes on.
+    pub fn stream(
+        &mut self,
+        timeout: Duration,
+    ) -> impl Stream<Item = Result<ConsumerRecord, Error>> + '_ {
+        futures::stream::unfold(
+            (self, std::collections::VecDeque::new()),
+            move |(consumer, mut buffered)| async move {
+                loop {
+                    if let Some(r) = buffered.pop_front() {
+                        return Some((Ok(r), (consumer, buffered)));
+                    }
+                    if consumer.closed {
+                        return None;
+                    }
+                    match consumer.poll(timeout).await {
+                        Ok(records) => buffered.extend(records),
+                        Err(e) => return Some((Err(e), (consumer, buffered))),
+                    }
+                }
+            },
+        )
+    }
+
+    fn run_callbacks(&mut self) {
+        // Rebalance listener, on the application's side of the task.
+        while let Some(event) = self.with_core(|core, _| core.take_group_event()) {
+            if let Some(listener) = self.listener.as_mut() {
+                let now = Instant::now();
+                match (&mut self.pending, &self.engine) {
+                    (Some(core), _) => deliver(listener.as_mut(), &event, core, now),
+                    (None, Some(engine)) => {
+                        deliver(listener.as_mut(), &event, &mut engine.shared().lock(), now)
+                    }
+                    (None, None) => {}
+                }
+            }
+            self.with_core(|core, _| core.group_event_delivered());
+        }
+        // Asynchronous commits that finished.
+        let mut i = 0;
+        while i < self.callbacks.len() {
+            let id = self.callbacks[i].0;
+            match self.with_core(|core, _| core.take_commit_result(id)) {
+                Some(result) => {
+                    let (_, callback) = self.callbacks.swap_remove(i);
+                    callback(result);
+                }
+                None => i += 1,
+            }
+        }
+    }
+
+    /// Commits the consumed positions of every assigned partition and waits
+    /// for the coordinator's answer.
+    pub async fn commit(&mut self) -> Result<(), Error> {
+        self.check_open()?;
+        self.start();
+        let id = self.with_core(|core, now| core.commit(now, None));
+        self.wait_commit(id).await
+    }
+
+    /// Commits the given offsets (the next offset to consume, per
+    /// partition) and waits for the answer.
+    pub async fn commit_offsets(
+        &mut self,
+        offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        self.start();
+        let offsets = offsets
+            .into_iter()
+            .map(|(tp, offset)| {
+                (
+                    tp,
+                    OffsetAndEpoch {
+                        offset,
+                        leader_epoch: None,
+                    },
+                )
+            })
+            .collect();
+        let id = self.with_core(|core, now| core.commit(now, Some(offsets)));
+        self.wait_commit(id).await
+    }
+
+    /// Starts a commit of the consumed positions without waiting; `callback`
+    /// runs with the outcome inside a later `poll` (or `commit`, `close`).
+    pub fn commit_async(&mut self, callback: impl FnOnce(Result<(), Error>) + Send + 'static) {
+        if self.closed {
+            callback(Err(Error::Closed));
+            return;
+        }
+        self.start();
+        let id = self.with_core(|core, now| core.commit(now, None));
+        self.callbacks.push((id, Box::new(callback)));
+    }
+
+    async fn wait_commit(&mut self, id: CommitId) -> Result<(), Error> {
+        let timeout = self.config.default_api_timeout();
+        let engine = self.engine.as_mut().expect("started");
+        let result = engine
+            .wait_for(timeout, |core| core.take_commit_result(id))
+            .await
+            .unwrap_or(Err(Error::Timeout { what: "commit" }));
+        self.run_callbacks();
+        result
+    }
+
+    /// The committed offsets of `partitions` (`None` where nothing is
+    /// committed), read from the group coordinator.
+    pub async fn committed(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<BTreeMap<TopicPartition, Option<i64>>, Error> {
+        self.check_open()?;
+        self.start();
+        let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
+        let Some(q) = self.with_core(|core, now| core.query_committed(now, partitions)) else {
+            return Err(Error::Config {
+                property: "group.id".into(),
+                reason: "committed offsets belong to a group; set group.id".into(),
+            });
+        };
+        let timeout = self.config.default_api_timeout();
+        let engine = self.engine.as_mut().expect("started");
+        let response = engine
+            .wait_for(timeout, |core| core.take_query(q))
+            .await
+            .ok_or(Error::Timeout { what: "committed" })?
+            .map_err(|source| Error::Request {
+                api: "OffsetFetch",
+                source,
+            })?;
+        let offsets = self.read_core(|core| core.read_committed_query(&response))?;
+        Ok(offsets
+            .into_iter()
+            .map(|(tp, o)| (tp, o.map(|o| o.offset)))
+            .collect())
+    }
+
+    /// The offset of the next record `poll` returns for `partition`, once
+    /// known.
+    pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
+        self.read_core(|core| core.fetcher.position(partition))
+    }
+
+    /// Makes the next `poll` return records of `partition` from `offset`.
+    /// Opens nothing. The partition must be assigned.
+    pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), Error> {
+        self.with_core(|core, _| core.fetcher.seek(partition, offset))
+            .map_err(Error::Seek)
+    }
+
+    /// Moves to the first offset of each partition; looked up at the next
+    /// `poll`. Opens nothing now.
+    pub fn seek_to_beginning<'a>(
+        &mut self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Result<(), Error> {
+        self.with_core(|core, _| core.fetcher.seek_to_beginning(partitions))
+            .map_err(Error::Seek)
+    }
+
+    /// Moves past the last offset of each partition; looked up at the next
+    /// `poll`. Opens nothing now.
+    pub fn seek_to_end<'a>(
+        &mut self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Result<(), Error> {
+        self.with_core(|core, _| core.fetcher.seek_to_end(partitions))
+            .map_err(Error::Seek)
+    }
+
+    /// Stops fetching from `partitions` (they stay assigned; records already
+    /// fetched are kept for after `resume`).
+    pub fn pause<'a>(&mut self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
+        self.with_core(|core, _| core.fetcher.pause(partitions));
+    }
+
+    /// Fetches from `partitions` again.
+    pub fn resume<'a>(&mut self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
+        self.with_core(|core, _| core.fetcher.resume(partitions));
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> BTreeSet<TopicPartition> {
+        self.read_core(|core| core.fetcher.paused())
+    }
+
+    /// A snapshot of the live connections (empty before the first poll).
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.read_core(|core| core.cluster.connections(Instant::now()))
+    }
+
+    /// Counters per broker address.
+    pub fn broker_counters(&self) -> BTreeMap<String, BrokerCounters> {
+        self.read_core(|core| core.cluster.counters().clone())
+    }
+
+    /// A stream of connection events from now on.
+    pub fn connection_events(&mut self) -> impl Stream<Item = ConnectionEvent> {
+        let (tx, rx) = unbounded();
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tx);
+        rx
+    }
+
+    /// Commits (when auto-commit is on), leaves the group and closes every
+    /// socket. The consumer can't be used afterwards.
+    pub async fn close(&mut self) -> Result<(), Error> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        let Some(engine) = self.engine.as_mut() else {
+            // Never polled: nothing was opened.
+            return Ok(());
+        };
+        let timeout = self.config.default_api_timeout();
+        let commit = engine.shared().lock().begin_close(Instant::now());
+        let mut result = Ok(());
+        if let Some(id) = commit {
+            if let Some(Err(e)) = engine
+                .wait_for(timeout, |core| core.take_commit_result(id))
+                .await
+            {
+                result = Err(e);
+            }
+        }
+        self.run_callbacks();
+        let engine = self.engine.as_mut().expect("started");
+        let leave = engine.shared().lock().leave_for_close(Instant::now());
+        if let Some(id) = leave {
+            engine
+                .wait_for(timeout, |core| (!core.is_in_flight(id)).then_some(()))
+                .await;
+        }
+        engine.stop();
+        self.engine = None;
+        result
+    }
+}
+
+/// The fetch layer's settings from the consumer's.
+fn fetch_config(config: &ConsumerConfig, seed: u64) -> FetchConfig {
+    let clamp = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+    FetchConfig {
+        min_bytes: clamp(config.fetch_min_bytes()),
+        max_bytes: clamp(config.fetch_max_bytes()),
+        max_wait: config.fetch_max_wait(),
+        max_partition_bytes: clamp(config.max_partition_fetch_bytes()),
+        isolation: match config.isolation_level() {
+            crate::config::IsolationLevel::ReadCommitted => {
+                crate::records::IsolationLevel::ReadCommitted
+            }
+            _ => crate::records::IsolationLevel::ReadUncommitted,
+        },
+        check_crcs: config.check_crcs(),
+        auto_offset_reset: config.auto_offset_reset(),
+        rack_id: config.client_rack().map(str::to_owned),
+        retry_backoff: backoff(config.retry_backoff(), Duration::from_millis(1000)),
+        request_timeout: config.request_timeout(),
+        seed,
+        ..FetchConfig::default()
+    }
+}
+
+fn deliver(
+    listener: &mut dyn RebalanceListener,
+    event: &GroupEvent,
+    core: &mut ConsumerCore,
+    now: Instant,
+) {
+    match event {
+        GroupEvent::Assigned(p) => listener.on_partitions_assigned(p),
+        GroupEvent::Revoked(p) => {
+            let mut revocation = Revocation { core, now };
+            listener.on_partitions_revoked(p, &mut revocation);
+        }
+        GroupEvent::Lost(p) => listener.on_partitions_lost(p),
+    }
+}
+
+impl Drop for Consumer {
+    /// Closes every socket without blocking (no commit, no LeaveGroup: use
+    /// [`Consumer::close`] for those).
+    fn drop(&mut self) {
+        if let Some(engine) = &self.engine {
+            engine.stop();
+        }
+    }
+}

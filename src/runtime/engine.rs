@@ -1,0 +1,203 @@
+//! The consumer's background task: it owns the sockets and drives the
+//! consumer's state between polls, so heartbeats keep flowing while the
+//! application works. It is started by the first `poll` (never by
+//! `Consumer::new`, `subscribe` or `assign`) and stopped by `close` or by
+//! dropping the consumer.
+
+use super::sockets::{SocketOptions, SocketTable, Sockets};
+use crate::consumer::core::ConsumerCore;
+use crate::events::ConnectionEvent;
+use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
+use futures::{FutureExt, StreamExt};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// What the consumer shares with its background task.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    core: Mutex<ConsumerCore>,
+    stop: Mutex<bool>,
+}
+
+impl Shared {
+    /// Locks the consumer's state (a poisoned lock is taken over: the state
+    /// machines hold no invariant a panic elsewhere could break half-way).
+    pub fn lock(&self) -> MutexGuard<'_, ConsumerCore> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The consumer's handle on its running background task.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    shared: Arc<Shared>,
+    kick: UnboundedSender<()>,
+    progress: UnboundedReceiver<()>,
+    table: SocketTable,
+    events: Arc<Mutex<Vec<UnboundedSender<ConnectionEvent>>>>,
+}
+
+impl Engine {
+    /// Starts the task for `core`. `events` receive every connection event.
+    pub fn start(
+        core: ConsumerCore,
+        options: SocketOptions,
+        events: Arc<Mutex<Vec<UnboundedSender<ConnectionEvent>>>>,
+    ) -> Engine {
+        let shared = Arc::new(Shared {
+            core: Mutex::new(core),
+            stop: Mutex::new(false),
+        });
+        let (kick, kick_rx) = unbounded();
+        let (progress_tx, progress) = unbounded();
+        let sockets = Sockets::new(options);
+        let table = sockets.table();
+        async_std::task::spawn(run(
+            shared.clone(),
+            sockets,
+            kick_rx,
+            progress_tx,
+            events.clone(),
+        ));
+        Engine {
+            shared,
+            kick,
+            progress,
+            table,
+            events,
+        }
+    }
+
+    /// The shared state.
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Wakes the task after the state was changed from outside.
+    pub fn kick(&self) {
+        let _ = self.kick.unbounded_send(());
+    }
+
+    /// Waits until the task made progress, or `timeout` passed; returns
+    /// whether it made progress.
+    pub async fn wait_progress(&mut self, timeout: Duration) -> bool {
+        // Drop stale notifications first: only progress after this call counts.
+        while self.progress.try_recv().is_ok() {}
+        futures::select! {
+            p = self.progress.next().fuse() => p.is_some(),
+            _ = async_std::task::sleep(timeout).fuse() => false,
+        }
+    }
+
+    /// Waits at most `timeout` for a condition on the state.
+    pub async fn wait_for<T>(
+        &mut self,
+        timeout: Duration,
+        mut check: impl FnMut(&mut ConsumerCore) -> Option<T>,
+    ) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.kick();
+            if let Some(t) = check(&mut self.shared.lock()) {
+                return Some(t);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.wait_progress(left).await;
+        }
+    }
+
+    /// Stops the task and closes every socket now, without waiting.
+    pub fn stop(&self) {
+        *self
+            .shared
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        {
+            let mut core = self.shared.lock();
+            core.cluster.shutdown(Instant::now());
+            forward_events(&mut core, &self.events);
+            while core.cluster.poll_action().is_some() {}
+        }
+        self.table.close_all();
+        self.kick();
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn forward_events(
+    core: &mut ConsumerCore,
+    subscribers: &Mutex<Vec<UnboundedSender<ConnectionEvent>>>,
+) {
+    let mut subs = subscribers.lock().unwrap_or_else(PoisonError::into_inner);
+    while let Some(event) = core.cluster.poll_event() {
+        subs.retain(|s| s.unbounded_send(event.clone()).is_ok());
+    }
+}
+
+async fn run(
+    shared: Arc<Shared>,
+    mut sockets: Sockets,
+    mut kick: UnboundedReceiver<()>,
+    progress: UnboundedSender<()>,
+    events: Arc<Mutex<Vec<UnboundedSender<ConnectionEvent>>>>,
+) {
+    loop {
+        if *shared.stop.lock().unwrap_or_else(PoisonError::into_inner) {
+            return;
+        }
+        // One step of the state machines, then their IO.
+        let (actions, deadline) = {
+            let mut core = shared.lock();
+            core.drive(Instant::now());
+            forward_events(&mut core, &events);
+            let mut actions = Vec::new();
+            while let Some(a) = core.cluster.poll_action() {
+                actions.push(a);
+            }
+            (actions, core.next_deadline())
+        };
+        let acted = !actions.is_empty();
+        for action in actions {
+            if let Some((conn, error)) = sockets.perform(action).await {
+                let mut core = shared.lock();
+                core.cluster
+                    .handle_closed(Instant::now(), conn, Some(error));
+            }
+        }
+        let _ = progress.unbounded_send(());
+        if acted {
+            // Writes may have produced more to do (a failed write closes a
+            // connection); drive again before waiting.
+            continue;
+        }
+        let sleep = deadline.map_or(Duration::from_secs(3600), |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        let input = futures::select! {
+            input = sockets.next().fuse() => input,
+            k = kick.next().fuse() => {
+                if k.is_none() {
+                    return;
+                }
+                None
+            }
+            _ = async_std::task::sleep(sleep).fuse() => None,
+        };
+        let mut core = shared.lock();
+        if let Some((id, input)) = input {
+            sockets.feed(&mut core.cluster, Instant::now(), id, input);
+        }
+        while let Some((id, input)) = sockets.try_next() {
+            sockets.feed(&mut core.cluster, Instant::now(), id, input);
+        }
+    }
+}
