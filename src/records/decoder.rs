@@ -171,8 +171,10 @@ impl DecodedRecords {
 /// let decoded = decoder.decode(fetched, IsolationLevel::ReadCommitted, &[])?;
 /// let record = &decoded.records[0];
 /// assert_eq!(record.offset(), 42);
-/// assert_eq!(record.value().map(|v| &v[..]), Some(&b"value"[..]));
-/// assert_eq!(record.headers().last(b"trace"), Some(Some(Bytes::from_static(b"1"))));
+/// assert_eq!(record.value(), Some(&b"value"[..]));
+/// assert_eq!(record.headers().last(b"trace"), Some(Some(&b"1"[..])));
+/// // A Bytes slice of the fetched (here: decompressed) buffer, no copy.
+/// let value: Bytes = record.value_bytes().unwrap();
 /// assert_eq!(decoded.next_offset, Some(43));
 /// # Ok::<(), lazykafka::records::RecordsError>(())
 /// ```

@@ -21,7 +21,7 @@
 
 use super::batch::LOG_OVERHEAD;
 use super::compression::{self, Compression};
-use super::record::{Headers, Record, TimestampType};
+use super::record::{Record, Span, TimestampType};
 use super::{Checksum, DecodeOptions, RecordsErrorKind};
 use crate::protocol::Reader;
 use bytes::Bytes;
@@ -35,15 +35,32 @@ pub(crate) const MIN_SIZE_V1: usize = 22;
 const ATTR_COMPRESSION: i8 = 0x07;
 const ATTR_LOG_APPEND_TIME: i8 = 0x08;
 
-/// One parsed message.
+/// One parsed message; key and value are positions in `buf`.
 struct Message {
+    buf: Bytes,
     offset: i64,
     magic: i8,
     codec: Compression,
     timestamp: i64,
     timestamp_type: TimestampType,
-    key: Option<Bytes>,
-    value: Option<Bytes>,
+    key: Span,
+    value: Span,
+}
+
+impl Message {
+    fn record(&self) -> Record {
+        Record {
+            buf: self.buf.clone(),
+            offset: self.offset,
+            timestamp: self.timestamp,
+            leader_epoch: -1,
+            timestamp_type: self.timestamp_type,
+            key: self.key,
+            value: self.value,
+            headers: Span::EMPTY,
+            header_count: 0,
+        }
+    }
 }
 
 /// Decodes one top-level message of magic 0 or 1 (`message` is exactly
@@ -55,17 +72,12 @@ pub(crate) fn decode_message(
     options: &DecodeOptions,
     out: &mut Vec<Record>,
 ) -> Result<i64, RecordsErrorKind> {
-    let wrapper = read_message(message, options)?;
+    let wrapper = read_message(message.clone(), options)?;
     if wrapper.codec == Compression::None {
-        out.push(record(
-            wrapper.offset,
-            &wrapper,
-            wrapper.key.clone(),
-            wrapper.value.clone(),
-        ));
+        out.push(wrapper.record());
         return Ok(wrapper.offset);
     }
-    let Some(compressed) = &wrapper.value else {
+    let Some(compressed) = wrapper.record().value_bytes() else {
         return Err(RecordsErrorKind::Malformed {
             what: "compressed message",
             reason: "null value",
@@ -73,8 +85,9 @@ pub(crate) fn decode_message(
     };
     let inner = compression::decompress(
         wrapper.codec,
-        compressed,
-        options.max_decompressed_bytes(),
+        &compressed,
+        // Records locate their fields with u32 positions.
+        options.max_decompressed_bytes().min(u32::MAX as usize),
         wrapper.magic,
     )?;
     let inner = Bytes::from(inner);
@@ -83,7 +96,7 @@ pub(crate) fn decode_message(
     while pos < inner.len() {
         let message = frame(&inner, pos)?;
         pos += message.len();
-        let m = read_message(&message, options)?;
+        let m = read_message(message, options)?;
         if m.codec != Compression::None {
             return Err(RecordsErrorKind::Malformed {
                 what: "inner message",
@@ -105,7 +118,7 @@ pub(crate) fn decode_message(
         out.push(Record {
             timestamp,
             timestamp_type,
-            ..record(m.offset, &m, m.key.clone(), m.value.clone())
+            ..m.record()
         });
     }
     let Some(last_inner) = out[first..].last().map(|r| r.offset) else {
@@ -146,18 +159,6 @@ const OFFSET_OVERFLOW: RecordsErrorKind = RecordsErrorKind::Malformed {
     reason: "offset overflows int64",
 };
 
-fn record(offset: i64, m: &Message, key: Option<Bytes>, value: Option<Bytes>) -> Record {
-    Record {
-        offset,
-        timestamp: m.timestamp,
-        timestamp_type: m.timestamp_type,
-        leader_epoch: None,
-        key,
-        value,
-        headers: Headers::default(),
-    }
-}
-
 /// The inner message starting at `pos`: inside a decompressed, checksummed
 /// payload a message cut short is an error, not a partial tail.
 fn frame(inner: &Bytes, pos: usize) -> Result<Bytes, RecordsErrorKind> {
@@ -183,7 +184,12 @@ fn frame(inner: &Bytes, pos: usize) -> Result<Bytes, RecordsErrorKind> {
 }
 
 /// Parses and checks one message (top-level or inner).
-fn read_message(message: &Bytes, options: &DecodeOptions) -> Result<Message, RecordsErrorKind> {
+fn read_message(message: Bytes, options: &DecodeOptions) -> Result<Message, RecordsErrorKind> {
+    if u32::try_from(message.len()).is_err() {
+        return Err(RecordsErrorKind::TooLarge {
+            limit: u32::MAX as usize,
+        });
+    }
     let mut r = Reader::new(message.clone());
     let offset = r.i64("offset")?;
     let size = r.i32("messageSize")?;
@@ -228,8 +234,9 @@ fn read_message(message: &Bytes, options: &DecodeOptions) -> Result<Message, Rec
             (ts, TimestampType::CreateTime)
         }
     };
-    let key = r.nullable_bytes("key", false)?;
-    let value = r.nullable_bytes("value", false)?;
+    let len = message.len();
+    let key = bytes_span(&mut r, "key", len)?;
+    let value = bytes_span(&mut r, "value", len)?;
     if r.remaining() != 0 {
         return Err(RecordsErrorKind::BadLength {
             what: "messageSize (bytes after the value)",
@@ -237,6 +244,7 @@ fn read_message(message: &Bytes, options: &DecodeOptions) -> Result<Message, Rec
         });
     }
     Ok(Message {
+        buf: message,
         offset,
         magic,
         codec,
@@ -245,4 +253,21 @@ fn read_message(message: &Bytes, options: &DecodeOptions) -> Result<Message, Rec
         key,
         value,
     })
+}
+
+/// Reads `bytes` (int32 length, -1 for null) from `r`, a reader over a
+/// buffer of `len` bytes, as a position in that buffer.
+fn bytes_span(r: &mut Reader, what: &'static str, len: usize) -> Result<Span, RecordsErrorKind> {
+    match r.i32(what)? {
+        -1 => Ok(Span::NULL),
+        n if n < 0 => Err(RecordsErrorKind::BadLength {
+            what,
+            length: i64::from(n),
+        }),
+        n => {
+            let start = len - r.remaining();
+            r.skip(what, n as usize)?;
+            Ok(Span::new(start, n as usize))
+        }
+    }
 }

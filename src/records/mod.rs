@@ -40,7 +40,7 @@ mod error;
 mod legacy;
 mod record;
 
-pub use builder::{ControlRecordType, HeaderRef, RecordBatchBuilder};
+pub use builder::{ControlRecordType, NewHeader, RecordBatchBuilder};
 pub use compression::Compression;
 pub use decoder::{
     AbortedTransaction, DecodeOptions, DecodedRecords, IsolationLevel, PartialTail,
