@@ -143,7 +143,7 @@ fn bench(c: &mut Criterion) {
                     decoder
                         .decode_into(set.clone(), IsolationLevel::ReadUncommitted, &[], &mut out)
                         .unwrap();
-                    assert_eq!(out.records.len(), records);
+                    assert_eq!(out.len(), records);
                 })
             });
         }

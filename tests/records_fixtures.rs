@@ -49,8 +49,8 @@ type Expected = (
 
 fn check(name: &str, bytes: Bytes, expected: &[Expected], leader_epoch: Option<i32>) {
     let decoded = decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert_eq!(decoded.records.len(), expected.len(), "{name}");
-    for (r, (offset, ts, ts_type, key, value, headers)) in decoded.records.iter().zip(expected) {
+    assert_eq!(decoded.len(), expected.len(), "{name}");
+    for (r, (offset, ts, ts_type, key, value, headers)) in decoded.iter().zip(expected) {
         assert_eq!(r.offset(), *offset, "{name}");
         assert_eq!(r.timestamp(), *ts, "{name} @{offset}");
         assert_eq!(r.timestamp_type(), *ts_type, "{name} @{offset}");
@@ -140,8 +140,11 @@ fn uncompressed_values_are_slices_of_the_fetched_buffer() {
     let bytes = fixture("v2_none.bin");
     let decoded = decode(&bytes).unwrap();
     let range = bytes.as_ptr_range();
-    for r in &decoded.records {
+    for r in &decoded {
         if let Some(v) = r.value() {
+            assert!(range.contains(&v.as_ptr()), "value was copied");
+        }
+        if let Some(v) = r.value_bytes() {
             assert!(range.contains(&v.as_ptr()), "value was copied");
         }
     }
@@ -152,7 +155,7 @@ fn compacted_batch_with_offset_gaps() {
     // Fixture: v2_compacted_gaps.bin (gen_record_fixtures.py): offsets 100,
     // 103, 107 of one batch.
     let decoded = decode(&fixture("v2_compacted_gaps.bin")).unwrap();
-    let offsets: Vec<i64> = decoded.records.iter().map(|r| r.offset()).collect();
+    let offsets: Vec<i64> = decoded.iter().map(|r| r.offset()).collect();
     assert_eq!(offsets, [100, 103, 107]);
     assert_eq!(decoded.next_offset, Some(108));
 }
@@ -196,7 +199,7 @@ fn magic_zero_lz4_has_the_broken_header_checksum() {
     assert_eq!(frame[6], broken);
     assert_ne!(frame[6], spec);
     // It decodes all the same (message_sets_v0_and_v1 checks the records).
-    assert_eq!(decode(&bytes).unwrap().records.len(), 3);
+    assert_eq!(decode(&bytes).unwrap().len(), 3);
 }
 
 /// XXH32 with seed 0, written out here so the test does not share the
@@ -235,8 +238,8 @@ fn v1_log_append_time_overrides_inner_timestamps() {
     // Fixture: v1_gzip_log_append_time.bin (gen_record_fixtures.py): the
     // wrapper carries LogAppendTime and BASE_TS + 99999.
     let decoded = decode(&fixture("v1_gzip_log_append_time.bin")).unwrap();
-    assert_eq!(decoded.records.len(), 3);
-    for r in &decoded.records {
+    assert_eq!(decoded.len(), 3);
+    for r in &decoded {
         assert_eq!(r.timestamp(), BASE_TS + 99_999);
         assert_eq!(r.timestamp_type(), TimestampType::LogAppendTime);
     }
@@ -253,7 +256,7 @@ fn offsets(isolation: IsolationLevel, aborted: &[AbortedTransaction]) -> (Vec<i6
     assert_eq!(decoded.batches, 5);
     assert_eq!(decoded.control_batches, 2, "markers are never delivered");
     (
-        decoded.records.iter().map(|r| r.offset()).collect(),
+        decoded.iter().map(|r| r.offset()).collect(),
         decoded.aborted_batches,
         decoded.aborted_records as usize,
     )
@@ -295,7 +298,7 @@ fn a_cut_off_batch_is_a_partial_tail() {
         let mut s = set.clone();
         s.extend_from_slice(&gzip[..cut]);
         let decoded = decode(&Bytes::from(s)).unwrap();
-        assert_eq!(decoded.records.len(), 3 + 5);
+        assert_eq!(decoded.len(), 3 + 5);
         assert_eq!(
             decoded.next_offset,
             Some(105),
@@ -311,7 +314,7 @@ fn a_cut_off_batch_is_a_partial_tail() {
     }
     // Only a partial batch: the fetch size is too small for it.
     let decoded = decode(&gzip.slice(..gzip.len() - 1)).unwrap();
-    assert!(decoded.records.is_empty());
+    assert!(decoded.is_empty());
     assert_eq!(decoded.next_offset, None);
     assert_eq!(
         decoded.partial_tail.unwrap().declared_size,
@@ -368,7 +371,7 @@ fn crc_errors_name_both_checksums_and_the_batch() {
     let decoded = RecordSetDecoder::new(DecodeOptions::default().with_check_crcs(false))
         .decode(Bytes::from(v2), IsolationLevel::ReadUncommitted, &[])
         .unwrap();
-    assert_eq!(decoded.records.len(), 5);
+    assert_eq!(decoded.len(), 5);
 }
 
 #[test]
@@ -390,7 +393,7 @@ fn records_before_a_faulty_batch_are_kept_by_decode_into() {
         )
         .unwrap_err();
     assert_eq!(err.batch_offset(), 105);
-    assert_eq!(out.records.len(), 5);
+    assert_eq!(out.len(), 5);
     assert_eq!(out.next_offset, Some(105));
 }
 

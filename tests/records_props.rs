@@ -127,10 +127,10 @@ proptest! {
     fn batches_round_trip_with_every_codec(b in batch().prop_map(sane)) {
         let (bytes, offsets) = build(&b);
         let decoded = decode(&bytes).unwrap();
-        prop_assert_eq!(decoded.records.len(), b.records.len());
+        prop_assert_eq!(decoded.len(), b.records.len());
         prop_assert_eq!(decoded.next_offset, Some(offsets.last().unwrap() + 1));
         prop_assert_eq!(decoded.partial_tail, None);
-        for ((got, want), offset) in decoded.records.iter().zip(&b.records).zip(&offsets) {
+        for ((got, want), offset) in decoded.iter().zip(&b.records).zip(&offsets) {
             prop_assert_eq!(got.offset(), *offset);
             match b.log_append_time {
                 Some(ts) => {
@@ -188,7 +188,7 @@ proptest! {
         let cut = cut.index(set.len() + 1);
         let decoded = decode(&Bytes::copy_from_slice(&set[..cut])).unwrap();
         let whole = ends.iter().take_while(|(end, _, _)| *end <= cut).last();
-        prop_assert_eq!(decoded.records.len(), whole.map_or(0, |w| w.1));
+        prop_assert_eq!(decoded.len(), whole.map_or(0, |w| w.1));
         prop_assert_eq!(decoded.next_offset, whole.map(|w| w.2));
         let start = whole.map_or(0, |w| w.0);
         prop_assert_eq!(decoded.partial_tail.map(|t| (t.position, t.bytes)), (cut > start).then_some((start, cut - start)));
@@ -231,7 +231,7 @@ fn decode_every_way(bytes: Bytes) {
             IsolationLevel::ReadCommitted,
         ] {
             if let Ok(d) = decoder.decode(bytes.clone(), isolation, &aborted) {
-                for r in &d.records {
+                for r in &d {
                     // Walk the headers too: they are parsed lazily.
                     assert!(r.headers().iter().count() == r.headers().len());
                 }
@@ -286,7 +286,7 @@ fn transactions_built_here_follow_kip_98() {
             .unwrap();
         assert_eq!(d.next_offset, Some(13));
         assert_eq!(d.control_batches, 4);
-        d.records.iter().map(|r| r.offset()).collect::<Vec<_>>()
+        d.iter().map(|r| r.offset()).collect::<Vec<_>>()
     };
     assert_eq!(offsets(IsolationLevel::ReadCommitted), [2, 3, 8, 10, 11]);
     assert_eq!(
@@ -303,7 +303,7 @@ fn empty_batches_left_by_compaction_advance_the_offset() {
         .build()
         .unwrap();
     let d = decode(&empty).unwrap();
-    assert!(d.records.is_empty());
+    assert!(d.is_empty());
     assert_eq!(d.next_offset, Some(30));
     assert_eq!(d.batches, 1);
 }

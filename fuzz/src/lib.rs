@@ -46,11 +46,11 @@ pub fn record_set(data: &[u8]) {
                 assert!(e.position() < bytes.len());
                 let _ = e.to_string();
             }
-            if !out.records.is_empty() {
+            if !out.is_empty() {
                 assert!(out.next_offset.is_some());
             }
             assert!(out.batches >= out.control_batches + out.aborted_batches);
-            for r in &out.records {
+            for r in &out {
                 let _ = (r.key(), r.value(), r.key_bytes(), r.value_bytes());
                 assert_eq!(r.headers().iter().count(), r.headers().len());
             }

@@ -25,7 +25,8 @@
 //! section is compressed when the batch is.
 
 use super::compression::{self, Compression};
-use super::record::{read_headers, varint_span, Record, Span, TimestampType};
+use super::record::{read_headers, varint_span, Entry, Span, TimestampType};
+use super::DecodedRecords;
 use super::{Checksum, RecordsErrorKind};
 use crate::protocol::Reader;
 use bytes::Bytes;
@@ -166,7 +167,7 @@ pub(crate) fn records_section(
 pub(crate) fn decode_records(
     section: Bytes,
     header: &BatchHeader,
-    out: &mut Vec<Record>,
+    out: &mut DecodedRecords,
 ) -> Result<(), RecordsErrorKind> {
     let count = header.record_count as usize;
     // The count comes from the wire: reserve only what the bytes can hold.
@@ -182,7 +183,7 @@ pub(crate) fn decode_records(
             limit: u32::MAX as usize,
         });
     }
-    out.reserve(count);
+    out.entries.reserve(count);
     let log_append_time = header.attributes & ATTR_LOG_APPEND_TIME != 0;
     let timestamp_type = if log_append_time {
         TimestampType::LogAppendTime
@@ -191,6 +192,7 @@ pub(crate) fn decode_records(
     };
     let len = section.len();
     let mut r = Reader::new(section.clone());
+    let buffer = out.push_buffer(section);
     let mut previous_delta: i64 = -1;
     for _ in 0..count {
         let raw = read_record(&mut r, len)?;
@@ -204,10 +206,8 @@ pub(crate) fn decode_records(
             });
         }
         previous_delta = delta;
-        out.push(Record {
-            // One handle on the buffer per record: the only atomic
-            // operation decoding a record costs.
-            buf: section.clone(),
+        out.entries.push(Entry {
+            buffer,
             // Cannot overflow: next_offset() was checked and delta is at
             // most lastOffsetDelta.
             offset: header.base_offset.wrapping_add(delta),
@@ -308,9 +308,9 @@ pub(crate) fn control_type(
     section: Bytes,
     header: &BatchHeader,
 ) -> Result<Option<ControlType>, RecordsErrorKind> {
-    let mut records = Vec::new();
+    let mut records = DecodedRecords::new();
     decode_records(section, header, &mut records)?;
-    let Some(first) = records.first() else {
+    let Some(first) = records.get(0) else {
         return Ok(None);
     };
     let key = first.key().unwrap_or_default();

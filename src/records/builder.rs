@@ -32,7 +32,7 @@ pub type NewHeader<'a> = (&'a [u8], Option<&'a [u8]>);
 /// let batch = builder.build()?;
 ///
 /// let decoded = RecordSetDecoder::default().decode(batch, Default::default(), &[])?;
-/// let offsets: Vec<i64> = decoded.records.iter().map(|r| r.offset()).collect();
+/// let offsets: Vec<i64> = decoded.iter().map(|r| r.offset()).collect();
 /// assert_eq!(offsets, [1000, 1005]);
 /// assert_eq!(decoded.next_offset, Some(1006));
 /// # Ok::<(), lazykafka::records::RecordsError>(())

@@ -21,7 +21,8 @@
 
 use super::batch::LOG_OVERHEAD;
 use super::compression::{self, Compression};
-use super::record::{Record, Span, TimestampType};
+use super::record::{Entry, Span, TimestampType};
+use super::DecodedRecords;
 use super::{Checksum, DecodeOptions, RecordsErrorKind};
 use crate::protocol::Reader;
 use bytes::Bytes;
@@ -48,9 +49,9 @@ struct Message {
 }
 
 impl Message {
-    fn record(&self) -> Record {
-        Record {
-            buf: self.buf.clone(),
+    fn entry(&self, buffer: u32) -> Entry {
+        Entry {
+            buffer,
             offset: self.offset,
             timestamp: self.timestamp,
             leader_epoch: -1,
@@ -70,14 +71,15 @@ impl Message {
 pub(crate) fn decode_message(
     message: &Bytes,
     options: &DecodeOptions,
-    out: &mut Vec<Record>,
+    out: &mut DecodedRecords,
 ) -> Result<i64, RecordsErrorKind> {
-    let wrapper = read_message(message.clone(), options)?;
+    let wrapper = read_message(message.clone(), 0, options)?;
     if wrapper.codec == Compression::None {
-        out.push(wrapper.record());
+        let buffer = out.push_buffer(message.clone());
+        out.entries.push(wrapper.entry(buffer));
         return Ok(wrapper.offset);
     }
-    let Some(compressed) = wrapper.record().value_bytes() else {
+    let Some(compressed) = wrapper.value.get(message) else {
         return Err(RecordsErrorKind::Malformed {
             what: "compressed message",
             reason: "null value",
@@ -85,18 +87,20 @@ pub(crate) fn decode_message(
     };
     let inner = compression::decompress(
         wrapper.codec,
-        &compressed,
+        compressed,
         // Records locate their fields with u32 positions.
         options.max_decompressed_bytes().min(u32::MAX as usize),
         wrapper.magic,
     )?;
     let inner = Bytes::from(inner);
-    let first = out.len();
+    let first = out.entries.len();
+    // One buffer for all inner messages; their positions are relative to it.
+    let buffer = out.push_buffer(inner.clone());
     let mut pos = 0;
     while pos < inner.len() {
         let message = frame(&inner, pos)?;
-        pos += message.len();
-        let m = read_message(message, options)?;
+        let m = read_message(message, pos, options)?;
+        pos += m.buf.len();
         if m.codec != Compression::None {
             return Err(RecordsErrorKind::Malformed {
                 what: "inner message",
@@ -115,13 +119,13 @@ pub(crate) fn decode_message(
         } else {
             (m.timestamp, m.timestamp_type)
         };
-        out.push(Record {
+        out.entries.push(Entry {
             timestamp,
             timestamp_type,
-            ..m.record()
+            ..m.entry(buffer)
         });
     }
-    let Some(last_inner) = out[first..].last().map(|r| r.offset) else {
+    let Some(last_inner) = out.entries[first..].last().map(|r| r.offset) else {
         return Err(RecordsErrorKind::Malformed {
             what: "compressed message",
             reason: "no inner messages",
@@ -130,7 +134,10 @@ pub(crate) fn decode_message(
     // Brokers assign inner offsets in order and give the wrapper the last
     // one; anything else would move a consumer's position backwards or
     // past records it has not seen.
-    if out[first..].windows(2).any(|w| w[0].offset >= w[1].offset) {
+    if out.entries[first..]
+        .windows(2)
+        .any(|w| w[0].offset >= w[1].offset)
+    {
         return Err(RecordsErrorKind::Malformed {
             what: "inner message offset",
             reason: "not increasing",
@@ -147,7 +154,7 @@ pub(crate) fn decode_message(
             .offset
             .checked_sub(last_inner)
             .ok_or(OFFSET_OVERFLOW)?;
-        for r in &mut out[first..] {
+        for r in &mut out.entries[first..] {
             r.offset = base.checked_add(r.offset).ok_or(OFFSET_OVERFLOW)?;
         }
     }
@@ -183,8 +190,13 @@ fn frame(inner: &Bytes, pos: usize) -> Result<Bytes, RecordsErrorKind> {
     Ok(inner.slice(pos..pos + total))
 }
 
-/// Parses and checks one message (top-level or inner).
-fn read_message(message: Bytes, options: &DecodeOptions) -> Result<Message, RecordsErrorKind> {
+/// Parses and checks one message (top-level or inner) that starts at
+/// `base` in the buffer its key and value positions refer to.
+fn read_message(
+    message: Bytes,
+    base: usize,
+    options: &DecodeOptions,
+) -> Result<Message, RecordsErrorKind> {
     if u32::try_from(message.len()).is_err() {
         return Err(RecordsErrorKind::TooLarge {
             limit: u32::MAX as usize,
@@ -235,8 +247,8 @@ fn read_message(message: Bytes, options: &DecodeOptions) -> Result<Message, Reco
         }
     };
     let len = message.len();
-    let key = bytes_span(&mut r, "key", len)?;
-    let value = bytes_span(&mut r, "value", len)?;
+    let key = bytes_span(&mut r, "key", len, base)?;
+    let value = bytes_span(&mut r, "value", len, base)?;
     if r.remaining() != 0 {
         return Err(RecordsErrorKind::BadLength {
             what: "messageSize (bytes after the value)",
@@ -256,8 +268,14 @@ fn read_message(message: Bytes, options: &DecodeOptions) -> Result<Message, Reco
 }
 
 /// Reads `bytes` (int32 length, -1 for null) from `r`, a reader over a
-/// buffer of `len` bytes, as a position in that buffer.
-fn bytes_span(r: &mut Reader, what: &'static str, len: usize) -> Result<Span, RecordsErrorKind> {
+/// message of `len` bytes at `base` in its buffer, as a position in that
+/// buffer.
+fn bytes_span(
+    r: &mut Reader,
+    what: &'static str,
+    len: usize,
+    base: usize,
+) -> Result<Span, RecordsErrorKind> {
     match r.i32(what)? {
         -1 => Ok(Span::NULL),
         n if n < 0 => Err(RecordsErrorKind::BadLength {
@@ -265,7 +283,7 @@ fn bytes_span(r: &mut Reader, what: &'static str, len: usize) -> Result<Span, Re
             length: i64::from(n),
         }),
         n => {
-            let start = len - r.remaining();
+            let start = base + len - r.remaining();
             r.skip(what, n as usize)?;
             Ok(Span::new(start, n as usize))
         }

@@ -41,7 +41,7 @@ impl Span {
         }
     }
 
-    fn get(self, buf: &[u8]) -> Option<&[u8]> {
+    pub fn get(self, buf: &[u8]) -> Option<&[u8]> {
         if self.len == Span::NULL_LEN {
             return None;
         }
@@ -59,85 +59,97 @@ impl Span {
     }
 }
 
-/// One record as the application sees it.
-///
-/// A record holds a [`Bytes`] handle on the buffer it was decoded from:
-/// the fetched buffer, or one batch's decompressed records. Decoding copies
-/// no key, value or header: [`Record::key`] and [`Record::value`] borrow
-/// from that buffer, [`Record::key_bytes`] and [`Record::value_bytes`] hand
-/// out `Bytes` slices of it, and the buffer lives as long as any of them.
-#[derive(Clone)]
-pub struct Record {
-    pub(crate) buf: Bytes,
-    pub(crate) offset: i64,
-    pub(crate) timestamp: i64,
-    pub(crate) leader_epoch: i32,
-    pub(crate) timestamp_type: TimestampType,
-    pub(crate) key: Span,
-    pub(crate) value: Span,
-    pub(crate) headers: Span,
-    pub(crate) header_count: u32,
+/// Where a decoded record's fields are: which buffer of its
+/// [`DecodedRecords`](super::DecodedRecords), and positions in it. Holding
+/// no buffer handle itself, a record costs no reference-count operation to
+/// decode or to drop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    pub buffer: u32,
+    pub offset: i64,
+    pub timestamp: i64,
+    pub leader_epoch: i32,
+    pub timestamp_type: TimestampType,
+    pub key: Span,
+    pub value: Span,
+    pub headers: Span,
+    pub header_count: u32,
 }
 
-impl Record {
+/// One record as the application sees it, borrowed from the
+/// [`DecodedRecords`](super::DecodedRecords) it was decoded into.
+///
+/// Its key, value and headers lie in a buffer that `DecodedRecords` holds:
+/// the fetched buffer, or one batch's decompressed records. Decoding copied
+/// none of them. [`Record::key`] and [`Record::value`] borrow; when a
+/// record must outlive the borrow, [`Record::key_bytes`] and
+/// [`Record::value_bytes`] hand out [`Bytes`] slices of that buffer (still
+/// no copy), which keep it alive.
+#[derive(Clone, Copy)]
+pub struct Record<'a> {
+    pub(crate) buf: &'a Bytes,
+    pub(crate) entry: &'a Entry,
+}
+
+impl<'a> Record<'a> {
     /// The record's offset in its partition.
     pub fn offset(&self) -> i64 {
-        self.offset
+        self.entry.offset
     }
 
     /// Milliseconds since the Unix epoch; -1 when there is none (v0).
     pub fn timestamp(&self) -> i64 {
-        self.timestamp
+        self.entry.timestamp
     }
 
     /// Who set the timestamp.
     pub fn timestamp_type(&self) -> TimestampType {
-        self.timestamp_type
+        self.entry.timestamp_type
     }
 
     /// The partition leader epoch the batch was written in (v2 batches; the
     /// broker stamps it), `None` for v0/v1 messages or when it is unknown
     /// (-1).
     pub fn leader_epoch(&self) -> Option<i32> {
-        (self.leader_epoch >= 0).then_some(self.leader_epoch)
+        (self.entry.leader_epoch >= 0).then_some(self.entry.leader_epoch)
     }
 
     /// The key, `None` when null.
-    pub fn key(&self) -> Option<&[u8]> {
-        self.key.get(&self.buf)
+    pub fn key(&self) -> Option<&'a [u8]> {
+        self.entry.key.get(self.buf)
     }
 
     /// The value, `None` when null (a tombstone in a compacted topic).
-    pub fn value(&self) -> Option<&[u8]> {
-        self.value.get(&self.buf)
+    pub fn value(&self) -> Option<&'a [u8]> {
+        self.entry.value.get(self.buf)
     }
 
     /// The key as a [`Bytes`] slice of the record's buffer (no copy).
     pub fn key_bytes(&self) -> Option<Bytes> {
-        self.key.slice(&self.buf)
+        self.entry.key.slice(self.buf)
     }
 
     /// The value as a [`Bytes`] slice of the record's buffer (no copy).
     pub fn value_bytes(&self) -> Option<Bytes> {
-        self.value.slice(&self.buf)
+        self.entry.value.slice(self.buf)
     }
 
     /// The headers (v2 only; empty for v0/v1).
-    pub fn headers(&self) -> Headers<'_> {
+    pub fn headers(&self) -> Headers<'a> {
         Headers {
-            buf: &self.buf,
-            span: self.headers,
-            count: self.header_count,
+            buf: self.buf,
+            span: self.entry.headers,
+            count: self.entry.header_count,
         }
     }
 }
 
-impl fmt::Debug for Record {
+impl fmt::Debug for Record<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Record")
-            .field("offset", &self.offset)
-            .field("timestamp", &self.timestamp)
-            .field("timestamp_type", &self.timestamp_type)
+            .field("offset", &self.offset())
+            .field("timestamp", &self.timestamp())
+            .field("timestamp_type", &self.timestamp_type())
             .field("leader_epoch", &self.leader_epoch())
             .field("key", &self.key().map(Bytes::copy_from_slice))
             .field("value", &self.value().map(Bytes::copy_from_slice))
@@ -148,11 +160,11 @@ impl fmt::Debug for Record {
 
 /// Records are equal when everything the application sees is: offsets,
 /// timestamps, leader epochs and contents (not the buffer they sit in).
-impl PartialEq for Record {
-    fn eq(&self, other: &Record) -> bool {
-        self.offset == other.offset
-            && self.timestamp == other.timestamp
-            && self.timestamp_type == other.timestamp_type
+impl PartialEq for Record<'_> {
+    fn eq(&self, other: &Record<'_>) -> bool {
+        self.offset() == other.offset()
+            && self.timestamp() == other.timestamp()
+            && self.timestamp_type() == other.timestamp_type()
             && self.leader_epoch() == other.leader_epoch()
             && self.key() == other.key()
             && self.value() == other.value()
@@ -160,7 +172,7 @@ impl PartialEq for Record {
     }
 }
 
-impl Eq for Record {}
+impl Eq for Record<'_> {}
 
 /// The headers of a record, read from their wire form as they are iterated.
 ///
