@@ -314,9 +314,9 @@ impl RecordSetDecoder {
     /// Decodes a record set into `out`, appending to its records and
     /// counters (call [`DecodedRecords::clear`] to reuse it).
     ///
-    /// On error, `out` holds the records of the complete batches before the
-    /// faulty one, and `out.next_offset` is where that one starts (the
-    /// error's [`RecordsError::batch_offset`]): a consumer can deliver those
+    /// On error, `out` holds the records and `next_offset` of the complete
+    /// batches before the faulty one, whose base offset the error names
+    /// ([`RecordsError::batch_offset`]): a consumer can deliver those
     /// records and then report the error for that offset.
     pub fn decode_into(
         &self,
