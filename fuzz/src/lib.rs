@@ -1,6 +1,7 @@
 //! What the `record_set` fuzz target runs on each input. The main crate's
 //! `tests/fuzz_corpus.rs` includes this file to replay the corpus under
-//! `cargo test`, so both run the same checks.
+//! `cargo test`, and `tests/records_props.rs` runs it on generated inputs,
+//! so all three apply the same checks.
 
 use bytes::Bytes;
 use lazykafka::records::{
