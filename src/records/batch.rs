@@ -25,9 +25,10 @@
 //! section is compressed when the batch is.
 
 use super::compression::{self, Compression};
-use super::record::{varint_len, Headers, Record, TimestampType};
+use super::record::{read_headers, varint_span, Entry, Span, TimestampType};
+use super::DecodedRecords;
 use super::{Checksum, RecordsErrorKind};
-use crate::protocol::{DecodeError, Reader};
+use crate::protocol::Reader;
 use bytes::Bytes;
 
 /// `baseOffset` and `batchLength`: the bytes before what `batchLength`
@@ -155,7 +156,9 @@ pub(crate) fn records_section(
     let section = batch.slice(HEADER_LEN.min(batch.len())..);
     match header.compression()? {
         Compression::None => Ok(section),
-        codec => compression::decompress(codec, &section, limit, 2).map(Bytes::from),
+        // Records locate their fields with u32 positions.
+        codec => compression::decompress(codec, &section, limit.min(u32::MAX as usize), 2)
+            .map(Bytes::from),
     }
 }
 
@@ -164,7 +167,7 @@ pub(crate) fn records_section(
 pub(crate) fn decode_records(
     section: Bytes,
     header: &BatchHeader,
-    out: &mut Vec<Record>,
+    out: &mut DecodedRecords,
 ) -> Result<(), RecordsErrorKind> {
     let count = header.record_count as usize;
     // The count comes from the wire: reserve only what the bytes can hold.
@@ -174,22 +177,28 @@ pub(crate) fn decode_records(
             length: i64::from(header.record_count),
         });
     }
-    out.reserve(count);
+    // Records locate their fields with u32 positions.
+    if u32::try_from(section.len()).is_err() {
+        return Err(RecordsErrorKind::TooLarge {
+            limit: u32::MAX as usize,
+        });
+    }
+    out.entries.reserve(count);
     let log_append_time = header.attributes & ATTR_LOG_APPEND_TIME != 0;
     let timestamp_type = if log_append_time {
         TimestampType::LogAppendTime
     } else {
         TimestampType::CreateTime
     };
-    let leader_epoch =
-        (header.partition_leader_epoch >= 0).then_some(header.partition_leader_epoch);
-    let mut r = Reader::new(section);
+    let len = section.len();
+    let mut r = Reader::new(section.clone());
+    let buffer = out.push_buffer(section);
     let mut previous_delta: i64 = -1;
     for _ in 0..count {
-        let (offset_delta, timestamp_delta, key, value, headers) = read_record(&mut r)?;
+        let raw = read_record(&mut r, len)?;
         // Offsets inside a batch only grow, and never past lastOffsetDelta;
         // compaction leaves gaps but never reorders.
-        let delta = i64::from(offset_delta);
+        let delta = i64::from(raw.offset_delta);
         if delta <= previous_delta || delta > i64::from(header.last_offset_delta) {
             return Err(RecordsErrorKind::Malformed {
                 what: "offsetDelta",
@@ -197,7 +206,8 @@ pub(crate) fn decode_records(
             });
         }
         previous_delta = delta;
-        out.push(Record {
+        out.entries.push(Entry {
+            buffer,
             // Cannot overflow: next_offset() was checked and delta is at
             // most lastOffsetDelta.
             offset: header.base_offset.wrapping_add(delta),
@@ -206,13 +216,14 @@ pub(crate) fn decode_records(
             timestamp: if log_append_time {
                 header.max_timestamp
             } else {
-                header.base_timestamp.wrapping_add(timestamp_delta)
+                header.base_timestamp.wrapping_add(raw.timestamp_delta)
             },
+            leader_epoch: header.partition_leader_epoch,
             timestamp_type,
-            leader_epoch,
-            key,
-            value,
-            headers,
+            key: raw.key,
+            value: raw.value,
+            headers: raw.headers,
+            header_count: raw.header_count,
         });
     }
     if r.remaining() != 0 {
@@ -224,11 +235,21 @@ pub(crate) fn decode_records(
     Ok(())
 }
 
-type RawRecord = (i32, i64, Option<Bytes>, Option<Bytes>, Headers);
+/// The fields of one record, as positions in its buffer.
+struct RawRecord {
+    offset_delta: i32,
+    timestamp_delta: i64,
+    key: Span,
+    value: Span,
+    headers: Span,
+    header_count: u32,
+}
 
-/// Reads one record, checking that it fills exactly its declared length.
+/// Reads one record from `r`, a reader over a buffer of `len` bytes,
+/// checking that the record fills exactly its declared length.
 #[inline]
-fn read_record(r: &mut Reader) -> Result<RawRecord, RecordsErrorKind> {
+fn read_record(r: &mut Reader, len: usize) -> Result<RawRecord, RecordsErrorKind> {
+    let pos = |r: &Reader| len - r.remaining();
     let length = r.varint("record length")?;
     if length < 0 || length as usize > r.remaining() {
         return Err(RecordsErrorKind::BadLength {
@@ -237,71 +258,38 @@ fn read_record(r: &mut Reader) -> Result<RawRecord, RecordsErrorKind> {
         });
     }
     let length = length as usize;
-    let start = r.remaining();
+    let start = pos(r);
     r.skip("record attributes", 1)?;
     let timestamp_delta = r.varlong("timestampDelta")?;
     let offset_delta = r.varint("offsetDelta")?;
-    let key = match varint_len(r, "key length")? {
-        Some(n) => Some(r.take("key", n)?),
-        None => None,
-    };
-    let value = match varint_len(r, "value length")? {
-        Some(n) => Some(r.take("value", n)?),
-        None => None,
-    };
+    let key = varint_span(r, "key", pos)?.unwrap_or(Span::NULL);
+    let value = varint_span(r, "value", pos)?.unwrap_or(Span::NULL);
     let header_count = r.varint("header count")?;
-    let used = start - r.remaining();
-    // Everything between here and the record's end must be its headers.
-    let Some(headers_len) = length.checked_sub(used) else {
-        return Err(record_length_mismatch(length));
+    let header_count = u32::try_from(header_count).map_err(|_| RecordsErrorKind::BadLength {
+        what: "header count",
+        length: i64::from(header_count),
+    })?;
+    let headers_at = pos(r);
+    let headers = if header_count == 0 {
+        Span::EMPTY
+    } else {
+        read_headers(r, headers_at, header_count).map_err(RecordsErrorKind::from)?;
+        Span::new(headers_at, pos(r) - headers_at)
     };
-    let headers = match header_count {
-        0 if headers_len == 0 => Headers::default(),
-        n if n > 0 => {
-            let raw = r.take("headers", headers_len)?;
-            check_headers(raw.clone(), n as usize).map_err(|e| match e {
-                DecodeError::TrailingBytes { .. } => record_length_mismatch(length),
-                e => e.into(),
-            })?;
-            Headers::new(raw, n as u32)
-        }
-        n if n < 0 => {
-            return Err(RecordsErrorKind::BadLength {
-                what: "header count",
-                length: i64::from(n),
-            })
-        }
-        _ => return Err(record_length_mismatch(length)),
-    };
-    Ok((offset_delta, timestamp_delta, key, value, headers))
-}
-
-fn record_length_mismatch(length: usize) -> RecordsErrorKind {
-    RecordsErrorKind::BadLength {
-        what: "record length (does not match the record's fields)",
-        length: length as i64,
+    if pos(r) - start != length {
+        return Err(RecordsErrorKind::BadLength {
+            what: "record length (does not match the record's fields)",
+            length: length as i64,
+        });
     }
-}
-
-/// Walks `count` headers without building them and requires that they
-/// fill `raw` exactly.
-fn check_headers(raw: Bytes, count: usize) -> Result<(), DecodeError> {
-    let mut r = Reader::new(raw);
-    for _ in 0..count {
-        match varint_len(&mut r, "header key length")? {
-            Some(n) => r.skip("header key", n)?,
-            None => {
-                return Err(DecodeError::InvalidValue {
-                    what: "header key",
-                    reason: "null",
-                })
-            }
-        }
-        if let Some(n) = varint_len(&mut r, "header value length")? {
-            r.skip("header value", n)?;
-        }
-    }
-    r.finish()
+    Ok(RawRecord {
+        offset_delta,
+        timestamp_delta,
+        key,
+        value,
+        headers,
+        header_count,
+    })
 }
 
 /// What a control record marks (its key: `version int16, type int16`).
@@ -320,12 +308,12 @@ pub(crate) fn control_type(
     section: Bytes,
     header: &BatchHeader,
 ) -> Result<Option<ControlType>, RecordsErrorKind> {
-    let mut records = Vec::new();
+    let mut records = DecodedRecords::new();
     decode_records(section, header, &mut records)?;
-    let Some(first) = records.first() else {
+    let Some(first) = records.get(0) else {
         return Ok(None);
     };
-    let key = first.key.as_deref().unwrap_or_default();
+    let key = first.key().unwrap_or_default();
     let Some(key) = key.first_chunk::<4>() else {
         return Err(RecordsErrorKind::Malformed {
             what: "control record key",

@@ -11,7 +11,7 @@ use crate::protocol::Writer;
 use bytes::Bytes;
 
 /// A header to append: key and nullable value.
-pub type HeaderRef<'a> = (&'a [u8], Option<&'a [u8]>);
+pub type NewHeader<'a> = (&'a [u8], Option<&'a [u8]>);
 
 /// Builds one record batch in message format v2, compressed with any codec
 /// this build supports, with its CRC-32C.
@@ -32,7 +32,7 @@ pub type HeaderRef<'a> = (&'a [u8], Option<&'a [u8]>);
 /// let batch = builder.build()?;
 ///
 /// let decoded = RecordSetDecoder::default().decode(batch, Default::default(), &[])?;
-/// let offsets: Vec<i64> = decoded.records.iter().map(|r| r.offset()).collect();
+/// let offsets: Vec<i64> = decoded.iter().map(|r| r.offset()).collect();
 /// assert_eq!(offsets, [1000, 1005]);
 /// assert_eq!(decoded.next_offset, Some(1006));
 /// # Ok::<(), lazykafka::records::RecordsError>(())
@@ -176,7 +176,7 @@ impl RecordBatchBuilder {
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
-        headers: &[HeaderRef<'_>],
+        headers: &[NewHeader<'_>],
     ) -> Result<&mut Self, RecordsError> {
         let delta = match self.previous_delta {
             None => 0,
@@ -196,7 +196,7 @@ impl RecordBatchBuilder {
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
-        headers: &[HeaderRef<'_>],
+        headers: &[NewHeader<'_>],
     ) -> Result<&mut Self, RecordsError> {
         let delta = offset
             .checked_sub(self.base_offset)
@@ -212,7 +212,7 @@ impl RecordBatchBuilder {
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
-        headers: &[HeaderRef<'_>],
+        headers: &[NewHeader<'_>],
     ) -> Result<&mut Self, RecordsError> {
         if self.previous_delta.is_some_and(|p| delta <= p) {
             return Err(self.invalid("offsets must increase"));

@@ -2,9 +2,10 @@
 
 use super::batch::{self, BatchHeader, ControlType, LOG_OVERHEAD};
 use super::legacy::{self, MIN_SIZE_V0};
-use super::record::Record;
+use super::record::{Entry, Record};
 use super::{RecordsError, RecordsErrorKind};
 use bytes::Bytes;
+use std::fmt;
 
 /// The default for [`DecodeOptions::max_decompressed_bytes`]: 64 MiB.
 ///
@@ -110,14 +111,17 @@ pub struct PartialTail {
     pub declared_size: Option<usize>,
 }
 
-/// What [`RecordSetDecoder::decode`] found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What [`RecordSetDecoder::decode`] found: the records, and where the
+/// record set leaves the partition's position.
+///
+/// It holds the buffers the records lie in (the fetched buffer's batches,
+/// and one buffer per decompressed batch) and hands out [`Record`]s that
+/// borrow from them: iterate it, or index it with [`DecodedRecords::get`].
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct DecodedRecords {
-    /// The records for the application, in offset order: control records
-    /// never, records of aborted transactions not under
-    /// [`IsolationLevel::ReadCommitted`].
-    pub records: Vec<Record>,
+    pub(crate) buffers: Vec<Bytes>,
+    pub(crate) entries: Vec<Entry>,
     /// Where the next fetch starts: one past the last offset of the last
     /// complete batch, whether or not that batch delivered records
     /// (compaction leaves gaps; control and aborted batches deliver none).
@@ -141,9 +145,10 @@ impl DecodedRecords {
         Self::default()
     }
 
-    /// Empties it for reuse, keeping the records vector's allocation.
+    /// Empties it for reuse, keeping its allocations.
     pub fn clear(&mut self) {
-        self.records.clear();
+        self.buffers.clear();
+        self.entries.clear();
         self.next_offset = None;
         self.partial_tail = None;
         self.batches = 0;
@@ -151,7 +156,102 @@ impl DecodedRecords {
         self.aborted_batches = 0;
         self.aborted_records = 0;
     }
+
+    /// How many records there are for the application: control records
+    /// never count, records of aborted transactions not under
+    /// [`IsolationLevel::ReadCommitted`].
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The `index`th record, in offset order.
+    pub fn get(&self, index: usize) -> Option<Record<'_>> {
+        self.entries.get(index).map(|e| self.record(e))
+    }
+
+    /// The records in offset order.
+    pub fn iter(&self) -> Records<'_> {
+        Records {
+            buffers: &self.buffers,
+            entries: self.entries.iter(),
+        }
+    }
+
+    fn record<'a>(&'a self, entry: &'a Entry) -> Record<'a> {
+        record(&self.buffers, entry)
+    }
+
+    /// Keeps `buf` for the records about to be pushed; returns its index.
+    pub(crate) fn push_buffer(&mut self, buf: Bytes) -> u32 {
+        self.buffers.push(buf);
+        // At most one buffer per batch, and a batch is at least 26 bytes of
+        // a record set smaller than 4 GiB.
+        (self.buffers.len() - 1) as u32
+    }
 }
+
+fn record<'a>(buffers: &'a [Bytes], entry: &'a Entry) -> Record<'a> {
+    static EMPTY: Bytes = Bytes::new();
+    Record {
+        // Every entry names a buffer pushed before it.
+        buf: buffers.get(entry.buffer as usize).unwrap_or(&EMPTY),
+        entry,
+    }
+}
+
+impl fmt::Debug for DecodedRecords {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecodedRecords")
+            .field("records", &self.iter().collect::<Vec<_>>())
+            .field("next_offset", &self.next_offset)
+            .field("partial_tail", &self.partial_tail)
+            .field("batches", &self.batches)
+            .field("control_batches", &self.control_batches)
+            .field("aborted_batches", &self.aborted_batches)
+            .field("aborted_records", &self.aborted_records)
+            .finish()
+    }
+}
+
+impl<'a> IntoIterator for &'a DecodedRecords {
+    type Item = Record<'a>;
+    type IntoIter = Records<'a>;
+    fn into_iter(self) -> Records<'a> {
+        self.iter()
+    }
+}
+
+/// An iterator over the records of [`DecodedRecords`].
+#[derive(Clone)]
+pub struct Records<'a> {
+    buffers: &'a [Bytes],
+    entries: std::slice::Iter<'a, Entry>,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Record<'a>;
+
+    fn next(&mut self) -> Option<Record<'a>> {
+        self.entries.next().map(|e| record(self.buffers, e))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for Records<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.entries.next_back().map(|e| record(self.buffers, e))
+    }
+}
+
+impl ExactSizeIterator for Records<'_> {}
 
 /// Decodes the `records` field of a Fetch response partition: any mix of
 /// v2 batches and v0/v1 messages, possibly ending in a partial batch.
@@ -169,10 +269,12 @@ impl DecodedRecords {
 ///
 /// let decoder = RecordSetDecoder::new(DecodeOptions::default());
 /// let decoded = decoder.decode(fetched, IsolationLevel::ReadCommitted, &[])?;
-/// let record = &decoded.records[0];
+/// let record = decoded.get(0).unwrap();
 /// assert_eq!(record.offset(), 42);
-/// assert_eq!(record.value().map(|v| &v[..]), Some(&b"value"[..]));
-/// assert_eq!(record.headers().last(b"trace"), Some(Some(Bytes::from_static(b"1"))));
+/// assert_eq!(record.value(), Some(&b"value"[..]));
+/// assert_eq!(record.headers().last(b"trace"), Some(Some(&b"1"[..])));
+/// // A Bytes slice of the fetched (here: decompressed) buffer, no copy.
+/// let value: Bytes = record.value_bytes().unwrap();
 /// assert_eq!(decoded.next_offset, Some(43));
 /// # Ok::<(), lazykafka::records::RecordsError>(())
 /// ```
@@ -212,9 +314,9 @@ impl RecordSetDecoder {
     /// Decodes a record set into `out`, appending to its records and
     /// counters (call [`DecodedRecords::clear`] to reuse it).
     ///
-    /// On error, `out` holds everything from the complete batches before the
-    /// faulty one, and `out.next_offset` is where that one starts (the
-    /// error's [`RecordsError::batch_offset`]): a consumer can deliver those
+    /// On error, `out` holds the records and `next_offset` of the complete
+    /// batches before the faulty one, whose base offset the error names
+    /// ([`RecordsError::batch_offset`]): a consumer can deliver those
     /// records and then report the error for that offset.
     pub fn decode_into(
         &self,
@@ -261,16 +363,17 @@ impl RecordSetDecoder {
                 break;
             }
             let batch = records.slice(pos..pos + size);
-            let before = out.records.len();
+            let before = (out.entries.len(), out.buffers.len());
             let next = match batch[16] as i8 {
                 2 => self.decode_v2(&batch, &mut txns, out),
-                0 | 1 => legacy::decode_message(&batch, &self.options, &mut out.records)
+                0 | 1 => legacy::decode_message(&batch, &self.options, out)
                     .and_then(|offset| offset.checked_add(1).ok_or(OVERFLOW)),
                 magic => Err(RecordsErrorKind::UnknownMagic(magic)),
             }
             .map_err(|kind| {
                 // Keep `out` to whole batches, as documented.
-                out.records.truncate(before);
+                out.entries.truncate(before.0);
+                out.buffers.truncate(before.1);
                 fail(kind)
             })?;
             out.next_offset = Some(next);
@@ -324,7 +427,7 @@ impl RecordSetDecoder {
             return Ok(next);
         }
         let section = batch::records_section(batch, &header, limit)?;
-        batch::decode_records(section, &header, &mut out.records)?;
+        batch::decode_records(section, &header, out)?;
         Ok(next)
     }
 }

@@ -21,7 +21,8 @@
 
 use super::batch::LOG_OVERHEAD;
 use super::compression::{self, Compression};
-use super::record::{Headers, Record, TimestampType};
+use super::record::{Entry, Span, TimestampType};
+use super::DecodedRecords;
 use super::{Checksum, DecodeOptions, RecordsErrorKind};
 use crate::protocol::Reader;
 use bytes::Bytes;
@@ -35,15 +36,32 @@ pub(crate) const MIN_SIZE_V1: usize = 22;
 const ATTR_COMPRESSION: i8 = 0x07;
 const ATTR_LOG_APPEND_TIME: i8 = 0x08;
 
-/// One parsed message.
+/// One parsed message; key and value are positions in `buf`.
 struct Message {
+    buf: Bytes,
     offset: i64,
     magic: i8,
     codec: Compression,
     timestamp: i64,
     timestamp_type: TimestampType,
-    key: Option<Bytes>,
-    value: Option<Bytes>,
+    key: Span,
+    value: Span,
+}
+
+impl Message {
+    fn entry(&self, buffer: u32) -> Entry {
+        Entry {
+            buffer,
+            offset: self.offset,
+            timestamp: self.timestamp,
+            leader_epoch: -1,
+            timestamp_type: self.timestamp_type,
+            key: self.key,
+            value: self.value,
+            headers: Span::EMPTY,
+            header_count: 0,
+        }
+    }
 }
 
 /// Decodes one top-level message of magic 0 or 1 (`message` is exactly
@@ -53,19 +71,15 @@ struct Message {
 pub(crate) fn decode_message(
     message: &Bytes,
     options: &DecodeOptions,
-    out: &mut Vec<Record>,
+    out: &mut DecodedRecords,
 ) -> Result<i64, RecordsErrorKind> {
-    let wrapper = read_message(message, options)?;
+    let wrapper = read_message(message.clone(), 0, options)?;
     if wrapper.codec == Compression::None {
-        out.push(record(
-            wrapper.offset,
-            &wrapper,
-            wrapper.key.clone(),
-            wrapper.value.clone(),
-        ));
+        let buffer = out.push_buffer(message.clone());
+        out.entries.push(wrapper.entry(buffer));
         return Ok(wrapper.offset);
     }
-    let Some(compressed) = &wrapper.value else {
+    let Some(compressed) = wrapper.value.get(message) else {
         return Err(RecordsErrorKind::Malformed {
             what: "compressed message",
             reason: "null value",
@@ -74,16 +88,19 @@ pub(crate) fn decode_message(
     let inner = compression::decompress(
         wrapper.codec,
         compressed,
-        options.max_decompressed_bytes(),
+        // Records locate their fields with u32 positions.
+        options.max_decompressed_bytes().min(u32::MAX as usize),
         wrapper.magic,
     )?;
     let inner = Bytes::from(inner);
-    let first = out.len();
+    let first = out.entries.len();
+    // One buffer for all inner messages; their positions are relative to it.
+    let buffer = out.push_buffer(inner.clone());
     let mut pos = 0;
     while pos < inner.len() {
         let message = frame(&inner, pos)?;
-        pos += message.len();
-        let m = read_message(&message, options)?;
+        let m = read_message(message, pos, options)?;
+        pos += m.buf.len();
         if m.codec != Compression::None {
             return Err(RecordsErrorKind::Malformed {
                 what: "inner message",
@@ -102,13 +119,13 @@ pub(crate) fn decode_message(
         } else {
             (m.timestamp, m.timestamp_type)
         };
-        out.push(Record {
+        out.entries.push(Entry {
             timestamp,
             timestamp_type,
-            ..record(m.offset, &m, m.key.clone(), m.value.clone())
+            ..m.entry(buffer)
         });
     }
-    let Some(last_inner) = out[first..].last().map(|r| r.offset) else {
+    let Some(last_inner) = out.entries[first..].last().map(|r| r.offset) else {
         return Err(RecordsErrorKind::Malformed {
             what: "compressed message",
             reason: "no inner messages",
@@ -117,7 +134,10 @@ pub(crate) fn decode_message(
     // Brokers assign inner offsets in order and give the wrapper the last
     // one; anything else would move a consumer's position backwards or
     // past records it has not seen.
-    if out[first..].windows(2).any(|w| w[0].offset >= w[1].offset) {
+    if out.entries[first..]
+        .windows(2)
+        .any(|w| w[0].offset >= w[1].offset)
+    {
         return Err(RecordsErrorKind::Malformed {
             what: "inner message offset",
             reason: "not increasing",
@@ -134,7 +154,7 @@ pub(crate) fn decode_message(
             .offset
             .checked_sub(last_inner)
             .ok_or(OFFSET_OVERFLOW)?;
-        for r in &mut out[first..] {
+        for r in &mut out.entries[first..] {
             r.offset = base.checked_add(r.offset).ok_or(OFFSET_OVERFLOW)?;
         }
     }
@@ -145,18 +165,6 @@ const OFFSET_OVERFLOW: RecordsErrorKind = RecordsErrorKind::Malformed {
     what: "inner message offset",
     reason: "offset overflows int64",
 };
-
-fn record(offset: i64, m: &Message, key: Option<Bytes>, value: Option<Bytes>) -> Record {
-    Record {
-        offset,
-        timestamp: m.timestamp,
-        timestamp_type: m.timestamp_type,
-        leader_epoch: None,
-        key,
-        value,
-        headers: Headers::default(),
-    }
-}
 
 /// The inner message starting at `pos`: inside a decompressed, checksummed
 /// payload a message cut short is an error, not a partial tail.
@@ -182,8 +190,18 @@ fn frame(inner: &Bytes, pos: usize) -> Result<Bytes, RecordsErrorKind> {
     Ok(inner.slice(pos..pos + total))
 }
 
-/// Parses and checks one message (top-level or inner).
-fn read_message(message: &Bytes, options: &DecodeOptions) -> Result<Message, RecordsErrorKind> {
+/// Parses and checks one message (top-level or inner) that starts at
+/// `base` in the buffer its key and value positions refer to.
+fn read_message(
+    message: Bytes,
+    base: usize,
+    options: &DecodeOptions,
+) -> Result<Message, RecordsErrorKind> {
+    if u32::try_from(message.len()).is_err() {
+        return Err(RecordsErrorKind::TooLarge {
+            limit: u32::MAX as usize,
+        });
+    }
     let mut r = Reader::new(message.clone());
     let offset = r.i64("offset")?;
     let size = r.i32("messageSize")?;
@@ -228,8 +246,9 @@ fn read_message(message: &Bytes, options: &DecodeOptions) -> Result<Message, Rec
             (ts, TimestampType::CreateTime)
         }
     };
-    let key = r.nullable_bytes("key", false)?;
-    let value = r.nullable_bytes("value", false)?;
+    let len = message.len();
+    let key = bytes_span(&mut r, "key", len, base)?;
+    let value = bytes_span(&mut r, "value", len, base)?;
     if r.remaining() != 0 {
         return Err(RecordsErrorKind::BadLength {
             what: "messageSize (bytes after the value)",
@@ -237,6 +256,7 @@ fn read_message(message: &Bytes, options: &DecodeOptions) -> Result<Message, Rec
         });
     }
     Ok(Message {
+        buf: message,
         offset,
         magic,
         codec,
@@ -245,4 +265,27 @@ fn read_message(message: &Bytes, options: &DecodeOptions) -> Result<Message, Rec
         key,
         value,
     })
+}
+
+/// Reads `bytes` (int32 length, -1 for null) from `r`, a reader over a
+/// message of `len` bytes at `base` in its buffer, as a position in that
+/// buffer.
+fn bytes_span(
+    r: &mut Reader,
+    what: &'static str,
+    len: usize,
+    base: usize,
+) -> Result<Span, RecordsErrorKind> {
+    match r.i32(what)? {
+        -1 => Ok(Span::NULL),
+        n if n < 0 => Err(RecordsErrorKind::BadLength {
+            what,
+            length: i64::from(n),
+        }),
+        n => {
+            let start = base + len - r.remaining();
+            r.skip(what, n as usize)?;
+            Ok(Span::new(start, n as usize))
+        }
+    }
 }

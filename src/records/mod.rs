@@ -17,8 +17,10 @@
 //!
 //! What it promises:
 //!
-//! - **zero copy**: keys, values and header values are [`bytes::Bytes`]
-//!   slices of the fetched buffer, or of one buffer per compressed batch;
+//! - **zero copy**: keys, values and headers are read in place in the
+//!   fetched buffer, or in one buffer per compressed batch, which
+//!   [`DecodedRecords`] holds; [`Record`]s borrow from it and hand out
+//!   [`bytes::Bytes`] slices of it on request;
 //! - **bounded**: a compressed batch decompresses through a reader capped
 //!   at [`DecodeOptions::max_decompressed_bytes`]; no length or count from
 //!   the wire sizes an allocation before it is checked against the bytes
@@ -40,11 +42,11 @@ mod error;
 mod legacy;
 mod record;
 
-pub use builder::{ControlRecordType, HeaderRef, RecordBatchBuilder};
+pub use builder::{ControlRecordType, NewHeader, RecordBatchBuilder};
 pub use compression::Compression;
 pub use decoder::{
     AbortedTransaction, DecodeOptions, DecodedRecords, IsolationLevel, PartialTail,
-    RecordSetDecoder, DEFAULT_MAX_DECOMPRESSED_BYTES,
+    RecordSetDecoder, Records, DEFAULT_MAX_DECOMPRESSED_BYTES,
 };
 pub use error::{Checksum, RecordsError, RecordsErrorKind};
 pub use record::{Header, HeaderIter, Headers, Record, TimestampType};

@@ -1,6 +1,6 @@
 //! A decoded record and its headers.
 
-use crate::protocol::Reader;
+use crate::protocol::{DecodeError, Reader};
 use bytes::Bytes;
 use std::fmt;
 
@@ -17,89 +17,175 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
-/// One record as the application sees it.
-///
-/// Key, value and header values are [`Bytes`] slices of the fetched buffer
-/// (or of a batch's decompressed records): decoding copies no payload, and
-/// a record keeps that buffer alive until it is dropped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    pub(crate) offset: i64,
-    pub(crate) timestamp: i64,
-    pub(crate) timestamp_type: TimestampType,
-    pub(crate) leader_epoch: Option<i32>,
-    pub(crate) key: Option<Bytes>,
-    pub(crate) value: Option<Bytes>,
-    pub(crate) headers: Headers,
+/// Where a field lies in a record's buffer; `len == NULL` for null.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub start: u32,
+    pub len: u32,
 }
 
-impl Record {
+impl Span {
+    const NULL_LEN: u32 = u32::MAX;
+    pub const NULL: Span = Span {
+        start: 0,
+        len: Span::NULL_LEN,
+    };
+    pub const EMPTY: Span = Span { start: 0, len: 0 };
+
+    /// A span of `len` bytes at `start`. Buffers are at most `u32::MAX`
+    /// bytes (the decoder guarantees it), so both fit.
+    pub fn new(start: usize, len: usize) -> Span {
+        Span {
+            start: start as u32,
+            len: len as u32,
+        }
+    }
+
+    pub fn get(self, buf: &[u8]) -> Option<&[u8]> {
+        if self.len == Span::NULL_LEN {
+            return None;
+        }
+        let start = self.start as usize;
+        buf.get(start..start + self.len as usize)
+    }
+
+    fn slice(self, buf: &Bytes) -> Option<Bytes> {
+        if self.len == Span::NULL_LEN {
+            return None;
+        }
+        let start = (self.start as usize).min(buf.len());
+        let end = (start + self.len as usize).min(buf.len());
+        Some(buf.slice(start..end))
+    }
+}
+
+/// Where a decoded record's fields are: which buffer of its
+/// [`DecodedRecords`](super::DecodedRecords), and positions in it. Holding
+/// no buffer handle itself, a record costs no reference-count operation to
+/// decode or to drop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    pub buffer: u32,
+    pub offset: i64,
+    pub timestamp: i64,
+    pub leader_epoch: i32,
+    pub timestamp_type: TimestampType,
+    pub key: Span,
+    pub value: Span,
+    pub headers: Span,
+    pub header_count: u32,
+}
+
+/// One record as the application sees it, borrowed from the
+/// [`DecodedRecords`](super::DecodedRecords) it was decoded into.
+///
+/// Its key, value and headers lie in a buffer that `DecodedRecords` holds:
+/// the fetched buffer, or one batch's decompressed records. Decoding copied
+/// none of them. [`Record::key`] and [`Record::value`] borrow; when a
+/// record must outlive the borrow, [`Record::key_bytes`] and
+/// [`Record::value_bytes`] hand out [`Bytes`] slices of that buffer (still
+/// no copy), which keep it alive.
+#[derive(Clone, Copy)]
+pub struct Record<'a> {
+    pub(crate) buf: &'a Bytes,
+    pub(crate) entry: &'a Entry,
+}
+
+impl<'a> Record<'a> {
     /// The record's offset in its partition.
     pub fn offset(&self) -> i64 {
-        self.offset
+        self.entry.offset
     }
 
     /// Milliseconds since the Unix epoch; -1 when there is none (v0).
     pub fn timestamp(&self) -> i64 {
-        self.timestamp
+        self.entry.timestamp
     }
 
     /// Who set the timestamp.
     pub fn timestamp_type(&self) -> TimestampType {
-        self.timestamp_type
+        self.entry.timestamp_type
     }
 
     /// The partition leader epoch the batch was written in (v2 batches; the
     /// broker stamps it), `None` for v0/v1 messages or when it is unknown
     /// (-1).
     pub fn leader_epoch(&self) -> Option<i32> {
-        self.leader_epoch
+        (self.entry.leader_epoch >= 0).then_some(self.entry.leader_epoch)
     }
 
     /// The key, `None` when null.
-    pub fn key(&self) -> Option<&Bytes> {
-        self.key.as_ref()
+    pub fn key(&self) -> Option<&'a [u8]> {
+        self.entry.key.get(self.buf)
     }
 
     /// The value, `None` when null (a tombstone in a compacted topic).
-    pub fn value(&self) -> Option<&Bytes> {
-        self.value.as_ref()
+    pub fn value(&self) -> Option<&'a [u8]> {
+        self.entry.value.get(self.buf)
+    }
+
+    /// The key as a [`Bytes`] slice of the record's buffer (no copy).
+    pub fn key_bytes(&self) -> Option<Bytes> {
+        self.entry.key.slice(self.buf)
+    }
+
+    /// The value as a [`Bytes`] slice of the record's buffer (no copy).
+    pub fn value_bytes(&self) -> Option<Bytes> {
+        self.entry.value.slice(self.buf)
     }
 
     /// The headers (v2 only; empty for v0/v1).
-    pub fn headers(&self) -> &Headers {
-        &self.headers
+    pub fn headers(&self) -> Headers<'a> {
+        Headers {
+            buf: self.buf,
+            span: self.entry.headers,
+            count: self.entry.header_count,
+        }
     }
 }
 
-/// One record header: a key (UTF-8 by Kafka's convention, not checked
-/// here) and a nullable value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
-    /// The header's key.
-    pub key: Bytes,
-    /// The header's value, `None` when null.
-    pub value: Option<Bytes>,
+impl fmt::Debug for Record<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Record")
+            .field("offset", &self.offset())
+            .field("timestamp", &self.timestamp())
+            .field("timestamp_type", &self.timestamp_type())
+            .field("leader_epoch", &self.leader_epoch())
+            .field("key", &self.key().map(Bytes::copy_from_slice))
+            .field("value", &self.value().map(Bytes::copy_from_slice))
+            .field("headers", &self.headers())
+            .finish()
+    }
 }
 
-/// The headers of a record, kept in their wire form.
+/// Records are equal when everything the application sees is: offsets,
+/// timestamps, leader epochs and contents (not the buffer they sit in).
+impl PartialEq for Record<'_> {
+    fn eq(&self, other: &Record<'_>) -> bool {
+        self.offset() == other.offset()
+            && self.timestamp() == other.timestamp()
+            && self.timestamp_type() == other.timestamp_type()
+            && self.leader_epoch() == other.leader_epoch()
+            && self.key() == other.key()
+            && self.value() == other.value()
+            && self.headers() == other.headers()
+    }
+}
+
+impl Eq for Record<'_> {}
+
+/// The headers of a record, read from their wire form as they are iterated.
 ///
 /// The decoder checks every header while it decodes the record but builds
-/// nothing: iterating slices the wire bytes, so a record costs no
-/// allocation for its headers.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Headers {
-    /// `headerCount` headers, each `keyLength varint, key, valueLength
-    /// varint, value`, already validated.
-    raw: Bytes,
+/// nothing, so a record costs no allocation for its headers.
+#[derive(Clone, Copy)]
+pub struct Headers<'a> {
+    buf: &'a Bytes,
+    span: Span,
     count: u32,
 }
 
-impl Headers {
-    pub(crate) fn new(raw: Bytes, count: u32) -> Self {
-        Headers { raw, count }
-    }
-
+impl<'a> Headers<'a> {
     /// How many headers there are.
     pub fn len(&self) -> usize {
         self.count as usize
@@ -111,53 +197,120 @@ impl Headers {
     }
 
     /// The headers in wire order.
-    pub fn iter(&self) -> HeaderIter {
+    pub fn iter(&self) -> HeaderIter<'a> {
+        let start = self.span.start as usize;
         HeaderIter {
-            reader: Reader::new(self.raw.clone()),
+            buf: self.buf,
+            base: start,
+            reader: self
+                .span
+                .slice(self.buf)
+                .map(Reader::new)
+                .unwrap_or_else(|| Reader::new(Bytes::new())),
+            len: self.span.len as usize,
             left: self.count,
         }
     }
 
     /// The value of the last header named `key` (the Java client's
     /// `lastHeader`): `Some(None)` when that header's value is null.
-    pub fn last(&self, key: &[u8]) -> Option<Option<Bytes>> {
-        self.iter().filter(|h| h.key == key).last().map(|h| h.value)
+    pub fn last(&self, key: &[u8]) -> Option<Option<&'a [u8]>> {
+        self.iter()
+            .filter(|h| h.key() == key)
+            .last()
+            .map(|h| h.value())
     }
 }
 
-impl fmt::Debug for Headers {
+impl fmt::Debug for Headers<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
 }
 
-impl IntoIterator for &Headers {
-    type Item = Header;
-    type IntoIter = HeaderIter;
-    fn into_iter(self) -> HeaderIter {
+impl PartialEq for Headers<'_> {
+    fn eq(&self, other: &Headers<'_>) -> bool {
+        self.count == other.count && self.iter().eq(other.iter())
+    }
+}
+
+impl<'a> IntoIterator for Headers<'a> {
+    type Item = Header<'a>;
+    type IntoIter = HeaderIter<'a>;
+    fn into_iter(self) -> HeaderIter<'a> {
         self.iter()
     }
 }
 
+/// One record header: a key (UTF-8 by Kafka's convention, not checked
+/// here) and a nullable value, borrowed from the record's buffer.
+#[derive(Clone, Copy)]
+pub struct Header<'a> {
+    buf: &'a Bytes,
+    key: Span,
+    value: Span,
+}
+
+impl<'a> Header<'a> {
+    /// The header's key.
+    pub fn key(&self) -> &'a [u8] {
+        self.key.get(self.buf).unwrap_or_default()
+    }
+
+    /// The header's value, `None` when null.
+    pub fn value(&self) -> Option<&'a [u8]> {
+        self.value.get(self.buf)
+    }
+
+    /// The value as a [`Bytes`] slice of the record's buffer (no copy).
+    pub fn value_bytes(&self) -> Option<Bytes> {
+        self.value.slice(self.buf)
+    }
+}
+
+impl fmt::Debug for Header<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Header")
+            .field(&Bytes::copy_from_slice(self.key()))
+            .field(&self.value().map(Bytes::copy_from_slice))
+            .finish()
+    }
+}
+
+impl PartialEq for Header<'_> {
+    fn eq(&self, other: &Header<'_>) -> bool {
+        self.key() == other.key() && self.value() == other.value()
+    }
+}
+
 /// An iterator over [`Headers`].
-#[derive(Debug, Clone)]
-pub struct HeaderIter {
+pub struct HeaderIter<'a> {
+    buf: &'a Bytes,
+    /// Where the headers start in `buf`.
+    base: usize,
     reader: Reader,
+    len: usize,
     left: u32,
 }
 
-impl Iterator for HeaderIter {
-    type Item = Header;
+impl<'a> Iterator for HeaderIter<'a> {
+    type Item = Header<'a>;
 
-    fn next(&mut self) -> Option<Header> {
+    fn next(&mut self) -> Option<Header<'a>> {
         if self.left == 0 {
             return None;
         }
         self.left -= 1;
-        // The bytes were validated by `read_header` when the record was
+        let at = self.base + self.len - self.reader.remaining();
+        // The bytes were checked by `read_headers` when the record was
         // decoded, so this cannot fail; if it did, iteration would stop
         // rather than panic.
-        read_header(&mut self.reader).ok()
+        let (key, value) = read_header(&mut self.reader, at).ok()?;
+        Some(Header {
+            buf: self.buf,
+            key,
+            value,
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -165,37 +318,49 @@ impl Iterator for HeaderIter {
     }
 }
 
-/// Reads one header: a non-null key and a nullable value, each with a
-/// zigzag varint length.
-pub(crate) fn read_header(r: &mut Reader) -> Result<Header, crate::protocol::DecodeError> {
-    let key = match varint_len(r, "header key length")? {
-        Some(n) => r.take("header key", n)?,
-        None => {
-            return Err(crate::protocol::DecodeError::InvalidValue {
-                what: "header key",
-                reason: "null",
-            })
-        }
+/// Reads one header at buffer position `at`: a non-null key and a nullable
+/// value, each with a zigzag varint length.
+fn read_header(r: &mut Reader, at: usize) -> Result<(Span, Span), DecodeError> {
+    let start = r.remaining();
+    let pos = |r: &Reader| at + (start - r.remaining());
+    let Some(key) = varint_span(r, "header key", pos)? else {
+        return Err(DecodeError::InvalidValue {
+            what: "header key",
+            reason: "null",
+        });
     };
-    let value = match varint_len(r, "header value length")? {
-        Some(n) => Some(r.take("header value", n)?),
-        None => None,
-    };
-    Ok(Header { key, value })
+    let value = varint_span(r, "header value", pos)?.unwrap_or(Span::NULL);
+    Ok((key, value))
 }
 
-/// A varint length where -1 means null and other negatives are invalid.
+/// Checks `count` headers at buffer position `at` without building them.
+pub(crate) fn read_headers(r: &mut Reader, at: usize, count: u32) -> Result<(), DecodeError> {
+    let start = r.remaining();
+    for _ in 0..count {
+        read_header(r, at + (start - r.remaining()))?;
+    }
+    Ok(())
+}
+
+/// Reads a varint length (-1 null, other negatives invalid) and skips that
+/// many bytes; returns where they are, `pos` telling the reader's position
+/// in the buffer.
 #[inline]
-pub(crate) fn varint_len(
+pub(crate) fn varint_span(
     r: &mut Reader,
     what: &'static str,
-) -> Result<Option<usize>, crate::protocol::DecodeError> {
+    pos: impl Fn(&Reader) -> usize,
+) -> Result<Option<Span>, DecodeError> {
     match r.varint(what)? {
         -1 => Ok(None),
-        n if n < 0 => Err(crate::protocol::DecodeError::InvalidLength {
+        n if n < 0 => Err(DecodeError::InvalidLength {
             what,
             length: i64::from(n),
         }),
-        n => Ok(Some(n as usize)),
+        n => {
+            let start = pos(r);
+            r.skip(what, n as usize)?;
+            Ok(Some(Span::new(start, n as usize)))
+        }
     }
 }

@@ -34,7 +34,7 @@ pub fn unprotected_ranges(set: &[u8]) -> Vec<std::ops::Range<usize>> {
 }
 
 /// Records equal in everything a checksum protects.
-fn same_payload(a: &Record, b: &Record) -> bool {
+fn same_payload(a: &Record<'_>, b: &Record<'_>) -> bool {
     a.timestamp() == b.timestamp()
         && a.timestamp_type() == b.timestamp_type()
         && a.key() == b.key()
@@ -56,13 +56,12 @@ pub fn check_corruption(set: &Bytes, pos: usize, mask: u8) -> Result<(), String>
         Err(_) => return Ok(()),
         Ok(d) => d,
     };
-    let n = decoded.records.len();
-    let payload_kept = n <= original.records.len()
+    let n = decoded.len();
+    let payload_kept = n <= original.len()
         && decoded
-            .records
             .iter()
-            .zip(&original.records)
-            .all(|(a, b)| same_payload(a, b));
+            .zip(&original)
+            .all(|(a, b)| same_payload(&a, &b));
     if !payload_kept {
         return Err(format!(
             "byte {pos} ^ {mask:#x}: records changed undetected"
@@ -72,12 +71,12 @@ pub fn check_corruption(set: &Bytes, pos: usize, mask: u8) -> Result<(), String>
         // A length now points past the end: only whole batches before it.
         return Ok(());
     }
-    if n != original.records.len() {
+    if n != original.len() {
         return Err(format!("byte {pos} ^ {mask:#x}: records lost undetected"));
     }
     let in_unprotected = unprotected_ranges(set).iter().any(|r| r.contains(&pos));
     let only_positions_differ =
-        decoded.records != original.records || decoded.next_offset != original.next_offset;
+        !decoded.iter().eq(original.iter()) || decoded.next_offset != original.next_offset;
     if only_positions_differ && !in_unprotected {
         return Err(format!(
             "byte {pos} ^ {mask:#x}: offsets changed undetected"

@@ -13,7 +13,7 @@
 
 use super::{compression_error, decompression_error, read_limited, size_hint, Compression};
 use crate::records::RecordsErrorKind;
-use lz4_flex::frame::{BlockMode, FrameDecoder, FrameEncoder, FrameInfo};
+use lz4_flex::frame::{BlockMode, BlockSize, FrameDecoder, FrameEncoder, FrameInfo};
 use std::io::{Read, Write};
 
 const MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
@@ -73,8 +73,13 @@ fn header_checksum(descriptor: &[u8]) -> u8 {
 }
 
 pub(super) fn compress(input: &[u8]) -> Result<Vec<u8>, RecordsErrorKind> {
-    // Kafka reads independent blocks only (KafkaLZ4BlockInputStream).
-    let info = FrameInfo::new().block_mode(BlockMode::Independent);
+    // Kafka reads independent blocks only (KafkaLZ4BlockInputStream), and
+    // its producers write 64 KiB blocks. Left to choose, lz4_flex picks
+    // 4 MiB blocks for large inputs, and a decoder then zeroes a 4 MiB
+    // buffer per batch.
+    let info = FrameInfo::new()
+        .block_mode(BlockMode::Independent)
+        .block_size(BlockSize::Max64KB);
     let mut enc = FrameEncoder::with_frame_info(info, Vec::with_capacity(input.len() / 2 + 64));
     enc.write_all(input)
         .map_err(|e| compression_error(Compression::Lz4, e))?;

@@ -1,0 +1,21 @@
+//! Replays the seed corpus of the `record_set` fuzz target
+//! (`fuzz/corpus/record_set/`) through the same checks the target runs
+//! (`fuzz/src/lib.rs`), so every input the fuzzer kept stays fixed.
+
+#[path = "../fuzz/src/lib.rs"]
+mod fuzz_body;
+
+#[test]
+fn record_set_corpus_replays() {
+    let dir = format!("{}/fuzz/corpus/record_set", env!("CARGO_MANIFEST_DIR"));
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let run = std::panic::catch_unwind(|| fuzz_body::record_set(&data));
+        assert!(run.is_ok(), "{} fails the fuzz checks", path.display());
+        n += 1;
+    }
+    // The seeds: every fixture of tests/fixtures/records and three more.
+    assert!(n >= 19, "only {n} corpus files in {dir}");
+}
