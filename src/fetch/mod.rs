@@ -63,7 +63,8 @@ use crate::protocol::messages::fetch::{
 };
 use crate::protocol::{ApiKey, DEFAULT_MAX_FRAME_SIZE};
 use crate::records::{
-    self, DecodeOptions, DecodedRecords, IsolationLevel, Record, RecordSetDecoder, TimestampType,
+    self, DecodeOptions, DecodedRecords, IsolationLevel, OwnedRecord, Record, RecordSetDecoder,
+    TimestampType,
 };
 use bytes::Bytes;
 use request::{classify, ErrorClass, FetchRequestBody, FIRST_TOPIC_ID_VERSION};
@@ -141,13 +142,13 @@ impl Default for FetchConfig {
 
 /// A record with the topic and partition it came from.
 ///
-/// Key, value and headers are zero-copy slices of the fetched response
-/// (see [`Record`]).
+/// Key, value and headers are zero-copy slices of the fetched response or
+/// of the batch's decompressed records (see [`OwnedRecord`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerRecord {
     topic: Arc<str>,
     partition: i32,
-    record: Record,
+    record: OwnedRecord,
 }
 
 impl ConsumerRecord {
@@ -168,41 +169,51 @@ impl ConsumerRecord {
 
     /// Milliseconds since the Unix epoch; -1 when there is none.
     pub fn timestamp(&self) -> i64 {
-        self.record.timestamp()
+        self.record.as_record().timestamp()
     }
 
     /// Who set the timestamp.
     pub fn timestamp_type(&self) -> TimestampType {
-        self.record.timestamp_type()
+        self.record.as_record().timestamp_type()
     }
 
     /// The key, `None` when null.
-    pub fn key(&self) -> Option<&Bytes> {
-        self.record.key()
+    pub fn key(&self) -> Option<&[u8]> {
+        self.record.as_record().key()
     }
 
     /// The value, `None` when null.
-    pub fn value(&self) -> Option<&Bytes> {
-        self.record.value()
+    pub fn value(&self) -> Option<&[u8]> {
+        self.record.as_record().value()
+    }
+
+    /// The key as a [`Bytes`] slice of the fetched buffer (no copy).
+    pub fn key_bytes(&self) -> Option<Bytes> {
+        self.record.as_record().key_bytes()
+    }
+
+    /// The value as a [`Bytes`] slice of the fetched buffer (no copy).
+    pub fn value_bytes(&self) -> Option<Bytes> {
+        self.record.as_record().value_bytes()
     }
 
     /// The headers.
-    pub fn headers(&self) -> &records::Headers {
-        self.record.headers()
+    pub fn headers(&self) -> records::Headers<'_> {
+        self.record.as_record().headers()
     }
 
     /// The leader epoch the record was written in, when known.
     pub fn leader_epoch(&self) -> Option<i32> {
-        self.record.leader_epoch()
+        self.record.as_record().leader_epoch()
     }
 
     /// The record without its topic and partition.
-    pub fn record(&self) -> &Record {
-        &self.record
+    pub fn record(&self) -> Record<'_> {
+        self.record.as_record()
     }
 
     /// Takes the record out.
-    pub fn into_record(self) -> Record {
+    pub fn into_record(self) -> OwnedRecord {
         self.record
     }
 }
@@ -269,7 +280,7 @@ enum PosState {
 /// Records fetched and not yet returned, all at or after the position.
 #[derive(Debug)]
 struct Buffer {
-    records: std::vec::IntoIter<Record>,
+    records: std::vec::IntoIter<OwnedRecord>,
     /// Where the position goes once every record is taken: past the last
     /// complete batch, which may lie beyond the last record.
     next_offset: i64,
@@ -1203,9 +1214,12 @@ impl Fetcher {
         // A batch may start before the fetch offset (a compressed batch, a
         // v0/v1 wrapper message): its earlier records were delivered or
         // skipped on purpose already.
-        decoded.records.retain(|r| r.offset() >= pos.offset);
-        let end = decoded
-            .records
+        let records: Vec<OwnedRecord> = decoded
+            .iter()
+            .filter(|r| r.offset() >= pos.offset)
+            .map(|r| r.to_owned_record())
+            .collect();
+        let end = records
             .last()
             .map(|r| r.offset().saturating_add(1))
             .into_iter()
@@ -1252,7 +1266,7 @@ impl Fetcher {
                 return;
             }
         }
-        if decoded.records.is_empty() {
+        if records.is_empty() {
             // Nothing to deliver: move past control batches, aborted
             // transactions and compacted gaps now.
             let pos = Position {
@@ -1268,9 +1282,9 @@ impl Fetcher {
             };
             return;
         }
-        outcome.records_buffered += decoded.records.len();
+        outcome.records_buffered += records.len();
         st.buffer = Some(Buffer {
-            records: std::mem::take(&mut decoded.records).into_iter(),
+            records: records.into_iter(),
             next_offset: end,
             error,
         });
@@ -1398,7 +1412,7 @@ impl Fetcher {
                     continue;
                 }
                 pos.offset = record.offset().saturating_add(1);
-                pos.leader_epoch = record.leader_epoch().or(pos.leader_epoch);
+                pos.leader_epoch = record.as_record().leader_epoch().or(pos.leader_epoch);
                 out.push(ConsumerRecord {
                     topic: st.topic.clone(),
                     partition: tp.partition,

@@ -49,4 +49,4 @@ pub use decoder::{
     RecordSetDecoder, Records, DEFAULT_MAX_DECOMPRESSED_BYTES,
 };
 pub use error::{Checksum, RecordsError, RecordsErrorKind};
-pub use record::{Header, HeaderIter, Headers, Record, TimestampType};
+pub use record::{Header, HeaderIter, Headers, OwnedRecord, Record, TimestampType};

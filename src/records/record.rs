@@ -144,6 +144,55 @@ impl<'a> Record<'a> {
     }
 }
 
+/// A record that owns a handle on its buffer, so it can outlive the
+/// [`DecodedRecords`](super::DecodedRecords) it came from: what a consumer
+/// hands to the application. Making one costs one reference-count
+/// increment; its key, value and headers are still not copied.
+#[derive(Clone)]
+pub struct OwnedRecord {
+    buf: Bytes,
+    entry: Entry,
+}
+
+impl OwnedRecord {
+    /// The record, borrowed.
+    pub fn as_record(&self) -> Record<'_> {
+        Record {
+            buf: &self.buf,
+            entry: &self.entry,
+        }
+    }
+
+    /// The record's offset in its partition.
+    pub fn offset(&self) -> i64 {
+        self.entry.offset
+    }
+}
+
+impl fmt::Debug for OwnedRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_record().fmt(f)
+    }
+}
+
+impl PartialEq for OwnedRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_record() == other.as_record()
+    }
+}
+
+impl Eq for OwnedRecord {}
+
+impl Record<'_> {
+    /// An owned handle on this record (see [`OwnedRecord`]).
+    pub fn to_owned_record(&self) -> OwnedRecord {
+        OwnedRecord {
+            buf: self.buf.clone(),
+            entry: *self.entry,
+        }
+    }
+}
+
 impl fmt::Debug for Record<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Record")
