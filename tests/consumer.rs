@@ -78,8 +78,7 @@ async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, String
             .await
             .expect("poll")
         {
-            let value =
-                String::from_utf8_lossy(r.value().map(|b| &b[..]).unwrap_or_default()).into_owned();
+            let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
             out.push((r.partition(), r.offset(), value));
         }
     }

@@ -17,7 +17,7 @@ use crate::group::TopicPartition;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Identifies a commit started with [`ConsumerCore::commit`].
+/// Identifies a commit the consumer started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CommitId(pub u64);
 

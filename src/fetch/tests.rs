@@ -475,8 +475,8 @@ fn positions_advance_only_when_records_are_taken() {
     assert_eq!(t0_offsets(&first), [5, 6]);
     assert_eq!(first[0].topic(), "t");
     assert_eq!(first[0].partition(), 0);
-    assert_eq!(first[0].value().map(|v| &v[..]), Some(&b"5"[..]));
-    assert_eq!(first[0].key().map(|v| &v[..]), Some(&b"k"[..]));
+    assert_eq!(first[0].value(), Some(&b"5"[..]));
+    assert_eq!(first[0].key(), Some(&b"k"[..]));
     assert_eq!(first[0].timestamp(), 1_700_000_000_000);
     assert_eq!(first[0].timestamp_type(), TimestampType::CreateTime);
     assert_eq!(first[0].leader_epoch(), Some(3));
