@@ -386,6 +386,11 @@ impl Cluster {
         self.drive(now);
     }
 
+    /// Asks for fresh metadata at the next step, without acting now.
+    pub fn request_metadata_refresh_later(&mut self) {
+        self.metadata_wanted = true;
+    }
+
     /// Forgets the coordinator (after NOT_COORDINATOR or
     /// COORDINATOR_NOT_AVAILABLE): its connection is closed and the next
     /// coordinator request looks it up again.

@@ -75,6 +75,8 @@ pub(crate) struct ConsumerCore {
     revoked_positions: BTreeMap<TopicPartition, i64>,
     errors: VecDeque<Error>,
     queries: BTreeMap<u64, Result<Response, RequestError>>,
+    /// Topics whose metadata an offsets query needs, besides the mode's.
+    query_topics: BTreeSet<String>,
     next_query: u64,
     closing: bool,
 }
@@ -112,6 +114,7 @@ impl ConsumerCore {
             revoked_positions: BTreeMap::new(),
             errors: VecDeque::new(),
             queries: BTreeMap::new(),
+            query_topics: BTreeSet::new(),
             next_query: 1,
             closing: false,
         }
@@ -189,6 +192,34 @@ impl ConsumerCore {
     /// The response to query `q`, once known.
     pub fn take_query(&mut self, q: u64) -> Option<Result<Response, RequestError>> {
         self.queries.remove(&q)
+    }
+
+    /// Makes the metadata cover `topics` (for offsets queries), and returns
+    /// the partitions among `partitions` whose leader is still unknown.
+    pub fn want_leaders(
+        &mut self,
+        partitions: &BTreeSet<TopicPartition>,
+    ) -> BTreeSet<TopicPartition> {
+        let before = self.query_topics.len();
+        self.query_topics
+            .extend(partitions.iter().map(|tp| tp.topic.clone()));
+        if self.query_topics.len() != before {
+            self.update_topics();
+        }
+        let unknown: BTreeSet<TopicPartition> = partitions
+            .iter()
+            .filter(|tp| {
+                self.cluster
+                    .metadata()
+                    .leader(&tp.topic, tp.partition)
+                    .is_none()
+            })
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            self.cluster.request_metadata_refresh_later();
+        }
+        unknown
     }
 
     /// Reads committed offsets (for `committed()`), as a query.
@@ -351,6 +382,7 @@ impl ConsumerCore {
                 topics.extend(extra.iter().cloned());
             }
         }
+        topics.extend(self.query_topics.iter().cloned());
         self.cluster.set_topics(topics);
     }
 

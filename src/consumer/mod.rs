@@ -13,11 +13,14 @@ pub use self::core::CommitId;
 pub use offsets::OffsetAndEpoch;
 
 use self::core::{ConsumerCore, Mode};
+use crate::cluster::Target;
 use crate::cluster::{Cluster, ClusterConfig, ExponentialBackoff};
 use crate::config::ConsumerConfig;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvent, ConnectionInfo};
-use crate::fetch::{ConsumerRecord, FetchConfig, Fetcher};
+use crate::fetch::{
+    read_list_offsets, ConsumerRecord, FetchConfig, Fetcher, OffsetAndTimestamp, OffsetSpec,
+};
 use crate::group::membership::{GroupEvent, Membership, MembershipConfig};
 use crate::group::TopicPartition;
 use crate::runtime::engine::Engine;
@@ -317,6 +320,10 @@ impl Consumer {
         let max = self.config.max_poll_records().max(1) as usize;
         let deadline = Instant::now() + timeout;
         loop {
+            // Progress from here on wakes the wait below.
+            if let Some(engine) = self.engine.as_mut() {
+                engine.drain_progress();
+            }
             self.with_core(|core, now| core.polled(now));
             self.run_callbacks();
             let taken = self.with_core(|core, _| {
@@ -333,7 +340,7 @@ impl Consumer {
                 return Ok(Vec::new());
             }
             let engine = self.engine.as_mut().expect("started above");
-            engine.wait_progress(left).await;
+            engine.next_progress(left).await;
         }
     }
 
@@ -477,6 +484,115 @@ impl Consumer {
             .into_iter()
             .map(|(tp, o)| (tp, o.map(|o| o.offset)))
             .collect())
+    }
+
+    /// For each partition, the earliest offset whose timestamp is at or
+    /// after the given one (milliseconds since the Unix epoch), with that
+    /// record's timestamp; `None` where no such record exists. Asks each
+    /// partition's leader (ListOffsets), so it may open leader connections.
+    pub async fn offsets_for_times(
+        &mut self,
+        timestamps: impl IntoIterator<Item = (TopicPartition, i64)>,
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
+        let query = timestamps
+            .into_iter()
+            .map(|(tp, t)| (tp, OffsetSpec::Timestamp(t)))
+            .collect();
+        self.list_offsets(query).await
+    }
+
+    /// The first offset of each partition.
+    pub async fn beginning_offsets(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<BTreeMap<TopicPartition, i64>, Error> {
+        let query = partitions
+            .into_iter()
+            .map(|tp| (tp, OffsetSpec::Earliest))
+            .collect();
+        Ok(Self::offsets_only(self.list_offsets(query).await?))
+    }
+
+    /// The offset after the last record of each partition (the high
+    /// watermark, or the last stable offset under read_committed).
+    pub async fn end_offsets(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<BTreeMap<TopicPartition, i64>, Error> {
+        let query = partitions
+            .into_iter()
+            .map(|tp| (tp, OffsetSpec::Latest))
+            .collect();
+        Ok(Self::offsets_only(self.list_offsets(query).await?))
+    }
+
+    fn offsets_only(
+        listed: BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>,
+    ) -> BTreeMap<TopicPartition, i64> {
+        listed
+            .into_iter()
+            .filter_map(|(tp, o)| o.map(|o| (tp, o.offset)))
+            .collect()
+    }
+
+    async fn list_offsets(
+        &mut self,
+        query: BTreeMap<TopicPartition, OffsetSpec>,
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
+        self.check_open()?;
+        self.start();
+        let timeout = self.config.default_api_timeout();
+        let deadline = Instant::now() + timeout;
+        let partitions: BTreeSet<TopicPartition> = query.keys().cloned().collect();
+        let engine = self.engine.as_mut().expect("started");
+        // The leaders must be known first.
+        engine
+            .wait_for(timeout, |core| {
+                core.want_leaders(&partitions).is_empty().then_some(())
+            })
+            .await
+            .ok_or(Error::Timeout {
+                what: "offsets lookup (leaders unknown)",
+            })?;
+        let queries: Vec<u64> = {
+            let mut core = engine.shared().lock();
+            let plan = core
+                .fetcher
+                .list_offsets_requests(&query, core.cluster.metadata());
+            let now = Instant::now();
+            plan.requests
+                .into_iter()
+                .map(|(broker, body)| core.query(now, Target::Broker(broker), body))
+                .collect()
+        };
+        engine.kick();
+        let mut out = BTreeMap::new();
+        for q in queries {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let response = engine
+                .wait_for(left, |core| core.take_query(q))
+                .await
+                .ok_or(Error::Timeout {
+                    what: "offsets lookup",
+                })?
+                .map_err(|source| Error::Request {
+                    api: "ListOffsets",
+                    source,
+                })?;
+            let listed = read_list_offsets(&response).map_err(|source| Error::Decode {
+                api: "ListOffsets",
+                addr: String::new(),
+                source,
+            })?;
+            for (tp, result) in listed {
+                let found = result.map_err(|code| Error::Broker {
+                    api: "ListOffsets",
+                    code,
+                })?;
+                out.insert(tp, found);
+            }
+        }
+        Ok(out)
     }
 
     /// The offset of the next record `poll` returns for `partition`, once

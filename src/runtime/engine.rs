@@ -78,18 +78,25 @@ impl Engine {
         let _ = self.kick.unbounded_send(());
     }
 
+    /// Forgets progress reported so far: only progress after this call
+    /// wakes [`Engine::next_progress`]. Call it before changing the state
+    /// and kicking the task, so the task's answer to the change is not
+    /// missed.
+    pub fn drain_progress(&mut self) {
+        while self.progress.try_recv().is_ok() {}
+    }
+
     /// Waits until the task made progress, or `timeout` passed; returns
     /// whether it made progress.
-    pub async fn wait_progress(&mut self, timeout: Duration) -> bool {
-        // Drop stale notifications first: only progress after this call counts.
-        while self.progress.try_recv().is_ok() {}
+    pub async fn next_progress(&mut self, timeout: Duration) -> bool {
         futures::select! {
             p = self.progress.next().fuse() => p.is_some(),
             _ = async_std::task::sleep(timeout).fuse() => false,
         }
     }
 
-    /// Waits at most `timeout` for a condition on the state.
+    /// Waits at most `timeout` for a condition on the state. `check` may
+    /// change the state; the task is woken after each check.
     pub async fn wait_for<T>(
         &mut self,
         timeout: Duration,
@@ -97,15 +104,16 @@ impl Engine {
     ) -> Option<T> {
         let deadline = Instant::now() + timeout;
         loop {
-            self.kick();
+            self.drain_progress();
             if let Some(t) = check(&mut self.shared.lock()) {
                 return Some(t);
             }
+            self.kick();
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return None;
             }
-            self.wait_progress(left).await;
+            self.next_progress(left).await;
         }
     }
 
