@@ -20,27 +20,60 @@
 //! - [`runtime`]: the only code that touches sockets and timers
 //!   (async-std, behind the default `runtime-async-std` feature).
 //!
-//! Today the crate connects to a broker and negotiates the API versions
-//! both sides speak:
+//! ## A consumer
 //!
 //! ```
-//! use lazykafka::runtime::{BrokerConnection, ConnectOptions};
-//! use lazykafka::protocol::ApiKey;
-//!
 //! # async_std::task::block_on(async {
-//! # // The test command starts a broker and names it here; without one,
-//! # // this example has nothing to talk to.
-//! # let Ok(addr) = std::env::var("LAZYKAFKA_TEST_BROKER") else {
-//! #     eprintln!("skipped: LAZYKAFKA_TEST_BROKER is not set");
-//! #     return Ok(());
-//! # };
-//! let conn = BrokerConnection::connect(&addr, ConnectOptions::default()).await?;
-//! println!("Fetch v{}", conn.versions().version(ApiKey::Fetch)?);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! # });
+//! # // A 3-broker cluster in this process (librdkafka's mock), with a few
+//! # // records produced by librdkafka.
+//! # use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+//! # let mock = rdkafka::mocking::MockCluster::new(3).unwrap();
+//! # mock.create_topic("invoices", 2, 1).unwrap();
+//! # let bootstrap = mock.bootstrap_servers();
+//! # let producer: BaseProducer = rdkafka::ClientConfig::new()
+//! #     .set("bootstrap.servers", &bootstrap).create().unwrap();
+//! # for i in 0..4 {
+//! #     let value = format!("invoice {i}");
+//! #     producer.send(BaseRecord::<(), _>::to("invoices").payload(&value).partition(i % 2)).unwrap();
+//! # }
+//! # producer.flush(std::time::Duration::from_secs(10)).unwrap();
+//! use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+//! use std::time::Duration;
+//!
+//! let config = ConsumerConfig::builder()
+//!     .bootstrap_servers(&bootstrap)
+//!     .auto_offset_reset(OffsetReset::Earliest)
+//!     .build()?;
+//! let mut consumer = Consumer::new(config)?; // no socket, no DNS, no task
+//! consumer.assign([TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)])?;
+//! assert!(consumer.connections().is_empty());
+//!
+//! let mut seen = 0;
+//! while seen < 4 {
+//!     // Sockets begin here: a bootstrap broker, then each partition leader.
+//!     for record in consumer.poll(Duration::from_secs(1)).await? {
+//!         let value = String::from_utf8_lossy(record.value().unwrap_or_default());
+//!         println!("{}/{}@{}: {value}", record.topic(), record.partition(), record.offset());
+//!         seen += 1;
+//!     }
+//! }
+//! // One connection per partition leader; the bootstrap connection is gone.
+//! for c in consumer.connections() {
+//!     println!("{:?} broker {:?} {}", c.purpose, c.broker, c.addr);
+//! }
+//! consumer.close().await?;
+//! # Ok::<(), lazykafka::Error>(())
+//! # }).unwrap();
 //! ```
 //!
-//! See the `api_versions` example for a runnable version of the above.
+//! With a `group.id`, [`Consumer::subscribe`] joins a consumer group
+//! instead (classic protocol; `range`, `roundrobin` or `cooperative-sticky`
+//! assignment), and [`Consumer::commit`] stores offsets with the group
+//! coordinator, over a connection that carries group traffic only.
+//!
+//! The lower layers are public too: [`runtime::BrokerConnection`] talks to
+//! one broker (the `api_versions` example prints the versions negotiated),
+//! and [`runtime::ClusterDriver`] drives the connection manager alone.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
