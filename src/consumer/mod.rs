@@ -695,7 +695,7 @@ impl Consumer {
                 .await;
         }
         engine.stop();
-        self.engine = None;
+
         result
     }
 }

@@ -386,16 +386,10 @@ impl Membership {
             self.events.push_back(GroupEvent::Revoked(owned));
         }
         let request = (had_membership && self.config.group_instance_id.is_none()).then(|| {
-            Box::new(LeaveGroupRequest {
+            Box::new(LeaveGroupBody {
                 group_id: self.config.group_id.clone(),
                 member_id: self.member_id.clone(),
-                members: vec![crate::protocol::messages::leave_group::MemberIdentity {
-                    member_id: self.member_id.clone(),
-                    group_instance_id: None,
-                    reason: Some(reason.to_owned()),
-                    ..Default::default()
-                }],
-                ..LeaveGroupRequest::default()
+                reason: reason.to_owned(),
             }) as Box<dyn RequestBody>
         });
         self.reset_membership(true);
@@ -456,6 +450,11 @@ impl Membership {
     }
 
     fn coordinator_trouble(&mut self, now: Instant, kind: GroupRequestKind) -> ResponseOutcome {
+        if kind == GroupRequestKind::Leave {
+            // The member is gone either way; the coordinator ends the
+            // membership when the session times out.
+            return ResponseOutcome::default();
+        }
         self.not_before = Some(now + self.config.retry_backoff);
         if kind == GroupRequestKind::Heartbeat {
             // Heartbeats are retried; the session expiry decides when the
@@ -756,6 +755,48 @@ impl Membership {
         log::error!("group {}: {reason}", self.config.group_id);
         self.state = MemberState::Failed(reason);
         ResponseOutcome::default()
+    }
+}
+
+/// LeaveGroup, written for the version negotiated: one `member_id` in
+/// v0-2, a `members` list (KIP-345) with a reason (KIP-800) from v3.
+#[derive(Debug)]
+struct LeaveGroupBody {
+    group_id: String,
+    member_id: String,
+    reason: String,
+}
+
+impl RequestBody for LeaveGroupBody {
+    fn api_key(&self) -> crate::protocol::ApiKey {
+        crate::protocol::ApiKey::LeaveGroup
+    }
+
+    fn encode_body(
+        &self,
+        w: &mut crate::protocol::Writer,
+        version: i16,
+    ) -> Result<(), EncodeError> {
+        use crate::protocol::Message;
+        let request = if version >= 3 {
+            LeaveGroupRequest {
+                group_id: self.group_id.clone(),
+                members: vec![crate::protocol::messages::leave_group::MemberIdentity {
+                    member_id: self.member_id.clone(),
+                    group_instance_id: None,
+                    reason: (version >= 5).then(|| self.reason.clone()),
+                    ..Default::default()
+                }],
+                ..LeaveGroupRequest::default()
+            }
+        } else {
+            LeaveGroupRequest {
+                group_id: self.group_id.clone(),
+                member_id: self.member_id.clone(),
+                ..LeaveGroupRequest::default()
+            }
+        };
+        request.encode(w, version)
     }
 }
 
@@ -1112,6 +1153,28 @@ mod tests {
         assert!(m
             .poll_request(t0 + Duration::from_secs(60), &counts())
             .is_none());
+    }
+
+    #[test]
+    fn leave_group_is_written_for_every_version() {
+        use crate::protocol::{Message, Reader};
+        let body = LeaveGroupBody {
+            group_id: "g".into(),
+            member_id: "m1".into(),
+            reason: "closing".into(),
+        };
+        for version in 0..=5 {
+            let mut w = Writer::new();
+            body.encode_body(&mut w, version).unwrap();
+            let mut r = Reader::new(w.into_inner().freeze());
+            let decoded = LeaveGroupRequest::decode(&mut r, version).unwrap();
+            let member = if version >= 3 {
+                decoded.members[0].member_id.clone()
+            } else {
+                decoded.member_id.clone()
+            };
+            assert_eq!(member, "m1", "v{version}");
+        }
     }
 
     #[test]

@@ -1,0 +1,296 @@
+//! Watch a consumer's connections live: which sockets exist, when, and why.
+//!
+//! ```text
+//! cargo run --example lifecycle                                   # a 3-broker cluster in-process
+//! cargo run --example lifecycle -- --bootstrap HOST:PORT --topic T [--group G]
+//! ```
+//!
+//! With no arguments it starts librdkafka's mock cluster in this process
+//! (3 brokers; the group coordinator on broker 2; the two partitions of
+//! topic `invoices` led by brokers 1 and 3), fills the topic with
+//! librdkafka, and walks a group consumer through its life, printing each
+//! connection event as it happens:
+//!
+//! 1. `Consumer::new` and `subscribe`: no socket;
+//! 2. the first `poll`: a bootstrap connection (FindCoordinator, Metadata),
+//!    the coordinator's own connection, one connection per partition leader,
+//!    then the bootstrap connection retired (or promoted to a leader
+//!    connection when it reached one);
+//! 3. all partitions paused: the leader connections fall idle and are closed
+//!    after `connections.max.idle.ms` (shortened here to 4 s);
+//! 4. resumed: the leaders are connected again;
+//! 5. `close`: commit, leave the group, close every socket.
+//!
+//! It ends with a census of open sockets per phase. With `--bootstrap` it
+//! runs the same walk against your cluster (no records are produced;
+//! `--group` defaults to `lazykafka-lifecycle`).
+
+use futures::{FutureExt, Stream, StreamExt};
+use lazykafka::events::{ConnectionEvent, EventKind, Purpose};
+use lazykafka::{Consumer, ConsumerConfig, OffsetReset};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+struct Args {
+    bootstrap: Option<String>,
+    topic: String,
+    group: String,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        bootstrap: None,
+        topic: "invoices".into(),
+        group: "lazykafka-lifecycle".into(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--bootstrap" => args.bootstrap = Some(value()?),
+            "--topic" => args.topic = value()?,
+            "--group" => args.group = value()?,
+            "-h" | "--help" => {
+                return Err(
+                    "usage: lifecycle [--bootstrap HOST:PORT[,..] --topic T [--group G]]".into(),
+                )
+            }
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(args)
+}
+
+/// The in-process cluster: brokers 1..=3, coordinator 2, leaders 1 and 3.
+fn start_mock(
+    topic: &str,
+    group: &str,
+) -> Result<rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>, String>
+{
+    use rdkafka::mocking::{MockCluster, MockCoordinator};
+    use rdkafka::types::RDKafkaApiKey;
+    let mock = MockCluster::new(3).map_err(|e| e.to_string())?;
+    mock.create_topic(topic, 2, 1).map_err(|e| e.to_string())?;
+    mock.partition_leader(topic, 0, Some(1))
+        .map_err(|e| e.to_string())?;
+    mock.partition_leader(topic, 1, Some(3))
+        .map_err(|e| e.to_string())?;
+    mock.coordinator(MockCoordinator::Group(group.to_owned()), 2)
+        .map_err(|e| e.to_string())?;
+    // The mock advertises group API versions its handlers cannot read;
+    // keep it to those it can.
+    for (api, max) in [
+        (RDKafkaApiKey::JoinGroup, 5),
+        (RDKafkaApiKey::SyncGroup, 3),
+        (RDKafkaApiKey::LeaveGroup, 2),
+    ] {
+        mock.apiversion(api, Some(0), Some(max))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(mock)
+}
+
+fn produce(bootstrap: &str, topic: &str, count: usize) -> Result<(), String> {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .map_err(|e| e.to_string())?;
+    for i in 0..count {
+        let value = format!("invoice {i}");
+        producer
+            .send(
+                BaseRecord::<(), _>::to(topic)
+                    .payload(&value)
+                    .partition(i as i32 % 2),
+            )
+            .map_err(|(e, _)| e.to_string())?;
+        producer.poll(Duration::ZERO);
+    }
+    producer
+        .flush(Duration::from_secs(10))
+        .map_err(|e| e.to_string())
+}
+
+fn print_event(e: &ConnectionEvent) {
+    let broker = e.broker.map_or("?".to_owned(), |b| b.to_string());
+    let (what, reason) = match &e.kind {
+        EventKind::Closed { reason, error } => (
+            "closed".to_owned(),
+            match error {
+                Some(err) => format!("{reason}: {err}"),
+                None => reason.to_string(),
+            },
+        ),
+        EventKind::ConnectFailed { error } => ("connect failed".to_owned(), error.clone()),
+        other => (format!("{other:?}").to_lowercase(), String::new()),
+    };
+    println!(
+        "  {:>8.1} ms  {:<14} broker {:>3}  {:<12} {:<22} {}",
+        e.at.as_secs_f64() * 1000.0,
+        what,
+        broker,
+        e.purpose.to_string(),
+        e.addr,
+        reason
+    );
+}
+
+fn drain(events: &mut (impl Stream<Item = ConnectionEvent> + Unpin)) {
+    while let Some(Some(e)) = events.next().now_or_never() {
+        print_event(&e);
+    }
+}
+
+fn census(consumer: &Consumer) -> String {
+    let mut parts: Vec<String> = consumer
+        .connections()
+        .iter()
+        .map(|c| match c.broker {
+            Some(b) => format!("{} (broker {b})", c.purpose),
+            None => c.purpose.to_string(),
+        })
+        .collect();
+    parts.sort();
+    if parts.is_empty() {
+        "no sockets".to_owned()
+    } else {
+        format!("{} socket(s): {}", parts.len(), parts.join(", "))
+    }
+}
+
+async fn walk(
+    bootstrap: &str,
+    args: &Args,
+    expected: Option<usize>,
+) -> Result<Vec<(String, String)>, lazykafka::Error> {
+    let mut phases = Vec::new();
+    let config = ConsumerConfig::builder()
+        .bootstrap_servers(bootstrap)
+        .group_id(args.group.clone())
+        .auto_offset_reset(OffsetReset::Earliest)
+        .connections_max_idle(Some(Duration::from_millis(4000)))
+        .heartbeat_interval(Duration::from_millis(1000))
+        .session_timeout(Duration::from_secs(10))
+        .fetch_max_wait(Duration::from_millis(200))
+        .build()?;
+    println!("1. Consumer::new and subscribe");
+    let mut consumer = Consumer::new(config)?;
+    let mut events = Box::pin(consumer.connection_events());
+    consumer.subscribe([args.topic.clone()])?;
+    phases.push(("after new + subscribe".to_owned(), census(&consumer)));
+    println!("   {}", census(&consumer));
+
+    println!("2. poll until the records are in");
+    let started = Instant::now();
+    let mut seen = 0usize;
+    let want = expected.unwrap_or(1);
+    while seen < want && started.elapsed() < Duration::from_secs(30) {
+        seen += consumer.poll(Duration::from_millis(200)).await?.len();
+        drain(&mut events);
+    }
+    // Give the bootstrap connection its chance to be retired, then look.
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_millis(500) {
+        seen += consumer.poll(Duration::from_millis(100)).await?.len();
+        drain(&mut events);
+    }
+    println!("   {seen} records; {}", census(&consumer));
+    phases.push(("while consuming".to_owned(), census(&consumer)));
+
+    println!("3. pause every partition: the leader connections fall idle");
+    let assigned: Vec<_> = consumer.assignment().into_iter().collect();
+    consumer.pause(assigned.iter());
+    let idle = Instant::now();
+    while consumer
+        .connections()
+        .iter()
+        .any(|c| c.purpose == Purpose::Leader)
+        && idle.elapsed() < Duration::from_secs(15)
+    {
+        consumer.poll(Duration::from_millis(200)).await?;
+        drain(&mut events);
+    }
+    println!("   {}", census(&consumer));
+    phases.push((
+        "paused, after connections.max.idle.ms".to_owned(),
+        census(&consumer),
+    ));
+
+    println!("4. resume: the leaders are connected again");
+    consumer.resume(assigned.iter());
+    let back = Instant::now();
+    while !consumer
+        .connections()
+        .iter()
+        .any(|c| c.purpose == Purpose::Leader)
+        && back.elapsed() < Duration::from_secs(15)
+    {
+        consumer.poll(Duration::from_millis(200)).await?;
+        drain(&mut events);
+    }
+    println!("   {}", census(&consumer));
+    phases.push(("resumed".to_owned(), census(&consumer)));
+
+    println!("5. close: commit, leave the group, close every socket");
+    consumer.close().await?;
+    // The last events arrive as the task stops.
+    let closing = Instant::now();
+    while closing.elapsed() < Duration::from_millis(200) {
+        drain(&mut events);
+        async_std::task::yield_now().await;
+    }
+    println!("   {}", census(&consumer));
+    phases.push(("after close".to_owned(), census(&consumer)));
+    Ok(phases)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut mock = None;
+    let (bootstrap, expected) = match &args.bootstrap {
+        Some(b) => (b.clone(), None),
+        None => {
+            let m = match start_mock(&args.topic, &args.group) {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("error: cannot start the mock cluster: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let bootstrap = m.bootstrap_servers();
+            println!("librdkafka's mock cluster: brokers 1..3 at {bootstrap}");
+            println!(
+                "coordinator of {:?}: broker 2; leaders of {}: brokers 1 and 3\n",
+                args.group, args.topic
+            );
+            if let Err(e) = produce(&bootstrap, &args.topic, 1000) {
+                eprintln!("error: cannot produce: {e}");
+                return ExitCode::FAILURE;
+            }
+            mock = Some(m);
+            (bootstrap, Some(1000))
+        }
+    };
+    let result = async_std::task::block_on(walk(&bootstrap, &args, expected));
+    drop(mock);
+    match result {
+        Ok(phases) => {
+            println!("\ncensus of open sockets:");
+            for (phase, census) in phases {
+                println!("  {phase:<40} {census}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
