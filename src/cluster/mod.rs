@@ -1254,6 +1254,22 @@ impl Cluster {
         };
         self.actions.push_back(Action::Close { conn: id });
         self.counter(&c.addr).count_close(reason);
+        if matches!(reason, CloseReason::Peer | CloseReason::Error) {
+            // A connection that broke (or never got through its handshake)
+            // backs its address off like a failed connect, so a broker that
+            // accepts and drops connections is not hammered.
+            let entry = self.backoff.entry(c.addr.clone()).or_default();
+            entry.failures = if c.is_ready() {
+                1
+            } else {
+                entry.failures.saturating_add(1)
+            };
+            let delay = self
+                .config
+                .reconnect_backoff
+                .delay(entry.failures, self.rng.unit());
+            entry.until = Some(now + delay);
+        }
         let lost = error
             .clone()
             .unwrap_or_else(|| format!("connection closed ({reason})"));

@@ -602,3 +602,31 @@ fn connection_events_serialise_for_machines() {
     assert_eq!(json["addr"], "b2:9092");
     assert!(json["t_ms"].is_u64());
 }
+
+#[test]
+fn a_broker_that_drops_connections_during_the_handshake_is_backed_off() {
+    let mut cfg = config(&["b1:9092"], None);
+    cfg.request_timeout = Duration::from_secs(3600);
+    let mut sim = Sim::new(cfg);
+    // Connects succeed but the broker closes before answering ApiVersions.
+    sim.held.insert(ApiKey::ApiVersions);
+    sim.request(Target::AnyBroker);
+    let mut attempts = Vec::new();
+    for _ in 0..6 {
+        let conn = *sim.sockets.keys().next().expect("an attempt");
+        attempts.push(sim.now);
+        sim.c.handle_closed(sim.now, conn, None);
+        sim.pump();
+        assert!(sim.sockets.is_empty(), "no immediate reconnect");
+        let wake = sim.c.poll_timeout().expect("a backoff deadline");
+        sim.advance(wake.saturating_duration_since(sim.now));
+    }
+    let gaps: Vec<Duration> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
+    for (i, gap) in gaps.iter().enumerate() {
+        let nominal = Duration::from_millis(50 * (1u64 << i)).min(Duration::from_millis(1000));
+        assert!(
+            *gap >= nominal.mul_f64(0.8) && *gap <= nominal.mul_f64(1.2),
+            "gap {i}: {gap:?}, nominal {nominal:?}"
+        );
+    }
+}
