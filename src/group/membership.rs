@@ -207,6 +207,17 @@ impl Membership {
         self.state == MemberState::Stable
     }
 
+    /// The generation and member id an OffsetCommit carries: those of the
+    /// current generation while the member belongs to it, including while
+    /// it prepares to join again after a revocation (the revoked
+    /// partitions' offsets are committed then, as the Java client does in
+    /// `onJoinPrepare`; brokers accept a commit of the current generation
+    /// until the group moves to the next). `None` outside a generation.
+    pub fn commit_generation(&self) -> Option<(i32, &str)> {
+        (self.generation >= 0 && !self.member_id.is_empty())
+            .then_some((self.generation, self.member_id.as_str()))
+    }
+
     /// The next assignment change.
     pub fn poll_event(&mut self) -> Option<GroupEvent> {
         self.events.pop_front()
@@ -998,6 +1009,10 @@ mod tests {
             ]))]
         );
         assert!(m.assignment().is_empty());
+        // The revoked partitions' offsets are committed with the generation
+        // that owned them, which the coordinator still accepts.
+        assert!(!m.is_stable());
+        assert_eq!(m.commit_generation(), Some((1, "m1")));
         let (kind, _) = m.poll_request(t1, &counts()).unwrap();
         assert_eq!(kind, GroupRequestKind::Join);
     }
