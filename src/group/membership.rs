@@ -397,16 +397,10 @@ impl Membership {
             self.events.push_back(GroupEvent::Revoked(owned));
         }
         let request = (had_membership && self.config.group_instance_id.is_none()).then(|| {
-            Box::new(LeaveGroupRequest {
+            Box::new(LeaveBody {
                 group_id: self.config.group_id.clone(),
                 member_id: self.member_id.clone(),
-                members: vec![crate::protocol::messages::leave_group::MemberIdentity {
-                    member_id: self.member_id.clone(),
-                    group_instance_id: None,
-                    reason: Some(reason.to_owned()),
-                    ..Default::default()
-                }],
-                ..LeaveGroupRequest::default()
+                reason: reason.to_owned(),
             }) as Box<dyn RequestBody>
         });
         self.reset_membership(true);
@@ -805,6 +799,49 @@ fn from_wire(list: &[WireTopicPartition]) -> Vec<TopicPartition> {
         .collect()
 }
 
+/// A LeaveGroup for one member, written for the negotiated version: the
+/// member id is a top-level field up to v2 and an entry of `members` from
+/// v3 (KIP-345), where a field of the other layout would not encode.
+#[derive(Debug)]
+struct LeaveBody {
+    group_id: String,
+    member_id: String,
+    reason: String,
+}
+
+impl RequestBody for LeaveBody {
+    fn api_key(&self) -> crate::protocol::ApiKey {
+        crate::protocol::ApiKey::LeaveGroup
+    }
+
+    fn encode_body(
+        &self,
+        w: &mut crate::protocol::Writer,
+        version: i16,
+    ) -> Result<(), EncodeError> {
+        use crate::protocol::Message;
+        let request = if version < 3 {
+            LeaveGroupRequest {
+                group_id: self.group_id.clone(),
+                member_id: self.member_id.clone(),
+                ..LeaveGroupRequest::default()
+            }
+        } else {
+            LeaveGroupRequest {
+                group_id: self.group_id.clone(),
+                members: vec![crate::protocol::messages::leave_group::MemberIdentity {
+                    member_id: self.member_id.clone(),
+                    group_instance_id: None,
+                    reason: Some(self.reason.clone()),
+                    ..Default::default()
+                }],
+                ..LeaveGroupRequest::default()
+            }
+        };
+        request.encode(w, version)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1152,5 +1189,30 @@ mod tests {
             s.leave("closing").is_none(),
             "static members keep their place"
         );
+    }
+
+    #[test]
+    fn leave_group_encodes_at_every_version() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        let leave = m
+            .leave("closing")
+            .expect("a dynamic member sends LeaveGroup");
+        for version in 0..=5 {
+            let mut w = crate::protocol::Writer::new();
+            leave
+                .encode_body(&mut w, version)
+                .unwrap_or_else(|e| panic!("LeaveGroup v{version}: {e}"));
+            let bytes = w.into_inner().freeze();
+            let mut r = crate::protocol::Reader::new(bytes);
+            let decoded =
+                <LeaveGroupRequest as crate::protocol::Message>::decode(&mut r, version).unwrap();
+            let member = if version < 3 {
+                decoded.member_id
+            } else {
+                decoded.members[0].member_id.clone()
+            };
+            assert_eq!(member, "m1", "v{version}");
+        }
     }
 }
