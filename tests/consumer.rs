@@ -6,92 +6,15 @@
 mod common;
 
 use common::mock::RawMock;
+use common::peers::{config, consume, expected, produce, values, RdConsumer, WAIT};
 use common::{client_sockets, wait_for};
 use lazykafka::events::Purpose;
-use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+use lazykafka::{Consumer, TopicPartition};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(30);
-
-/// Produces `count` records `key-i` / `value-i` to `topic`, spread over
-/// `partitions` partitions (i % partitions), with librdkafka.
-fn produce(bootstrap: &str, topic: &str, partitions: i32, count: usize, compression: &str) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("compression.codec", compression)
-        .set("linger.ms", "5")
-        .create()
-        .expect("librdkafka producer");
-    for i in 0..count {
-        let key = format!("key-{i}");
-        let value = format!("value-{i}");
-        loop {
-            let record = BaseRecord::to(topic)
-                .key(&key)
-                .payload(&value)
-                .partition(i as i32 % partitions);
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((e, _)) => {
-                    assert!(
-                        matches!(
-                            e.rdkafka_error_code(),
-                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
-                        ),
-                        "produce: {e}"
-                    );
-                    producer.poll(Duration::from_millis(10));
-                }
-            }
-        }
-    }
-    producer.flush(WAIT).expect("flush");
-}
-
-fn config(bootstrap: &str, group: Option<&str>) -> lazykafka::config::ConsumerConfigBuilder {
-    let mut b = ConsumerConfig::builder()
-        .bootstrap_servers(bootstrap)
-        .auto_offset_reset(OffsetReset::Earliest)
-        .session_timeout(Duration::from_secs(6))
-        .heartbeat_interval(Duration::from_millis(500))
-        .fetch_max_wait(Duration::from_millis(100))
-        .enable_auto_commit(false);
-    if let Some(g) = group {
-        b = b.group_id(g);
-    }
-    b
-}
-
-/// Polls until `count` records arrived (or the deadline), returning
-/// (partition, offset, value) of each.
-async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, String)> {
-    let deadline = Instant::now() + WAIT;
-    let mut out = Vec::new();
-    while out.len() < count && Instant::now() < deadline {
-        for r in consumer
-            .poll(Duration::from_millis(200))
-            .await
-            .expect("poll")
-        {
-            let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
-            out.push((r.partition(), r.offset(), value));
-        }
-    }
-    out
-}
-
-fn values(records: &[(i32, i64, String)]) -> BTreeSet<String> {
-    records.iter().map(|(_, _, v)| v.clone()).collect()
-}
-
-fn expected(count: usize) -> BTreeSet<String> {
-    (0..count).map(|i| format!("value-{i}")).collect()
-}
 
 fn mock_cluster() -> RawMock {
     let mock = RawMock::new(3);
@@ -248,81 +171,6 @@ async fn tansu_group_consume_commit_and_resume() {
     let offsets: Vec<i64> = rest.iter().map(|(_, o, _)| *o).collect();
     assert_eq!(offsets, (200..300).collect::<Vec<i64>>());
     again.close().await.unwrap();
-}
-
-/// A librdkafka consumer in its own thread, collecting (partition, offset)
-/// of what it reads and committing after each record.
-struct RdConsumer {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<(i32, i64)>>>,
-    assigned: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RdConsumer {
-    fn start(bootstrap: &str, group: &str, topic: &str) -> RdConsumer {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        use std::sync::{Arc, Mutex};
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .set("group.id", group)
-            .set("auto.offset.reset", "earliest")
-            .set("enable.auto.commit", "false")
-            .set("partition.assignment.strategy", "range")
-            .set("session.timeout.ms", "6000")
-            .set("heartbeat.interval.ms", "500")
-            .create()
-            .unwrap();
-        consumer.subscribe(&[topic]).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let assigned = Arc::new(AtomicUsize::new(0));
-        let thread = {
-            let (stop, seen, assigned) = (stop.clone(), seen.clone(), assigned.clone());
-            std::thread::spawn(move || {
-                use rdkafka::message::Message as _;
-                while !stop.load(Ordering::SeqCst) {
-                    if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
-                        seen.lock().unwrap().push((m.partition(), m.offset()));
-                        consumer
-                            .commit_message(&m, rdkafka::consumer::CommitMode::Sync)
-                            .unwrap();
-                    }
-                    let n = consumer.assignment().map(|a| a.count()).unwrap_or(0);
-                    assigned.store(n, Ordering::SeqCst);
-                }
-                // Leaves the group.
-                drop(consumer);
-            })
-        };
-        RdConsumer {
-            stop,
-            seen,
-            assigned,
-            thread: Some(thread),
-        }
-    }
-
-    fn assigned(&self) -> usize {
-        self.assigned.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    fn seen(&self) -> Vec<(i32, i64)> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    fn stop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-    }
-}
-
-impl Drop for RdConsumer {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 #[async_std::test]

@@ -674,13 +674,18 @@ impl ConsumerCore {
             return None;
         }
         let (generation, member_id, instance) = match &self.membership {
-            Some(m) if m.is_stable() => (
-                m.generation(),
-                m.member_id().to_owned(),
-                m.group_instance_id().map(str::to_owned),
-            ),
-            // Manual assignment, or between generations: a "simple" commit.
-            Some(m) => (-1, String::new(), m.group_instance_id().map(str::to_owned)),
+            // In a generation, also while revoking before a rejoin: a commit
+            // with generation -1 would be refused by a group with members.
+            Some(m) => match m.commit_generation() {
+                Some((generation, member)) => (
+                    generation,
+                    member.to_owned(),
+                    m.group_instance_id().map(str::to_owned),
+                ),
+                // Manual assignment, or between generations: a "simple"
+                // commit.
+                None => (-1, String::new(), m.group_instance_id().map(str::to_owned)),
+            },
             None => (-1, String::new(), None),
         };
         let body = CommitOffsets {
@@ -722,7 +727,11 @@ impl ConsumerCore {
                         ErrorCode::RebalanceInProgress
                         | ErrorCode::IllegalGeneration
                         | ErrorCode::UnknownMemberId => {
-                            if let Some(m) = &mut self.membership {
+                            // News of a rebalance only for a stable member;
+                            // one already rejoining (a commit of revoked
+                            // partitions) would otherwise rejoin once more
+                            // after this round, and again, forever.
+                            if let Some(m) = self.membership.as_mut().filter(|m| m.is_stable()) {
                                 m.request_rejoin();
                             }
                         }

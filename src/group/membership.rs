@@ -207,6 +207,17 @@ impl Membership {
         self.state == MemberState::Stable
     }
 
+    /// The generation and member id an OffsetCommit carries: those of the
+    /// current generation while the member belongs to it, including while
+    /// it prepares to join again after a revocation (the revoked
+    /// partitions' offsets are committed then, as the Java client does in
+    /// `onJoinPrepare`; brokers accept a commit of the current generation
+    /// until the group moves to the next). `None` outside a generation.
+    pub fn commit_generation(&self) -> Option<(i32, &str)> {
+        (self.generation >= 0 && !self.member_id.is_empty())
+            .then_some((self.generation, self.member_id.as_str()))
+    }
+
     /// The next assignment change.
     pub fn poll_event(&mut self) -> Option<GroupEvent> {
         self.events.pop_front()
@@ -1039,6 +1050,10 @@ mod tests {
             ]))]
         );
         assert!(m.assignment().is_empty());
+        // The revoked partitions' offsets are committed with the generation
+        // that owned them, which the coordinator still accepts.
+        assert!(!m.is_stable());
+        assert_eq!(m.commit_generation(), Some((1, "m1")));
         let (kind, _) = m.poll_request(t1, &counts()).unwrap();
         assert_eq!(kind, GroupRequestKind::Join);
     }
@@ -1156,28 +1171,6 @@ mod tests {
     }
 
     #[test]
-    fn leave_group_is_written_for_every_version() {
-        use crate::protocol::{Message, Reader};
-        let body = LeaveGroupBody {
-            group_id: "g".into(),
-            member_id: "m1".into(),
-            reason: "closing".into(),
-        };
-        for version in 0..=5 {
-            let mut w = Writer::new();
-            body.encode_body(&mut w, version).unwrap();
-            let mut r = Reader::new(w.into_inner().freeze());
-            let decoded = LeaveGroupRequest::decode(&mut r, version).unwrap();
-            let member = if version >= 3 {
-                decoded.members[0].member_id.clone()
-            } else {
-                decoded.member_id.clone()
-            };
-            assert_eq!(member, "m1", "v{version}");
-        }
-    }
-
-    #[test]
     fn leaving_revokes_and_sends_leave_group_for_dynamic_members_only() {
         let t0 = Instant::now();
         let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
@@ -1200,5 +1193,30 @@ mod tests {
             s.leave("closing").is_none(),
             "static members keep their place"
         );
+    }
+
+    #[test]
+    fn leave_group_encodes_at_every_version() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        let leave = m
+            .leave("closing")
+            .expect("a dynamic member sends LeaveGroup");
+        for version in 0..=5 {
+            let mut w = crate::protocol::Writer::new();
+            leave
+                .encode_body(&mut w, version)
+                .unwrap_or_else(|e| panic!("LeaveGroup v{version}: {e}"));
+            let bytes = w.into_inner().freeze();
+            let mut r = crate::protocol::Reader::new(bytes);
+            let decoded =
+                <LeaveGroupRequest as crate::protocol::Message>::decode(&mut r, version).unwrap();
+            let member = if version < 3 {
+                decoded.member_id
+            } else {
+                decoded.members[0].member_id.clone()
+            };
+            assert_eq!(member, "m1", "v{version}");
+        }
     }
 }

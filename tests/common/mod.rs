@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod mock;
+pub mod peers;
 
 /// The address of the real broker (tansu) the test command started, from
 /// `LAZYKAFKA_TEST_BROKER`.

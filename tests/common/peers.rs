@@ -1,0 +1,343 @@
+//! librdkafka as the reference producer and as a consumer sharing a group
+//! with lazykafka, plus the consumer settings and loops the consumer tests
+//! share.
+
+use lazykafka::config::ConsumerConfigBuilder;
+use lazykafka::{Consumer, ConsumerConfig, OffsetReset};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a test waits for any one condition.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Produces `count` records `key-i` / `value-i` to `topic`, spread over
+/// `partitions` partitions (i % partitions), with librdkafka.
+pub fn produce(bootstrap: &str, topic: &str, partitions: i32, count: usize, compression: &str) {
+    produce_range(bootstrap, topic, partitions, 0..count, compression);
+}
+
+/// As [`produce`], for records `key-i` / `value-i` with `i` in `range`.
+pub fn produce_range(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    range: std::ops::Range<usize>,
+    compression: &str,
+) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("compression.codec", compression)
+        .set("linger.ms", "5")
+        .create()
+        .expect("librdkafka producer");
+    for i in range {
+        let key = format!("key-{i}");
+        let value = format!("value-{i}");
+        loop {
+            let record = BaseRecord::to(topic)
+                .key(&key)
+                .payload(&value)
+                .partition(i as i32 % partitions);
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, _)) => {
+                    assert!(
+                        matches!(
+                            e.rdkafka_error_code(),
+                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                        ),
+                        "produce: {e}"
+                    );
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    producer.flush(WAIT).expect("flush");
+}
+
+/// Test settings: earliest, no auto-commit, short session and waits.
+pub fn config(bootstrap: &str, group: Option<&str>) -> ConsumerConfigBuilder {
+    let mut b = ConsumerConfig::builder()
+        .bootstrap_servers(bootstrap)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .session_timeout(Duration::from_secs(6))
+        .heartbeat_interval(Duration::from_millis(500))
+        .fetch_max_wait(Duration::from_millis(100))
+        .enable_auto_commit(false);
+    if let Some(g) = group {
+        b = b.group_id(g);
+    }
+    b
+}
+
+/// Polls until `count` records arrived (or [`WAIT`] passed), returning
+/// (partition, offset, value) of each.
+pub async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, String)> {
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    while out.len() < count && Instant::now() < deadline {
+        for r in consumer
+            .poll(Duration::from_millis(200))
+            .await
+            .expect("poll")
+        {
+            let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
+            out.push((r.partition(), r.offset(), value));
+        }
+    }
+    out
+}
+
+/// Polls until `cond` holds on the consumer (or [`WAIT`] passed), keeping
+/// (partition, offset, value) of every record polled meanwhile; returns
+/// whether it held.
+pub async fn poll_until(
+    consumer: &mut Consumer,
+    seen: &mut Vec<(i32, i64, String)>,
+    mut cond: impl FnMut(&Consumer, &[(i32, i64, String)]) -> bool,
+) -> bool {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if cond(consumer, seen) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        for r in consumer
+            .poll(Duration::from_millis(100))
+            .await
+            .expect("poll")
+        {
+            let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
+            seen.push((r.partition(), r.offset(), value));
+        }
+    }
+}
+
+pub fn values(records: &[(i32, i64, String)]) -> BTreeSet<String> {
+    records.iter().map(|(_, _, v)| v.clone()).collect()
+}
+
+pub fn expected(count: usize) -> BTreeSet<String> {
+    (0..count).map(|i| format!("value-{i}")).collect()
+}
+
+/// A librdkafka consumer in its own thread, collecting (partition, offset)
+/// of what it reads and committing after each record (synchronously).
+pub struct RdConsumer {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Vec<(i32, i64)>>>,
+    assignment: Arc<Mutex<BTreeSet<i32>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RdConsumer {
+    /// A member of `group` on `topic` with the `range` assignor.
+    pub fn start(bootstrap: &str, group: &str, topic: &str) -> RdConsumer {
+        Self::start_with(
+            bootstrap,
+            group,
+            topic,
+            &[("partition.assignment.strategy", "range")],
+        )
+    }
+
+    /// A member of `group` on `topic` with extra librdkafka properties.
+    pub fn start_with(
+        bootstrap: &str,
+        group: &str,
+        topic: &str,
+        properties: &[(&str, &str)],
+    ) -> RdConsumer {
+        let mut cc = ClientConfig::new();
+        cc.set("bootstrap.servers", bootstrap)
+            .set("group.id", group)
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .set("session.timeout.ms", "6000")
+            .set("heartbeat.interval.ms", "500");
+        for (k, v) in properties {
+            cc.set(*k, *v);
+        }
+        let consumer: BaseConsumer = cc.create().unwrap();
+        consumer.subscribe(&[topic]).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let assignment = Arc::new(Mutex::new(BTreeSet::new()));
+        let thread = {
+            let (stop, seen, assignment) = (stop.clone(), seen.clone(), assignment.clone());
+            std::thread::spawn(move || {
+                use rdkafka::message::Message as _;
+                while !stop.load(Ordering::SeqCst) {
+                    if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                        seen.lock().unwrap().push((m.partition(), m.offset()));
+                        // A commit refused in a rebalance shows up as a
+                        // record read twice, which the tests count.
+                        if let Err(e) =
+                            consumer.commit_message(&m, rdkafka::consumer::CommitMode::Sync)
+                        {
+                            eprintln!("librdkafka commit of {}@{}: {e}", m.partition(), m.offset());
+                        }
+                    }
+                    let now: BTreeSet<i32> = consumer
+                        .assignment()
+                        .map(|a| a.elements().iter().map(|e| e.partition()).collect())
+                        .unwrap_or_default();
+                    *assignment.lock().unwrap() = now;
+                }
+                // Leaves the group.
+                drop(consumer);
+            })
+        };
+        RdConsumer {
+            stop,
+            seen,
+            assignment,
+            thread: Some(thread),
+        }
+    }
+
+    /// How many partitions librdkafka holds now.
+    pub fn assigned(&self) -> usize {
+        self.assignment.lock().unwrap().len()
+    }
+
+    /// The partitions librdkafka holds now.
+    pub fn assignment(&self) -> BTreeSet<i32> {
+        self.assignment.lock().unwrap().clone()
+    }
+
+    /// (partition, offset) of every record read so far.
+    pub fn seen(&self) -> Vec<(i32, i64)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Stops polling and closes the consumer (which leaves the group).
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let joined = t.join();
+            assert!(
+                joined.is_ok() || std::thread::panicking(),
+                "the librdkafka consumer thread panicked"
+            );
+        }
+    }
+}
+
+impl Drop for RdConsumer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What librdkafka reads as the group's committed offsets of `partitions`
+/// of `topic` (`None` where nothing is committed).
+pub fn rd_committed(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partitions: &[i32],
+) -> Vec<Option<i64>> {
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in partitions {
+        tpl.add_partition(topic, *p);
+    }
+    let committed = reader.committed_offsets(tpl, WAIT).unwrap();
+    partitions
+        .iter()
+        .map(|p| {
+            match committed
+                .find_partition(topic, *p)
+                .expect("asked for")
+                .offset()
+            {
+                rdkafka::Offset::Offset(o) => Some(o),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// A `log` logger that keeps every record at info level and above, for
+/// tests that check what the consumer says.
+pub mod logs {
+    use std::sync::{Mutex, OnceLock};
+
+    static LINES: OnceLock<Mutex<Vec<(log::Level, String)>>> = OnceLock::new();
+
+    struct Capture;
+
+    /// `LAZYKAFKA_TEST_LOG=debug` also prints every record to stderr.
+    fn echo() -> bool {
+        std::env::var("LAZYKAFKA_TEST_LOG").is_ok_and(|v| v == "debug")
+    }
+
+    impl log::Log for Capture {
+        fn enabled(&self, m: &log::Metadata) -> bool {
+            let level = if echo() {
+                log::Level::Debug
+            } else {
+                log::Level::Info
+            };
+            m.level() <= level && m.target().starts_with("lazykafka")
+        }
+        fn log(&self, r: &log::Record) {
+            if !self.enabled(r.metadata()) {
+                return;
+            }
+            if echo() {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                eprintln!("{:?} {} {}: {}", t, r.level(), r.target(), r.args());
+            }
+            if r.level() <= log::Level::Info {
+                lines()
+                    .lock()
+                    .unwrap()
+                    .push((r.level(), r.args().to_string()));
+            }
+        }
+        fn flush(&self) {}
+    }
+
+    fn lines() -> &'static Mutex<Vec<(log::Level, String)>> {
+        LINES.get_or_init(|| Mutex::new(Vec::new()))
+    }
+
+    /// Installs the logger (once per test binary).
+    pub fn capture() {
+        static CAPTURE: Capture = Capture;
+        if log::set_logger(&CAPTURE).is_ok() {
+            log::set_max_level(if echo() {
+                log::LevelFilter::Debug
+            } else {
+                log::LevelFilter::Info
+            });
+        }
+    }
+
+    /// The lines logged so far at `level` that contain `needle`.
+    pub fn find(level: log::Level, needle: &str) -> Vec<String> {
+        lines()
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(l, s)| *l == level && s.contains(needle))
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+}
