@@ -362,9 +362,23 @@ impl Membership {
             GroupRequestKind::Join => response
                 .decode::<JoinGroupResponse>()
                 .map(|r| self.handle_join(now, r)),
-            GroupRequestKind::Sync => response
-                .decode::<SyncGroupResponse>()
-                .map(|r| self.handle_sync(now, r)),
+            GroupRequestKind::Sync => match response.decode::<SyncGroupResponse>() {
+                Ok(r) => Ok(self.handle_sync(now, r)),
+                // librdkafka's mock answers a SyncGroup it refuses with a
+                // null assignment, which the schema does not allow. The
+                // error code comes before it (after the throttle time from
+                // v1), so the refusal is still clear: act on it.
+                Err(e) => match leading_error_code(&response.body, response.version >= 1) {
+                    Some(code) if code != ErrorCode::None => Ok(self.handle_sync(
+                        now,
+                        SyncGroupResponse {
+                            error_code: code.code(),
+                            ..SyncGroupResponse::default()
+                        },
+                    )),
+                    _ => Err(e),
+                },
+            },
             GroupRequestKind::Heartbeat => response
                 .decode::<HeartbeatResponse>()
                 .map(|r| self.handle_heartbeat(now, ErrorCode::from_code(r.error_code))),
@@ -811,6 +825,14 @@ impl RequestBody for LeaveGroupBody {
     }
 }
 
+/// The error code that opens a response body (after its throttle time
+/// when `throttled`), if the body is long enough.
+fn leading_error_code(body: &[u8], throttled: bool) -> Option<ErrorCode> {
+    let at = if throttled { 4 } else { 0 };
+    let b = body.get(at..at + 2)?;
+    Some(ErrorCode::from_code(i16::from_be_bytes([b[0], b[1]])))
+}
+
 fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -1149,6 +1171,30 @@ mod tests {
         m.handle_response(t1, kind, response(&fenced, 4));
         assert_eq!(m.member_id(), "");
         assert!(matches!(events(&mut m)[..], [GroupEvent::Lost(_)]));
+    }
+
+    #[test]
+    fn a_refused_sync_with_a_null_assignment_is_read_as_its_error() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(config(vec![AssignmentStrategy::Range]));
+        m.subscribe(BTreeSet::from(["t".to_owned()]));
+        let (kind, _) = m.poll_request(t0, &counts()).unwrap();
+        m.handle_response(t0, kind, response(&join_ok("m1", "m0", 3, &[]), 9));
+        let (kind, _) = m.poll_request(t0, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Sync);
+        // SyncGroup v3 as librdkafka's mock sends it: throttle time 0,
+        // REBALANCE_IN_PROGRESS (27), and a null (-1) assignment.
+        let body: &[u8] = &[0, 0, 0, 0, 0, 27, 0xff, 0xff, 0xff, 0xff];
+        let refused = Ok(Response {
+            api: crate::protocol::ApiKey::SyncGroup,
+            version: 3,
+            broker: Some(1),
+            body: Bytes::from_static(body),
+        });
+        let outcome = m.handle_response(t0, kind, refused);
+        assert!(!outcome.coordinator_unknown, "the coordinator is fine");
+        let (kind, _) = m.poll_request(t0, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Join, "rejoins at once");
     }
 
     #[test]

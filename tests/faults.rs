@@ -1,0 +1,276 @@
+//! Broker trouble while consuming, against librdkafka's mock cluster: every
+//! data set is deterministic and every offset is accounted for at the end.
+
+mod common;
+
+use common::mock::RawMock;
+use lazykafka::events::Purpose;
+use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Produces `count` records with values `v{first + i}` to partition 0.
+fn produce(bootstrap: &str, topic: &str, first: usize, count: usize) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for i in first..first + count {
+        let value = format!("v{i}");
+        producer
+            .send(BaseRecord::<(), _>::to(topic).payload(&value).partition(0))
+            .map_err(|(e, _)| e)
+            .unwrap();
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(WAIT).unwrap();
+}
+
+fn config(bootstrap: &str) -> lazykafka::config::ConsumerConfigBuilder {
+    ConsumerConfig::builder()
+        .bootstrap_servers(bootstrap)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .fetch_max_wait(Duration::from_millis(100))
+        .enable_auto_commit(false)
+        .session_timeout(Duration::from_secs(6))
+        .heartbeat_interval(Duration::from_millis(300))
+}
+
+/// Polls until `offsets` holds `until` distinct offsets, recording each
+/// delivery (so a duplicate shows as a count above one).
+async fn consume_into(consumer: &mut Consumer, offsets: &mut BTreeMap<i64, usize>, until: usize) {
+    let deadline = Instant::now() + WAIT;
+    while offsets.len() < until && Instant::now() < deadline {
+        for r in consumer
+            .poll(Duration::from_millis(100))
+            .await
+            .expect("poll")
+        {
+            assert_eq!(r.value(), Some(format!("v{}", r.offset()).as_bytes()));
+            *offsets.entry(r.offset()).or_default() += 1;
+        }
+    }
+}
+
+fn assert_exactly(offsets: &BTreeMap<i64, usize>, count: i64) {
+    let expected: Vec<i64> = (0..count).collect();
+    assert_eq!(
+        offsets.keys().copied().collect::<Vec<_>>(),
+        expected,
+        "every offset"
+    );
+    assert!(offsets.values().all(|n| *n == 1), "none twice: {offsets:?}");
+}
+
+#[async_std::test]
+async fn a_leader_move_mid_stream_loses_nothing_and_the_old_connection_idles_out() {
+    let mock = RawMock::new(3);
+    mock.create_topic("moving", 1);
+    mock.set_leader("moving", 0, 1);
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "moving", 0, 300);
+    let mut consumer = Consumer::new(
+        config(&bootstrap)
+            .max_poll_records(50)
+            .connections_max_idle(Some(Duration::from_millis(1500)))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.assign([TopicPartition::new("moving", 0)]).unwrap();
+    let mut offsets = BTreeMap::new();
+    consume_into(&mut consumer, &mut offsets, 100).await;
+    assert!(offsets.len() >= 100);
+
+    // The leader moves to broker 3 while the consumer is mid-stream.
+    mock.set_leader("moving", 0, 3);
+    produce(&bootstrap, "moving", 300, 200);
+    consume_into(&mut consumer, &mut offsets, 500).await;
+    assert_exactly(&offsets, 500);
+    let leaders = |c: &Consumer| -> Vec<Option<i32>> {
+        c.connections()
+            .iter()
+            .filter(|c| c.purpose == Purpose::Leader)
+            .map(|c| c.broker)
+            .collect()
+    };
+    assert!(
+        leaders(&consumer).contains(&Some(3)),
+        "{:?}",
+        consumer.connections()
+    );
+    // Broker 1's connection carries nothing now and is reaped when idle.
+    let deadline = Instant::now() + WAIT;
+    while leaders(&consumer).contains(&Some(1)) && Instant::now() < deadline {
+        consumer.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    assert_eq!(leaders(&consumer), vec![Some(3)]);
+    consumer.close().await.unwrap();
+}
+
+#[async_std::test]
+async fn a_coordinator_move_is_followed_and_commits_land() {
+    let mock = RawMock::new(3);
+    mock.create_topic("t", 1);
+    mock.set_leader("t", 0, 1);
+    mock.set_group_coordinator("g", 2);
+    mock.cap_group_versions();
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "t", 0, 100);
+    let mut consumer = Consumer::new(config(&bootstrap).group_id("g").build().unwrap()).unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    let mut offsets = BTreeMap::new();
+    consume_into(&mut consumer, &mut offsets, 100).await;
+    consumer.commit().await.expect("commit to broker 2");
+
+    // The coordinator moves: broker 2 answers NOT_COORDINATOR from now on.
+    mock.set_group_coordinator("g", 3);
+    produce(&bootstrap, "t", 100, 50);
+    consume_into(&mut consumer, &mut offsets, 150).await;
+    assert_exactly(&offsets, 150);
+    // Heartbeats to broker 2 now get NOT_COORDINATOR: the coordinator is
+    // looked up again and gets its own connection on broker 3.
+    let on_3 = |c: &Consumer| {
+        c.connections()
+            .iter()
+            .any(|c| c.purpose == Purpose::Coordinator && c.broker == Some(3))
+    };
+    let deadline = Instant::now() + WAIT;
+    while !on_3(&consumer) && Instant::now() < deadline {
+        consumer.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    assert!(on_3(&consumer), "{:?}", consumer.connections());
+    // The member rejoins through the new coordinator; a commit lands once
+    // it is back in a stable group.
+    let deadline = Instant::now() + WAIT;
+    let mut committed = false;
+    while !committed && Instant::now() < deadline {
+        consumer.poll(Duration::from_millis(100)).await.unwrap();
+        committed = consumer.commit().await.is_ok();
+    }
+    assert!(committed, "commit after the coordinator moved");
+    let read_back = consumer
+        .committed([TopicPartition::new("t", 0)])
+        .await
+        .unwrap();
+    assert_eq!(read_back[&TopicPartition::new("t", 0)], Some(150));
+    consumer.close().await.unwrap();
+}
+
+#[async_std::test]
+async fn a_broker_down_is_retried_with_backoff_and_consumption_resumes() {
+    let mock = RawMock::new(2);
+    mock.create_topic("t", 1);
+    mock.set_leader("t", 0, 1);
+    let bootstrap = mock.bootstraps().join(",");
+    let leader_addr = mock.bootstraps()[0].clone();
+    produce(&bootstrap, "t", 0, 50);
+    let mut consumer = Consumer::new(
+        config(&bootstrap)
+            .reconnect_backoff(Duration::from_millis(50))
+            .reconnect_backoff_max(Duration::from_millis(1000))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+    let mut offsets = BTreeMap::new();
+    consume_into(&mut consumer, &mut offsets, 50).await;
+
+    mock.broker_down(1);
+    let connects = |c: &Consumer| {
+        c.broker_counters()
+            .get(&leader_addr)
+            .map_or(0, |b| b.connects)
+    };
+    let before = connects(&consumer);
+    // Three seconds of a dead leader.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        consumer.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    let attempts = connects(&consumer) - before;
+    // Exponential backoff from 50 ms to 1 s (±20%) allows about 6 attempts
+    // in 3 s; a busy loop would make hundreds.
+    assert!(attempts >= 2, "it keeps trying: {attempts}");
+    assert!(attempts <= 12, "no busy loop: {attempts} attempts in 3 s");
+
+    mock.broker_up(1);
+    produce(&bootstrap, "t", 50, 50);
+    consume_into(&mut consumer, &mut offsets, 100).await;
+    assert_exactly(&offsets, 100);
+    consumer.close().await.unwrap();
+}
+
+#[async_std::test]
+async fn a_topic_that_appears_later_is_consumed() {
+    let mock = RawMock::new(1);
+    let bootstrap = mock.bootstraps().join(",");
+    let mut consumer = Consumer::new(
+        config(&bootstrap)
+            .allow_auto_create_topics(false)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.assign([TopicPartition::new("later", 0)]).unwrap();
+    // Nothing yet: the topic does not exist.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(500) {
+        assert!(consumer
+            .poll(Duration::from_millis(100))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    mock.create_topic("later", 1);
+    produce(&bootstrap, "later", 0, 20);
+    let mut offsets = BTreeMap::new();
+    consume_into(&mut consumer, &mut offsets, 20).await;
+    assert_exactly(&offsets, 20);
+    consumer.close().await.unwrap();
+}
+
+#[async_std::test]
+async fn a_consumer_dropped_without_commit_is_resumed_from_the_last_commit() {
+    let mock = RawMock::new(2);
+    mock.create_topic("t", 1);
+    mock.set_leader("t", 0, 1);
+    mock.set_group_coordinator("resume", 2);
+    mock.cap_group_versions();
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "t", 0, 100);
+    let cfg = || {
+        config(&bootstrap)
+            .group_id("resume")
+            .session_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap()
+    };
+    let mut first = Consumer::new(cfg()).unwrap();
+    first.subscribe(["t"]).unwrap();
+    let mut offsets = BTreeMap::new();
+    consume_into(&mut first, &mut offsets, 100).await;
+    first
+        .commit_offsets([(TopicPartition::new("t", 0), 60)])
+        .await
+        .unwrap();
+    // Dropped: no commit of what it read past 60, no LeaveGroup.
+    drop(first);
+
+    let mut second = Consumer::new(cfg()).unwrap();
+    second.subscribe(["t"]).unwrap();
+    let mut again = BTreeMap::new();
+    consume_into(&mut second, &mut again, 40).await;
+    assert_eq!(
+        again.keys().copied().collect::<Vec<_>>(),
+        (60..100).collect::<Vec<i64>>(),
+        "from the commit, with no gap"
+    );
+    second.close().await.unwrap();
+}
