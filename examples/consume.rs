@@ -117,9 +117,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
         let value = if takes_value {
             match inline {
                 Some(v) => v,
-                None => args
-                    .next()
-                    .ok_or_else(|| format!("{flag} needs a value"))?,
+                None => args.next().ok_or_else(|| format!("{flag} needs a value"))?,
             }
         } else {
             if inline.is_some() {
@@ -341,7 +339,9 @@ async fn consume(
     signals: &mut futures::stream::Fuse<Signals>,
 ) -> Result<Stop, Failure> {
     if grouped {
-        consumer.subscribe(args.topics.iter().cloned()).map_err(failure)?;
+        consumer
+            .subscribe(args.topics.iter().cloned())
+            .map_err(failure)?;
     } else {
         let mut all: Vec<TopicPartition> = Vec::new();
         for topic in &args.topics {

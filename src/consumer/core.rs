@@ -226,7 +226,10 @@ impl ConsumerCore {
     /// its partitions once the metadata describes it with a leader for
     /// each; `Some(Err(code))` for a topic-level error that retrying can't
     /// fix, `None` while the answer is still to come.
-    pub fn want_partitions(&mut self, topic: &str) -> Option<Result<Vec<TopicPartition>, ErrorCode>> {
+    pub fn want_partitions(
+        &mut self,
+        topic: &str,
+    ) -> Option<Result<Vec<TopicPartition>, ErrorCode>> {
         if self.query_topics.insert(topic.to_owned()) {
             self.update_topics();
         }
