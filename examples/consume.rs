@@ -46,8 +46,9 @@
 //! otherwise.
 //!
 //! SIGINT or SIGTERM stops it cleanly: it commits what it printed (with a
-//! group), leaves the group, closes every connection and exits 0. A second
-//! signal while it closes gives up at once (exit 1).
+//! group), leaves the group, closes every connection and exits 0. A signal
+//! that comes while it closes (after `--count`, or a second one) gives up
+//! at once (exit 1).
 //!
 //! Exit codes: 0 when done (`--count` reached, or a signal) or for `--help`;
 //! 1 when consuming fails; 2 for bad flags or properties. Every error is
@@ -307,7 +308,7 @@ async fn run(args: Args) -> Result<(), Failure> {
 
     let outcome = consume(&mut consumer, &args, grouped, &mut signals).await;
     // Close whatever happened (commit first when a group is set and the
-    // loop ended normally); a second signal gives up on closing.
+    // loop ended normally); a signal now gives up on closing.
     let closing = async {
         let mut result = Ok(());
         if grouped && outcome.is_ok() {
