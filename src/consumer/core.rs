@@ -222,6 +222,46 @@ impl ConsumerCore {
         unknown
     }
 
+    /// Makes the metadata cover `topic` (for `partitions_for`), and returns
+    /// its partitions once the metadata describes it with a leader for
+    /// each; `Some(Err(code))` for a topic-level error that retrying can't
+    /// fix, `None` while the answer is still to come.
+    pub fn want_partitions(
+        &mut self,
+        topic: &str,
+    ) -> Option<Result<Vec<TopicPartition>, ErrorCode>> {
+        if self.query_topics.insert(topic.to_owned()) {
+            self.update_topics();
+        }
+        let metadata = self.cluster.metadata();
+        let wanted = BTreeSet::from([topic.to_owned()]);
+        if metadata.covers(&wanted) {
+            let info = &metadata.topics[topic];
+            return Some(Ok(info
+                .partitions
+                .keys()
+                .map(|p| TopicPartition::new(topic, *p))
+                .collect()));
+        }
+        if let Some(info) = metadata.topics.get(topic) {
+            if info.error != ErrorCode::None && !info.error.is_retriable() {
+                return Some(Err(info.error));
+            }
+        }
+        self.cluster.request_metadata_refresh_later();
+        None
+    }
+
+    /// The topic-level error the metadata holds for `topic`, if any.
+    pub fn topic_error(&self, topic: &str) -> Option<ErrorCode> {
+        self.cluster
+            .metadata()
+            .topics
+            .get(topic)
+            .map(|t| t.error)
+            .filter(|e| *e != ErrorCode::None)
+    }
+
     /// Reads committed offsets (for `committed()`), as a query.
     pub fn query_committed(
         &mut self,

@@ -595,6 +595,55 @@ impl Consumer {
         Ok(out)
     }
 
+    /// The partitions of `topic`, in order, as the cluster metadata
+    /// describes them (for assigning every partition of a topic).
+    ///
+    /// Waits up to `default.api.timeout.ms` until the metadata covers the
+    /// topic with a leader for each partition, so it may open a connection
+    /// (a bootstrap one when none is live). A topic the broker does not
+    /// know (and does not create under `allow.auto.create.topics`) ends in
+    /// [`Error::Broker`] with its error code once the time is up, or at
+    /// once for an error retrying can't fix (authorization, invalid name).
+    ///
+    /// ```no_run
+    /// # async_std::task::block_on(async {
+    /// use lazykafka::{Consumer, ConsumerConfig};
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers("kafka-1:9092")
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let partitions = consumer.partitions_for("invoices").await?;
+    /// consumer.assign(partitions)?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>, Error> {
+        self.check_open()?;
+        self.start();
+        let timeout = self.config.default_api_timeout();
+        let engine = self.engine.as_mut().expect("started");
+        match engine
+            .wait_for(timeout, |core| core.want_partitions(topic))
+            .await
+        {
+            Some(Ok(partitions)) => Ok(partitions),
+            Some(Err(code)) => Err(Error::Broker {
+                api: "Metadata",
+                code,
+            }),
+            None => match self.read_core(|core| core.topic_error(topic)) {
+                Some(code) => Err(Error::Broker {
+                    api: "Metadata",
+                    code,
+                }),
+                None => Err(Error::Timeout {
+                    what: "partitions lookup (topic metadata)",
+                }),
+            },
+        }
+    }
+
     /// The offset of the next record `poll` returns for `partition`, once
     /// known.
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
