@@ -430,3 +430,58 @@ async fn a_static_member_closes_without_leave_group() {
     assert_eq!(again.assignment().len(), mine.len());
     again.close().await.unwrap();
 }
+
+#[async_std::test]
+async fn close_revokes_through_the_listener_and_its_commit_lands_before_leaving() {
+    let mock = mock4("cls", "g-cls");
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "cls", 4, 80, "none"); // 20 per partition
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let mut ours = Consumer::new(config(&bootstrap, Some("g-cls")).build().unwrap()).unwrap();
+    ours.subscribe_with_listener(["cls"], Recorder(events.clone()))
+        .unwrap();
+    assert_eq!(consume(&mut ours, 80).await.len(), 80);
+    mock.start_tracking();
+    ours.close().await.unwrap();
+    let all = BTreeSet::from([0, 1, 2, 3]);
+    let last = events.lock().unwrap().last().cloned();
+    assert_eq!(
+        last,
+        Some(Event::Revoked(all, (0..4).map(|p| (p, 20)).collect())),
+        "close tells the listener, with the positions"
+    );
+    // The listener's commit (OffsetCommit, key 8) went out before LeaveGroup.
+    let requests = mock.requests();
+    let commit = requests.iter().position(|(_, k)| *k == 8);
+    let leave = requests.iter().position(|(_, k)| *k == LEAVE_GROUP);
+    assert!(
+        commit.is_some() && leave.is_some() && commit < leave,
+        "{requests:?}"
+    );
+    let reader = rdkafka_committed(&bootstrap, "g-cls", "cls", 4);
+    assert_eq!(reader, vec![20; 4]);
+}
+
+/// The offsets committed for `topic`'s partitions, read by librdkafka.
+fn rdkafka_committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> Vec<i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    let reader: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    reader
+        .committed_offsets(tpl, WAIT)
+        .unwrap()
+        .elements()
+        .iter()
+        .map(|e| match e.offset() {
+            rdkafka::Offset::Offset(o) => o,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}

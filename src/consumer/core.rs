@@ -77,6 +77,8 @@ pub(crate) struct ConsumerCore {
     queries: BTreeMap<u64, Result<Response, RequestError>>,
     /// Topics whose metadata an offsets query needs, besides the mode's.
     query_topics: BTreeSet<String>,
+    /// The LeaveGroup to send when closing, once revocations are handled.
+    pending_leave: Option<Box<dyn RequestBody>>,
     next_query: u64,
     closing: bool,
 }
@@ -115,6 +117,7 @@ impl ConsumerCore {
             errors: VecDeque::new(),
             queries: BTreeMap::new(),
             query_topics: BTreeSet::new(),
+            pending_leave: None,
             next_query: 1,
             closing: false,
         }
@@ -362,9 +365,26 @@ impl ConsumerCore {
         (self.auto_commit.is_some() && self.group_id.is_some()).then(|| self.commit(now, None))
     }
 
-    /// Ends closing: leaves the group. Returns whether a LeaveGroup was sent.
-    pub fn leave_for_close(&mut self, now: Instant) -> Option<RequestId> {
-        let request = self.membership.as_mut()?.leave("the consumer is closing")?;
+    /// Closing, step two: gives up the partitions (the rebalance listener
+    /// hears of it at the next delivery of group events, and may commit)
+    /// and prepares the LeaveGroup that [`ConsumerCore::send_leave`] sends.
+    pub fn prepare_leave(&mut self, now: Instant) {
+        self.pending_leave = self
+            .membership
+            .as_mut()
+            .and_then(|m| m.leave("the consumer is closing"));
+        self.collect_group_events(now);
+    }
+
+    /// Whether commits the group must wait for (revocations) are done.
+    pub fn revocation_commits_done(&self) -> bool {
+        self.blocking_commit
+            .is_none_or(|id| !self.in_flight.contains_key(&id))
+    }
+
+    /// Closing, step three: sends the LeaveGroup prepared before, if any.
+    pub fn send_leave(&mut self, now: Instant) -> Option<RequestId> {
+        let request = self.pending_leave.take()?;
         let id = self.cluster.request(now, Target::Coordinator, request);
         self.in_flight
             .insert(id, Pending::Group(GroupRequestKind::Leave));

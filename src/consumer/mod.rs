@@ -735,9 +735,15 @@ impl Consumer {
                 result = Err(e);
             }
         }
+        // The partitions are revoked before the member leaves: the rebalance
+        // listener hears of it here, and what it commits lands first.
+        self.with_core(|core, now| core.prepare_leave(now));
         self.run_callbacks();
         let engine = self.engine.as_mut().expect("started");
-        let leave = engine.shared().lock().leave_for_close(Instant::now());
+        engine
+            .wait_for(timeout, |core| core.revocation_commits_done().then_some(()))
+            .await;
+        let leave = engine.shared().lock().send_leave(Instant::now());
         if let Some(id) = leave {
             engine
                 .wait_for(timeout, |core| (!core.is_in_flight(id)).then_some(()))

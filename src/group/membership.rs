@@ -145,6 +145,8 @@ pub struct Membership {
     last_heartbeat_ok: Option<Instant>,
     rejoin_requested: bool,
     events: VecDeque<GroupEvent>,
+    /// The generation and member id given up by [`Membership::leave`].
+    left_generation: Option<(i32, String)>,
 }
 
 impl Membership {
@@ -166,6 +168,7 @@ impl Membership {
             last_heartbeat_ok: None,
             rejoin_requested: false,
             events: VecDeque::new(),
+            left_generation: None,
         }
     }
 
@@ -213,9 +216,18 @@ impl Membership {
     /// partitions' offsets are committed then, as the Java client does in
     /// `onJoinPrepare`; brokers accept a commit of the current generation
     /// until the group moves to the next). `None` outside a generation.
+    ///
+    /// After [`Membership::leave`] it is the generation just left, until
+    /// the next join: the partitions' offsets are committed between the
+    /// revocation and the LeaveGroup, and the coordinator still knows the
+    /// member then.
     pub fn commit_generation(&self) -> Option<(i32, &str)> {
-        (self.generation >= 0 && !self.member_id.is_empty())
-            .then_some((self.generation, self.member_id.as_str()))
+        if self.generation >= 0 && !self.member_id.is_empty() {
+            return Some((self.generation, self.member_id.as_str()));
+        }
+        self.left_generation
+            .as_ref()
+            .map(|(g, id)| (*g, id.as_str()))
     }
 
     /// The next assignment change.
@@ -297,6 +309,7 @@ impl Membership {
         let request: (GroupRequestKind, Box<dyn RequestBody>) = match &self.state {
             MemberState::Failed(_) => return None,
             MemberState::Unjoined | MemberState::Joining => {
+                self.left_generation = None;
                 self.state = MemberState::Joining;
                 (GroupRequestKind::Join, Box::new(self.join_request()))
             }
@@ -406,6 +419,9 @@ impl Membership {
     /// times out.
     pub fn leave(&mut self, reason: &str) -> Option<Box<dyn RequestBody>> {
         let had_membership = !self.member_id.is_empty() && self.state != MemberState::Unjoined;
+        if self.generation >= 0 && !self.member_id.is_empty() {
+            self.left_generation = Some((self.generation, self.member_id.clone()));
+        }
         if !self.owned.is_empty() {
             let owned = std::mem::take(&mut self.owned);
             self.events.push_back(GroupEvent::Revoked(owned));
