@@ -14,11 +14,11 @@ import sys
 from html import escape
 
 METRICS = [
-    ("rec_per_s", "throughput (records/s)", "higher"),
+    ("rec_per_s_steady", "records/s after 1st record", "higher"),
     ("ttfr_ms", "time to first record", "lower"),
     ("cpu_s", "CPU time", "lower"),
     ("vmhwm_mb", "peak RSS", "lower"),
-    ("connects", "connection attempts", "lower"),
+    ("connect_calls", "connect() calls (strace)", "lower"),
     ("held", "sockets held", "lower"),
 ]
 
