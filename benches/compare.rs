@@ -1,0 +1,1145 @@
+//! lazykafka next to librdkafka (the `rdkafka` crate), in one run, on the
+//! same brokers and the same data.
+//!
+//! ```sh
+//! cargo bench --bench compare                          # 3 rounds, full size
+//! LAZYKAFKA_BENCH_SCALE=0.1 LAZYKAFKA_BENCH_ROUNDS=5 cargo bench --bench compare
+//! cargo bench --bench compare -- --scale 0.1 --rounds 5  # the same
+//! LAZYKAFKA_TANSU_BIN=/path/to/tansu cargo bench --bench compare  # adds tansu
+//! ```
+//!
+//! The parent process hosts librdkafka's mock cluster, produces the data
+//! sets into it with librdkafka, and runs every consumer in a child process
+//! of its own (this binary again, with `--child`), which connects over
+//! loopback. Each child reports what it measured about itself as one JSON
+//! line: throughput, time from the first `poll` to the first record, CPU
+//! time (getrusage, less the census thread's), peak RSS (`VmHWM`), threads,
+//! connection attempts (the client's own counters: lazykafka's
+//! `broker_counters()`, librdkafka's statistics `connects`), TCP sockets
+//! seen to the brokers (a census thread reading `/proc/net/tcp*` every
+//! 2 ms) and sockets held once consuming (the census after the last
+//! record). The parent counts, with the mock's request tracking, the
+//! requests each client sent between its first poll and its first record.
+//!
+//! Clients alternate A B A B (lazykafka, then librdkafka, per round) so a
+//! noisy machine affects both alike; medians and the ratio lazykafka /
+//! librdkafka are printed and written, with every run, to
+//! `target/bench-compare.json` (or `LAZYKAFKA_BENCH_OUT`). Environment:
+//!
+//! - `LAZYKAFKA_BENCH_SCALE` (default 1): multiplies the record counts
+//!   (1,000,000 × 100 B, uncompressed and lz4; 100,000 × 10 KiB);
+//! - `LAZYKAFKA_BENCH_ROUNDS` (default 3);
+//! - `LAZYKAFKA_BENCH_TANSU_SCALE` (default: the scale): the record counts
+//!   for tansu, which is much slower to fill and to serve;
+//! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
+//! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
+//!   `100B,100B-lz4,10KiB,scale`.
+//!
+//! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::mock::RawMock;
+use common::{client_sockets, Tansu, ESTABLISHED};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long one child may take before it gives up and reports what it has.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Fetch settings both clients get (the Kafka defaults, spelled out).
+const FETCH_MIN_BYTES: &str = "1";
+const FETCH_MAX_WAIT_MS: &str = "500";
+const FETCH_MAX_BYTES: &str = "52428800";
+const MAX_PARTITION_FETCH_BYTES: &str = "1048576";
+const CHECK_CRCS: &str = "true";
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--child") {
+        child::run();
+        return;
+    }
+    if !args.iter().any(|a| a == "--bench") {
+        eprintln!("compare: a benchmark; run it with `cargo bench --bench compare`");
+        return;
+    }
+    parent::run(&args);
+}
+
+/// CLOCK_MONOTONIC in microseconds: the clock of librdkafka's `rd_clock()`,
+/// shared by every process on the machine.
+fn mono_us() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000
+}
+
+/// User + system CPU time of `who` (RUSAGE_SELF or RUSAGE_THREAD).
+fn cpu_time(who: libc::c_int) -> Duration {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut ru) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(us(ru.ru_utime) + us(ru.ru_stime))
+}
+
+/// A field of `/proc/self/status` (such as `VmHWM`, in kB, or `Threads`).
+fn status_field(name: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Text-like values (lowercase letters from a xorshift generator), so lz4
+/// has something realistic to do; a pool of 64 distinct values.
+fn values(len: usize) -> Vec<Vec<u8>> {
+    (0..64u64)
+        .map(|i| {
+            let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Skewed toward a few letters, as text is.
+                    let r = (x % 100) as u8;
+                    b'a' + if r < 60 { r % 6 } else { r % 26 }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// One data set: `records` values of `value_len` bytes over `partitions`
+/// partitions of `topic`.
+#[derive(Debug, Clone)]
+struct DataSet {
+    name: &'static str,
+    topic: &'static str,
+    records: usize,
+    value_len: usize,
+    compression: &'static str,
+    partitions: i32,
+}
+
+fn data_sets(scale: f64) -> Vec<DataSet> {
+    let n = |base: f64| ((base * scale).round() as usize).max(8);
+    vec![
+        DataSet {
+            name: "100B",
+            topic: "b100",
+            records: n(1_000_000.0),
+            value_len: 100,
+            compression: "none",
+            partitions: 8,
+        },
+        DataSet {
+            name: "100B-lz4",
+            topic: "b100lz4",
+            records: n(1_000_000.0),
+            value_len: 100,
+            compression: "lz4",
+            partitions: 8,
+        },
+        DataSet {
+            name: "10KiB",
+            topic: "b10k",
+            records: n(100_000.0),
+            value_len: 10 * 1024,
+            compression: "none",
+            partitions: 8,
+        },
+    ]
+}
+
+mod parent {
+    use super::*;
+
+    struct Settings {
+        scale: f64,
+        tansu_scale: f64,
+        rounds: usize,
+        cases: Option<BTreeSet<String>>,
+        out: std::path::PathBuf,
+    }
+
+    fn settings(args: &[String]) -> Settings {
+        let arg = |name: &str| {
+            args.iter()
+                .position(|a| a == name)
+                .and_then(|i| args.get(i + 1))
+                .cloned()
+        };
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let scale: f64 = arg("--scale")
+            .or_else(|| env("LAZYKAFKA_BENCH_SCALE"))
+            .map(|v| v.parse().expect("scale: a number"))
+            .unwrap_or(1.0);
+        let tansu_scale = env("LAZYKAFKA_BENCH_TANSU_SCALE")
+            .map(|v| v.parse().expect("tansu scale: a number"))
+            .unwrap_or(scale);
+        let rounds = arg("--rounds")
+            .or_else(|| env("LAZYKAFKA_BENCH_ROUNDS"))
+            .map(|v| v.parse().expect("rounds: a number"))
+            .unwrap_or(3);
+        let cases = env("LAZYKAFKA_BENCH_CASES")
+            .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect());
+        let out = env("LAZYKAFKA_BENCH_OUT")
+            .map(Into::into)
+            .unwrap_or_else(|| {
+                let target = env("CARGO_TARGET_DIR").unwrap_or_else(|| "target".into());
+                std::path::Path::new(&target).join("bench-compare.json")
+            });
+        Settings {
+            scale,
+            tansu_scale,
+            rounds,
+            cases,
+            out,
+        }
+    }
+
+    impl Settings {
+        fn wants(&self, case: &str) -> bool {
+            self.cases.as_ref().is_none_or(|c| c.contains(case))
+        }
+    }
+
+    /// Produces `set` into `topic` with librdkafka, partition `i % n`.
+    fn produce(bootstrap: &str, set: &DataSet) {
+        use rdkafka::config::ClientConfig;
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("compression.codec", set.compression)
+            .set("linger.ms", "20")
+            .set("batch.size", "1000000")
+            .set("queue.buffering.max.kbytes", "1048576")
+            .create()
+            .expect("librdkafka producer");
+        let pool = values(set.value_len);
+        for i in 0..set.records {
+            loop {
+                let record: BaseRecord<'_, (), [u8]> = BaseRecord::to(set.topic)
+                    .payload(&pool[i % pool.len()][..])
+                    .partition(i as i32 % set.partitions);
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((e, _)) => {
+                        assert!(
+                            matches!(
+                                e.rdkafka_error_code(),
+                                Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                            ),
+                            "produce: {e}"
+                        );
+                        producer.poll(Duration::from_millis(5));
+                    }
+                }
+            }
+        }
+        producer
+            .flush(Duration::from_secs(300))
+            .expect("flush the data set");
+    }
+
+    /// What a child is told.
+    struct Job<'a> {
+        client: &'static str,
+        bootstrap: &'a str,
+        topic: &'a str,
+        partitions: i32,
+        records: usize,
+        broker_ports: &'a [u16],
+        /// Run under `strace -e trace=connect` to count connect() calls.
+        strace: bool,
+    }
+
+    /// Whether `strace` can be run.
+    fn have_strace() -> bool {
+        std::env::var("LAZYKAFKA_BENCH_STRACE").as_deref() != Ok("0")
+            && Command::new("strace")
+                .arg("-V")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+    }
+
+    fn run_child(job: &Job<'_>) -> Value {
+        let exe = std::env::current_exe().expect("current exe");
+        let ports: Vec<String> = job.broker_ports.iter().map(u16::to_string).collect();
+        let trace =
+            std::env::temp_dir().join(format!("lazykafka-compare-{}.strace", std::process::id()));
+        let mut cmd = if job.strace {
+            let mut c = Command::new("strace");
+            c.args(["-f", "-qq", "--seccomp-bpf", "-e", "trace=connect", "-o"])
+                .arg(&trace)
+                .arg(exe);
+            c
+        } else {
+            Command::new(exe)
+        };
+        let out = cmd
+            .arg("--child")
+            .env("LKB_CLIENT", job.client)
+            .env("LKB_BOOTSTRAP", job.bootstrap)
+            .env("LKB_TOPIC", job.topic)
+            .env("LKB_PARTITIONS", job.partitions.to_string())
+            .env("LKB_RECORDS", job.records.to_string())
+            .env("LKB_PORTS", ports.join(","))
+            .output()
+            .expect("run child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+        match line.and_then(|l| serde_json::from_str::<Value>(l).ok()) {
+            Some(mut v) => {
+                if job.strace {
+                    // Every connect() to a broker port, whatever its outcome.
+                    let text = std::fs::read_to_string(&trace).unwrap_or_default();
+                    let _ = std::fs::remove_file(&trace);
+                    let calls: Vec<u16> = text
+                        .lines()
+                        .filter(|l| l.contains("connect(") && l.contains("AF_INET"))
+                        .filter_map(|l| {
+                            let p = l.split("htons(").nth(1)?.split(')').next()?;
+                            p.parse().ok()
+                        })
+                        .filter(|p| job.broker_ports.contains(p))
+                        .collect();
+                    let distinct: BTreeSet<u16> = calls.iter().copied().collect();
+                    v = json!({
+                        "census": true,
+                        "connect_calls": calls.len(),
+                        "connect_ports": distinct.len(),
+                    });
+                }
+                v
+            }
+            None => {
+                eprintln!(
+                    "child {} failed ({}): {}",
+                    job.client,
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                json!({"failed": true})
+            }
+        }
+    }
+
+    /// Adds the mock's count of requests between the child's first poll and
+    /// its first record.
+    fn add_mock_requests(mock: &RawMock, result: &mut Value) {
+        let (Some(from), Some(to)) = (
+            result["first_poll_us"].as_i64(),
+            result["first_record_us"].as_i64(),
+        ) else {
+            return;
+        };
+        let reqs = mock.requests_timed();
+        let before: Vec<_> = reqs
+            .iter()
+            .filter(|(_, _, t)| *t >= from && *t <= to)
+            .collect();
+        let mut by_key: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for (_, key, _) in &before {
+            *by_key.entry(api_name(*key)).or_default() += 1;
+        }
+        result["requests_before_first_mock"] = json!(before.len());
+        result["requests_before_first_by_api"] = json!(by_key);
+    }
+
+    fn api_name(key: i16) -> &'static str {
+        match key {
+            0 => "Produce",
+            1 => "Fetch",
+            2 => "ListOffsets",
+            3 => "Metadata",
+            8 => "OffsetCommit",
+            9 => "OffsetFetch",
+            10 => "FindCoordinator",
+            18 => "ApiVersions",
+            23 => "OffsetForLeaderEpoch",
+            _ => "other",
+        }
+    }
+
+    /// One broker's throughput cases, A B A B.
+    #[allow(clippy::too_many_arguments)]
+    fn throughput(
+        s: &Settings,
+        broker: &str,
+        bootstrap: &str,
+        ports: &[u16],
+        sets: &[DataSet],
+        mock: Option<&RawMock>,
+        runs: &mut Vec<Value>,
+    ) {
+        for set in sets {
+            if !s.wants(set.name) {
+                continue;
+            }
+            for round in 0..s.rounds {
+                for client in ["lazykafka", "librdkafka"] {
+                    if let Some(m) = mock {
+                        m.clear_requests();
+                    }
+                    let mut r = run_child(&Job {
+                        client,
+                        bootstrap,
+                        topic: set.topic,
+                        partitions: set.partitions,
+                        records: set.records,
+                        broker_ports: ports,
+                        strace: false,
+                    });
+                    if let Some(m) = mock {
+                        add_mock_requests(m, &mut r);
+                    }
+                    r["broker"] = json!(broker);
+                    r["case"] = json!(set.name);
+                    r["client"] = json!(client);
+                    r["round"] = json!(round);
+                    r["expected_records"] = json!(set.records);
+                    eprintln!("{}", brief(&r));
+                    runs.push(r);
+                }
+            }
+            census_runs(broker, set.name, ports, runs, |client| Job {
+                client,
+                bootstrap,
+                topic: set.topic,
+                partitions: set.partitions,
+                records: set.records,
+                broker_ports: ports,
+                strace: true,
+            });
+        }
+    }
+
+    /// One more run per client under strace, counting connect() calls (not
+    /// timed).
+    fn census_runs<'a>(
+        broker: &str,
+        case: &str,
+        _ports: &[u16],
+        runs: &mut Vec<Value>,
+        job: impl Fn(&'static str) -> Job<'a>,
+    ) {
+        if !have_strace() {
+            return;
+        }
+        for client in ["lazykafka", "librdkafka"] {
+            let mut r = run_child(&job(client));
+            r["broker"] = json!(broker);
+            r["case"] = json!(case);
+            r["client"] = json!(client);
+            eprintln!(
+                "  {broker:<6} {case:<9} {client:<10} strace: {} connect() calls to {} addresses",
+                r["connect_calls"], r["connect_ports"]
+            );
+            runs.push(r);
+        }
+    }
+
+    fn brief(r: &Value) -> String {
+        format!(
+            "  {:<6} {:<9} {:<10} round {}: {:>9.0} rec/s {:>7.1} MB/s, first record {:>7.1} ms, \
+             cpu {:.2} s, hwm {:.0} MB, sockets {} opened / {} held{}",
+            r["broker"].as_str().unwrap_or(""),
+            r["case"].as_str().unwrap_or(""),
+            r["client"].as_str().unwrap_or(""),
+            r["round"],
+            r["rec_per_s"].as_f64().unwrap_or(f64::NAN),
+            r["mb_per_s"].as_f64().unwrap_or(f64::NAN),
+            r["ttfr_ms"].as_f64().unwrap_or(f64::NAN),
+            r["cpu_s"].as_f64().unwrap_or(f64::NAN),
+            r["vmhwm_kb"].as_f64().unwrap_or(f64::NAN) / 1024.0,
+            r["connects"],
+            r["held"],
+            if r["timed_out"].as_bool() == Some(true) {
+                " TIMED OUT"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// Ports of loopback listeners opened and closed again: nothing listens
+    /// there, so a connect is refused at once.
+    fn closed_ports(n: usize) -> Vec<u16> {
+        let listeners: Vec<_> = (0..n)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+            .collect();
+        listeners
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect()
+    }
+
+    /// 1000 bootstrap addresses: 992 closed loopback ports and the 8 brokers
+    /// of a mock cluster, shuffled (fixed seed); the topic's 2 partitions
+    /// are led by brokers 2 and 7.
+    fn scale_case(s: &Settings, runs: &mut Vec<Value>) {
+        let mock = RawMock::new(8);
+        let topic = "scale";
+        mock.create_topic(topic, 2);
+        mock.set_leader(topic, 0, 2);
+        mock.set_leader(topic, 1, 7);
+        let records = 1000;
+        produce(
+            &mock.bootstraps().join(","),
+            &DataSet {
+                name: "scale",
+                topic,
+                records,
+                value_len: 100,
+                compression: "none",
+                partitions: 2,
+            },
+        );
+        let closed = closed_ports(992);
+        let mut addrs: Vec<String> = closed.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        addrs.extend(mock.bootstraps());
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for i in (1..addrs.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            addrs.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let bootstrap = addrs.join(",");
+        let mut ports = closed.clone();
+        ports.extend(mock.ports());
+        mock.start_tracking();
+        for round in 0..s.rounds {
+            for client in ["lazykafka", "librdkafka"] {
+                mock.clear_requests();
+                let mut r = run_child(&Job {
+                    client,
+                    bootstrap: &bootstrap,
+                    topic,
+                    partitions: 2,
+                    records,
+                    broker_ports: &ports,
+                    strace: false,
+                });
+                add_mock_requests(&mock, &mut r);
+                r["broker"] = json!("mock");
+                r["case"] = json!("scale");
+                r["client"] = json!(client);
+                r["round"] = json!(round);
+                r["expected_records"] = json!(records);
+                eprintln!("{}", brief(&r));
+                runs.push(r);
+            }
+        }
+        census_runs("mock", "scale", &ports, runs, |client| Job {
+            client,
+            bootstrap: &bootstrap,
+            topic,
+            partitions: 2,
+            records,
+            broker_ports: &ports,
+            strace: true,
+        });
+    }
+
+    fn median(mut v: Vec<f64>) -> Option<f64> {
+        v.retain(|x| x.is_finite());
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let n = v.len();
+        Some(if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        })
+    }
+
+    /// The metrics summarised, with how each is shown.
+    const METRICS: &[(&str, &str)] = &[
+        ("rec_per_s", "records/s (from first poll)"),
+        ("mb_per_s", "MB/s (from first poll)"),
+        ("rec_per_s_steady", "records/s (from first record)"),
+        ("mb_per_s_steady", "MB/s (from first record)"),
+        ("ttfr_ms", "first record, ms"),
+        ("requests_before_first_mock", "requests before it (mock)"),
+        (
+            "requests_before_first_own",
+            "requests before it (own count)",
+        ),
+        ("connects", "connection attempts (own count)"),
+        ("connect_calls", "connect() calls (strace)"),
+        ("connect_ports", "addresses connected to (strace)"),
+        ("seen", "sockets seen (census)"),
+        ("held", "sockets held consuming"),
+        ("vmhwm_mb", "peak RSS, MB"),
+        ("cpu_s", "CPU time, s"),
+        ("cpu_us_per_record", "CPU µs/record"),
+        ("threads", "threads"),
+    ];
+
+    fn summarise(runs: &[Value]) -> Vec<Value> {
+        let mut keys: Vec<(String, String)> = Vec::new();
+        for r in runs {
+            let k = (
+                r["broker"].as_str().unwrap_or("").to_owned(),
+                r["case"].as_str().unwrap_or("").to_owned(),
+            );
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        let mut out = Vec::new();
+        for (broker, case) in keys {
+            for (metric, label) in METRICS {
+                let of = |client: &str| {
+                    median(
+                        runs.iter()
+                            .filter(|r| {
+                                r["broker"] == broker.as_str()
+                                    && r["case"] == case.as_str()
+                                    && r["client"] == client
+                            })
+                            .filter_map(|r| r[*metric].as_f64())
+                            .collect(),
+                    )
+                };
+                let (a, b) = (of("lazykafka"), of("librdkafka"));
+                if a.is_none() && b.is_none() {
+                    continue;
+                }
+                let ratio = match (a, b) {
+                    (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+                    _ => None,
+                };
+                out.push(json!({
+                    "broker": broker, "case": case, "metric": metric, "label": label,
+                    "lazykafka": a, "librdkafka": b, "ratio": ratio,
+                }));
+            }
+        }
+        out
+    }
+
+    fn print_table(summary: &[Value]) {
+        let mut last = (String::new(), String::new());
+        for row in summary {
+            let key = (
+                row["broker"].as_str().unwrap().to_owned(),
+                row["case"].as_str().unwrap().to_owned(),
+            );
+            if key != last {
+                println!(
+                    "\n{} / {}\n  {:<32} {:>14} {:>14} {:>8}",
+                    key.0, key.1, "median", "lazykafka", "librdkafka", "ratio"
+                );
+                last = key;
+            }
+            let f = |v: &Value| match v.as_f64() {
+                Some(x) if x.abs() >= 1000.0 => format!("{x:.0}"),
+                Some(x) => format!("{x:.2}"),
+                None => "-".into(),
+            };
+            println!(
+                "  {:<32} {:>14} {:>14} {:>8}",
+                row["label"].as_str().unwrap(),
+                f(&row["lazykafka"]),
+                f(&row["librdkafka"]),
+                row["ratio"]
+                    .as_f64()
+                    .map_or("-".into(), |r| format!("{r:.2}"))
+            );
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions on tansu (its CLI).
+    fn tansu_topic(bin: &str, addr: &str, topic: &str, partitions: i32) {
+        let status = Command::new(bin)
+            .args(["topic", "create", "--broker", &format!("tcp://{addr}")])
+            .args(["--partitions", &partitions.to_string(), topic])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("tansu topic create");
+        assert!(status.success(), "tansu topic create {topic}: {status}");
+    }
+
+    pub fn run(args: &[String]) {
+        let s = settings(args);
+        let started = Instant::now();
+        println!(
+            "lazykafka vs librdkafka: scale {} (tansu {}), {} rounds, A B alternating",
+            s.scale, s.tansu_scale, s.rounds
+        );
+        println!(
+            "fetch: min.bytes {FETCH_MIN_BYTES}, max.wait {FETCH_MAX_WAIT_MS} ms, max.bytes \
+             {FETCH_MAX_BYTES}, max.partition.fetch.bytes {MAX_PARTITION_FETCH_BYTES}, \
+             check.crcs {CHECK_CRCS}; manual assignment, no auto-commit"
+        );
+        println!("no in-process lazykafka mock broker exists yet: brokers are librdkafka's mock cluster and tansu");
+        let mut runs = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
+
+        // librdkafka's mock cluster, in this process.
+        let sets = data_sets(s.scale);
+        if sets.iter().any(|d| s.wants(d.name)) {
+            let mock = RawMock::new(3);
+            for set in &sets {
+                if !s.wants(set.name) {
+                    continue;
+                }
+                mock.create_topic(set.topic, set.partitions);
+                for p in 0..set.partitions {
+                    mock.set_leader(set.topic, p, p % 3 + 1);
+                }
+                let t = Instant::now();
+                produce(&mock.bootstraps().join(","), set);
+                eprintln!(
+                    "mock: produced {} × {} B ({}) in {:.1} s",
+                    set.records,
+                    set.value_len,
+                    set.compression,
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            mock.start_tracking();
+            let bootstrap = mock.bootstraps().join(",");
+            throughput(
+                &s,
+                "mock",
+                &bootstrap,
+                &mock.ports(),
+                &sets,
+                Some(&mock),
+                &mut runs,
+            );
+        }
+
+        // tansu, when given.
+        let tsets = data_sets(s.tansu_scale);
+        if tsets.iter().any(|d| s.wants(d.name)) {
+            match std::env::var("LAZYKAFKA_TANSU_BIN") {
+                Ok(bin) if !bin.is_empty() => {
+                    let tansu = Tansu::start("compare").expect("tansu");
+                    for set in &tsets {
+                        if !s.wants(set.name) {
+                            continue;
+                        }
+                        tansu_topic(&bin, &tansu.addr, set.topic, set.partitions);
+                        let t = Instant::now();
+                        produce(&tansu.addr, set);
+                        eprintln!(
+                            "tansu: produced {} × {} B ({}) in {:.1} s",
+                            set.records,
+                            set.value_len,
+                            set.compression,
+                            t.elapsed().as_secs_f64()
+                        );
+                    }
+                    throughput(
+                        &s,
+                        "tansu",
+                        &tansu.addr,
+                        &[tansu.port],
+                        &tsets,
+                        None,
+                        &mut runs,
+                    );
+                }
+                _ => {
+                    let note = "tansu skipped: LAZYKAFKA_TANSU_BIN is not set".to_owned();
+                    println!("{note}");
+                    notes.push(note);
+                }
+            }
+        }
+
+        if s.wants("scale") {
+            scale_case(&s, &mut runs);
+        }
+
+        let summary = summarise(&runs);
+        print_table(&summary);
+        let report = json!({
+            "scale": s.scale,
+            "tansu_scale": s.tansu_scale,
+            "rounds": s.rounds,
+            "fetch": {
+                "fetch.min.bytes": FETCH_MIN_BYTES, "fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
+                "fetch.max.bytes": FETCH_MAX_BYTES,
+                "max.partition.fetch.bytes": MAX_PARTITION_FETCH_BYTES, "check.crcs": CHECK_CRCS,
+            },
+            "data_sets": sets.iter().map(|d| json!({
+                "name": d.name, "records": d.records, "value_bytes": d.value_len,
+                "compression": d.compression, "partitions": d.partitions,
+            })).collect::<Vec<_>>(),
+            "notes": notes,
+            "summary": summary,
+            "runs": runs,
+            "wall_s": started.elapsed().as_secs_f64(),
+        });
+        if let Some(dir) = s.out.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut f = std::fs::File::create(&s.out).expect("write the results");
+        writeln!(f, "{}", serde_json::to_string_pretty(&report).unwrap()).unwrap();
+        println!(
+            "\nresults: {} ({:.0} s)",
+            s.out.display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+mod child {
+    use super::*;
+
+    /// Every (local port, remote port) of a TCP socket this process held to
+    /// a broker port, sampled every 2 ms from `/proc`, and the sampler's own
+    /// CPU time (to subtract).
+    struct Census {
+        stop: Arc<AtomicBool>,
+        /// The sampler thread's CPU time so far, in microseconds.
+        cpu_us: Arc<AtomicU64>,
+        handle: std::thread::JoinHandle<BTreeSet<(u16, u16)>>,
+    }
+
+    impl Census {
+        fn start(ports: Vec<u16>) -> Census {
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = stop.clone();
+            let cpu_us = Arc::new(AtomicU64::new(0));
+            let cpu = cpu_us.clone();
+            let handle = std::thread::spawn(move || {
+                let mut seen = BTreeSet::new();
+                while !flag.load(Ordering::Relaxed) {
+                    for s in client_sockets(&ports) {
+                        seen.insert((s.local_port, s.remote_port));
+                    }
+                    cpu.store(
+                        cpu_time(libc::RUSAGE_THREAD).as_micros() as u64,
+                        Ordering::Relaxed,
+                    );
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                seen
+            });
+            Census {
+                stop,
+                cpu_us,
+                handle,
+            }
+        }
+
+        /// The process's CPU time less the sampler's, and the sockets held
+        /// to the brokers now (ESTABLISHED).
+        fn snapshot(&self, ports: &[u16], t: &mut Tally) {
+            let now = client_sockets(ports);
+            t.held = now.iter().filter(|s| s.state == ESTABLISHED).count();
+            t.held_sockets = now.iter().map(|s| (s.local_port, s.remote_port)).collect();
+            t.threads = status_field("Threads");
+            let sampler = Duration::from_micros(self.cpu_us.load(Ordering::Relaxed));
+            t.cpu = cpu_time(libc::RUSAGE_SELF).saturating_sub(sampler);
+        }
+
+        fn finish(self) -> (BTreeSet<(u16, u16)>, Duration) {
+            self.stop.store(true, Ordering::Relaxed);
+            let seen = self.handle.join().unwrap();
+            (
+                seen,
+                Duration::from_micros(self.cpu_us.load(Ordering::Relaxed)),
+            )
+        }
+    }
+
+    /// What both clients' loops record.
+    #[derive(Default)]
+    struct Tally {
+        records: usize,
+        bytes: u64,
+        errors: u64,
+        first_poll_us: i64,
+        first_record_us: Option<i64>,
+        last_record_us: i64,
+        timed_out: bool,
+        /// CPU time (less the census thread's) and sockets held, right after
+        /// the last record.
+        cpu: Duration,
+        held: usize,
+        held_sockets: Vec<(u16, u16)>,
+        threads: u64,
+    }
+
+    impl Tally {
+        fn record(&mut self, value_len: usize) {
+            if self.first_record_us.is_none() {
+                self.first_record_us = Some(mono_us());
+            }
+            self.records += 1;
+            self.bytes += value_len as u64;
+        }
+    }
+
+    /// The ports of a bootstrap list.
+    fn ports_of(bootstrap: &str) -> Vec<u16> {
+        bootstrap
+            .split(',')
+            .filter_map(|a| a.rsplit(':').next()?.parse().ok())
+            .collect()
+    }
+
+    fn env(name: &str) -> String {
+        std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+    }
+
+    pub fn run() {
+        let client = env("LKB_CLIENT");
+        let bootstrap = env("LKB_BOOTSTRAP");
+        let topic = env("LKB_TOPIC");
+        let partitions: i32 = env("LKB_PARTITIONS").parse().unwrap();
+        let records: usize = env("LKB_RECORDS").parse().unwrap();
+        let ports: Vec<u16> = env("LKB_PORTS")
+            .split(',')
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        let census = Census::start(ports.clone());
+        let mut extra = serde_json::Map::new();
+        let tally = match client.as_str() {
+            "lazykafka" => lazy(&bootstrap, &topic, partitions, records, &census, &mut extra),
+            "librdkafka" => rd(&bootstrap, &topic, partitions, records, &census, &mut extra),
+            other => panic!("unknown client {other}"),
+        };
+        let (mut seen, census_cpu) = census.finish();
+        seen.extend(tally.held_sockets.iter().copied());
+        let (cpu, held) = (tally.cpu, tally.held);
+        let steady_s = tally
+            .first_record_us
+            .map_or(f64::NAN, |f| (tally.last_record_us - f) as f64 / 1e6);
+        let first = tally.first_record_us;
+        let elapsed_s = (tally.last_record_us - tally.first_poll_us) as f64 / 1e6;
+        let mut out = json!({
+            "records": tally.records,
+            "bytes": tally.bytes,
+            "errors": tally.errors,
+            "timed_out": tally.timed_out,
+            "first_poll_us": tally.first_poll_us,
+            "first_record_us": first,
+            "ttfr_ms": first.map(|f| (f - tally.first_poll_us) as f64 / 1e3),
+            "elapsed_s": elapsed_s,
+            "rec_per_s": tally.records as f64 / elapsed_s,
+            "mb_per_s": tally.bytes as f64 / elapsed_s / 1e6,
+            "steady_s": steady_s,
+            "rec_per_s_steady": tally.records as f64 / steady_s,
+            "mb_per_s_steady": tally.bytes as f64 / steady_s / 1e6,
+            "cpu_s": cpu.as_secs_f64(),
+            "census_cpu_s": census_cpu.as_secs_f64(),
+            "cpu_us_per_record": cpu.as_secs_f64() * 1e6 / tally.records.max(1) as f64,
+            "vmhwm_mb": status_field("VmHWM") as f64 / 1024.0,
+            "vmhwm_kb": status_field("VmHWM"),
+            "threads": tally.threads,
+            "seen": seen.len(),
+            "held": held,
+        });
+        for (k, v) in extra {
+            out[k] = v;
+        }
+        println!("{out}");
+        let _ = std::io::stdout().flush();
+        // No orderly close: the measurement is over, and closing is not
+        // part of it.
+        std::process::exit(0);
+    }
+
+    fn lazy(
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        records: usize,
+        census: &Census,
+        extra: &mut serde_json::Map<String, Value>,
+    ) -> Tally {
+        use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+        let config = ConsumerConfig::builder()
+            .set_all([
+                ("bootstrap.servers", bootstrap),
+                ("client.id", "bench-lazykafka"),
+                ("enable.auto.commit", "false"),
+                ("auto.offset.reset", "earliest"),
+                ("fetch.min.bytes", FETCH_MIN_BYTES),
+                ("fetch.max.wait.ms", FETCH_MAX_WAIT_MS),
+                ("fetch.max.bytes", FETCH_MAX_BYTES),
+                ("max.partition.fetch.bytes", MAX_PARTITION_FETCH_BYTES),
+                ("check.crcs", CHECK_CRCS),
+            ])
+            .and_then(|b| b.build())
+            .expect("lazykafka config");
+        let mut consumer = Consumer::new(config).expect("lazykafka consumer");
+        consumer
+            .assign((0..partitions).map(|p| TopicPartition::new(topic, p)))
+            .expect("assign");
+        let mut t = Tally::default();
+        let deadline = Instant::now() + CHILD_TIMEOUT;
+        let mut requests_before_first = None;
+        async_std::task::block_on(async {
+            t.first_poll_us = mono_us();
+            while t.records < records {
+                if Instant::now() > deadline {
+                    t.timed_out = true;
+                    break;
+                }
+                match consumer.poll(Duration::from_millis(100)).await {
+                    Ok(batch) => {
+                        for r in &batch {
+                            t.record(r.value().map_or(0, <[u8]>::len));
+                        }
+                        if !batch.is_empty() {
+                            t.last_record_us = mono_us();
+                            if requests_before_first.is_none() {
+                                requests_before_first = Some(
+                                    consumer
+                                        .broker_counters()
+                                        .values()
+                                        .map(|c| c.requests)
+                                        .sum::<u64>(),
+                                );
+                            }
+                        }
+                    }
+                    Err(_) => t.errors += 1,
+                }
+            }
+        });
+        census.snapshot(&ports_of(bootstrap), &mut t);
+        let counters = consumer.broker_counters();
+        extra.insert(
+            "connects".into(),
+            json!(counters.values().map(|c| c.connects).sum::<u64>()),
+        );
+        extra.insert(
+            "connect_failures".into(),
+            json!(counters.values().map(|c| c.connect_failures).sum::<u64>()),
+        );
+        extra.insert(
+            "requests_before_first_own".into(),
+            json!(requests_before_first),
+        );
+        extra.insert(
+            "requests_total_own".into(),
+            json!(counters.values().map(|c| c.requests).sum::<u64>()),
+        );
+        t
+    }
+
+    /// Collects librdkafka's statistics: the sum of every broker's
+    /// `connects`, and how many statistics came.
+    struct StatsContext {
+        connects: Arc<Mutex<Option<i64>>>,
+        generation: Arc<AtomicU64>,
+    }
+
+    impl rdkafka::ClientContext for StatsContext {
+        fn stats_raw(&self, statistics: &[u8]) {
+            if let Ok(v) = serde_json::from_slice::<Value>(statistics) {
+                let sum = v["brokers"].as_object().map(|b| {
+                    b.values()
+                        .filter_map(|b| b["connects"].as_i64())
+                        .sum::<i64>()
+                });
+                *self.connects.lock().unwrap() = sum;
+                self.generation.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    impl rdkafka::consumer::ConsumerContext for StatsContext {}
+
+    fn rd(
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        records: usize,
+        census: &Census,
+        extra: &mut serde_json::Map<String, Value>,
+    ) -> Tally {
+        use rdkafka::config::ClientConfig;
+        use rdkafka::consumer::{BaseConsumer, Consumer as _};
+        use rdkafka::message::Message as _;
+        use rdkafka::{Offset, TopicPartitionList};
+        let connects = Arc::new(Mutex::new(None));
+        let generation = Arc::new(AtomicU64::new(0));
+        let context = StatsContext {
+            connects: connects.clone(),
+            generation: generation.clone(),
+        };
+        // librdkafka starts its threads and its first connection when the
+        // client is created (lazykafka: at the first poll), so the clock
+        // starts before that.
+        let mut t = Tally::default();
+        let deadline = Instant::now() + CHILD_TIMEOUT;
+        t.first_poll_us = mono_us();
+        let consumer: BaseConsumer<StatsContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("client.id", "bench-librdkafka")
+            // librdkafka's consumer needs a group for assign(); it looks up
+            // the coordinator even without subscribe, but commits nothing.
+            .set("group.id", "bench-librdkafka")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("fetch.min.bytes", FETCH_MIN_BYTES)
+            .set("fetch.wait.max.ms", FETCH_MAX_WAIT_MS)
+            .set("fetch.max.bytes", FETCH_MAX_BYTES)
+            .set("max.partition.fetch.bytes", MAX_PARTITION_FETCH_BYTES)
+            .set("check.crcs", CHECK_CRCS)
+            .set("statistics.interval.ms", "1000")
+            .set("log_level", "0")
+            .create_with_context(context)
+            .expect("librdkafka consumer");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        consumer.assign(&tpl).expect("assign");
+        while t.records < records {
+            if Instant::now() > deadline {
+                t.timed_out = true;
+                break;
+            }
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    t.record(m.payload().map_or(0, <[u8]>::len));
+                    t.last_record_us = mono_us();
+                }
+                Some(Err(_)) => t.errors += 1,
+                None => {}
+            }
+        }
+        census.snapshot(&ports_of(bootstrap), &mut t);
+        // The next statistics, for the connection attempts up to now.
+        let gen = generation.load(Ordering::SeqCst);
+        let wait = Instant::now() + Duration::from_secs(3);
+        while generation.load(Ordering::SeqCst) == gen && Instant::now() < wait {
+            let _ = consumer.poll(Duration::from_millis(50));
+        }
+        extra.insert("connects".into(), json!(*connects.lock().unwrap()));
+        t
+    }
+}
