@@ -13,7 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a test waits for any one condition.
-pub const WAIT: Duration = Duration::from_secs(30);
+/// How long a test waits for a condition. librdkafka's mock paces group
+/// rebalances with a timer of several seconds each (it waits most of the
+/// session timeout for members to rejoin), and a test crosses several.
+pub const WAIT: Duration = Duration::from_secs(60);
 
 /// Produces `count` records `key-i` / `value-i` to `topic`, spread over
 /// `partitions` partitions (i % partitions), with librdkafka.
