@@ -6,7 +6,9 @@
 mod common;
 
 use common::mock::RawMock;
-use common::peers::{config, consume, logs, produce, produce_range, RdConsumer, WAIT};
+use common::peers::{
+    config, consume, logs, produce, produce_range, rd_committed, RdConsumer, WAIT,
+};
 use common::wait_for;
 use lazykafka::events::Purpose;
 use lazykafka::group::AssignmentStrategy;
@@ -458,30 +460,6 @@ async fn close_revokes_through_the_listener_and_its_commit_lands_before_leaving(
         commit.is_some() && leave.is_some() && commit < leave,
         "{requests:?}"
     );
-    let reader = rdkafka_committed(&bootstrap, "g-cls", "cls", 4);
-    assert_eq!(reader, vec![20; 4]);
-}
-
-/// The offsets committed for `topic`'s partitions, read by librdkafka.
-fn rdkafka_committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> Vec<i64> {
-    use rdkafka::consumer::{BaseConsumer, Consumer as _};
-    let reader: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
-        .create()
-        .unwrap();
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition(topic, p);
-    }
-    reader
-        .committed_offsets(tpl, WAIT)
-        .unwrap()
-        .elements()
-        .iter()
-        .map(|e| match e.offset() {
-            rdkafka::Offset::Offset(o) => o,
-            other => panic!("{other:?}"),
-        })
-        .collect()
+    let read_back = rd_committed(&bootstrap, "g-cls", "cls", &[0, 1, 2, 3]);
+    assert_eq!(read_back, vec![Some(20); 4]);
 }

@@ -74,18 +74,7 @@ impl Revocation<'_> {
 
     /// Commits `offsets` before the group moves on.
     pub fn commit(&mut self, offsets: BTreeMap<TopicPartition, i64>) {
-        let offsets = offsets
-            .into_iter()
-            .map(|(tp, offset)| {
-                (
-                    tp,
-                    OffsetAndEpoch {
-                        offset,
-                        leader_epoch: None,
-                    },
-                )
-            })
-            .collect();
+        let offsets = at_offsets(offsets);
         let id = self.core.commit(self.now, Some(offsets));
         self.core.block_group_on_commit(id);
     }
@@ -415,18 +404,7 @@ impl Consumer {
     ) -> Result<(), Error> {
         self.check_open()?;
         self.start();
-        let offsets = offsets
-            .into_iter()
-            .map(|(tp, offset)| {
-                (
-                    tp,
-                    OffsetAndEpoch {
-                        offset,
-                        leader_epoch: None,
-                    },
-                )
-            })
-            .collect();
+        let offsets = at_offsets(offsets);
         let id = self.with_core(|core, now| core.commit(now, Some(offsets)));
         self.wait_commit(id).await
     }
@@ -753,6 +731,22 @@ impl Consumer {
 
         result
     }
+}
+
+/// Offsets given by the application, with no leader epoch.
+fn at_offsets(
+    offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
+) -> BTreeMap<TopicPartition, OffsetAndEpoch> {
+    offsets
+        .into_iter()
+        .map(|(tp, offset)| {
+            let o = OffsetAndEpoch {
+                offset,
+                leader_epoch: None,
+            };
+            (tp, o)
+        })
+        .collect()
 }
 
 /// The fetch layer's settings from the consumer's.
