@@ -422,15 +422,17 @@ async fn a_static_member_closes_without_leave_group() {
         !requests.iter().any(|(_, k)| *k == LEAVE_GROUP),
         "{requests:?}"
     );
-    // The same instance comes back and gets its share again. (Kafka would
-    // hand it the very same partitions without a rebalance; librdkafka's
-    // mock identifies classic members by member id only, so which two it
-    // gets depends on the new member id's order and is not asserted.)
-    let mut again = build();
-    again.subscribe(["st"]).unwrap();
-    wait_split(&mut again, &rd, 2, 2, &mut Vec::new()).await;
-    assert_eq!(again.assignment().len(), mine.len());
-    again.close().await.unwrap();
+    // Without LeaveGroup the coordinator keeps the static member's place
+    // until its session times out; then librdkafka gets everything. (Kafka
+    // would give a returning instance its partitions back without a
+    // rebalance; librdkafka's mock identifies classic members by member id
+    // only, so that part cannot be shown here.)
+    assert!(
+        wait_for(WAIT, || rd.assigned() == 4),
+        "librdkafka holds {:?}",
+        rd.assignment()
+    );
+    assert!(!mine.is_empty());
 }
 
 #[async_std::test]
