@@ -274,3 +274,52 @@ async fn a_consumer_dropped_without_commit_is_resumed_from_the_last_commit() {
     );
     second.close().await.unwrap();
 }
+
+#[async_std::test]
+async fn requests_that_time_out_close_the_connection_and_consumption_resumes() {
+    use futures::{FutureExt, StreamExt};
+    use lazykafka::events::{CloseReason, EventKind};
+    let mock = RawMock::new(2);
+    mock.create_topic("slow", 1);
+    mock.set_leader("slow", 0, 1);
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "slow", 0, 50);
+    let mut consumer = Consumer::new(
+        config(&bootstrap)
+            .request_timeout(Duration::from_millis(1000))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut events = consumer.connection_events();
+    consumer.assign([TopicPartition::new("slow", 0)]).unwrap();
+    let mut offsets = BTreeMap::new();
+    consume_into(&mut consumer, &mut offsets, 50).await;
+
+    // Broker 1 answers after 3 s: every request to it times out.
+    mock.set_rtt(1, 3000);
+    produce(&bootstrap, "slow", 50, 50);
+    let mut timed_out = false;
+    let deadline = Instant::now() + WAIT;
+    while !timed_out && Instant::now() < deadline {
+        for r in consumer.poll(Duration::from_millis(100)).await.unwrap() {
+            *offsets.entry(r.offset()).or_default() += 1;
+        }
+        while let Some(Some(e)) = events.next().now_or_never() {
+            if let EventKind::Closed {
+                reason: CloseReason::Error,
+                error: Some(error),
+            } = &e.kind
+            {
+                timed_out |= error.contains("timed out");
+            }
+        }
+    }
+    assert!(timed_out, "a request timed out and its connection closed");
+
+    // Answers come at once again: fetching resumes, nothing lost or twice.
+    mock.set_rtt(1, 0);
+    consume_into(&mut consumer, &mut offsets, 100).await;
+    assert_exactly(&offsets, 100);
+    consumer.close().await.unwrap();
+}

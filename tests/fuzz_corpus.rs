@@ -19,3 +19,31 @@ fn record_set_corpus_replays() {
     // The seeds: every fixture of tests/fixtures/records and three more.
     assert!(n >= 19, "only {n} corpus files in {dir}");
 }
+
+/// Replays `fuzz/corpus/<target>/` through `check`; returns how many inputs.
+fn replay(target: &str, check: fn(&[u8])) -> usize {
+    let dir = format!("{}/fuzz/corpus/{target}", env!("CARGO_MANIFEST_DIR"));
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let run = std::panic::catch_unwind(|| check(&data));
+        assert!(run.is_ok(), "{} fails the {target} checks", path.display());
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn frame_reader_corpus_replays() {
+    // Seeds: every frame of tests/fixtures/protocol, plus what the fuzzer
+    // kept.
+    assert!(replay("frame_reader", fuzz_body::frame_reader) >= 12);
+}
+
+#[test]
+fn response_corpus_replays() {
+    // Seeds: every response frame of tests/fixtures/protocol, as API,
+    // version and body, plus what the fuzzer kept.
+    assert!(replay("response", fuzz_body::response) >= 11);
+}

@@ -78,6 +78,11 @@ impl RawMock {
         assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
     }
 
+    /// Delays every response of `broker` by `rtt_ms`.
+    pub fn set_rtt(&self, broker: i32, rtt_ms: i32) {
+        unsafe { sys::rd_kafka_mock_broker_set_rtt(self.mc, broker, rtt_ms) };
+    }
+
     pub fn broker_down(&self, broker: i32) {
         unsafe { sys::rd_kafka_mock_broker_set_down(self.mc, broker) };
     }
