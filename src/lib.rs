@@ -80,6 +80,7 @@
 
 pub mod cluster;
 pub mod config;
+#[cfg(feature = "runtime-async-std")]
 pub mod consumer;
 pub mod error;
 pub mod events;
@@ -91,6 +92,7 @@ pub mod records;
 pub mod runtime;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
+#[cfg(feature = "runtime-async-std")]
 pub use consumer::{Consumer, RebalanceListener, Revocation};
 pub use error::{Error, ErrorCode};
 pub use fetch::ConsumerRecord;

@@ -1,6 +1,7 @@
-//! Replays the seed corpus of the `record_set` fuzz target
-//! (`fuzz/corpus/record_set/`) through the same checks the target runs
-//! (`fuzz/src/lib.rs`), so every input the fuzzer kept stays fixed.
+//! Replays the corpora of the fuzz targets (`fuzz/corpus/<target>/`:
+//! `record_set`, `frame_reader`, `response`) through the same checks the
+//! targets run (`fuzz/src/lib.rs`), so every input a fuzzer kept stays
+//! fixed.
 
 #[path = "../fuzz/src/lib.rs"]
 mod fuzz_body;
