@@ -1,12 +1,13 @@
 //! The consumer against real peers: records produced by librdkafka,
 //! consumed by lazykafka from librdkafka's mock cluster and from tansu;
-//! commits read back by librdkafka; a lazykafka and a librdkafka consumer
-//! sharing one group.
+//! commits read back by librdkafka and the other way round. (Groups shared
+//! with librdkafka consumers: tests/consumer_group.rs and
+//! tests/consumer_tansu_group.rs.)
 
 mod common;
 
 use common::mock::RawMock;
-use common::peers::{config, consume, expected, produce, values, RdConsumer, WAIT};
+use common::peers::{config, consume, expected, produce, values, WAIT};
 use common::{client_sockets, wait_for};
 use lazykafka::events::Purpose;
 use lazykafka::{Consumer, TopicPartition};
@@ -14,7 +15,6 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 
 fn mock_cluster() -> RawMock {
     let mock = RawMock::new(3);
@@ -171,66 +171,6 @@ async fn tansu_group_consume_commit_and_resume() {
     let offsets: Vec<i64> = rest.iter().map(|(_, o, _)| *o).collect();
     assert_eq!(offsets, (200..300).collect::<Vec<i64>>());
     again.close().await.unwrap();
-}
-
-#[async_std::test]
-async fn lazykafka_and_librdkafka_share_a_group_and_hand_over_on_leave() {
-    let mock = RawMock::new(3);
-    mock.create_topic("shared", 4);
-    for (p, leader) in [(0, 1), (1, 3), (2, 1), (3, 3)] {
-        mock.set_leader("shared", p, leader);
-    }
-    mock.set_group_coordinator("mixed", 2);
-    mock.cap_group_versions();
-    let bootstrap = mock.bootstraps().join(",");
-
-    let mut rd = RdConsumer::start(&bootstrap, "mixed", "shared");
-    let mut ours = Consumer::new(
-        config(&bootstrap, Some("mixed"))
-            .partition_assignment_strategy([lazykafka::group::AssignmentStrategy::Range])
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    ours.subscribe(["shared"]).unwrap();
-    // Both members hold two partitions each before anything is produced.
-    let deadline = Instant::now() + WAIT;
-    while !(ours.assignment().len() == 2 && rd.assigned() == 2) && Instant::now() < deadline {
-        ours.poll(Duration::from_millis(100)).await.unwrap();
-    }
-    assert_eq!(ours.assignment().len(), 2, "lazykafka's share");
-    assert_eq!(rd.assigned(), 2, "librdkafka's share");
-
-    produce(&bootstrap, "shared", 4, 400, "snappy");
-    let mut mine: Vec<(i32, i64)> = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    while mine.len() + rd.seen().len() < 400 && Instant::now() < deadline {
-        for r in ours.poll(Duration::from_millis(100)).await.unwrap() {
-            mine.push((r.partition(), r.offset()));
-        }
-        ours.commit().await.unwrap();
-    }
-    let theirs = rd.seen();
-    let all: BTreeSet<(i32, i64)> = mine.iter().chain(theirs.iter()).copied().collect();
-    assert_eq!(all.len(), 400, "every record once");
-    assert_eq!(mine.len() + theirs.len(), 400, "no record twice");
-    let my_partitions: BTreeSet<i32> = mine.iter().map(|(p, _)| *p).collect();
-    let their_partitions: BTreeSet<i32> = theirs.iter().map(|(p, _)| *p).collect();
-    assert!(my_partitions.is_disjoint(&their_partitions));
-
-    // librdkafka leaves: its partitions come to lazykafka, which goes on
-    // from librdkafka's commits.
-    rd.stop();
-    let deadline = Instant::now() + WAIT;
-    while ours.assignment().len() < 4 && Instant::now() < deadline {
-        ours.poll(Duration::from_millis(100)).await.unwrap();
-    }
-    assert_eq!(ours.assignment().len(), 4);
-    produce(&bootstrap, "shared", 4, 40, "none");
-    let more = consume(&mut ours, 40).await;
-    assert_eq!(more.len(), 40, "only the new records: {more:?}");
-    assert!(more.iter().all(|(_, o, _)| *o >= 100));
-    ours.close().await.unwrap();
 }
 
 #[async_std::test]
