@@ -257,6 +257,17 @@ impl Consumer {
     }
 
     /// Assigns partitions manually (no group membership). Opens nothing.
+    ///
+    /// ```
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)])?;
+    /// assert_eq!(consumer.assignment().len(), 2);
+    /// assert!(consumer.connections().is_empty()); // still nothing opened
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
     pub fn assign(
         &mut self,
         partitions: impl IntoIterator<Item = TopicPartition>,
@@ -303,6 +314,35 @@ impl Consumer {
     /// broker first, then the group coordinator, then each partition
     /// leader. Rebalance listener callbacks and asynchronous commit
     /// callbacks run inside this call.
+    ///
+    /// ```
+    /// # async_std::task::block_on(async {
+    /// # use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    /// # let mock = rdkafka::mocking::MockCluster::new(1).unwrap();
+    /// # mock.create_topic("invoices", 1, 1).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// # let producer: BaseProducer = rdkafka::ClientConfig::new()
+    /// #     .set("bootstrap.servers", &bootstrap).create().unwrap();
+    /// # producer.send(BaseRecord::<(), _>::to("invoices").payload("paid")).unwrap();
+    /// # producer.flush(std::time::Duration::from_secs(10)).unwrap();
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0)])?;
+    /// let mut records = Vec::new();
+    /// while records.is_empty() {
+    ///     records = consumer.poll(Duration::from_millis(500)).await?;
+    /// }
+    /// assert_eq!(records[0].value(), Some(&b"paid"[..]));
+    /// consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
         self.check_open()?;
         self.start();
@@ -630,6 +670,20 @@ impl Consumer {
 
     /// Makes the next `poll` return records of `partition` from `offset`.
     /// Opens nothing. The partition must be assigned.
+    ///
+    /// ```
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let tp = TopicPartition::new("invoices", 0);
+    /// consumer.assign([tp.clone()])?;
+    /// consumer.seek(&tp, 42)?;
+    /// assert_eq!(consumer.position(&tp), Some(42));
+    /// // Only assigned partitions can be sought.
+    /// assert!(consumer.seek(&TopicPartition::new("other", 0), 0).is_err());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), Error> {
         self.with_core(|core, _| core.fetcher.seek(partition, offset))
             .map_err(Error::Seek)
@@ -657,6 +711,20 @@ impl Consumer {
 
     /// Stops fetching from `partitions` (they stay assigned; records already
     /// fetched are kept for after `resume`).
+    ///
+    /// ```
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+    /// consumer.assign([a.clone(), b.clone()])?;
+    /// consumer.pause([&a]);
+    /// assert!(consumer.paused().contains(&a));
+    /// consumer.resume([&a]);
+    /// assert!(consumer.paused().is_empty());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
     pub fn pause<'a>(&mut self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
         self.with_core(|core, _| core.fetcher.pause(partitions));
     }
