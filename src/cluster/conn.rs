@@ -196,12 +196,7 @@ impl Conn {
         w.i32(0);
         header.encode(&mut w, api.request_header_version(version) == 2)?;
         body.encode_body(&mut w, version)?;
-        let mut buf = w.into_inner();
-        let size = i32::try_from(buf.len() - 4).map_err(|_| EncodeError::TooLong {
-            what: "frame",
-            length: buf.len() - 4,
-        })?;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
+        let frame = crate::protocol::frame::finish_frame(w)?;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         self.in_flight.push_back(InFlight {
             correlation_id,
@@ -212,7 +207,7 @@ impl Conn {
             deadline,
         });
         self.last_activity = now;
-        Ok(buf.freeze())
+        Ok(frame)
     }
 
     /// Takes received bytes and returns every response they complete, each

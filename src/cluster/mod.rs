@@ -1314,23 +1314,31 @@ impl Cluster {
     }
 
     fn emit(&mut self, now: Instant, id: ConnectionId, kind: EventKind) {
-        if let Some(c) = self.conns.remove(&id) {
-            self.push_event(now, &c, kind);
-            self.conns.insert(id, c);
+        if let Some(c) = self.conns.get(&id) {
+            let event = connection_event(self.epoch, now, c, kind);
+            self.record(event);
         }
     }
 
     fn push_event(&mut self, now: Instant, c: &Conn, kind: EventKind) {
-        let event = ConnectionEvent {
-            at: now.saturating_duration_since(self.epoch),
-            kind,
-            connection: c.id,
-            broker: c.broker,
-            addr: c.addr.clone(),
-            purpose: c.purpose,
-        };
+        let event = connection_event(self.epoch, now, c, kind);
+        self.record(event);
+    }
+
+    fn record(&mut self, event: ConnectionEvent) {
         log::debug!("{event}");
         self.events.push_back(event);
+    }
+}
+
+fn connection_event(epoch: Instant, now: Instant, c: &Conn, kind: EventKind) -> ConnectionEvent {
+    ConnectionEvent {
+        at: now.saturating_duration_since(epoch),
+        kind,
+        connection: c.id,
+        broker: c.broker,
+        addr: c.addr.clone(),
+        purpose: c.purpose,
     }
 }
 

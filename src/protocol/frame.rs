@@ -225,7 +225,8 @@ pub fn encode_response<M: Message>(
     finish_frame(w)
 }
 
-fn finish_frame(w: Writer) -> Result<Bytes, EncodeError> {
+/// Patches the size prefix of a frame written after a placeholder `i32`.
+pub(crate) fn finish_frame(w: Writer) -> Result<Bytes, EncodeError> {
     let mut buf = w.into_inner();
     let size = buf.len() - 4;
     let size = i32::try_from(size).map_err(|_| EncodeError::TooLong {
