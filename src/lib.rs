@@ -86,6 +86,8 @@ pub mod error;
 pub mod events;
 pub mod fetch;
 pub mod group;
+#[cfg(feature = "mock")]
+pub mod mock;
 pub mod protocol;
 pub mod records;
 #[cfg(feature = "runtime-async-std")]
