@@ -104,16 +104,31 @@ impl Groups {
     pub fn poll_join(&mut self, now: Instant, ticket: &Ticket) -> Option<JoinGroupResponse> {
         unimplemented!()
     }
-    pub fn sync(&mut self, now: Instant, version: i16, req: &SyncGroupRequest) -> Step<SyncGroupResponse> {
+    pub fn sync(
+        &mut self,
+        now: Instant,
+        version: i16,
+        req: &SyncGroupRequest,
+    ) -> Step<SyncGroupResponse> {
         unimplemented!()
     }
     pub fn poll_sync(&mut self, now: Instant, ticket: &Ticket) -> Option<SyncGroupResponse> {
         unimplemented!()
     }
-    pub fn heartbeat(&mut self, now: Instant, version: i16, req: &HeartbeatRequest) -> HeartbeatResponse {
+    pub fn heartbeat(
+        &mut self,
+        now: Instant,
+        version: i16,
+        req: &HeartbeatRequest,
+    ) -> HeartbeatResponse {
         unimplemented!()
     }
-    pub fn leave(&mut self, now: Instant, version: i16, req: &LeaveGroupRequest) -> LeaveGroupResponse {
+    pub fn leave(
+        &mut self,
+        now: Instant,
+        version: i16,
+        req: &LeaveGroupRequest,
+    ) -> LeaveGroupResponse {
         unimplemented!()
     }
     pub fn commit(
@@ -125,7 +140,12 @@ impl Groups {
     ) -> OffsetCommitResponse {
         unimplemented!()
     }
-    pub fn fetch_offsets(&mut self, now: Instant, version: i16, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+    pub fn fetch_offsets(
+        &mut self,
+        now: Instant,
+        version: i16,
+        req: &OffsetFetchRequest,
+    ) -> OffsetFetchResponse {
         unimplemented!()
     }
     pub fn tick(&mut self, now: Instant) {

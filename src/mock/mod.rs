@@ -1,5 +1,772 @@
-//! An in-process Kafka cluster for tests and demonstrations.
+//! An in-process Kafka cluster for tests, examples and benchmarks.
+//!
+//! [`MockCluster`] runs N brokers on `127.0.0.1` ephemeral ports, in threads
+//! of this process, answering with this crate's own protocol layer:
+//! ApiVersions, Metadata, FindCoordinator, the classic group APIs
+//! (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) with real rebalancing,
+//! OffsetCommit, OffsetFetch, ListOffsets (earliest, latest, by time, max
+//! timestamp), Fetch (a long poll answered as soon as records arrive, or at
+//! `max_wait_ms`), Produce and CreateTopics. Records live in memory as the
+//! v2 batches that were produced.
+//!
+//! Faults can be injected: a broker down and up again, leader and
+//! coordinator moves, errors for the next requests of an API, a delay per
+//! broker, broker-side idle closing, closing every connection at once. Every
+//! connection opened and closed and every request (API, version,
+//! connection) is logged as a [`MockEvent`].
+//!
+//! Blocking std sockets and threads run it: it needs no async runtime and
+//! works under any.
+//!
+//! ```
+//! use lazykafka::mock::{MockCluster, MockRecord};
+//!
+//! let cluster = MockCluster::new(3)?;
+//! cluster.create_topic_with_leaders("orders", &[1, 3])?; // partition 0 on broker 1, 1 on 3
+//! cluster.set_coordinator("billing", 2)?;
+//! let first = cluster.produce("orders", 0, [MockRecord::new("one"), MockRecord::new("two")])?;
+//! assert_eq!(first, 0);
+//! assert_eq!(cluster.high_watermark("orders", 0), Some(2));
+//! println!("bootstrap.servers={}", cluster.bootstrap_servers());
+//! # Ok::<(), lazykafka::mock::MockError>(())
+//! ```
 
 mod group;
+mod log;
+mod server;
+mod state;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
 
 pub use group::{GroupSnapshot, GroupState, MemberSnapshot};
+
+use crate::error::ErrorCode;
+use crate::protocol::{ApiKey, VersionRange};
+use crate::records::{Compression, RecordBatchBuilder, RecordsError};
+use group::{GroupSettings, Groups};
+use server::{Listener, Shared};
+use state::{Broker, State};
+
+/// A record to produce into the mock from code.
+#[derive(Debug, Clone, Default)]
+pub struct MockRecord {
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+    headers: Vec<(Bytes, Option<Bytes>)>,
+    timestamp: Option<i64>,
+}
+
+impl MockRecord {
+    /// A record with `value`, no key, no headers, timestamped when produced.
+    pub fn new(value: impl Into<Bytes>) -> Self {
+        MockRecord {
+            value: Some(value.into()),
+            ..Default::default()
+        }
+    }
+
+    /// A record with a key and a null value (a tombstone).
+    pub fn tombstone(key: impl Into<Bytes>) -> Self {
+        MockRecord {
+            key: Some(key.into()),
+            ..Default::default()
+        }
+    }
+
+    /// Sets the key.
+    pub fn key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, key: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
+        self.headers.push((key.into(), Some(value.into())));
+        self
+    }
+
+    /// Sets the timestamp (milliseconds since the Unix epoch; by default the
+    /// time of the `produce` call).
+    pub fn timestamp(mut self, millis: i64) -> Self {
+        self.timestamp = Some(millis);
+        self
+    }
+}
+
+/// Why the mock refused an operation.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum MockError {
+    /// No topic of that name.
+    UnknownTopic(String),
+    /// The topic has no such partition.
+    UnknownPartition {
+        /// The topic.
+        topic: String,
+        /// The partition asked for.
+        partition: i32,
+    },
+    /// No broker with that id.
+    UnknownBroker(i32),
+    /// The cluster refused it with this Kafka error (e.g.
+    /// `TOPIC_ALREADY_EXISTS`).
+    Refused(ErrorCode),
+    /// The records could not be encoded.
+    Records(RecordsError),
+    /// A socket could not be bound.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for MockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MockError::UnknownTopic(t) => write!(f, "mock cluster: no topic {t:?}"),
+            MockError::UnknownPartition { topic, partition } => {
+                write!(
+                    f,
+                    "mock cluster: topic {topic:?} has no partition {partition}"
+                )
+            }
+            MockError::UnknownBroker(b) => write!(f, "mock cluster: no broker {b}"),
+            MockError::Refused(code) => write!(f, "mock cluster: refused with {}", code.name()),
+            MockError::Records(e) => write!(f, "mock cluster: records: {e}"),
+            MockError::Io(e) => write!(f, "mock cluster: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for MockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MockError::Records(e) => Some(e),
+            MockError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for MockError {
+    fn from(e: std::io::Error) -> Self {
+        MockError::Io(e)
+    }
+}
+
+/// Something a broker of the mock saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MockEvent {
+    /// When, from the cluster's start.
+    pub at: Duration,
+    /// The broker id.
+    pub broker: i32,
+    /// What happened.
+    pub kind: MockEventKind,
+}
+
+/// What a broker saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MockEventKind {
+    /// A client connected.
+    Connected {
+        /// The connection's id (unique in the cluster, from 1).
+        connection: u64,
+        /// The client's address.
+        peer: SocketAddr,
+    },
+    /// A request arrived (logged before it is answered).
+    Request {
+        /// The connection it came on.
+        connection: u64,
+        /// The raw API key.
+        api_key: i16,
+        /// The API version.
+        api_version: i16,
+        /// The request's correlation id.
+        correlation_id: i32,
+        /// The client id from the request header.
+        client_id: Option<String>,
+    },
+    /// A connection closed.
+    Closed {
+        /// The connection.
+        connection: u64,
+        /// Which side closed it, and why.
+        by: ClosedBy,
+    },
+}
+
+/// Which side closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClosedBy {
+    /// The client closed it (EOF or reset seen by the broker).
+    Client,
+    /// The broker closed it.
+    Broker(BrokerClose),
+}
+
+/// Why the broker closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BrokerClose {
+    /// Silent longer than the broker's idle timeout
+    /// ([`MockCluster::set_idle_timeout`]).
+    Idle,
+    /// The broker went down ([`MockCluster::broker_down`]).
+    Down,
+    /// [`MockCluster::close_connections`] closed it.
+    Closed,
+    /// A request could not be read, or named an API or version the broker
+    /// does not serve (Kafka closes the connection then).
+    BadRequest,
+    /// The cluster was dropped.
+    Shutdown,
+}
+
+/// A request as logged, with the API resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MockRequest {
+    /// When, from the cluster's start.
+    pub at: Duration,
+    /// The broker that got it.
+    pub broker: i32,
+    /// The connection it came on.
+    pub connection: u64,
+    /// The API (`None` for a key this crate does not know).
+    pub api: Option<ApiKey>,
+    /// The API version.
+    pub version: i16,
+}
+
+/// Settings fixed when a cluster starts.
+#[derive(Debug, Clone)]
+pub struct MockClusterBuilder {
+    brokers: i32,
+    initial_rebalance_delay: Duration,
+    min_session_timeout: Duration,
+    max_session_timeout: Duration,
+}
+
+impl MockClusterBuilder {
+    /// The number of brokers (ids 1..=n; at least 1).
+    pub fn brokers(mut self, n: i32) -> Self {
+        self.brokers = n;
+        self
+    }
+
+    /// How long the first rebalance of an empty group waits for more
+    /// members (Kafka's `group.initial.rebalance.delay.ms`, 3 s there; 0
+    /// here by default so tests do not wait).
+    pub fn initial_rebalance_delay(mut self, delay: Duration) -> Self {
+        self.initial_rebalance_delay = delay;
+        self
+    }
+
+    /// The session timeouts members may ask for (Kafka's
+    /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`;
+    /// 100 ms to 30 min by default).
+    pub fn session_timeout_bounds(mut self, min: Duration, max: Duration) -> Self {
+        self.min_session_timeout = min;
+        self.max_session_timeout = max;
+        self
+    }
+
+    /// Binds the brokers and starts serving.
+    pub fn build(self) -> Result<MockCluster, MockError> {
+        let n = self.brokers.max(1);
+        let mut sockets = Vec::new();
+        let mut brokers = BTreeMap::new();
+        for id in 1..=n {
+            let listener = TcpListener::bind(("127.0.0.1", 0))?;
+            let addr = listener.local_addr()?;
+            brokers.insert(
+                id,
+                Broker {
+                    addr,
+                    up: true,
+                    delay: Duration::ZERO,
+                    idle_timeout: None,
+                    errors: HashMap::new(),
+                },
+            );
+            sockets.push((id, listener));
+        }
+        let groups = Groups::new(GroupSettings {
+            initial_rebalance_delay: self.initial_rebalance_delay,
+            min_session_timeout: self.min_session_timeout,
+            max_session_timeout: self.max_session_timeout,
+        });
+        let started = Instant::now();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                started,
+                cluster_id: "lazykafka-mock".into(),
+                brokers,
+                topics: BTreeMap::new(),
+                coordinators: HashMap::new(),
+                groups,
+                errors: HashMap::new(),
+                versions: HashMap::new(),
+                auto_create_partitions: None,
+                events: Vec::new(),
+                next_connection: 0,
+                next_topic: 0,
+                shutdown: false,
+            }),
+            changed: Condvar::new(),
+            conns: Mutex::new(HashMap::new()),
+        });
+        let mut listeners = HashMap::new();
+        for (id, listener) in sockets {
+            listeners.insert(id, Listener::start(shared.clone(), id, listener)?);
+        }
+        let timer_shared = shared.clone();
+        let timer = std::thread::Builder::new()
+            .name("mock-group-timer".into())
+            .spawn(move || server::run_timer(timer_shared))?;
+        Ok(MockCluster {
+            shared,
+            listeners: Mutex::new(listeners),
+            timer: Some(timer),
+        })
+    }
+}
+
+/// A Kafka cluster in this process. See the [module docs](self).
+///
+/// Dropping it closes every connection and stops every thread it started.
+pub struct MockCluster {
+    shared: Arc<Shared>,
+    listeners: Mutex<HashMap<i32, Listener>>,
+    timer: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for MockCluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockCluster")
+            .field("bootstrap_servers", &self.bootstrap_servers())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockCluster {
+    /// A cluster of `brokers` brokers (ids 1..=n) with default settings.
+    pub fn new(brokers: i32) -> Result<MockCluster, MockError> {
+        Self::builder().brokers(brokers).build()
+    }
+
+    /// Settings for a cluster: one broker, no initial rebalance delay.
+    pub fn builder() -> MockClusterBuilder {
+        MockClusterBuilder {
+            brokers: 1,
+            initial_rebalance_delay: Duration::ZERO,
+            min_session_timeout: Duration::from_millis(100),
+            max_session_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+
+    /// `host:port` of every broker, comma-separated, for
+    /// `bootstrap.servers`.
+    pub fn bootstrap_servers(&self) -> String {
+        let st = self.shared.lock();
+        let addrs: Vec<String> = st.brokers.values().map(|b| b.addr.to_string()).collect();
+        addrs.join(",")
+    }
+
+    /// The broker ids.
+    pub fn broker_ids(&self) -> Vec<i32> {
+        self.shared.lock().brokers.keys().copied().collect()
+    }
+
+    /// The address a broker listens on.
+    pub fn broker_addr(&self, broker: i32) -> Option<SocketAddr> {
+        self.shared.lock().brokers.get(&broker).map(|b| b.addr)
+    }
+
+    /// The broker whose address is `addr`.
+    pub fn broker_at(&self, addr: SocketAddr) -> Option<i32> {
+        let st = self.shared.lock();
+        st.brokers
+            .iter()
+            .find(|(_, b)| b.addr == addr)
+            .map(|(&id, _)| id)
+    }
+
+    fn change<T>(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<T, MockError>,
+    ) -> Result<T, MockError> {
+        let out = f(&mut self.shared.lock());
+        self.shared.changed.notify_all();
+        out
+    }
+
+    /// Creates a topic of `partitions` partitions, leaders spread over the
+    /// brokers.
+    pub fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), MockError> {
+        self.change(|st| {
+            st.create_topic(topic, partitions, None)
+                .map_err(MockError::Refused)
+        })
+    }
+
+    /// Creates a topic with one partition per entry of `leaders`, led by
+    /// that broker.
+    pub fn create_topic_with_leaders(&self, topic: &str, leaders: &[i32]) -> Result<(), MockError> {
+        self.change(|st| {
+            st.create_topic(topic, leaders.len() as i32, Some(leaders))
+                .map_err(MockError::Refused)
+        })
+    }
+
+    /// Topics a Metadata request names get created on demand with this many
+    /// partitions (when the client allows it); `None`, the default,
+    /// answers `UNKNOWN_TOPIC_OR_PARTITION` instead.
+    pub fn set_auto_create_topics(&self, partitions: Option<i32>) {
+        let _ = self.change(|st| {
+            st.auto_create_partitions = partitions;
+            Ok(())
+        });
+    }
+
+    fn with_partition<T>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut state::Partition) -> Result<T, MockError>,
+    ) -> Result<T, MockError> {
+        self.change(|st| {
+            let t = st
+                .topics
+                .get_mut(topic)
+                .ok_or_else(|| MockError::UnknownTopic(topic.into()))?;
+            let p = usize::try_from(partition)
+                .ok()
+                .and_then(|i| t.partitions.get_mut(i))
+                .ok_or_else(|| MockError::UnknownPartition {
+                    topic: topic.into(),
+                    partition,
+                })?;
+            f(p)
+        })
+    }
+
+    /// Moves a partition's leadership to `broker`; its leader epoch grows.
+    pub fn set_leader(&self, topic: &str, partition: i32, broker: i32) -> Result<(), MockError> {
+        if self.broker_addr(broker).is_none() {
+            return Err(MockError::UnknownBroker(broker));
+        }
+        self.with_partition(topic, partition, |p| {
+            p.leader = broker;
+            p.leader_epoch += 1;
+            Ok(())
+        })
+    }
+
+    /// The broker leading a partition (whether up or not).
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.with_partition(topic, partition, |p| Ok(p.leader)).ok()
+    }
+
+    /// Makes `broker` coordinate `group` (moving it if it was elsewhere:
+    /// members get `NOT_COORDINATOR` from the old one).
+    pub fn set_coordinator(&self, group: &str, broker: i32) -> Result<(), MockError> {
+        self.change(|st| {
+            if !st.brokers.contains_key(&broker) {
+                return Err(MockError::UnknownBroker(broker));
+            }
+            st.coordinators.insert(group.to_owned(), broker);
+            Ok(())
+        })
+    }
+
+    /// The broker coordinating `group`.
+    pub fn coordinator(&self, group: &str) -> i32 {
+        self.shared.lock().coordinator(group)
+    }
+
+    /// Appends `records` to a partition as one uncompressed batch; returns
+    /// the offset of the first.
+    pub fn produce(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: impl IntoIterator<Item = MockRecord>,
+    ) -> Result<i64, MockError> {
+        self.produce_compressed(topic, partition, Compression::None, records)
+    }
+
+    /// Appends `records` to a partition as one batch compressed with
+    /// `compression`; returns the offset of the first.
+    pub fn produce_compressed(
+        &self,
+        topic: &str,
+        partition: i32,
+        compression: Compression,
+        records: impl IntoIterator<Item = MockRecord>,
+    ) -> Result<i64, MockError> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let mut builder = RecordBatchBuilder::new(0).compression(compression);
+        for r in records {
+            let headers: Vec<_> = r
+                .headers
+                .iter()
+                .map(|(k, v)| (&k[..], v.as_deref()))
+                .collect();
+            builder
+                .append(
+                    r.timestamp.unwrap_or(now),
+                    r.key.as_deref(),
+                    r.value.as_deref(),
+                    &headers,
+                )
+                .map_err(MockError::Records)?;
+        }
+        if builder.is_empty() {
+            return self.high_watermark(topic, partition).ok_or_else(|| {
+                MockError::UnknownPartition {
+                    topic: topic.into(),
+                    partition,
+                }
+            });
+        }
+        let batch = builder.build().map_err(MockError::Records)?;
+        self.with_partition(topic, partition, |p| {
+            p.log
+                .append(&batch, p.leader_epoch)
+                .map_err(|_| MockError::Refused(ErrorCode::CorruptMessage))
+        })
+    }
+
+    /// The offset the next record of a partition gets.
+    pub fn high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.with_partition(topic, partition, |p| Ok(p.log.high_watermark()))
+            .ok()
+    }
+
+    /// The first offset a partition still holds.
+    pub fn log_start_offset(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.with_partition(topic, partition, |p| Ok(p.log.log_start_offset()))
+            .ok()
+    }
+
+    /// Drops a partition's records below `offset`, as retention would.
+    pub fn delete_records_before(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<(), MockError> {
+        self.with_partition(topic, partition, |p| {
+            p.log.truncate_before(offset);
+            Ok(())
+        })
+    }
+
+    /// Takes a broker down: it stops listening (connects are refused), its
+    /// connections are closed, and the partitions it leads have no leader
+    /// (`LEADER_NOT_AVAILABLE` in Metadata) until it is up again.
+    pub fn broker_down(&self, broker: i32) -> Result<(), MockError> {
+        self.change(|st| {
+            let b = st
+                .brokers
+                .get_mut(&broker)
+                .ok_or(MockError::UnknownBroker(broker))?;
+            b.up = false;
+            Ok(())
+        })?;
+        if let Some(mut l) = self.listeners().remove(&broker) {
+            l.stop();
+        }
+        self.shared
+            .close_connections(BrokerClose::Down, |_, c| c.broker == broker);
+        Ok(())
+    }
+
+    /// Brings a broker back on its old address; the partitions it leads get
+    /// a new leader epoch.
+    pub fn broker_up(&self, broker: i32) -> Result<(), MockError> {
+        let addr = self
+            .broker_addr(broker)
+            .ok_or(MockError::UnknownBroker(broker))?;
+        let mut listeners = self.listeners();
+        if listeners.contains_key(&broker) {
+            return Ok(());
+        }
+        let listener = TcpListener::bind(addr)?;
+        self.change(|st| {
+            st.brokers.get_mut(&broker).expect("checked").up = true;
+            for t in st.topics.values_mut() {
+                for p in t.partitions.iter_mut().filter(|p| p.leader == broker) {
+                    p.leader_epoch += 1;
+                }
+            }
+            Ok(())
+        })?;
+        listeners.insert(
+            broker,
+            Listener::start(self.shared.clone(), broker, listener)?,
+        );
+        Ok(())
+    }
+
+    fn listeners(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Listener>> {
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Answers the next `errors.len()` requests of `api`, on any broker,
+    /// with these errors in turn (where the response has per-partition
+    /// errors, every partition gets it). Nothing else of those requests
+    /// takes effect.
+    pub fn push_errors(&self, api: ApiKey, errors: &[ErrorCode]) {
+        let _ = self.change(|st| {
+            st.errors
+                .entry(api.code())
+                .or_default()
+                .extend(errors.iter().copied());
+            Ok(())
+        });
+    }
+
+    /// Like [`MockCluster::push_errors`], for requests to one broker only.
+    pub fn push_broker_errors(
+        &self,
+        broker: i32,
+        api: ApiKey,
+        errors: &[ErrorCode],
+    ) -> Result<(), MockError> {
+        self.change(|st| {
+            st.brokers
+                .get_mut(&broker)
+                .ok_or(MockError::UnknownBroker(broker))?
+                .errors
+                .entry(api.code())
+                .or_default()
+                .extend(errors.iter().copied());
+            Ok(())
+        })
+    }
+
+    /// Delays every answer of `broker` by `delay` (a slow broker or a long
+    /// round trip).
+    pub fn set_delay(&self, broker: i32, delay: Duration) -> Result<(), MockError> {
+        self.change(|st| {
+            st.brokers
+                .get_mut(&broker)
+                .ok_or(MockError::UnknownBroker(broker))?
+                .delay = delay;
+            Ok(())
+        })
+    }
+
+    /// Makes `broker` close connections silent for `timeout` (Kafka's
+    /// broker-side `connections.max.idle.ms`); `None` keeps them open.
+    pub fn set_idle_timeout(
+        &self,
+        broker: i32,
+        timeout: Option<Duration>,
+    ) -> Result<(), MockError> {
+        self.change(|st| {
+            st.brokers
+                .get_mut(&broker)
+                .ok_or(MockError::UnknownBroker(broker))?
+                .idle_timeout = timeout;
+            Ok(())
+        })
+    }
+
+    /// Closes every open connection of `broker`, or of every broker with
+    /// `None`, from the broker's side. The brokers keep listening.
+    pub fn close_connections(&self, broker: Option<i32>) {
+        self.shared.close_connections(BrokerClose::Closed, |_, c| {
+            broker.is_none_or(|b| b == c.broker)
+        });
+    }
+
+    /// Serves `api` only at versions `min..=max` (ApiVersions says so and
+    /// other versions close the connection, as Kafka does).
+    pub fn set_api_versions(&self, api: ApiKey, min: i16, max: i16) {
+        let _ = self.change(|st| {
+            st.versions.insert(api.code(), VersionRange::new(min, max));
+            Ok(())
+        });
+    }
+
+    /// Everything the brokers saw, in order.
+    pub fn events(&self) -> Vec<MockEvent> {
+        self.shared.lock().events.clone()
+    }
+
+    /// Forgets the events so far.
+    pub fn clear_events(&self) {
+        self.shared.lock().events.clear();
+    }
+
+    /// The requests the brokers received, in order.
+    pub fn requests(&self) -> Vec<MockRequest> {
+        self.shared
+            .lock()
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                MockEventKind::Request {
+                    connection,
+                    api_key,
+                    api_version,
+                    ..
+                } => Some(MockRequest {
+                    at: e.at,
+                    broker: e.broker,
+                    connection,
+                    api: ApiKey::from_code(api_key),
+                    version: api_version,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The connections open now, as `(connection id, broker)`.
+    pub fn open_connections(&self) -> Vec<(u64, i32)> {
+        let conns = self.shared.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open: Vec<(u64, i32)> = conns.iter().map(|(&id, c)| (id, c.broker)).collect();
+        open.sort_unstable();
+        open
+    }
+
+    /// A group as its coordinator sees it.
+    pub fn group(&self, group: &str) -> Option<GroupSnapshot> {
+        self.shared.lock().groups.snapshot(group)
+    }
+
+    /// The offset a group committed for a partition.
+    pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<i64> {
+        self.shared.lock().groups.committed(group, topic, partition)
+    }
+}
+
+impl Drop for MockCluster {
+    fn drop(&mut self) {
+        self.shared.lock().shutdown = true;
+        self.shared.changed.notify_all();
+        for (_, mut l) in self.listeners().drain() {
+            l.stop();
+        }
+        self.shared
+            .close_connections(BrokerClose::Shutdown, |_, _| true);
+        if let Some(t) = self.timer.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,691 @@
+//! The mock's network side: a listener thread per broker, a thread per
+//! connection answering its requests in order (as a Kafka broker does: one
+//! request per connection at a time), and a timer thread for the group
+//! coordinator's deadlines. Blocking std sockets and threads keep the mock
+//! independent of any async runtime.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use super::group::Step;
+use super::state::{self, State};
+use super::{BrokerClose, ClosedBy, MockEventKind};
+use crate::error::ErrorCode;
+use crate::protocol::frame::{decode_request, encode_response};
+use crate::protocol::messages::api_versions::ApiVersionsRequest;
+use crate::protocol::messages::create_topics::CreateTopicsRequest;
+use crate::protocol::messages::fetch::FetchRequest;
+use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
+use crate::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse};
+use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeaveGroupResponse};
+use crate::protocol::messages::list_offsets::ListOffsetsRequest;
+use crate::protocol::messages::metadata::MetadataRequest;
+use crate::protocol::messages::offset_commit::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+};
+use crate::protocol::messages::offset_fetch::{
+    OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use crate::protocol::messages::produce::ProduceRequest;
+use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+use crate::protocol::messages::Message;
+use crate::protocol::{ApiKey, FrameDecoder, Reader, RequestHeader};
+
+/// The largest request the mock reads (Kafka's `socket.request.max.bytes`).
+const MAX_REQUEST: usize = 100 * 1024 * 1024;
+/// How often a blocked read wakes to look at idle deadlines.
+const READ_SLICE: Duration = Duration::from_millis(50);
+
+/// What every thread shares.
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    /// Notified after every change of `state`.
+    pub changed: Condvar,
+    /// Open connections, to shut them from outside their thread.
+    pub conns: Mutex<HashMap<u64, Conn>>,
+}
+
+/// An open connection as seen from outside its thread.
+pub(crate) struct Conn {
+    pub broker: i32,
+    pub stream: TcpStream,
+    /// Set by whoever closes it from the broker's side, before the shutdown.
+    pub closing: Option<BrokerClose>,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking connection thread must not take the cluster down.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn conns(&self) -> MutexGuard<'_, HashMap<u64, Conn>> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Closes the connections `which` selects from the broker's side.
+    pub fn close_connections(&self, reason: BrokerClose, which: impl Fn(u64, &Conn) -> bool) {
+        for (&id, conn) in self.conns().iter_mut() {
+            if which(id, conn) {
+                conn.closing.get_or_insert(reason);
+                let _ = conn.stream.shutdown(Shutdown::Both);
+            }
+        }
+        self.changed.notify_all();
+    }
+}
+
+/// A broker's accept loop, running while the broker is up.
+pub(crate) struct Listener {
+    stop: Arc<AtomicBool>,
+    addr: SocketAddr,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Starts accepting on `listener` for `broker`.
+    pub fn start(shared: Arc<Shared>, broker: i32, listener: TcpListener) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("mock-broker-{broker}"))
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if flag.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    accept(&shared, broker, stream);
+                }
+            })?;
+        Ok(Listener {
+            stop,
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops accepting and closes the listening socket.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocked accept.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept(shared: &Arc<Shared>, broker: i32, stream: TcpStream) {
+    let now = Instant::now();
+    let peer = match stream.peer_addr() {
+        Ok(p) => p,
+        Err(_) => return,
+    };
+    let _ = stream.set_nodelay(true);
+    let Ok(outside) = stream.try_clone() else {
+        return;
+    };
+    let id = {
+        let mut st = shared.lock();
+        if st.shutdown || !st.is_up(broker) {
+            return;
+        }
+        st.next_connection += 1;
+        let id = st.next_connection;
+        st.record(
+            now,
+            broker,
+            MockEventKind::Connected {
+                connection: id,
+                peer,
+            },
+        );
+        id
+    };
+    shared.conns().insert(
+        id,
+        Conn {
+            broker,
+            stream: outside,
+            closing: None,
+        },
+    );
+    shared.changed.notify_all();
+    let shared = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("mock-conn-{id}"))
+        .spawn(move || serve_connection(&shared, broker, id, stream));
+    if spawned.is_err() {
+        log::debug!("mock broker {broker}: no thread for connection {id}");
+    }
+}
+
+/// Reads requests and answers them until either side closes.
+fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: TcpStream) {
+    let decoder = FrameDecoder::new(MAX_REQUEST);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut last_activity = Instant::now();
+    let _ = stream.set_read_timeout(Some(READ_SLICE));
+    let closed_by = 'conn: loop {
+        // Answer every whole request already read.
+        loop {
+            match decoder.decode(&mut buf) {
+                Ok(Some(frame)) => {
+                    match answer(shared, broker, id, frame) {
+                        Answer::Reply(bytes) => {
+                            if stream.write_all(&bytes).is_err() {
+                                break 'conn None;
+                            }
+                        }
+                        Answer::Silent => {}
+                        Answer::Close(reason) => break 'conn Some(reason),
+                    }
+                    last_activity = Instant::now();
+                }
+                Ok(None) => break,
+                Err(_) => break 'conn Some(BrokerClose::BadRequest),
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => break None,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                last_activity = Instant::now();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                let idle = shared
+                    .lock()
+                    .brokers
+                    .get(&broker)
+                    .and_then(|b| b.idle_timeout);
+                if idle.is_some_and(|idle| last_activity.elapsed() >= idle) {
+                    break Some(BrokerClose::Idle);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => break None,
+        }
+    };
+    let _ = stream.shutdown(Shutdown::Both);
+    let conn = shared.conns().remove(&id);
+    let by = match (closed_by, conn.and_then(|c| c.closing)) {
+        (_, Some(reason)) => ClosedBy::Broker(reason),
+        (Some(reason), None) => ClosedBy::Broker(reason),
+        (None, None) => ClosedBy::Client,
+    };
+    let mut st = shared.lock();
+    st.record(
+        Instant::now(),
+        broker,
+        MockEventKind::Closed { connection: id, by },
+    );
+    drop(st);
+    shared.changed.notify_all();
+}
+
+/// What to do after a request.
+enum Answer {
+    Reply(Bytes),
+    /// Produce with `acks=0`: Kafka sends nothing back.
+    Silent,
+    Close(BrokerClose),
+}
+
+fn reply<M: Message>(body: &M, version: i16, correlation_id: i32) -> Answer {
+    match encode_response(body, version, correlation_id) {
+        Ok(bytes) => Answer::Reply(bytes),
+        Err(e) => {
+            log::debug!("mock: cannot encode {:?} v{version}: {e}", M::API_KEY);
+            Answer::Close(BrokerClose::BadRequest)
+        }
+    }
+}
+
+/// Decodes a request body of the API the header named.
+fn body<M: Message>(frame: Bytes) -> Result<M, Answer> {
+    decode_request::<M>(frame)
+        .map(|(_, m)| m)
+        .map_err(|_| Answer::Close(BrokerClose::BadRequest))
+}
+
+/// Sleeps `delay` unless the cluster shuts down first.
+fn pause(shared: &Shared, delay: Duration) {
+    if delay.is_zero() {
+        return;
+    }
+    let deadline = Instant::now() + delay;
+    let mut st = shared.lock();
+    while !st.shutdown {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        st = shared
+            .changed
+            .wait_timeout(st, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes) -> Answer {
+    let now = Instant::now();
+    let Ok(header) = RequestHeader::decode(&mut Reader::new(frame.clone())) else {
+        return Answer::Close(BrokerClose::BadRequest);
+    };
+    let version = header.api_version;
+    let corr = header.correlation_id;
+    let (delay, served) = {
+        let mut st = shared.lock();
+        st.record(
+            now,
+            broker,
+            MockEventKind::Request {
+                connection: conn,
+                api_key: header.api_key,
+                api_version: version,
+                correlation_id: corr,
+                client_id: header.client_id.clone(),
+            },
+        );
+        let delay = st.brokers.get(&broker).map_or(Duration::ZERO, |b| b.delay);
+        let served = ApiKey::from_code(header.api_key).and_then(|api| Some((api, st.served(api)?)));
+        (delay, served)
+    };
+    pause(shared, delay);
+    let Some((api, range)) = served else {
+        return Answer::Close(BrokerClose::BadRequest);
+    };
+    if !range.contains(version) {
+        if api == ApiKey::ApiVersions {
+            // KIP-511: answer in v0 with the versions served, so the client
+            // can pick one.
+            let st = shared.lock();
+            return reply(
+                &st.api_versions(Some(ErrorCode::UnsupportedVersion)),
+                0,
+                corr,
+            );
+        }
+        return Answer::Close(BrokerClose::BadRequest);
+    }
+    let client_id = header.client_id.unwrap_or_default();
+    match api {
+        ApiKey::ApiVersions => {
+            if let Err(a) = body::<ApiVersionsRequest>(frame) {
+                return a;
+            }
+            let mut st = shared.lock();
+            let error = st.take_error(broker, api);
+            reply(&st.api_versions(error), version, corr)
+        }
+        ApiKey::Metadata => match body::<MetadataRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let error = st.take_error(broker, api);
+                let resp = st.metadata(version, &req, error);
+                drop(st);
+                shared.changed.notify_all();
+                reply(&resp, version, corr)
+            }
+            Err(a) => a,
+        },
+        ApiKey::FindCoordinator => match body::<FindCoordinatorRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let error = st.take_error(broker, api);
+                reply(&st.find_coordinator(version, &req, error), version, corr)
+            }
+            Err(a) => a,
+        },
+        ApiKey::ListOffsets => match body::<ListOffsetsRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let error = st.take_error(broker, api);
+                reply(&st.list_offsets(broker, &req, error), version, corr)
+            }
+            Err(a) => a,
+        },
+        ApiKey::Produce => match body::<ProduceRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let error = st.take_error(broker, api);
+                let resp = st.produce(broker, &req, error);
+                drop(st);
+                shared.changed.notify_all();
+                if req.acks == 0 {
+                    Answer::Silent
+                } else {
+                    reply(&resp, version, corr)
+                }
+            }
+            Err(a) => a,
+        },
+        ApiKey::CreateTopics => match body::<CreateTopicsRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let error = st.take_error(broker, api);
+                let resp = st.create_topics(version, &req, error);
+                drop(st);
+                shared.changed.notify_all();
+                reply(&resp, version, corr)
+            }
+            Err(a) => a,
+        },
+        ApiKey::Fetch => match body::<FetchRequest>(frame) {
+            Ok(req) => fetch(shared, broker, version, corr, &req),
+            Err(a) => a,
+        },
+        ApiKey::JoinGroup => match body::<JoinGroupRequest>(frame) {
+            Ok(req) => join_group(shared, broker, version, corr, &client_id, &req),
+            Err(a) => a,
+        },
+        ApiKey::SyncGroup => match body::<SyncGroupRequest>(frame) {
+            Ok(req) => sync_group(shared, broker, version, corr, &req),
+            Err(a) => a,
+        },
+        ApiKey::Heartbeat => match body::<HeartbeatRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let resp = match group_error(&mut st, broker, api, &req.group_id) {
+                    Some(code) => HeartbeatResponse {
+                        error_code: code.code(),
+                        ..Default::default()
+                    },
+                    None => st.groups.heartbeat(Instant::now(), version, &req),
+                };
+                drop(st);
+                shared.changed.notify_all();
+                reply(&resp, version, corr)
+            }
+            Err(a) => a,
+        },
+        ApiKey::LeaveGroup => match body::<LeaveGroupRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let resp = match group_error(&mut st, broker, api, &req.group_id) {
+                    Some(code) => LeaveGroupResponse {
+                        error_code: code.code(),
+                        ..Default::default()
+                    },
+                    None => st.groups.leave(Instant::now(), version, &req),
+                };
+                drop(st);
+                shared.changed.notify_all();
+                reply(&resp, version, corr)
+            }
+            Err(a) => a,
+        },
+        ApiKey::OffsetCommit => match body::<OffsetCommitRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let resp = match group_error(&mut st, broker, api, &req.group_id) {
+                    Some(code) => commit_error(&req, code),
+                    None => {
+                        let st = &mut *st;
+                        let topics = &st.topics;
+                        let exists = |t: &str, p: i32| state::partition_exists(topics, t, p);
+                        st.groups.commit(Instant::now(), version, &req, &exists)
+                    }
+                };
+                drop(st);
+                shared.changed.notify_all();
+                reply(&resp, version, corr)
+            }
+            Err(a) => a,
+        },
+        ApiKey::OffsetFetch => match body::<OffsetFetchRequest>(frame) {
+            Ok(req) => {
+                let mut st = shared.lock();
+                let resp = offset_fetch(&mut st, broker, version, &req);
+                reply(&resp, version, corr)
+            }
+            Err(a) => a,
+        },
+        _ => Answer::Close(BrokerClose::BadRequest),
+    }
+}
+
+/// The error a group request gets before the coordinator sees it: an
+/// injected one, or NOT_COORDINATOR when another broker coordinates.
+fn group_error(st: &mut State, broker: i32, api: ApiKey, group: &str) -> Option<ErrorCode> {
+    if let Some(code) = st.take_error(broker, api) {
+        return Some(code);
+    }
+    (st.coordinator(group) != broker).then_some(ErrorCode::NotCoordinator)
+}
+
+fn commit_error(req: &OffsetCommitRequest, code: ErrorCode) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        topics: req
+            .topics
+            .iter()
+            .map(|t| OffsetCommitResponseTopic {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| OffsetCommitResponsePartition {
+                        partition_index: p.partition_index,
+                        error_code: code.code(),
+                        unknown_tagged_fields: Vec::new(),
+                    })
+                    .collect(),
+                unknown_tagged_fields: Vec::new(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn offset_fetch(
+    st: &mut State,
+    broker: i32,
+    version: i16,
+    req: &OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    let now = Instant::now();
+    if version >= 8 {
+        // Each group has its own coordinator; answer those this broker
+        // coordinates and refuse the others.
+        let injected = st.take_error(broker, ApiKey::OffsetFetch);
+        let mut resp = st.groups.fetch_offsets(now, version, req);
+        for g in &mut resp.groups {
+            let refused = injected.or_else(|| {
+                (st.coordinator(&g.group_id) != broker).then_some(ErrorCode::NotCoordinator)
+            });
+            if let Some(code) = refused {
+                *g = OffsetFetchResponseGroup {
+                    group_id: g.group_id.clone(),
+                    error_code: code.code(),
+                    ..Default::default()
+                };
+            }
+        }
+        return resp;
+    }
+    match group_error(st, broker, ApiKey::OffsetFetch, &req.group_id) {
+        None => st.groups.fetch_offsets(now, version, req),
+        // v1 has no top-level error: every partition carries it.
+        Some(code) if version < 2 => OffsetFetchResponse {
+            topics: req
+                .topics
+                .iter()
+                .flatten()
+                .map(|t| OffsetFetchResponseTopic {
+                    name: t.name.clone(),
+                    partitions: t
+                        .partition_indexes
+                        .iter()
+                        .map(|&p| OffsetFetchResponsePartition {
+                            partition_index: p,
+                            committed_offset: -1,
+                            error_code: code.code(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    unknown_tagged_fields: Vec::new(),
+                })
+                .collect(),
+            ..Default::default()
+        },
+        Some(code) => OffsetFetchResponse {
+            error_code: code.code(),
+            ..Default::default()
+        },
+    }
+}
+
+/// Whether a waiting request should give up: the cluster stops or its
+/// broker went down (its connection is being closed).
+fn abandoned(st: &State, broker: i32) -> bool {
+    st.shutdown || !st.is_up(broker)
+}
+
+/// A Fetch: answered at once when it has `min_bytes` of records or an
+/// error, otherwise held until records arrive or `max_wait_ms` passes.
+fn fetch(shared: &Shared, broker: i32, version: i16, corr: i32, req: &FetchRequest) -> Answer {
+    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let mut st = shared.lock();
+    let error = st.take_error(broker, ApiKey::Fetch);
+    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    loop {
+        let (resp, bytes, errors) = st.fetch(broker, version, req, error);
+        let now = Instant::now();
+        if errors || bytes >= min_bytes.max(1) || now >= deadline || abandoned(&st, broker) {
+            drop(st);
+            return reply(&resp, version, corr);
+        }
+        st = shared
+            .changed
+            .wait_timeout(st, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn join_group(
+    shared: &Shared,
+    broker: i32,
+    version: i16,
+    corr: i32,
+    client_id: &str,
+    req: &JoinGroupRequest,
+) -> Answer {
+    let mut st = shared.lock();
+    if let Some(code) = group_error(&mut st, broker, ApiKey::JoinGroup, &req.group_id) {
+        let resp = JoinGroupResponse {
+            error_code: code.code(),
+            member_id: req.member_id.clone(),
+            ..Default::default()
+        };
+        return reply(&resp, version, corr);
+    }
+    let step = st.groups.join(Instant::now(), version, client_id, req);
+    shared.changed.notify_all();
+    let ticket = match step {
+        Step::Done(resp) => return reply(&resp, version, corr),
+        Step::Wait(ticket) => ticket,
+    };
+    loop {
+        if let Some(resp) = st.groups.poll_join(Instant::now(), &ticket) {
+            return reply(&resp, version, corr);
+        }
+        if abandoned(&st, broker) {
+            return Answer::Close(BrokerClose::Down);
+        }
+        let wait = next_wait(&st);
+        st = shared
+            .changed
+            .wait_timeout(st, wait)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn sync_group(
+    shared: &Shared,
+    broker: i32,
+    version: i16,
+    corr: i32,
+    req: &SyncGroupRequest,
+) -> Answer {
+    let mut st = shared.lock();
+    if let Some(code) = group_error(&mut st, broker, ApiKey::SyncGroup, &req.group_id) {
+        let resp = SyncGroupResponse {
+            error_code: code.code(),
+            ..Default::default()
+        };
+        return reply(&resp, version, corr);
+    }
+    let step = st.groups.sync(Instant::now(), version, req);
+    shared.changed.notify_all();
+    let ticket = match step {
+        Step::Done(resp) => return reply(&resp, version, corr),
+        Step::Wait(ticket) => ticket,
+    };
+    loop {
+        if let Some(resp) = st.groups.poll_sync(Instant::now(), &ticket) {
+            return reply(&resp, version, corr);
+        }
+        if abandoned(&st, broker) {
+            return Answer::Close(BrokerClose::Down);
+        }
+        let wait = next_wait(&st);
+        st = shared
+            .changed
+            .wait_timeout(st, wait)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// How long a waiting request may sleep: until the coordinator's next
+/// deadline (the timer thread ticks it and notifies), at most a second.
+fn next_wait(st: &State) -> Duration {
+    let max = Duration::from_secs(1);
+    st.groups
+        .next_deadline()
+        .map_or(max, |d| {
+            d.saturating_duration_since(Instant::now()).min(max)
+        })
+        .max(Duration::from_millis(1))
+}
+
+/// Runs the coordinator's deadlines (session expiry, rebalance timeouts)
+/// until the cluster shuts down.
+pub(crate) fn run_timer(shared: Arc<Shared>) {
+    let mut st = shared.lock();
+    while !st.shutdown {
+        let now = Instant::now();
+        if st.groups.next_deadline().is_some_and(|d| d <= now) {
+            st.groups.tick(now);
+            shared.changed.notify_all();
+        }
+        let wait = next_wait(&st);
+        st = shared
+            .changed
+            .wait_timeout(st, wait)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}

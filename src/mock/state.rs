@@ -1,0 +1,752 @@
+//! The cluster's state and the answer to each request, without IO: the
+//! server threads (`server.rs`) lock it, ask, and wait where an answer has
+//! to wait (a Fetch below `min_bytes`, a JoinGroup or SyncGroup for other
+//! members).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::group::Groups;
+use super::log::{AppendError, PartitionLog};
+use super::{MockEvent, MockEventKind};
+use crate::error::ErrorCode;
+use crate::protocol::messages::api_versions::{ApiVersionRange, ApiVersionsResponse};
+use crate::protocol::messages::create_topics::{
+    CreatableTopicResult, CreateTopicsRequest, CreateTopicsResponse,
+};
+use crate::protocol::messages::fetch::{
+    FetchRequest, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+};
+use crate::protocol::messages::find_coordinator::{
+    Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
+};
+use crate::protocol::messages::list_offsets::{
+    ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
+use crate::protocol::messages::metadata::{
+    MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
+    MetadataResponseTopic,
+};
+use crate::protocol::messages::produce::{
+    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+};
+use crate::protocol::{ApiKey, VersionRange};
+
+/// The APIs the mock serves, at the versions this crate's protocol layer
+/// implements.
+pub(crate) const SERVED: [ApiKey; 13] = [
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::Metadata,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::SyncGroup,
+    ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+];
+
+/// `ListOffsets` timestamps with a meaning.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+/// One broker.
+#[derive(Debug)]
+pub(crate) struct Broker {
+    pub addr: SocketAddr,
+    pub up: bool,
+    /// Added before each answer.
+    pub delay: Duration,
+    /// Connections silent this long are closed by the broker.
+    pub idle_timeout: Option<Duration>,
+    /// Errors to answer the next requests of an API with, on this broker.
+    pub errors: HashMap<i16, VecDeque<ErrorCode>>,
+}
+
+/// One partition.
+#[derive(Debug)]
+pub(crate) struct Partition {
+    /// The broker that leads it (reported as -1 while that broker is down).
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub log: PartitionLog,
+}
+
+/// One topic.
+#[derive(Debug)]
+pub(crate) struct Topic {
+    pub id: [u8; 16],
+    pub partitions: Vec<Partition>,
+}
+
+/// Everything the cluster knows.
+pub(crate) struct State {
+    pub started: Instant,
+    pub cluster_id: String,
+    pub brokers: BTreeMap<i32, Broker>,
+    pub topics: BTreeMap<String, Topic>,
+    pub coordinators: HashMap<String, i32>,
+    pub groups: Groups,
+    /// Errors to answer the next requests of an API with, on any broker.
+    pub errors: HashMap<i16, VecDeque<ErrorCode>>,
+    /// Versions narrowed by the test (`MockCluster::set_api_versions`).
+    pub versions: HashMap<i16, VersionRange>,
+    /// Partitions a topic created on demand gets (Metadata with
+    /// `allow_auto_topic_creation`); `None` disables auto-creation.
+    pub auto_create_partitions: Option<i32>,
+    pub events: Vec<MockEvent>,
+    pub next_connection: u64,
+    pub next_topic: u64,
+    pub shutdown: bool,
+}
+
+impl State {
+    /// Records an event.
+    pub fn record(&mut self, now: Instant, broker: i32, kind: MockEventKind) {
+        self.events.push(MockEvent {
+            at: now.saturating_duration_since(self.started),
+            broker,
+            kind,
+        });
+    }
+
+    /// The versions served for `api`, if it is served.
+    pub fn served(&self, api: ApiKey) -> Option<VersionRange> {
+        if !SERVED.contains(&api) {
+            return None;
+        }
+        Some(
+            self.versions
+                .get(&api.code())
+                .copied()
+                .unwrap_or(api.client_versions()),
+        )
+    }
+
+    /// Takes the next injected error for `api` on `broker`, if any: the
+    /// broker's own queue first, then the cluster's.
+    pub fn take_error(&mut self, broker: i32, api: ApiKey) -> Option<ErrorCode> {
+        if let Some(code) = self
+            .brokers
+            .get_mut(&broker)
+            .and_then(|b| b.errors.get_mut(&api.code()))
+            .and_then(VecDeque::pop_front)
+        {
+            return Some(code);
+        }
+        self.errors
+            .get_mut(&api.code())
+            .and_then(VecDeque::pop_front)
+    }
+
+    /// Whether `broker` is up.
+    pub fn is_up(&self, broker: i32) -> bool {
+        self.brokers.get(&broker).is_some_and(|b| b.up)
+    }
+
+    /// The leader to report for a partition: -1 while its broker is down.
+    fn live_leader(&self, p: &Partition) -> i32 {
+        if self.is_up(p.leader) {
+            p.leader
+        } else {
+            -1
+        }
+    }
+
+    /// Creates a topic; leaders go round the brokers unless given.
+    pub fn create_topic(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        leaders: Option<&[i32]>,
+    ) -> Result<(), ErrorCode> {
+        if name.is_empty() || name.len() > 249 || name == "." || name == ".." {
+            return Err(ErrorCode::InvalidTopicException);
+        }
+        if self.topics.contains_key(name) {
+            return Err(ErrorCode::TopicAlreadyExists);
+        }
+        if partitions < 1 {
+            return Err(ErrorCode::InvalidPartitions);
+        }
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        let mut parts = Vec::new();
+        for i in 0..partitions {
+            let leader = match leaders {
+                Some(l) => *l
+                    .get(i as usize)
+                    .ok_or(ErrorCode::InvalidReplicaAssignment)?,
+                None => ids[(i as usize + self.topics.len()) % ids.len()],
+            };
+            if !self.brokers.contains_key(&leader) {
+                return Err(ErrorCode::InvalidReplicaAssignment);
+            }
+            parts.push(Partition {
+                leader,
+                leader_epoch: 0,
+                log: PartitionLog::default(),
+            });
+        }
+        self.next_topic += 1;
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&0x6c61_7a79_6b61_666bu64.to_be_bytes()); // "lazykafk"
+        id[8..].copy_from_slice(&self.next_topic.to_be_bytes());
+        self.topics.insert(
+            name.to_owned(),
+            Topic {
+                id,
+                partitions: parts,
+            },
+        );
+        Ok(())
+    }
+
+    /// The broker coordinating `group`: the one set for it, else one chosen
+    /// by a hash of the name (as Kafka maps a group to a partition of
+    /// `__consumer_offsets`).
+    pub fn coordinator(&self, group: &str) -> i32 {
+        if let Some(&b) = self.coordinators.get(group) {
+            return b;
+        }
+        // Java's String.hashCode, so placement is stable across runs.
+        let hash = group
+            .encode_utf16()
+            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        ids[(hash.unsigned_abs() as usize) % ids.len()]
+    }
+
+    fn broker_entry(&self, id: i32) -> (String, i32) {
+        let addr = self.brokers[&id].addr;
+        (addr.ip().to_string(), i32::from(addr.port()))
+    }
+
+    // ---------------------------------------------------------------------
+    // ApiVersions
+
+    pub fn api_versions(&self, error: Option<ErrorCode>) -> ApiVersionsResponse {
+        let api_keys = SERVED
+            .iter()
+            .filter_map(|&api| {
+                let range = self.served(api)?;
+                Some(ApiVersionRange {
+                    api_key: api.code(),
+                    min_version: range.min,
+                    max_version: range.max,
+                    unknown_tagged_fields: Vec::new(),
+                })
+            })
+            .collect();
+        ApiVersionsResponse {
+            error_code: error.map_or(0, ErrorCode::code),
+            api_keys,
+            ..Default::default()
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // Metadata
+
+    pub fn metadata(
+        &mut self,
+        version: i16,
+        req: &MetadataRequest,
+        error: Option<ErrorCode>,
+    ) -> MetadataResponse {
+        let brokers = self
+            .brokers
+            .iter()
+            .filter(|(_, b)| b.up)
+            .map(|(&id, b)| MetadataResponseBroker {
+                node_id: id,
+                host: b.addr.ip().to_string(),
+                port: i32::from(b.addr.port()),
+                rack: None,
+                unknown_tagged_fields: Vec::new(),
+            })
+            .collect();
+        let controller_id = self
+            .brokers
+            .iter()
+            .find(|(_, b)| b.up)
+            .map_or(-1, |(&id, _)| id);
+        let wanted: Vec<(Option<String>, [u8; 16])> = match &req.topics {
+            None => self
+                .topics
+                .keys()
+                .map(|n| (Some(n.clone()), [0; 16]))
+                .collect(),
+            Some(topics) => topics
+                .iter()
+                .map(|t| {
+                    let name = t.name.clone().filter(|n| !n.is_empty()).or_else(|| {
+                        self.topics
+                            .iter()
+                            .find(|(_, topic)| topic.id == t.topic_id)
+                            .map(|(n, _)| n.clone())
+                    });
+                    (name, t.topic_id)
+                })
+                .collect(),
+        };
+        let mut topics = Vec::new();
+        for (name, id) in wanted {
+            let Some(name) = name else {
+                topics.push(MetadataResponseTopic {
+                    error_code: ErrorCode::UnknownTopicId.code(),
+                    name: None,
+                    topic_id: id,
+                    ..Default::default()
+                });
+                continue;
+            };
+            if let Some(code) = error {
+                topics.push(MetadataResponseTopic {
+                    error_code: code.code(),
+                    name: Some(name),
+                    ..Default::default()
+                });
+                continue;
+            }
+            if !self.topics.contains_key(&name) && req.allow_auto_topic_creation {
+                if let Some(n) = self.auto_create_partitions {
+                    let _ = self.create_topic(&name, n, None);
+                }
+            }
+            let Some(topic) = self.topics.get(&name) else {
+                topics.push(MetadataResponseTopic {
+                    error_code: ErrorCode::UnknownTopicOrPartition.code(),
+                    name: Some(name),
+                    ..Default::default()
+                });
+                continue;
+            };
+            let partitions = topic
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let leader = self.live_leader(p);
+                    MetadataResponsePartition {
+                        error_code: if leader < 0 {
+                            ErrorCode::LeaderNotAvailable.code()
+                        } else {
+                            0
+                        },
+                        partition_index: i as i32,
+                        leader_id: leader,
+                        leader_epoch: p.leader_epoch,
+                        replica_nodes: vec![p.leader],
+                        isr_nodes: if leader < 0 { vec![] } else { vec![p.leader] },
+                        offline_replicas: if leader < 0 { vec![p.leader] } else { vec![] },
+                        unknown_tagged_fields: Vec::new(),
+                    }
+                })
+                .collect();
+            topics.push(MetadataResponseTopic {
+                error_code: 0,
+                name: Some(name.clone()),
+                topic_id: if version >= 10 { topic.id } else { [0; 16] },
+                partitions,
+                ..Default::default()
+            });
+        }
+        MetadataResponse {
+            brokers,
+            cluster_id: Some(self.cluster_id.clone()),
+            controller_id,
+            topics,
+            ..Default::default()
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // FindCoordinator
+
+    pub fn find_coordinator(
+        &self,
+        version: i16,
+        req: &FindCoordinatorRequest,
+        error: Option<ErrorCode>,
+    ) -> FindCoordinatorResponse {
+        let answer = |key: &str| -> (i16, i32, String, i32) {
+            if let Some(code) = error {
+                return (code.code(), -1, String::new(), -1);
+            }
+            let id = self.coordinator(key);
+            if !self.is_up(id) {
+                return (
+                    ErrorCode::CoordinatorNotAvailable.code(),
+                    -1,
+                    String::new(),
+                    -1,
+                );
+            }
+            let (host, port) = self.broker_entry(id);
+            (0, id, host, port)
+        };
+        if version >= 4 {
+            let coordinators = req
+                .coordinator_keys
+                .iter()
+                .map(|key| {
+                    let (error_code, node_id, host, port) = answer(key);
+                    Coordinator {
+                        key: key.clone(),
+                        node_id,
+                        host,
+                        port,
+                        error_code,
+                        error_message: None,
+                        unknown_tagged_fields: Vec::new(),
+                    }
+                })
+                .collect();
+            FindCoordinatorResponse {
+                coordinators,
+                ..Default::default()
+            }
+        } else {
+            let (error_code, node_id, host, port) = answer(&req.key);
+            FindCoordinatorResponse {
+                error_code,
+                node_id,
+                host,
+                port,
+                ..Default::default()
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // ListOffsets
+
+    pub fn list_offsets(
+        &self,
+        broker: i32,
+        req: &ListOffsetsRequest,
+        error: Option<ErrorCode>,
+    ) -> ListOffsetsResponse {
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| ListOffsetsTopicResponse {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut out = ListOffsetsPartitionResponse {
+                            partition_index: p.partition_index,
+                            timestamp: -1,
+                            offset: -1,
+                            leader_epoch: -1,
+                            ..Default::default()
+                        };
+                        let partition = self
+                            .topics
+                            .get(&t.name)
+                            .and_then(|topic| topic.partitions.get(p.partition_index as usize));
+                        let code = match (error, partition) {
+                            (Some(code), _) => code,
+                            (None, None) => ErrorCode::UnknownTopicOrPartition,
+                            (None, Some(part)) => {
+                                match self.check_leader(broker, part, p.current_leader_epoch) {
+                                    Err(code) => code,
+                                    Ok(()) => {
+                                        out.leader_epoch = part.leader_epoch;
+                                        let found = match p.timestamp {
+                                            LATEST => Some((part.log.high_watermark(), -1)),
+                                            EARLIEST => Some((part.log.log_start_offset(), -1)),
+                                            MAX_TIMESTAMP => part.log.max_timestamp(),
+                                            t => part.log.offset_for_time(t),
+                                        };
+                                        if let Some((offset, timestamp)) = found {
+                                            out.offset = offset;
+                                            out.timestamp = timestamp;
+                                        }
+                                        ErrorCode::None
+                                    }
+                                }
+                            }
+                        };
+                        out.error_code = code.code();
+                        out
+                    })
+                    .collect(),
+                unknown_tagged_fields: Vec::new(),
+            })
+            .collect();
+        ListOffsetsResponse {
+            topics,
+            ..Default::default()
+        }
+    }
+
+    /// Whether `broker` leads `part` at the epoch the client believes in
+    /// (-1: not checked), per KIP-320.
+    fn check_leader(&self, broker: i32, part: &Partition, epoch: i32) -> Result<(), ErrorCode> {
+        if part.leader != broker || !self.is_up(broker) {
+            return Err(ErrorCode::NotLeaderOrFollower);
+        }
+        if epoch >= 0 && epoch < part.leader_epoch {
+            return Err(ErrorCode::FencedLeaderEpoch);
+        }
+        if epoch > part.leader_epoch {
+            return Err(ErrorCode::UnknownLeaderEpoch);
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------------
+    // Fetch
+
+    /// Answers a Fetch as it stands now, with the bytes of records in it and
+    /// whether a partition had an error (an error answers at once).
+    pub fn fetch(
+        &self,
+        broker: i32,
+        version: i16,
+        req: &FetchRequest,
+        error: Option<ErrorCode>,
+    ) -> (FetchResponse, usize, bool) {
+        let mut total = 0usize;
+        let mut errors = false;
+        let max_total = usize::try_from(req.max_bytes).unwrap_or(0);
+        let mut responses = Vec::new();
+        for t in &req.topics {
+            let (name, topic) = if version >= 13 {
+                match self.topics.iter().find(|(_, topic)| topic.id == t.topic_id) {
+                    Some((n, topic)) => (n.clone(), Some(topic)),
+                    None => (String::new(), None),
+                }
+            } else {
+                (t.topic.clone(), self.topics.get(&t.topic))
+            };
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let mut out = PartitionData {
+                    partition_index: p.partition,
+                    high_watermark: -1,
+                    ..Default::default()
+                };
+                let part = topic.and_then(|topic| topic.partitions.get(p.partition as usize));
+                let code = match (error, topic, part) {
+                    (Some(code), _, _) => code,
+                    (None, None, _) if version >= 13 => ErrorCode::UnknownTopicId,
+                    (None, _, None) => ErrorCode::UnknownTopicOrPartition,
+                    (None, _, Some(part)) => {
+                        match self.check_leader(broker, part, p.current_leader_epoch) {
+                            Err(code) => {
+                                out.current_leader = LeaderIdAndEpoch {
+                                    leader_id: self.live_leader(part),
+                                    leader_epoch: part.leader_epoch,
+                                    unknown_tagged_fields: Vec::new(),
+                                };
+                                code
+                            }
+                            Ok(()) => {
+                                let log = &part.log;
+                                out.high_watermark = log.high_watermark();
+                                out.last_stable_offset = log.high_watermark();
+                                out.log_start_offset = log.log_start_offset();
+                                if p.fetch_offset < log.log_start_offset()
+                                    || p.fetch_offset > log.high_watermark()
+                                {
+                                    ErrorCode::OffsetOutOfRange
+                                } else {
+                                    let room = max_total.saturating_sub(total);
+                                    let want = usize::try_from(p.partition_max_bytes)
+                                        .unwrap_or(0)
+                                        .min(room);
+                                    // The first batch of the response is sent whole even
+                                    // when larger than the limits (KIP-74).
+                                    let records = if want == 0 && total > 0 {
+                                        Bytes::new()
+                                    } else {
+                                        log.read(p.fetch_offset, want.max(1))
+                                    };
+                                    total += records.len();
+                                    out.records = Some(records);
+                                    ErrorCode::None
+                                }
+                            }
+                        }
+                    }
+                };
+                if code != ErrorCode::None {
+                    errors = true;
+                }
+                out.error_code = code.code();
+                if out.records.is_none() {
+                    out.records = Some(Bytes::new());
+                }
+                partitions.push(out);
+            }
+            responses.push(FetchableTopicResponse {
+                topic: name,
+                topic_id: t.topic_id,
+                partitions,
+                unknown_tagged_fields: Vec::new(),
+            });
+        }
+        let response = FetchResponse {
+            responses,
+            ..Default::default()
+        };
+        (response, total, errors)
+    }
+
+    // ---------------------------------------------------------------------
+    // Produce
+
+    /// Appends the request's batches; the partitions that received any.
+    pub fn produce(
+        &mut self,
+        broker: i32,
+        req: &ProduceRequest,
+        error: Option<ErrorCode>,
+    ) -> ProduceResponse {
+        let mut responses = Vec::new();
+        for t in &req.topic_data {
+            let mut partition_responses = Vec::new();
+            for p in &t.partition_data {
+                let mut out = PartitionProduceResponse {
+                    index: p.index,
+                    base_offset: -1,
+                    log_append_time_ms: -1,
+                    log_start_offset: -1,
+                    ..Default::default()
+                };
+                let code = match error {
+                    Some(code) => code,
+                    None => self.append(broker, &t.name, p.index, p.records.as_ref(), &mut out),
+                };
+                out.error_code = code.code();
+                partition_responses.push(out);
+            }
+            responses.push(TopicProduceResponse {
+                name: t.name.clone(),
+                partition_responses,
+                unknown_tagged_fields: Vec::new(),
+            });
+        }
+        ProduceResponse {
+            responses,
+            ..Default::default()
+        }
+    }
+
+    fn append(
+        &mut self,
+        broker: i32,
+        topic: &str,
+        partition: i32,
+        records: Option<&Bytes>,
+        out: &mut PartitionProduceResponse,
+    ) -> ErrorCode {
+        let up = self.is_up(broker);
+        let Some(part) = self
+            .topics
+            .get_mut(topic)
+            .and_then(|t| t.partitions.get_mut(partition as usize))
+        else {
+            return ErrorCode::UnknownTopicOrPartition;
+        };
+        if part.leader != broker || !up {
+            return ErrorCode::NotLeaderOrFollower;
+        }
+        let Some(records) = records.filter(|r| !r.is_empty()) else {
+            return ErrorCode::InvalidRecord;
+        };
+        match part.log.append(records, part.leader_epoch) {
+            Ok(base) => {
+                out.base_offset = base;
+                out.log_start_offset = part.log.log_start_offset();
+                ErrorCode::None
+            }
+            Err(AppendError::Corrupt) => ErrorCode::CorruptMessage,
+            Err(AppendError::OldFormat) => ErrorCode::UnsupportedForMessageFormat,
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // CreateTopics
+
+    pub fn create_topics(
+        &mut self,
+        version: i16,
+        req: &CreateTopicsRequest,
+        error: Option<ErrorCode>,
+    ) -> CreateTopicsResponse {
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = if t.num_partitions == -1 && t.assignments.is_empty() {
+                    1
+                } else if t.num_partitions == -1 {
+                    t.assignments.len() as i32
+                } else {
+                    t.num_partitions
+                };
+                let leaders: Option<Vec<i32>> = (!t.assignments.is_empty()).then(|| {
+                    let mut a: Vec<_> = t.assignments.iter().collect();
+                    a.sort_by_key(|a| a.partition_index);
+                    a.iter()
+                        .map(|a| a.broker_ids.first().copied().unwrap_or(-1))
+                        .collect()
+                });
+                let result = match error {
+                    Some(code) => Err(code),
+                    None if req.validate_only => {
+                        if self.topics.contains_key(&t.name) {
+                            Err(ErrorCode::TopicAlreadyExists)
+                        } else if partitions < 1 {
+                            Err(ErrorCode::InvalidPartitions)
+                        } else {
+                            Ok(())
+                        }
+                    }
+                    None => self.create_topic(&t.name, partitions, leaders.as_deref()),
+                };
+                let created = result.is_ok() && !req.validate_only;
+                CreatableTopicResult {
+                    name: t.name.clone(),
+                    topic_id: match self.topics.get(&t.name) {
+                        Some(topic) if created && version >= 7 => topic.id,
+                        _ => [0; 16],
+                    },
+                    error_code: result.err().map_or(0, ErrorCode::code),
+                    num_partitions: if result.is_ok() { partitions } else { -1 },
+                    replication_factor: if result.is_ok() { 1 } else { -1 },
+                    configs: if version >= 5 { Some(Vec::new()) } else { None },
+                    ..Default::default()
+                }
+            })
+            .collect();
+        CreateTopicsResponse {
+            topics,
+            ..Default::default()
+        }
+    }
+}
+
+/// Whether a topic partition exists (for offset commits).
+pub(crate) fn partition_exists(
+    topics: &BTreeMap<String, Topic>,
+    topic: &str,
+    partition: i32,
+) -> bool {
+    topics
+        .get(topic)
+        .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+}
