@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::clusters::{self, TestCluster};
 use common::mock::RawMock;
 use common::{client_sockets, wait_for, CLOSE_WAIT, ESTABLISHED};
 use lazykafka::cluster::{Cluster, ClusterConfig, Target};
@@ -63,12 +64,17 @@ fn set(items: &[(&str, i32)]) -> BTreeSet<(String, Option<i32>)> {
 
 #[async_std::test]
 async fn librdkafka_mock_group_lifecycle() {
-    let mock = RawMock::new(3);
-    mock.create_topic("t", 2);
-    mock.set_leader("t", 0, 1);
-    mock.set_leader("t", 1, 3);
-    mock.set_group_coordinator("g", 2);
-    mock.start_tracking();
+    group_lifecycle(&clusters::librdkafka()).await;
+}
+
+#[async_std::test]
+async fn lazykafka_mock_group_lifecycle() {
+    group_lifecycle(&clusters::ours()).await;
+}
+
+/// 3 brokers, group coordinator on broker 2, partition leaders on brokers
+/// 1 and 3: the same steps and assertions on either mock.
+async fn group_lifecycle(mock: &impl TestCluster) {
     let ports = mock.ports();
     let port_of = |broker: i32| ports[broker as usize - 1];
 
@@ -190,7 +196,11 @@ async fn librdkafka_mock_group_lifecycle() {
             })
         })
         .await;
-    assert!(closed, "the close of broker 3 was not seen");
+    assert!(
+        closed,
+        "{}: the close of broker 3 was not seen",
+        mock.name()
+    );
     assert!(wait_for(WAIT, || client_sockets(&[port_of(3)]).is_empty()));
     assert!(!client_sockets(&ports).iter().any(|s| s.state == CLOSE_WAIT));
 

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::clusters::{self, TestCluster};
 use common::mock::RawMock;
 use common::peers::{config, consume, expected, produce, values, WAIT};
 use common::{client_sockets, wait_for};
@@ -28,8 +29,18 @@ fn mock_cluster() -> RawMock {
 
 #[async_std::test]
 async fn manual_assignment_reads_every_record_from_the_mock() {
-    let mock = mock_cluster();
-    let bootstrap = mock.bootstraps().join(",");
+    manual_assignment_reads_every_record(&clusters::librdkafka()).await;
+}
+
+#[async_std::test]
+async fn manual_assignment_reads_every_record_from_our_mock() {
+    manual_assignment_reads_every_record(&clusters::ours()).await;
+}
+
+/// librdkafka produces 500 records; lazykafka reads them, with leader
+/// connections only.
+async fn manual_assignment_reads_every_record(mock: &impl TestCluster) {
+    let bootstrap = mock.bootstrap();
     produce(&bootstrap, "t", 2, 500, "none");
     let mut consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
     consumer

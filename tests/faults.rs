@@ -1,9 +1,11 @@
-//! Broker trouble while consuming, against librdkafka's mock cluster: every
+//! Broker trouble while consuming, each case against librdkafka's mock
+//! cluster and against `lazykafka::mock` with the same assertions: every
 //! data set is deterministic and every offset is accounted for at the end.
 
+#[macro_use]
 mod common;
 
-use common::mock::RawMock;
+use common::clusters::TestCluster;
 use lazykafka::events::Purpose;
 use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
 use rdkafka::config::ClientConfig;
@@ -67,12 +69,10 @@ fn assert_exactly(offsets: &BTreeMap<i64, usize>, count: i64) {
     assert!(offsets.values().all(|n| *n == 1), "none twice: {offsets:?}");
 }
 
-#[async_std::test]
-async fn a_leader_move_mid_stream_loses_nothing_and_the_old_connection_idles_out() {
-    let mock = RawMock::new(3);
-    mock.create_topic("moving", 1);
-    mock.set_leader("moving", 0, 1);
-    let bootstrap = mock.bootstraps().join(",");
+async fn a_leader_move_mid_stream_loses_nothing_and_the_old_connection_idles_out<C: TestCluster>() {
+    let mock = C::start(3);
+    mock.create_topic("moving", &[1]);
+    let bootstrap = mock.bootstrap();
     produce(&bootstrap, "moving", 0, 300);
     let mut consumer = Consumer::new(
         config(&bootstrap)
@@ -113,14 +113,11 @@ async fn a_leader_move_mid_stream_loses_nothing_and_the_old_connection_idles_out
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
-async fn a_coordinator_move_is_followed_and_commits_land() {
-    let mock = RawMock::new(3);
-    mock.create_topic("t", 1);
-    mock.set_leader("t", 0, 1);
-    mock.set_group_coordinator("g", 2);
-    mock.cap_group_versions();
-    let bootstrap = mock.bootstraps().join(",");
+async fn a_coordinator_move_is_followed_and_commits_land<C: TestCluster>() {
+    let mock = C::start(3);
+    mock.create_topic("t", &[1]);
+    mock.set_coordinator("g", 2);
+    let bootstrap = mock.bootstrap();
     produce(&bootstrap, "t", 0, 100);
     let mut consumer = Consumer::new(config(&bootstrap).group_id("g").build().unwrap()).unwrap();
     consumer.subscribe(["t"]).unwrap();
@@ -129,7 +126,7 @@ async fn a_coordinator_move_is_followed_and_commits_land() {
     consumer.commit().await.expect("commit to broker 2");
 
     // The coordinator moves: broker 2 answers NOT_COORDINATOR from now on.
-    mock.set_group_coordinator("g", 3);
+    mock.set_coordinator("g", 3);
     produce(&bootstrap, "t", 100, 50);
     consume_into(&mut consumer, &mut offsets, 150).await;
     assert_exactly(&offsets, 150);
@@ -162,12 +159,10 @@ async fn a_coordinator_move_is_followed_and_commits_land() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
-async fn a_broker_down_is_retried_with_backoff_and_consumption_resumes() {
-    let mock = RawMock::new(2);
-    mock.create_topic("t", 1);
-    mock.set_leader("t", 0, 1);
-    let bootstrap = mock.bootstraps().join(",");
+async fn a_broker_down_is_retried_with_backoff_and_consumption_resumes<C: TestCluster>() {
+    let mock = C::start(2);
+    mock.create_topic("t", &[1]);
+    let bootstrap = mock.bootstrap();
     let leader_addr = mock.bootstraps()[0].clone();
     produce(&bootstrap, "t", 0, 50);
     let mut consumer = Consumer::new(
@@ -211,10 +206,9 @@ async fn a_broker_down_is_retried_with_backoff_and_consumption_resumes() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
-async fn a_topic_that_appears_later_is_consumed() {
-    let mock = RawMock::new(1);
-    let bootstrap = mock.bootstraps().join(",");
+async fn a_topic_that_appears_later_is_consumed<C: TestCluster>() {
+    let mock = C::start(1);
+    let bootstrap = mock.bootstrap();
     let mut consumer = Consumer::new(
         config(&bootstrap)
             .allow_auto_create_topics(false)
@@ -232,7 +226,7 @@ async fn a_topic_that_appears_later_is_consumed() {
             .unwrap()
             .is_empty());
     }
-    mock.create_topic("later", 1);
+    mock.create_topic("later", &[1]);
     produce(&bootstrap, "later", 0, 20);
     let mut offsets = BTreeMap::new();
     consume_into(&mut consumer, &mut offsets, 20).await;
@@ -240,14 +234,11 @@ async fn a_topic_that_appears_later_is_consumed() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
-async fn a_consumer_dropped_without_commit_is_resumed_from_the_last_commit() {
-    let mock = RawMock::new(2);
-    mock.create_topic("t", 1);
-    mock.set_leader("t", 0, 1);
-    mock.set_group_coordinator("resume", 2);
-    mock.cap_group_versions();
-    let bootstrap = mock.bootstraps().join(",");
+async fn a_consumer_dropped_without_commit_is_resumed_from_the_last_commit<C: TestCluster>() {
+    let mock = C::start(2);
+    mock.create_topic("t", &[1]);
+    mock.set_coordinator("resume", 2);
+    let bootstrap = mock.bootstrap();
     produce(&bootstrap, "t", 0, 100);
     let cfg = || {
         config(&bootstrap)
@@ -279,14 +270,12 @@ async fn a_consumer_dropped_without_commit_is_resumed_from_the_last_commit() {
     second.close().await.unwrap();
 }
 
-#[async_std::test]
-async fn requests_that_time_out_close_the_connection_and_consumption_resumes() {
+async fn requests_that_time_out_close_the_connection_and_consumption_resumes<C: TestCluster>() {
     use futures::{FutureExt, StreamExt};
     use lazykafka::events::{CloseReason, EventKind};
-    let mock = RawMock::new(2);
-    mock.create_topic("slow", 1);
-    mock.set_leader("slow", 0, 1);
-    let bootstrap = mock.bootstraps().join(",");
+    let mock = C::start(2);
+    mock.create_topic("slow", &[1]);
+    let bootstrap = mock.bootstrap();
     produce(&bootstrap, "slow", 0, 50);
     let mut consumer = Consumer::new(
         config(&bootstrap)
@@ -301,7 +290,7 @@ async fn requests_that_time_out_close_the_connection_and_consumption_resumes() {
     consume_into(&mut consumer, &mut offsets, 50).await;
 
     // Broker 1 answers after 3 s: every request to it times out.
-    mock.set_rtt(1, 3000);
+    mock.set_delay(1, 3000);
     produce(&bootstrap, "slow", 50, 50);
     let mut timed_out = false;
     let deadline = Instant::now() + WAIT;
@@ -322,8 +311,17 @@ async fn requests_that_time_out_close_the_connection_and_consumption_resumes() {
     assert!(timed_out, "a request timed out and its connection closed");
 
     // Answers come at once again: fetching resumes, nothing lost or twice.
-    mock.set_rtt(1, 0);
+    mock.set_delay(1, 0);
     consume_into(&mut consumer, &mut offsets, 100).await;
     assert_exactly(&offsets, 100);
     consumer.close().await.unwrap();
 }
+
+on_both_mocks!(
+    a_leader_move_mid_stream_loses_nothing_and_the_old_connection_idles_out,
+    a_coordinator_move_is_followed_and_commits_land,
+    a_broker_down_is_retried_with_backoff_and_consumption_resumes,
+    a_topic_that_appears_later_is_consumed,
+    a_consumer_dropped_without_commit_is_resumed_from_the_last_commit,
+    requests_that_time_out_close_the_connection_and_consumption_resumes,
+);

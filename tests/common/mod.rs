@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+#[macro_use]
+pub mod clusters;
 pub mod mock;
 pub mod peers;
 

@@ -1,0 +1,169 @@
+//! The two mock clusters the lifecycle tests run against with the same
+//! assertions: librdkafka's (a peer nobody here wrote) and
+//! `lazykafka::mock::MockCluster` (built on this crate's protocol layer, so
+//! never the only judge).
+
+use super::mock::RawMock;
+use lazykafka::mock::MockCluster;
+
+/// Runs each named `async fn name<C: TestCluster>()` as two tests,
+/// `librdkafka_mock::name` and `lazykafka_mock::name`.
+#[allow(unused_macros)]
+macro_rules! on_both_mocks {
+    ($($name:ident),* $(,)?) => {
+        mod librdkafka_mock {
+            $(
+                #[async_std::test]
+                async fn $name() {
+                    super::$name::<crate::common::mock::RawMock>().await
+                }
+            )*
+        }
+        mod lazykafka_mock {
+            $(
+                #[async_std::test]
+                async fn $name() {
+                    super::$name::<lazykafka::mock::MockCluster>().await
+                }
+            )*
+        }
+    };
+}
+
+/// What a lifecycle test needs of a mock cluster.
+pub trait TestCluster {
+    /// A cluster of `brokers` brokers (ids 1..=n), no topics, requests
+    /// tracked.
+    fn start(brokers: i32) -> Self
+    where
+        Self: Sized;
+    /// Creates a topic; partition `i` is led by broker `leaders[i]`.
+    fn create_topic(&self, topic: &str, leaders: &[i32]);
+    /// Places a group's coordinator.
+    fn set_coordinator(&self, group: &str, broker: i32);
+    /// Delays a broker's answers.
+    fn set_delay(&self, broker: i32, millis: u64);
+    /// For messages.
+    fn name(&self) -> &'static str;
+    /// `host:port` of each broker, in broker-id order (ids from 1).
+    fn bootstraps(&self) -> Vec<String>;
+    /// The requests the brokers received so far, as `(broker, api key)`.
+    fn requests(&self) -> Vec<(i32, i16)>;
+    /// Takes a broker down (its sockets closed, connects refused).
+    fn broker_down(&self, broker: i32);
+    /// Brings it back.
+    fn broker_up(&self, broker: i32);
+    /// Moves a partition's leadership.
+    fn set_leader(&self, topic: &str, partition: i32, broker: i32);
+
+    /// The brokers' ports, in broker-id order.
+    fn ports(&self) -> Vec<u16> {
+        self.bootstraps()
+            .iter()
+            .map(|a| a.rsplit(':').next().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    /// `bootstrap.servers`.
+    fn bootstrap(&self) -> String {
+        self.bootstraps().join(",")
+    }
+}
+
+/// The layout both clusters get: 3 brokers, topic `t` with partition 0 on
+/// broker 1 and partition 1 on broker 3, group `g` coordinated by broker 2,
+/// requests tracked.
+pub fn standard<C: TestCluster>() -> C {
+    let mock = C::start(3);
+    mock.create_topic("t", &[1, 3]);
+    mock.set_coordinator("g", 2);
+    mock
+}
+
+/// [`standard`] on librdkafka's mock.
+pub fn librdkafka() -> RawMock {
+    standard()
+}
+
+/// [`standard`] on `lazykafka::mock`.
+pub fn ours() -> MockCluster {
+    standard()
+}
+
+impl TestCluster for RawMock {
+    fn start(brokers: i32) -> Self {
+        let mock = RawMock::new(brokers);
+        mock.cap_group_versions();
+        mock.start_tracking();
+        mock
+    }
+    fn create_topic(&self, topic: &str, leaders: &[i32]) {
+        RawMock::create_topic(self, topic, leaders.len() as i32);
+        for (p, &b) in leaders.iter().enumerate() {
+            RawMock::set_leader(self, topic, p as i32, b);
+        }
+    }
+    fn set_coordinator(&self, group: &str, broker: i32) {
+        self.set_group_coordinator(group, broker)
+    }
+    fn set_delay(&self, broker: i32, millis: u64) {
+        self.set_rtt(broker, millis as i32)
+    }
+    fn name(&self) -> &'static str {
+        "librdkafka mock"
+    }
+    fn bootstraps(&self) -> Vec<String> {
+        RawMock::bootstraps(self)
+    }
+    fn requests(&self) -> Vec<(i32, i16)> {
+        RawMock::requests(self)
+    }
+    fn broker_down(&self, broker: i32) {
+        RawMock::broker_down(self, broker)
+    }
+    fn broker_up(&self, broker: i32) {
+        RawMock::broker_up(self, broker)
+    }
+    fn set_leader(&self, topic: &str, partition: i32, broker: i32) {
+        RawMock::set_leader(self, topic, partition, broker)
+    }
+}
+
+impl TestCluster for MockCluster {
+    fn start(brokers: i32) -> Self {
+        MockCluster::new(brokers).expect("mock cluster")
+    }
+    fn create_topic(&self, topic: &str, leaders: &[i32]) {
+        self.create_topic_with_leaders(topic, leaders).unwrap()
+    }
+    fn set_coordinator(&self, group: &str, broker: i32) {
+        MockCluster::set_coordinator(self, group, broker).unwrap()
+    }
+    fn set_delay(&self, broker: i32, millis: u64) {
+        MockCluster::set_delay(self, broker, std::time::Duration::from_millis(millis)).unwrap()
+    }
+    fn name(&self) -> &'static str {
+        "lazykafka mock"
+    }
+    fn bootstraps(&self) -> Vec<String> {
+        self.broker_ids()
+            .into_iter()
+            .map(|id| self.broker_addr(id).unwrap().to_string())
+            .collect()
+    }
+    fn requests(&self) -> Vec<(i32, i16)> {
+        MockCluster::requests(self)
+            .into_iter()
+            .filter_map(|r| Some((r.broker, r.api?.code())))
+            .collect()
+    }
+    fn broker_down(&self, broker: i32) {
+        MockCluster::broker_down(self, broker).unwrap()
+    }
+    fn broker_up(&self, broker: i32) {
+        MockCluster::broker_up(self, broker).unwrap()
+    }
+    fn set_leader(&self, topic: &str, partition: i32, broker: i32) {
+        MockCluster::set_leader(self, topic, partition, broker).unwrap()
+    }
+}
