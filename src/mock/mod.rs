@@ -658,6 +658,20 @@ impl MockCluster {
         })
     }
 
+    /// How many injected errors for `api` are still to be served (cluster
+    /// and per-broker queues together).
+    pub fn pending_errors(&self, api: ApiKey) -> usize {
+        let st = self.shared.lock();
+        let cluster = st.errors.get(&api.code()).map_or(0, |q| q.len());
+        let brokers: usize = st
+            .brokers
+            .values()
+            .filter_map(|b| b.errors.get(&api.code()))
+            .map(|q| q.len())
+            .sum();
+        cluster + brokers
+    }
+
     /// Delays every answer of `broker` by `delay` (a slow broker or a long
     /// round trip).
     pub fn set_delay(&self, broker: i32, delay: Duration) -> Result<(), MockError> {
