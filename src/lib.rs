@@ -24,19 +24,15 @@
 //!
 //! ```
 //! # async_std::task::block_on(async {
-//! # // A 3-broker cluster in this process (librdkafka's mock), with a few
-//! # // records produced by librdkafka.
-//! # use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-//! # let mock = rdkafka::mocking::MockCluster::new(3).unwrap();
-//! # mock.create_topic("invoices", 2, 1).unwrap();
-//! # let bootstrap = mock.bootstrap_servers();
-//! # let producer: BaseProducer = rdkafka::ClientConfig::new()
-//! #     .set("bootstrap.servers", &bootstrap).create().unwrap();
+//! # // A 3-broker cluster in this process (lazykafka::mock), with a few
+//! # // records in it.
+//! # use lazykafka::mock::{MockCluster, MockRecord};
+//! # let mock = MockCluster::new(3).unwrap();
+//! # mock.create_topic("invoices", 2).unwrap();
 //! # for i in 0..4 {
-//! #     let value = format!("invoice {i}");
-//! #     producer.send(BaseRecord::<(), _>::to("invoices").payload(&value).partition(i % 2)).unwrap();
+//! #     mock.produce("invoices", i % 2, [MockRecord::new(format!("invoice {i}"))]).unwrap();
 //! # }
-//! # producer.flush(std::time::Duration::from_secs(10)).unwrap();
+//! # let bootstrap = mock.bootstrap_servers();
 //! use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
 //! use std::time::Duration;
 //!
@@ -70,6 +66,9 @@
 //! instead (classic protocol; `range`, `roundrobin` or `cooperative-sticky`
 //! assignment), and [`Consumer::commit`] stores offsets with the group
 //! coordinator, over a connection that carries group traffic only.
+//!
+//! [`mock::MockCluster`] (feature `mock`) runs a Kafka cluster in this
+//! process for tests and demonstrations; the examples above run against it.
 //!
 //! The lower layers are public too: [`runtime::BrokerConnection`] talks to
 //! one broker (the `api_versions` example prints the versions negotiated),

@@ -317,14 +317,11 @@ impl Consumer {
     ///
     /// ```
     /// # async_std::task::block_on(async {
-    /// # use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-    /// # let mock = rdkafka::mocking::MockCluster::new(1).unwrap();
-    /// # mock.create_topic("invoices", 1, 1).unwrap();
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(1).unwrap();
+    /// # mock.create_topic("invoices", 1).unwrap();
+    /// # mock.produce("invoices", 0, [MockRecord::new("paid")]).unwrap();
     /// # let bootstrap = mock.bootstrap_servers();
-    /// # let producer: BaseProducer = rdkafka::ClientConfig::new()
-    /// #     .set("bootstrap.servers", &bootstrap).create().unwrap();
-    /// # producer.send(BaseRecord::<(), _>::to("invoices").payload("paid")).unwrap();
-    /// # producer.flush(std::time::Duration::from_secs(10)).unwrap();
     /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
     /// use std::time::Duration;
     ///
@@ -375,6 +372,34 @@ impl Consumer {
 
     /// The records as a stream, polling with `timeout` each time; errors end
     /// nothing: they are yielded and the stream goes on.
+    ///
+    /// ```
+    /// # async_std::task::block_on(async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use futures::StreamExt;
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0)])?;
+    /// let first: Vec<_> = consumer.stream(Duration::from_millis(200)).take(3).collect().await;
+    /// let offsets: Vec<i64> = first.iter().map(|r| r.as_ref().unwrap().offset()).collect();
+    /// assert_eq!(offsets, [0, 1, 2]);
+    /// consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn stream(
         &mut self,
         timeout: Duration,
@@ -508,6 +533,32 @@ impl Consumer {
     /// after the given one (milliseconds since the Unix epoch), with that
     /// record's timestamp; `None` where no such record exists. Asks each
     /// partition's leader (ListOffsets), so it may open leader connections.
+    ///
+    /// ```
+    /// # async_std::task::block_on(async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers(&bootstrap).build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let p0 = TopicPartition::new("invoices", 0);
+    /// // Records at 1000, 2000 and 3000 ms: the first at or after 1500 is offset 1.
+    /// let found = consumer.offsets_for_times([(p0.clone(), 1500)]).await?;
+    /// let hit = found[&p0].expect("a record at or after 1500 ms");
+    /// assert_eq!((hit.offset, hit.timestamp), (1, 2000));
+    /// consumer.assign([p0.clone()])?;
+    /// consumer.seek(&p0, hit.offset)?;
+    /// # consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn offsets_for_times(
         &mut self,
         timestamps: impl IntoIterator<Item = (TopicPartition, i64)>,
@@ -533,6 +584,30 @@ impl Consumer {
 
     /// The offset after the last record of each partition (the high
     /// watermark, or the last stable offset under read_committed).
+    ///
+    /// ```
+    /// # async_std::task::block_on(async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers(&bootstrap).build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let partitions = [TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)];
+    /// let ends = consumer.end_offsets(partitions.clone()).await?;
+    /// let starts = consumer.beginning_offsets(partitions.clone()).await?;
+    /// let lag: i64 = partitions.iter().map(|p| ends[p] - starts[p]).sum();
+    /// assert_eq!(lag, 6);
+    /// # consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn end_offsets(
         &mut self,
         partitions: impl IntoIterator<Item = TopicPartition>,
@@ -623,15 +698,19 @@ impl Consumer {
     /// [`Error::Broker`] with its error code once the time is up, or at
     /// once for an error retrying can't fix (authorization, invalid name).
     ///
-    /// ```no_run
+    /// ```
     /// # async_std::task::block_on(async {
+    /// # let mock = lazykafka::mock::MockCluster::new(3).unwrap();
+    /// # mock.create_topic("invoices", 3).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
     /// use lazykafka::{Consumer, ConsumerConfig};
     ///
     /// let config = ConsumerConfig::builder()
-    ///     .bootstrap_servers("kafka-1:9092")
+    ///     .bootstrap_servers(&bootstrap)
     ///     .build()?;
     /// let mut consumer = Consumer::new(config)?;
     /// let partitions = consumer.partitions_for("invoices").await?;
+    /// assert_eq!(partitions.len(), 3);
     /// consumer.assign(partitions)?;
     /// # Ok::<(), lazykafka::Error>(())
     /// # }).unwrap();
@@ -740,6 +819,48 @@ impl Consumer {
     }
 
     /// A snapshot of the live connections (empty before the first poll).
+    ///
+    /// ```
+    /// # async_std::task::block_on(async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::events::Purpose;
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)])?;
+    /// assert!(consumer.connections().is_empty());
+    /// let mut seen = 0;
+    /// while seen < 6 {
+    ///     seen += consumer.poll(Duration::from_millis(200)).await?.len();
+    /// }
+    /// // Partition 0 is led by broker 1 and partition 1 by broker 3: one
+    /// // leader connection each, and no socket to broker 2.
+    /// let mut leaders: Vec<_> = consumer
+    ///     .connections()
+    ///     .iter()
+    ///     .filter(|c| c.purpose == Purpose::Leader)
+    ///     .map(|c| c.broker)
+    ///     .collect();
+    /// leaders.sort();
+    /// assert_eq!(leaders, [Some(1), Some(3)]);
+    /// assert!(consumer.connections().iter().all(|c| c.broker != Some(2)));
+    /// consumer.close().await?;
+    /// assert!(consumer.connections().is_empty());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn connections(&self) -> Vec<ConnectionInfo> {
         self.read_core(|core| core.cluster.connections(Instant::now()))
     }
@@ -750,6 +871,45 @@ impl Consumer {
     }
 
     /// A stream of connection events from now on.
+    ///
+    /// ```
+    /// # async_std::task::block_on(async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use futures::{FutureExt, StreamExt};
+    /// use lazykafka::events::{EventKind, Purpose};
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let mut events = consumer.connection_events();
+    /// consumer.assign([TopicPartition::new("invoices", 1)])?;
+    /// while consumer.poll(Duration::from_millis(200)).await?.is_empty() {}
+    /// consumer.close().await?;
+    /// let mut all = Vec::new();
+    /// while let Some(Some(e)) = events.next().now_or_never() {
+    ///     all.push(e);
+    /// }
+    /// // The first socket goes to a bootstrap address; the last event is a close.
+    /// assert_eq!(all[0].purpose, Purpose::Bootstrap);
+    /// assert!(all.iter().any(|e| matches!(e.kind, EventKind::Opened)));
+    /// assert!(matches!(all.last().unwrap().kind, EventKind::Closed { .. }));
+    /// for e in &all {
+    ///     println!("{:?} {:?} broker {:?} {}", e.kind, e.purpose, e.broker, e.addr);
+    /// }
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn connection_events(&mut self) -> impl Stream<Item = ConnectionEvent> {
         let (tx, rx) = unbounded();
         self.subscribers
