@@ -2664,6 +2664,42 @@ mod tests {
     }
 
     #[test]
+    fn pending_member_id_holds_the_join_phase() {
+        let clock = Clock::new();
+        let mut gs = groups(0);
+        let a = one_stable(&mut gs, clock.at(0), 5);
+        // b has its id but has not joined with it yet.
+        let r = done(gs.join(clock.at(10), 5, "c2", &join_req("", 20_000, RANGE)));
+        assert_eq!(r.error_code, code(ErrorCode::MemberIdRequired));
+        // The leader rejoins (which always rebalances); everyone known has
+        // joined, but the pending id keeps the phase open (Kafka's
+        // hasAllMembersJoined).
+        let ta = wait(gs.join(clock.at(20), 5, "c1", &join_req(&a, 30_000, RANGE)));
+        assert_eq!(gs.poll_join(clock.at(20), &ta), None);
+        // b's own join ends the phase: it is answered at once.
+        let jb = done(gs.join(
+            clock.at(30),
+            5,
+            "c2",
+            &join_req(&r.member_id, 20_000, RANGE),
+        ));
+        let ja = gs.poll_join(clock.at(30), &ta).expect("a answered");
+        assert_eq!((ja.generation_id, jb.generation_id), (2, 2));
+        assert_eq!(ja.members.len(), 2);
+
+        // An id never used expires after the session timeout and stops
+        // holding the phase.
+        let mut gs = groups(0);
+        let a = one_stable(&mut gs, clock.at(0), 5);
+        done(gs.join(clock.at(10), 5, "c2", &join_req("", 20_000, RANGE)));
+        let ta = wait(gs.join(clock.at(20), 5, "c1", &join_req(&a, 30_000, RANGE)));
+        assert_eq!(gs.next_deadline(), Some(clock.at(10_010)));
+        gs.tick(clock.at(10_010));
+        let ja = gs.poll_join(clock.at(10_010), &ta).expect("a answered");
+        assert_eq!((ja.generation_id, ja.members.len()), (2, 1));
+    }
+
+    #[test]
     fn cancelled_join_no_longer_blocks() {
         let clock = Clock::new();
         let mut gs = groups(0);
