@@ -611,6 +611,7 @@ fn join_group(
             return reply(&resp, version, corr);
         }
         if abandoned(&st, broker) {
+            st.groups.cancel(&ticket);
             return Answer::Close(BrokerClose::Down);
         }
         let wait = next_wait(&st);
@@ -648,6 +649,7 @@ fn sync_group(
             return reply(&resp, version, corr);
         }
         if abandoned(&st, broker) {
+            st.groups.cancel(&ticket);
             return Answer::Close(BrokerClose::Down);
         }
         let wait = next_wait(&st);
