@@ -5,11 +5,11 @@
 //! cargo run --example lifecycle -- --bootstrap HOST:PORT --topic T [--group G]
 //! ```
 //!
-//! With no arguments it starts librdkafka's mock cluster in this process
-//! (3 brokers; the group coordinator on broker 2; the two partitions of
-//! topic `invoices` led by brokers 1 and 3), fills the topic with
-//! librdkafka, and walks a group consumer through its life, printing each
-//! connection event as it happens:
+//! With no arguments it starts `lazykafka::mock::MockCluster` in this
+//! process (3 brokers; the group coordinator on broker 2; the two
+//! partitions of topic `invoices` led by brokers 1 and 3), fills the topic,
+//! and walks a group consumer through its life, printing each connection
+//! event as it happens (time, event, broker, purpose, address, reason):
 //!
 //! 1. `Consumer::new` and `subscribe`: no socket;
 //! 2. the first `poll`: a bootstrap connection (FindCoordinator, Metadata),
@@ -21,13 +21,17 @@
 //! 4. resumed: the leaders are connected again;
 //! 5. `close`: commit, leave the group, close every socket.
 //!
-//! It ends with a census of open sockets per phase. With `--bootstrap` it
-//! runs the same walk against your cluster (no records are produced;
-//! `--group` defaults to `lazykafka-lifecycle`).
+//! It ends with a census of open sockets per phase and, on the mock, what
+//! each broker saw (connections and requests). With `--bootstrap` it runs
+//! the same walk against your cluster (no records are produced; `--group`
+//! defaults to `lazykafka-lifecycle`).
 
 use futures::{FutureExt, Stream, StreamExt};
 use lazykafka::events::{ConnectionEvent, EventKind, Purpose};
+use lazykafka::mock::{MockCluster, MockError, MockEventKind, MockRecord};
+use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, ConsumerConfig, OffsetReset};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -61,55 +65,45 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The in-process cluster: brokers 1..=3, coordinator 2, leaders 1 and 3.
-fn start_mock(
-    topic: &str,
-    group: &str,
-) -> Result<rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>, String>
-{
-    use rdkafka::mocking::{MockCluster, MockCoordinator};
-    use rdkafka::types::RDKafkaApiKey;
-    let mock = MockCluster::new(3).map_err(|e| e.to_string())?;
-    mock.create_topic(topic, 2, 1).map_err(|e| e.to_string())?;
-    mock.partition_leader(topic, 0, Some(1))
-        .map_err(|e| e.to_string())?;
-    mock.partition_leader(topic, 1, Some(3))
-        .map_err(|e| e.to_string())?;
-    mock.coordinator(MockCoordinator::Group(group.to_owned()), 2)
-        .map_err(|e| e.to_string())?;
-    // The mock advertises group API versions its handlers cannot read;
-    // keep it to those it can.
-    for (api, max) in [
-        (RDKafkaApiKey::JoinGroup, 5),
-        (RDKafkaApiKey::SyncGroup, 3),
-        (RDKafkaApiKey::LeaveGroup, 2),
-    ] {
-        mock.apiversion(api, Some(0), Some(max))
-            .map_err(|e| e.to_string())?;
+/// The in-process cluster: brokers 1..=3, coordinator 2, leaders 1 and 3,
+/// `count` records in the topic.
+fn start_mock(topic: &str, group: &str, count: usize) -> Result<MockCluster, MockError> {
+    let mock = MockCluster::new(3)?;
+    mock.create_topic_with_leaders(topic, &[1, 3])?;
+    mock.set_coordinator(group, 2)?;
+    for p in 0..2 {
+        let values = (0..count)
+            .filter(|i| i % 2 == p)
+            .map(|i| MockRecord::new(format!("invoice {i}")));
+        mock.produce(topic, p as i32, values)?;
     }
     Ok(mock)
 }
 
-fn produce(bootstrap: &str, topic: &str, count: usize) -> Result<(), String> {
-    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-    let producer: BaseProducer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .map_err(|e| e.to_string())?;
-    for i in 0..count {
-        let value = format!("invoice {i}");
-        producer
-            .send(
-                BaseRecord::<(), _>::to(topic)
-                    .payload(&value)
-                    .partition(i as i32 % 2),
-            )
-            .map_err(|(e, _)| e.to_string())?;
-        producer.poll(Duration::ZERO);
+/// What each broker of the mock saw: connections and requests by API.
+fn broker_view(mock: &MockCluster) {
+    println!("\nwhat the brokers saw:");
+    let events = mock.events();
+    for broker in mock.broker_ids() {
+        let mut connections = 0;
+        let mut requests: BTreeMap<String, usize> = BTreeMap::new();
+        for e in events.iter().filter(|e| e.broker == broker) {
+            match &e.kind {
+                MockEventKind::Connected { .. } => connections += 1,
+                MockEventKind::Request { api_key, .. } => {
+                    let name = ApiKey::from_code(*api_key)
+                        .map_or_else(|| format!("key {api_key}"), |a| a.name().to_owned());
+                    *requests.entry(name).or_default() += 1;
+                }
+                _ => {}
+            }
+        }
+        let requests: Vec<String> = requests.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!(
+            "  broker {broker}: {connections} connection(s); {}",
+            requests.join(", ")
+        );
     }
-    producer
-        .flush(Duration::from_secs(10))
-        .map_err(|e| e.to_string())
 }
 
 fn print_event(e: &ConnectionEvent) {
@@ -182,6 +176,10 @@ async fn walk(
     println!("   {}", census(&consumer));
 
     println!("2. poll until the records are in");
+    println!(
+        "  {:>11}  {:<14} {:<10}  {:<12} {:<22} reason",
+        "time", "event", "broker", "purpose", "address"
+    );
     let started = Instant::now();
     let mut seen = 0usize;
     let want = expected.unwrap_or(1);
@@ -257,7 +255,7 @@ fn main() -> ExitCode {
     let (bootstrap, expected) = match &args.bootstrap {
         Some(b) => (b.clone(), None),
         None => {
-            let m = match start_mock(&args.topic, &args.group) {
+            let m = match start_mock(&args.topic, &args.group, 1000) {
                 Ok(m) => m,
                 Err(e) => {
                     eprintln!("error: cannot start the mock cluster: {e}");
@@ -265,26 +263,24 @@ fn main() -> ExitCode {
                 }
             };
             let bootstrap = m.bootstrap_servers();
-            println!("librdkafka's mock cluster: brokers 1..3 at {bootstrap}");
+            println!("lazykafka::mock cluster: brokers 1..3 at {bootstrap}");
             println!(
-                "coordinator of {:?}: broker 2; leaders of {}: brokers 1 and 3\n",
+                "coordinator of {:?}: broker 2; leaders of {}: brokers 1 and 3; 1000 records\n",
                 args.group, args.topic
             );
-            if let Err(e) = produce(&bootstrap, &args.topic, 1000) {
-                eprintln!("error: cannot produce: {e}");
-                return ExitCode::FAILURE;
-            }
             mock = Some(m);
             (bootstrap, Some(1000))
         }
     };
     let result = async_std::task::block_on(walk(&bootstrap, &args, expected));
-    drop(mock);
     match result {
         Ok(phases) => {
             println!("\ncensus of open sockets:");
             for (phase, census) in phases {
                 println!("  {phase:<40} {census}");
+            }
+            if let Some(mock) = &mock {
+                broker_view(mock);
             }
             ExitCode::SUCCESS
         }

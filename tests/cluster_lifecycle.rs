@@ -6,7 +6,6 @@
 mod common;
 
 use common::clusters::{self, TestCluster};
-use common::mock::RawMock;
 use common::{client_sockets, wait_for, CLOSE_WAIT, ESTABLISHED};
 use lazykafka::cluster::{Cluster, ClusterConfig, Target};
 use lazykafka::events::{CloseReason, EventKind, Purpose};

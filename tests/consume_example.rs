@@ -14,6 +14,7 @@
 
 mod common;
 
+use common::examples::example_bin;
 use common::mock::RawMock;
 use common::wait_for;
 use lazykafka::{Consumer, ConsumerConfig, Error, ErrorCode, TopicPartition};
@@ -22,62 +23,12 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// The features this test crate was built with, so the example is built
-/// against the same library build.
-fn features() -> Vec<&'static str> {
-    let mut f = Vec::new();
-    if cfg!(feature = "runtime-async-std") {
-        f.push("runtime-async-std");
-    }
-    if cfg!(feature = "gzip") {
-        f.push("gzip");
-    }
-    if cfg!(feature = "snappy") {
-        f.push("snappy");
-    }
-    if cfg!(feature = "lz4") {
-        f.push("lz4");
-    }
-    if cfg!(feature = "zstd") {
-        f.push("zstd");
-    }
-    f
-}
-
-/// The path of the built example (built once per test process).
-fn example() -> &'static PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--quiet", "--example", "consume"])
-            .args(["--message-format=json-render-diagnostics"])
-            .args(["--no-default-features", "--features", &features().join(",")])
-            .stderr(Stdio::inherit());
-        // A test binary lives in target/<profile>/deps/.
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().and_then(|d| d.parent());
-        if profile_dir.and_then(|d| d.file_name()) == Some("release".as_ref()) {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().expect("run cargo build --example consume");
-        assert!(out.status.success(), "cargo build --example consume failed");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "consume")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo named no executable for the consume example")
-    })
-}
 
 /// Produces records `key-i` / `value-i` for i in `range` to `topic`,
 /// partition i % `partitions`, with librdkafka.
@@ -121,7 +72,7 @@ struct Run {
 }
 
 fn start(args: &[String]) -> Run {
-    let mut child = Command::new(example())
+    let mut child = Command::new(example_bin("consume"))
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
