@@ -67,7 +67,7 @@
 //! assignment), and [`Consumer::commit`] stores offsets with the group
 //! coordinator, over a connection that carries group traffic only.
 //!
-//! [`mock::MockCluster`] (feature `mock`) runs a Kafka cluster in this
+//! `mock::MockCluster` (feature `mock`) runs a Kafka cluster in this
 //! process for tests and demonstrations; the examples above run against it.
 //!
 //! The lower layers are public too: [`runtime::BrokerConnection`] talks to

@@ -1,11 +1,13 @@
-//! Group membership with a librdkafka consumer in the same group, on
-//! librdkafka's mock cluster (with its request tracking): the rebalance
-//! listener and commits made in it, heartbeats between polls,
-//! `max.poll.interval.ms`, each assignor, static membership.
+//! Group membership with a librdkafka consumer in the same group, each
+//! case on librdkafka's mock cluster and on `lazykafka::mock` (with their
+//! request logs), with the same assertions: the rebalance listener and
+//! commits made in it, heartbeats between polls, `max.poll.interval.ms`,
+//! each assignor, static membership.
 
+#[macro_use]
 mod common;
 
-use common::mock::RawMock;
+use common::clusters::TestCluster;
 use common::peers::{
     config, consume, logs, produce, produce_range, rd_committed, RdConsumer, WAIT,
 };
@@ -29,14 +31,10 @@ const LEAVE_GROUP: i16 = 13;
 
 /// `topic` with four partitions led by brokers 1 and 3 in turn; the
 /// group's coordinator is broker 2.
-fn mock4(topic: &str, group: &str) -> RawMock {
-    let mock = RawMock::new(3);
-    mock.create_topic(topic, 4);
-    for (p, leader) in [(0, 1), (1, 3), (2, 1), (3, 3)] {
-        mock.set_leader(topic, p, leader);
-    }
-    mock.set_group_coordinator(group, 2);
-    mock.cap_group_versions();
+fn mock4<C: TestCluster>(topic: &str, group: &str) -> C {
+    let mock = C::start(3);
+    mock.create_topic(topic, &[1, 3, 1, 3]);
+    mock.set_coordinator(group, 2);
     mock
 }
 
@@ -105,13 +103,12 @@ impl RebalanceListener for Recorder {
 // generation): an eager revocation happens in that window, so its commit
 // could not land there. A cooperative revocation follows a completed
 // SyncGroup, when the mock accepts commits.
-#[async_std::test]
-async fn the_listener_hears_of_each_rebalance_and_its_revoke_commit_lands() {
+async fn the_listener_hears_of_each_rebalance_and_its_revoke_commit_lands<C: TestCluster>() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     logs::capture();
     logs::capture();
-    let mock = mock4("lst", "g-lst");
-    let bootstrap = mock.bootstraps().join(",");
+    let mock: C = mock4("lst", "g-lst");
+    let bootstrap = mock.bootstrap();
     produce(&bootstrap, "lst", 4, 400, "none"); // 100 per partition
     let events = Arc::new(Mutex::new(Vec::new()));
     let mut ours = Consumer::new(
@@ -202,12 +199,13 @@ async fn the_listener_hears_of_each_rebalance_and_its_revoke_commit_lands() {
     assert!(!events.iter().any(|e| matches!(e, Event::Lost(_))));
 }
 
-#[async_std::test]
-async fn heartbeats_flow_on_the_coordinator_connection_while_the_application_does_not_poll() {
+async fn heartbeats_flow_on_the_coordinator_connection_while_the_application_does_not_poll<
+    C: TestCluster,
+>() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     logs::capture();
-    let mock = mock4("hb", "g-hb");
-    let bootstrap = mock.bootstraps().join(",");
+    let mock: C = mock4("hb", "g-hb");
+    let bootstrap = mock.bootstrap();
     let mut ours = Consumer::new(
         config(&bootstrap, Some("g-hb"))
             .session_timeout(Duration::from_millis(2000))
@@ -240,7 +238,7 @@ async fn heartbeats_flow_on_the_coordinator_connection_while_the_application_doe
     let sent_before = ours.broker_counters()[&coordinator.addr].requests;
 
     // The application works for 2.5 session timeouts without polling.
-    mock.start_tracking();
+    mock.clear_requests();
     async_std::task::sleep(Duration::from_secs(5)).await;
     let requests = mock.requests();
     let sent = ours.broker_counters()[&coordinator.addr].requests - sent_before;
@@ -276,12 +274,13 @@ async fn heartbeats_flow_on_the_coordinator_connection_while_the_application_doe
     ours.close().await.unwrap();
 }
 
-#[async_std::test]
-async fn a_member_that_does_not_poll_within_max_poll_interval_leaves_and_rejoins_on_poll() {
+async fn a_member_that_does_not_poll_within_max_poll_interval_leaves_and_rejoins_on_poll<
+    C: TestCluster,
+>() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     logs::capture();
-    let mock = mock4("mpi", "g-mpi");
-    let bootstrap = mock.bootstraps().join(",");
+    let mock: C = mock4("mpi", "g-mpi");
+    let bootstrap = mock.bootstrap();
     let mut ours = Consumer::new(
         config(&bootstrap, Some("g-mpi"))
             .max_poll_interval(Duration::from_millis(4000))
@@ -293,7 +292,7 @@ async fn a_member_that_does_not_poll_within_max_poll_interval_leaves_and_rejoins
     ours.subscribe(["mpi"]).unwrap();
     let rd = RdConsumer::start(&bootstrap, "g-mpi", "mpi");
     wait_split(&mut ours, &rd, 2, 2, &mut Vec::new()).await;
-    mock.start_tracking();
+    mock.clear_requests();
     let stopped = Instant::now();
     // No poll: after max.poll.interval.ms we leave and librdkafka gets all.
     assert!(
@@ -316,7 +315,7 @@ async fn a_member_that_does_not_poll_within_max_poll_interval_leaves_and_rejoins
     // timing; the join itself is what the consumer owes.)
     // librdkafka's own joins (after we left) are counted first: the group
     // is stable with it alone, so a JoinGroup after this is ours.
-    let joins = |mock: &RawMock| {
+    let joins = |mock: &C| {
         mock.requests()
             .iter()
             .filter(|(b, k)| *b == 2 && *k == JOIN_GROUP)
@@ -334,12 +333,12 @@ async fn a_member_that_does_not_poll_within_max_poll_interval_leaves_and_rejoins
 /// lazykafka and librdkafka with `strategy` split four partitions, read
 /// every record once between them with commits, and hand over when one
 /// leaves: first librdkafka, then lazykafka.
-async fn mixed_group(strategy: AssignmentStrategy, rd_strategy: &str) {
+async fn mixed_group<C: TestCluster>(strategy: AssignmentStrategy, rd_strategy: &str) {
     let topic = format!("mixed-{rd_strategy}");
     let group = format!("g-{rd_strategy}");
     logs::capture();
-    let mock = mock4(&topic, &group);
-    let bootstrap = mock.bootstraps().join(",");
+    let mock: C = mock4(&topic, &group);
+    let bootstrap = mock.bootstrap();
     let props = [("partition.assignment.strategy", rd_strategy)];
     let mut rd = RdConsumer::start_with(&bootstrap, &group, &topic, &props);
     let mut ours = Consumer::new(
@@ -418,30 +417,26 @@ async fn mixed_group(strategy: AssignmentStrategy, rd_strategy: &str) {
     assert!(seen.iter().all(|(_, o)| *o >= 110), "{seen:?}");
 }
 
-#[async_std::test]
-async fn mixed_group_range() {
+async fn mixed_group_range<C: TestCluster>() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    mixed_group(AssignmentStrategy::Range, "range").await;
+    mixed_group::<C>(AssignmentStrategy::Range, "range").await;
 }
 
-#[async_std::test]
-async fn mixed_group_roundrobin() {
+async fn mixed_group_roundrobin<C: TestCluster>() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    mixed_group(AssignmentStrategy::RoundRobin, "roundrobin").await;
+    mixed_group::<C>(AssignmentStrategy::RoundRobin, "roundrobin").await;
 }
 
-#[async_std::test]
-async fn mixed_group_cooperative_sticky() {
+async fn mixed_group_cooperative_sticky<C: TestCluster>() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    mixed_group(AssignmentStrategy::CooperativeSticky, "cooperative-sticky").await;
+    mixed_group::<C>(AssignmentStrategy::CooperativeSticky, "cooperative-sticky").await;
 }
 
-#[async_std::test]
-async fn a_static_member_closes_without_leave_group() {
+async fn a_static_member_closes_without_leave_group<C: TestCluster>() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     logs::capture();
-    let mock = mock4("st", "g-st");
-    let bootstrap = mock.bootstraps().join(",");
+    let mock: C = mock4("st", "g-st");
+    let bootstrap = mock.bootstrap();
     let build = || {
         Consumer::new(
             config(&bootstrap, Some("g-st"))
@@ -457,7 +452,7 @@ async fn a_static_member_closes_without_leave_group() {
     let rd = RdConsumer::start(&bootstrap, "g-st", "st");
     wait_split(&mut ours, &rd, 2, 2, &mut Vec::new()).await;
     let mine = ours.assignment();
-    mock.start_tracking();
+    mock.clear_requests();
     ours.close().await.unwrap();
     let requests = mock.requests();
     assert!(
@@ -477,18 +472,17 @@ async fn a_static_member_closes_without_leave_group() {
     assert!(!mine.is_empty());
 }
 
-#[async_std::test]
-async fn close_revokes_through_the_listener_and_its_commit_lands_before_leaving() {
+async fn close_revokes_through_the_listener_and_its_commit_lands_before_leaving<C: TestCluster>() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    let mock = mock4("cls", "g-cls");
-    let bootstrap = mock.bootstraps().join(",");
+    let mock: C = mock4("cls", "g-cls");
+    let bootstrap = mock.bootstrap();
     produce(&bootstrap, "cls", 4, 80, "none"); // 20 per partition
     let events = Arc::new(Mutex::new(Vec::new()));
     let mut ours = Consumer::new(config(&bootstrap, Some("g-cls")).build().unwrap()).unwrap();
     ours.subscribe_with_listener(["cls"], Recorder(events.clone()))
         .unwrap();
     assert_eq!(consume(&mut ours, 80).await.len(), 80);
-    mock.start_tracking();
+    mock.clear_requests();
     ours.close().await.unwrap();
     let all = BTreeSet::from([0, 1, 2, 3]);
     let last = events.lock().unwrap().last().cloned();
@@ -508,3 +502,14 @@ async fn close_revokes_through_the_listener_and_its_commit_lands_before_leaving(
     let read_back = rd_committed(&bootstrap, "g-cls", "cls", &[0, 1, 2, 3]);
     assert_eq!(read_back, vec![Some(20); 4]);
 }
+
+on_both_mocks!(
+    the_listener_hears_of_each_rebalance_and_its_revoke_commit_lands,
+    heartbeats_flow_on_the_coordinator_connection_while_the_application_does_not_poll,
+    a_member_that_does_not_poll_within_max_poll_interval_leaves_and_rejoins_on_poll,
+    mixed_group_range,
+    mixed_group_roundrobin,
+    mixed_group_cooperative_sticky,
+    a_static_member_closes_without_leave_group,
+    close_revokes_through_the_listener_and_its_commit_lands_before_leaving,
+);

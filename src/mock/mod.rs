@@ -1,35 +1,6 @@
 //! An in-process Kafka cluster for tests, examples and benchmarks.
 //!
-//! [`MockCluster`] runs N brokers on `127.0.0.1` ephemeral ports, in threads
-//! of this process, answering with this crate's own protocol layer:
-//! ApiVersions, Metadata, FindCoordinator, the classic group APIs
-//! (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) with real rebalancing,
-//! OffsetCommit, OffsetFetch, ListOffsets (earliest, latest, by time, max
-//! timestamp), Fetch (a long poll answered as soon as records arrive, or at
-//! `max_wait_ms`), Produce and CreateTopics. Records live in memory as the
-//! v2 batches that were produced.
-//!
-//! Faults can be injected: a broker down and up again, leader and
-//! coordinator moves, errors for the next requests of an API, a delay per
-//! broker, broker-side idle closing, closing every connection at once. Every
-//! connection opened and closed and every request (API, version,
-//! connection) is logged as a [`MockEvent`].
-//!
-//! Blocking std sockets and threads run it: it needs no async runtime and
-//! works under any.
-//!
-//! ```
-//! use lazykafka::mock::{MockCluster, MockRecord};
-//!
-//! let cluster = MockCluster::new(3)?;
-//! cluster.create_topic_with_leaders("orders", &[1, 3])?; // partition 0 on broker 1, 1 on 3
-//! cluster.set_coordinator("billing", 2)?;
-//! let first = cluster.produce("orders", 0, [MockRecord::new("one"), MockRecord::new("two")])?;
-//! assert_eq!(first, 0);
-//! assert_eq!(cluster.high_watermark("orders", 0), Some(2));
-//! println!("bootstrap.servers={}", cluster.bootstrap_servers());
-//! # Ok::<(), lazykafka::mock::MockError>(())
-//! ```
+#![doc = include_str!("../../docs/mock-cluster.md")]
 
 mod group;
 mod log;

@@ -43,6 +43,8 @@ pub trait TestCluster {
     fn set_coordinator(&self, group: &str, broker: i32);
     /// Delays a broker's answers.
     fn set_delay(&self, broker: i32, millis: u64);
+    /// Forgets the requests seen so far (tracking goes on).
+    fn clear_requests(&self);
     /// For messages.
     fn name(&self) -> &'static str;
     /// `host:port` of each broker, in broker-id order (ids from 1).
@@ -109,6 +111,9 @@ impl TestCluster for RawMock {
     fn set_delay(&self, broker: i32, millis: u64) {
         self.set_rtt(broker, millis as i32)
     }
+    fn clear_requests(&self) {
+        RawMock::clear_requests(self)
+    }
     fn name(&self) -> &'static str {
         "librdkafka mock"
     }
@@ -141,6 +146,9 @@ impl TestCluster for MockCluster {
     }
     fn set_delay(&self, broker: i32, millis: u64) {
         MockCluster::set_delay(self, broker, std::time::Duration::from_millis(millis)).unwrap()
+    }
+    fn clear_requests(&self) {
+        self.clear_events()
     }
     fn name(&self) -> &'static str {
         "lazykafka mock"
