@@ -329,139 +329,141 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes) -> Answer {
         return Answer::Close(BrokerClose::BadRequest);
     }
     let client_id = header.client_id.unwrap_or_default();
-    match api {
-        ApiKey::ApiVersions => {
-            if let Err(a) = body::<ApiVersionsRequest>(frame) {
-                return a;
-            }
-            let mut st = shared.lock();
-            let error = st.take_error(broker, api);
-            reply(&st.api_versions(error), version, corr)
-        }
-        ApiKey::Metadata => match body::<MetadataRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
+    // The answers computed at once, under the lock, from the request.
+    let at_once = |st: &mut State, req: AnyRequest| -> Box<dyn Encode> {
+        let now = Instant::now();
+        match req {
+            AnyRequest::ApiVersions => {
                 let error = st.take_error(broker, api);
-                let resp = st.metadata(version, &req, error);
-                drop(st);
-                shared.changed.notify_all();
-                reply(&resp, version, corr)
+                Box::new(st.api_versions(error))
             }
-            Err(a) => a,
-        },
-        ApiKey::FindCoordinator => match body::<FindCoordinatorRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
+            AnyRequest::Metadata(req) => {
                 let error = st.take_error(broker, api);
-                reply(&st.find_coordinator(version, &req, error), version, corr)
+                Box::new(st.metadata(version, &req, error))
             }
-            Err(a) => a,
-        },
-        ApiKey::ListOffsets => match body::<ListOffsetsRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
+            AnyRequest::FindCoordinator(req) => {
                 let error = st.take_error(broker, api);
-                reply(&st.list_offsets(broker, &req, error), version, corr)
+                Box::new(st.find_coordinator(version, &req, error))
             }
-            Err(a) => a,
-        },
-        ApiKey::Produce => match body::<ProduceRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
+            AnyRequest::ListOffsets(req) => {
                 let error = st.take_error(broker, api);
-                let resp = st.produce(broker, &req, error);
-                drop(st);
-                shared.changed.notify_all();
-                if req.acks == 0 {
-                    Answer::Silent
-                } else {
-                    reply(&resp, version, corr)
-                }
+                Box::new(st.list_offsets(broker, &req, error))
             }
-            Err(a) => a,
-        },
-        ApiKey::CreateTopics => match body::<CreateTopicsRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
+            AnyRequest::CreateTopics(req) => {
                 let error = st.take_error(broker, api);
-                let resp = st.create_topics(version, &req, error);
-                drop(st);
-                shared.changed.notify_all();
-                reply(&resp, version, corr)
+                Box::new(st.create_topics(version, &req, error))
             }
-            Err(a) => a,
-        },
-        ApiKey::Fetch => match body::<FetchRequest>(frame) {
-            Ok(req) => fetch(shared, broker, version, corr, &req),
-            Err(a) => a,
-        },
-        ApiKey::JoinGroup => match body::<JoinGroupRequest>(frame) {
-            Ok(req) => join_group(shared, broker, version, corr, &client_id, &req),
-            Err(a) => a,
-        },
-        ApiKey::SyncGroup => match body::<SyncGroupRequest>(frame) {
-            Ok(req) => sync_group(shared, broker, version, corr, &req),
-            Err(a) => a,
-        },
-        ApiKey::Heartbeat => match body::<HeartbeatRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
-                let resp = match group_error(&mut st, broker, api, &req.group_id) {
+            AnyRequest::Heartbeat(req) => {
+                Box::new(match group_error(st, broker, api, &req.group_id) {
                     Some(code) => HeartbeatResponse {
                         error_code: code.code(),
                         ..Default::default()
                     },
-                    None => st.groups.heartbeat(Instant::now(), version, &req),
-                };
-                drop(st);
-                shared.changed.notify_all();
-                reply(&resp, version, corr)
+                    None => st.groups.heartbeat(now, version, &req),
+                })
             }
-            Err(a) => a,
-        },
-        ApiKey::LeaveGroup => match body::<LeaveGroupRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
-                let resp = match group_error(&mut st, broker, api, &req.group_id) {
+            AnyRequest::LeaveGroup(req) => {
+                Box::new(match group_error(st, broker, api, &req.group_id) {
                     Some(code) => LeaveGroupResponse {
                         error_code: code.code(),
                         ..Default::default()
                     },
-                    None => st.groups.leave(Instant::now(), version, &req),
-                };
-                drop(st);
-                shared.changed.notify_all();
-                reply(&resp, version, corr)
+                    None => st.groups.leave(now, version, &req),
+                })
             }
-            Err(a) => a,
-        },
-        ApiKey::OffsetCommit => match body::<OffsetCommitRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
-                let resp = match group_error(&mut st, broker, api, &req.group_id) {
+            AnyRequest::OffsetCommit(req) => {
+                Box::new(match group_error(st, broker, api, &req.group_id) {
                     Some(code) => commit_error(&req, code),
                     None => {
-                        let st = &mut *st;
                         let topics = &st.topics;
                         let exists = |t: &str, p: i32| state::partition_exists(topics, t, p);
-                        st.groups.commit(Instant::now(), version, &req, &exists)
+                        st.groups.commit(now, version, &req, &exists)
                     }
-                };
-                drop(st);
-                shared.changed.notify_all();
-                reply(&resp, version, corr)
+                })
             }
-            Err(a) => a,
-        },
-        ApiKey::OffsetFetch => match body::<OffsetFetchRequest>(frame) {
-            Ok(req) => {
-                let mut st = shared.lock();
-                let resp = offset_fetch(&mut st, broker, version, &req);
-                reply(&resp, version, corr)
-            }
-            Err(a) => a,
-        },
-        _ => Answer::Close(BrokerClose::BadRequest),
+            AnyRequest::OffsetFetch(req) => Box::new(offset_fetch(st, broker, version, &req)),
+        }
+    };
+    let decoded = match api {
+        ApiKey::ApiVersions => body::<ApiVersionsRequest>(frame).map(|_| AnyRequest::ApiVersions),
+        ApiKey::Metadata => body(frame).map(AnyRequest::Metadata),
+        ApiKey::FindCoordinator => body(frame).map(AnyRequest::FindCoordinator),
+        ApiKey::ListOffsets => body(frame).map(AnyRequest::ListOffsets),
+        ApiKey::CreateTopics => body(frame).map(AnyRequest::CreateTopics),
+        ApiKey::Heartbeat => body(frame).map(AnyRequest::Heartbeat),
+        ApiKey::LeaveGroup => body(frame).map(AnyRequest::LeaveGroup),
+        ApiKey::OffsetCommit => body(frame).map(AnyRequest::OffsetCommit),
+        ApiKey::OffsetFetch => body(frame).map(AnyRequest::OffsetFetch),
+        ApiKey::Produce => {
+            return match body::<ProduceRequest>(frame) {
+                Ok(req) => {
+                    let mut st = shared.lock();
+                    let error = st.take_error(broker, api);
+                    let resp = st.produce(broker, &req, error);
+                    drop(st);
+                    shared.changed.notify_all();
+                    if req.acks == 0 {
+                        Answer::Silent
+                    } else {
+                        reply(&resp, version, corr)
+                    }
+                }
+                Err(a) => a,
+            };
+        }
+        ApiKey::Fetch => {
+            return match body::<FetchRequest>(frame) {
+                Ok(req) => fetch(shared, broker, version, corr, &req),
+                Err(a) => a,
+            };
+        }
+        ApiKey::JoinGroup => {
+            return match body::<JoinGroupRequest>(frame) {
+                Ok(req) => join_group(shared, broker, version, corr, &client_id, &req),
+                Err(a) => a,
+            };
+        }
+        ApiKey::SyncGroup => {
+            return match body::<SyncGroupRequest>(frame) {
+                Ok(req) => sync_group(shared, broker, version, corr, &req),
+                Err(a) => a,
+            };
+        }
+        _ => return Answer::Close(BrokerClose::BadRequest),
+    };
+    match decoded {
+        Ok(req) => {
+            let mut st = shared.lock();
+            let resp = at_once(&mut st, req);
+            drop(st);
+            shared.changed.notify_all();
+            resp.frame(version, corr)
+        }
+        Err(a) => a,
+    }
+}
+
+/// A request answered at once.
+enum AnyRequest {
+    ApiVersions,
+    Metadata(MetadataRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    ListOffsets(ListOffsetsRequest),
+    CreateTopics(CreateTopicsRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+}
+
+/// A response body of any API, framed at the request's version.
+trait Encode {
+    fn frame(&self, version: i16, correlation_id: i32) -> Answer;
+}
+
+impl<M: Message> Encode for M {
+    fn frame(&self, version: i16, correlation_id: i32) -> Answer {
+        reply(self, version, correlation_id)
     }
 }
 
