@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-use super::group::Step;
+use super::group::{Groups, Step, Ticket};
 use super::state::{self, State};
 use super::{BrokerClose, ClosedBy, MockEventKind};
 use crate::error::ErrorCode;
@@ -593,36 +593,20 @@ fn join_group(
     client_id: &str,
     req: &JoinGroupRequest,
 ) -> Answer {
-    let mut st = shared.lock();
-    if let Some(code) = group_error(&mut st, broker, ApiKey::JoinGroup, &req.group_id) {
-        let resp = JoinGroupResponse {
-            error_code: code.code(),
-            member_id: req.member_id.clone(),
-            ..Default::default()
-        };
-        return reply(&resp, version, corr);
-    }
-    let step = st.groups.join(Instant::now(), version, client_id, req);
-    shared.changed.notify_all();
-    let ticket = match step {
-        Step::Done(resp) => return reply(&resp, version, corr),
-        Step::Wait(ticket) => ticket,
+    let refused = |code: ErrorCode| JoinGroupResponse {
+        error_code: code.code(),
+        member_id: req.member_id.clone(),
+        ..Default::default()
     };
-    loop {
-        if let Some(resp) = st.groups.poll_join(Instant::now(), &ticket) {
-            return reply(&resp, version, corr);
-        }
-        if abandoned(&st, broker) {
-            st.groups.cancel(&ticket);
-            return Answer::Close(BrokerClose::Down);
-        }
-        let wait = next_wait(&st);
-        st = shared
-            .changed
-            .wait_timeout(st, wait)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
+    rebalance_step(
+        shared,
+        broker,
+        (version, corr),
+        (ApiKey::JoinGroup, &req.group_id),
+        refused,
+        |groups, now| groups.join(now, version, client_id, req),
+        |groups, now, ticket| groups.poll_join(now, ticket),
+    )
 }
 
 fn sync_group(
@@ -632,22 +616,45 @@ fn sync_group(
     corr: i32,
     req: &SyncGroupRequest,
 ) -> Answer {
+    let refused = |code: ErrorCode| SyncGroupResponse {
+        error_code: code.code(),
+        ..Default::default()
+    };
+    rebalance_step(
+        shared,
+        broker,
+        (version, corr),
+        (ApiKey::SyncGroup, &req.group_id),
+        refused,
+        |groups, now| groups.sync(now, version, req),
+        |groups, now, ticket| groups.poll_sync(now, ticket),
+    )
+}
+
+/// A JoinGroup or SyncGroup: refused before the coordinator sees it, or
+/// answered at once, or held until the rebalance step it waits for is done
+/// (or its broker goes down, which closes the connection).
+fn rebalance_step<R: Message>(
+    shared: &Shared,
+    broker: i32,
+    (version, corr): (i16, i32),
+    (api, group): (ApiKey, &str),
+    refused: impl FnOnce(ErrorCode) -> R,
+    start: impl FnOnce(&mut Groups, Instant) -> Step<R>,
+    poll: impl Fn(&mut Groups, Instant, &Ticket) -> Option<R>,
+) -> Answer {
     let mut st = shared.lock();
-    if let Some(code) = group_error(&mut st, broker, ApiKey::SyncGroup, &req.group_id) {
-        let resp = SyncGroupResponse {
-            error_code: code.code(),
-            ..Default::default()
-        };
-        return reply(&resp, version, corr);
+    if let Some(code) = group_error(&mut st, broker, api, group) {
+        return reply(&refused(code), version, corr);
     }
-    let step = st.groups.sync(Instant::now(), version, req);
+    let step = start(&mut st.groups, Instant::now());
     shared.changed.notify_all();
     let ticket = match step {
         Step::Done(resp) => return reply(&resp, version, corr),
         Step::Wait(ticket) => ticket,
     };
     loop {
-        if let Some(resp) = st.groups.poll_sync(Instant::now(), &ticket) {
+        if let Some(resp) = poll(&mut st.groups, Instant::now(), &ticket) {
             return reply(&resp, version, corr);
         }
         if abandoned(&st, broker) {
