@@ -446,3 +446,61 @@ async fn a_corrupt_batch_is_refused_whole() {
     assert_eq!(mock.high_watermark("t", 0), Some(1));
     conn.close().await;
 }
+
+#[async_std::test]
+async fn bad_requests_close_only_their_connection() {
+    use lazykafka::protocol::messages::create_topics::{
+        CreatableTopic, CreateTopicsRequest, CreateTopicsResponse,
+    };
+    use std::io::{Read, Write};
+    let mock = MockCluster::new(1).unwrap();
+    let addr = mock.broker_addr(1).unwrap();
+    // An absurd length prefix, then garbage after a plausible one.
+    for bytes in [
+        &[0x7f, 0xff, 0xff, 0xff, 0, 0][..],
+        &[0, 0, 0, 6, 0xde, 0xad, 0xbe, 0xef, 0, 1][..],
+    ] {
+        let mut raw = std::net::TcpStream::connect(addr).unwrap();
+        raw.set_read_timeout(Some(WAIT)).unwrap();
+        raw.write_all(bytes).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(raw.read(&mut buf).unwrap(), 0, "the broker closed it");
+    }
+    let bad = mock
+        .events()
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                MockEventKind::Closed {
+                    by: ClosedBy::Broker(BrokerClose::BadRequest),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(bad, 2);
+    // The broker still serves, and refuses a topic too large to hold.
+    let mut conn = BrokerConnection::connect(&addr.to_string(), ConnectOptions::default())
+        .await
+        .unwrap();
+    let response: CreateTopicsResponse = conn
+        .request(&CreateTopicsRequest {
+            topics: vec![CreatableTopic {
+                name: "huge".into(),
+                num_partitions: i32::MAX,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        response.topics[0].error_code,
+        ErrorCode::InvalidPartitions.code()
+    );
+    assert_eq!(mock.high_watermark("huge", 0), None);
+    conn.close().await;
+}

@@ -53,6 +53,9 @@ pub(crate) const SERVED: [ApiKey; 13] = [
     ApiKey::CreateTopics,
 ];
 
+/// The most partitions a topic of the mock may have.
+pub(crate) const MAX_PARTITIONS: i32 = 10_000;
+
 /// `ListOffsets` timestamps with a meaning.
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -174,7 +177,9 @@ impl State {
         if self.topics.contains_key(name) {
             return Err(ErrorCode::TopicAlreadyExists);
         }
-        if partitions < 1 {
+        // A bound, so a CreateTopics request cannot make the mock allocate
+        // without limit.
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
             return Err(ErrorCode::InvalidPartitions);
         }
         let ids: Vec<i32> = self.brokers.keys().copied().collect();
@@ -710,7 +715,7 @@ impl State {
                     None if req.validate_only => {
                         if self.topics.contains_key(&t.name) {
                             Err(ErrorCode::TopicAlreadyExists)
-                        } else if partitions < 1 {
+                        } else if !(1..=MAX_PARTITIONS).contains(&partitions) {
                             Err(ErrorCode::InvalidPartitions)
                         } else {
                             Ok(())
