@@ -36,7 +36,11 @@
 //!   for tansu, which is much slower to fill and to serve;
 //! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
 //! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
-//!   `100B,100B-lz4,10KiB,scale`.
+//!   `100B,100B-lz4,10KiB,scale`;
+//! - `LAZYKAFKA_BENCH_PERF=DIR`: every timed child runs under
+//!   `perf record -g`, its profile written to `DIR` (the timings then
+//!   include perf's overhead: for profiles only);
+//! - `LAZYKAFKA_BENCH_STRACE=0`: no strace runs.
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
@@ -271,6 +275,9 @@ mod parent {
         strace: bool,
     }
 
+    /// Profiles taken so far (`LAZYKAFKA_BENCH_PERF`).
+    static PROFILES: AtomicU64 = AtomicU64::new(0);
+
     /// Whether `strace` can be run.
     fn have_strace() -> bool {
         std::env::var("LAZYKAFKA_BENCH_STRACE").as_deref() != Ok("0")
@@ -291,6 +298,17 @@ mod parent {
             let mut c = Command::new("strace");
             c.args(["-f", "-qq", "--seccomp-bpf", "-e", "trace=connect", "-o"])
                 .arg(&trace)
+                .arg(exe);
+            c
+        } else if let Some(dir) = std::env::var_os("LAZYKAFKA_BENCH_PERF") {
+            // A profile of every timed child, for `perf report -i`.
+            let n = PROFILES.fetch_add(1, Ordering::Relaxed);
+            let data = std::path::Path::new(&dir)
+                .join(format!("{}-{}-{}.perf.data", job.topic, job.client, n));
+            let mut c = Command::new("perf");
+            c.args(["record", "-q", "-g", "-o"])
+                .arg(data)
+                .arg("--")
                 .arg(exe);
             c
         } else {
@@ -439,6 +457,16 @@ mod parent {
                 let name = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
                 *by_key.entry(name).or_default() += 1;
             }
+            // When (ms from the first poll), which broker, which API.
+            let timeline: Vec<Value> = before
+                .iter()
+                .map(|r| {
+                    let t = self.started_us + r.at.as_micros() as i64 - from;
+                    let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
+                    json!([t as f64 / 1e3, r.broker, api])
+                })
+                .collect();
+            result["requests_before_first_timeline"] = json!(timeline);
             result["requests_before_first_mock"] = json!(before.len());
             result["requests_before_first_by_api"] = json!(by_key);
         }
@@ -874,9 +902,51 @@ mod parent {
 mod child {
     use super::*;
 
+    /// The inodes of the sockets this process holds (`/proc/self/fd`).
+    fn socket_inodes() -> Vec<u64> {
+        let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+            return Vec::new();
+        };
+        dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter_map(|t| {
+                t.to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// (local port, remote port) of every TCP socket on the machine, by
+    /// inode (`/proc/net/tcp{,6}`).
+    fn tcp_sockets() -> BTreeMap<u64, (u16, u16)> {
+        let mut out = BTreeMap::new();
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let Ok(text) = std::fs::read_to_string(table) else {
+                continue;
+            };
+            for line in text.lines().skip(1) {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                let port = |field: &str| {
+                    u16::from_str_radix(field.rsplit(':').next().unwrap_or(""), 16).unwrap_or(0)
+                };
+                if let (Some(l), Some(r), Some(Ok(inode))) =
+                    (f.get(1), f.get(2), f.get(9).map(|i| i.parse()))
+                {
+                    out.insert(inode, (port(l), port(r)));
+                }
+            }
+        }
+        out
+    }
+
     /// Every (local port, remote port) of a TCP socket this process held to
-    /// a broker port, sampled every 2 ms from `/proc`, and the sampler's own
-    /// CPU time (to subtract).
+    /// a broker port, and the sampler's own CPU time (to subtract). Every
+    /// 2 ms it lists this process's socket inodes, which is cheap, and reads
+    /// the machine's TCP tables only when an inode it cannot place yet shows
+    /// up (walking those tables is costly in the kernel when the machine
+    /// holds many sockets, and would take CPU from the client measured).
     struct Census {
         stop: Arc<AtomicBool>,
         /// The sampler thread's CPU time so far, in microseconds.
@@ -892,9 +962,36 @@ mod child {
             let cpu = cpu_us.clone();
             let handle = std::thread::spawn(move || {
                 let mut seen = BTreeSet::new();
+                // Inodes placed (connected somewhere, or given up on), and
+                // how often an unplaced one was looked for.
+                let mut placed: BTreeSet<u64> = BTreeSet::new();
+                let mut tries: BTreeMap<u64, u32> = BTreeMap::new();
                 while !flag.load(Ordering::Relaxed) {
-                    for s in client_sockets(&ports) {
-                        seen.insert((s.local_port, s.remote_port));
+                    let new: Vec<u64> = socket_inodes()
+                        .into_iter()
+                        .filter(|i| !placed.contains(i))
+                        .collect();
+                    if !new.is_empty() {
+                        let table = tcp_sockets();
+                        for inode in new {
+                            match table.get(&inode) {
+                                Some(&(local, remote)) if remote != 0 => {
+                                    if ports.contains(&remote) {
+                                        seen.insert((local, remote));
+                                    }
+                                    placed.insert(inode);
+                                }
+                                // Not connected yet (or not TCP): look
+                                // again, for up to about 100 ms.
+                                _ => {
+                                    let n = tries.entry(inode).or_default();
+                                    *n += 1;
+                                    if *n > 50 {
+                                        placed.insert(inode);
+                                    }
+                                }
+                            }
+                        }
                     }
                     cpu.store(
                         cpu_time(libc::RUSAGE_THREAD).as_micros() as u64,
