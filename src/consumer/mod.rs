@@ -376,16 +376,18 @@ impl Consumer {
                 self.kick();
             }
             self.run_callbacks();
-            // Taking records makes room for more fetches, and taking an
-            // error may let the fetcher go on: the task is woken then, and
-            // only then.
-            let taken = self.peek_core(|core, _| {
+            // Taking records (or dropping buffered ones below the
+            // position) makes room for more fetches, and taking an error
+            // may let the fetcher go on: the task is woken then, and only
+            // then.
+            let (taken, had_buffered) = self.peek_core(|core, _| {
                 if let Some(e) = core.take_error() {
-                    return Err(e);
+                    return (Err(e), true);
                 }
-                Ok(core.take_records(max))
+                let had = core.fetcher.has_buffered();
+                (Ok(core.take_records(max)), had)
             });
-            if !matches!(&taken, Ok(records) if records.is_empty()) {
+            if had_buffered || !matches!(&taken, Ok(records) if records.is_empty()) {
                 self.kick();
                 return taken;
             }

@@ -798,6 +798,76 @@ fn read_committed_drops_aborted_transactions() {
 
 // ===== errors =====
 
+/// `count` batches of `per` records each from offset 0, one after another.
+fn batches(count: usize, per: usize) -> Vec<Bytes> {
+    (0..count).map(|i| batch((i * per) as i64, per)).collect()
+}
+
+#[test]
+fn a_large_record_set_is_decoded_a_chunk_at_a_time_and_delivered_whole() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    // 100 batches of 200 records (several chunks), and half a batch at
+    // the end as a broker cuts a response.
+    let set = batches(100, 200);
+    let total: usize = set.iter().map(Bytes::len).sum();
+    assert!(total > 2 * DECODE_CHUNK, "{total} bytes");
+    let tail = batch(20_000, 5);
+    let mut parts: Vec<&Bytes> = set.iter().collect();
+    let cut = tail.slice(..tail.len() / 2);
+    parts.push(&cut);
+    let outcome = fetch_once(&mut f, now, &md, vec![("t", vec![data(0, concat(&parts))])]);
+    // Only the first chunk is decoded on arrival.
+    assert!(outcome.records_buffered > 0 && outcome.records_buffered < 20_000);
+    let mut offsets = Vec::new();
+    loop {
+        let taken = f.take_records(500);
+        if taken.is_empty() {
+            break;
+        }
+        offsets.extend(t0_offsets(&taken));
+    }
+    assert_eq!(offsets, (0..20_000).collect::<Vec<i64>>());
+    assert!(f.take_errors().is_empty());
+    // Past the last whole batch; the cut one is fetched again.
+    assert_eq!(f.position(&tp("t", 0)), Some(20_000));
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 20_000)]);
+}
+
+#[test]
+fn a_corrupt_batch_in_a_later_chunk_stops_the_partition_after_the_records_before_it() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let mut set = batches(100, 200);
+    // Far past the first chunk.
+    let mut bad = set[80].to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    set[80] = Bytes::from(bad);
+    let parts: Vec<&Bytes> = set.iter().collect();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, concat(&parts))])]);
+    assert!(f.take_errors().is_empty());
+    let mut offsets = Vec::new();
+    loop {
+        let taken = f.take_records(500);
+        if taken.is_empty() {
+            break;
+        }
+        offsets.extend(t0_offsets(&taken));
+    }
+    assert_eq!(offsets, (0..16_000).collect::<Vec<i64>>());
+    let errors = f.take_errors();
+    assert_eq!(errors.len(), 1);
+    assert!(matches!(
+        &errors[0],
+        FetchError::CorruptRecords { offset: 16_000, .. }
+    ));
+    assert!(f.poll_requests(now, &md).is_empty());
+}
+
 #[test]
 fn a_corrupt_batch_is_reported_with_its_offset_and_never_skipped() {
     let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
