@@ -467,6 +467,24 @@ mod parent {
                 })
                 .collect();
             result["requests_before_first_timeline"] = json!(timeline);
+            if std::env::var_os("LAZYKAFKA_BENCH_TIMELINE").is_some() {
+                // Every request up to the last record, for looking into a
+                // run.
+                let last = result["first_poll_us"].as_i64().unwrap_or(0)
+                    + (result["elapsed_s"].as_f64().unwrap_or(0.0) * 1e6) as i64;
+                let all: Vec<Value> = self
+                    .cluster
+                    .requests()
+                    .iter()
+                    .map(|r| (self.started_us + r.at.as_micros() as i64, r))
+                    .filter(|(t, _)| *t >= from && *t <= last)
+                    .map(|(t, r)| {
+                        let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
+                        json!([(t - from) as f64 / 1e3, r.broker, api])
+                    })
+                    .collect();
+                result["requests_timeline"] = json!(all);
+            }
             result["requests_before_first_mock"] = json!(before.len());
             result["requests_before_first_by_api"] = json!(by_key);
         }

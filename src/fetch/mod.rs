@@ -414,11 +414,19 @@ struct PartitionState {
     retry: Retry,
     /// A larger `partition_max_bytes` after a batch did not fit.
     size_override: Option<i32>,
+    /// The high watermark of the last good answer for this partition.
+    high_watermark: Option<i64>,
 }
 
 impl PartitionState {
     fn backing_off(&self, now: Instant) -> bool {
         self.retry.not_before.is_some_and(|t| now < t)
+    }
+
+    /// Whether the position has reached the last high watermark heard of
+    /// (a Fetch for it would long-poll).
+    fn caught_up(&self) -> bool {
+        matches!((self.pos, self.high_watermark), (PosState::Valid(pos), Some(hw)) if pos.offset >= hw)
     }
 
     fn fetchable(&self, now: Instant) -> bool {
@@ -609,6 +617,7 @@ impl Fetcher {
                     fetch_in_flight: None,
                     retry: Retry::default(),
                     size_override: None,
+                    high_watermark: None,
                 },
             );
         }
@@ -897,6 +906,21 @@ impl Fetcher {
                 InFlight::ListOffsets { .. } => None,
             })
             .collect();
+        // Leaders of partitions whose buffered records the application is
+        // still taking: they will want a Fetch soon. A partition that has
+        // caught up with its high watermark waits for them rather than go
+        // alone: the broker would hold that Fetch for up to `max_wait_ms`
+        // with nothing to send, and the connection carries one request at
+        // a time, so theirs would wait behind it (a stall of up to
+        // fetch.max.wait.ms in the middle of a backlog). Those that still
+        // have records to read are fetched at once: the broker answers
+        // them without waiting.
+        let draining: BTreeSet<i32> = self
+            .partitions
+            .iter()
+            .filter(|(_, st)| st.buffer.is_some() && !st.paused)
+            .filter_map(|(tp, _)| metadata.leader(&tp.topic, tp.partition))
+            .collect();
         let mut per_leader: BTreeMap<i32, Vec<(i64, TopicPartition)>> = BTreeMap::new();
         for (tp, st) in &self.partitions {
             if !st.fetchable(now) {
@@ -906,6 +930,9 @@ impl Fetcher {
                 continue;
             };
             if busy.contains(&leader) || self.throttled.contains_key(&leader) {
+                continue;
+            }
+            if draining.contains(&leader) && st.caught_up() {
                 continue;
             }
             per_leader
@@ -1295,6 +1322,7 @@ impl Fetcher {
             }
         }
         st.retry = Retry::default();
+        st.high_watermark = (data.high_watermark >= 0).then_some(data.high_watermark);
         // `preferred_read_replica` (KIP-392) is not followed: fetching
         // stays on the leader.
         let Some(bytes) = data.records.filter(|b| !b.is_empty()) else {

@@ -361,6 +361,43 @@ fn partitions_with_buffered_records_are_not_fetched() {
 }
 
 #[test]
+fn a_caught_up_partition_waits_for_the_records_of_its_leader_to_be_taken() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let mut caught_up = data(0, batch(0, 3));
+    caught_up.high_watermark = 3;
+    let mut behind = data(1, batch(0, 3));
+    behind.high_watermark = 100;
+    fetch_once(&mut f, now, &md, vec![("t", vec![caught_up, behind])]);
+    assert_eq!(t0_offsets(&f.take_records(3)), [0, 1, 2]);
+    // t-0 has nothing more to read: fetched alone it would be held by the
+    // broker while t-1's next Fetch waits behind it on the connection.
+    assert!(f.poll_requests(now, &md).is_empty());
+    assert_eq!(f.take_records(10).len(), 3);
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(
+        fetches(&planned)[0].1,
+        [("t".into(), 0, 3), ("t".into(), 1, 3)]
+    );
+}
+
+#[test]
+fn a_partition_with_records_left_is_fetched_while_others_drain() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let mut p0 = data(0, batch(0, 3));
+    p0.high_watermark = 50;
+    let mut p1 = data(1, batch(0, 3));
+    p1.high_watermark = 100;
+    fetch_once(&mut f, now, &md, vec![("t", vec![p0, p1])]);
+    assert_eq!(t0_offsets(&f.take_records(3)), [0, 1, 2]);
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 3)]);
+}
+
+#[test]
 fn unknown_leader_means_no_fetch() {
     let mut md = metadata(&[("t", 0, -1), ("t", 1, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
