@@ -8,18 +8,21 @@
 //! LAZYKAFKA_TANSU_BIN=/path/to/tansu cargo bench --bench compare  # adds tansu
 //! ```
 //!
-//! The parent process hosts librdkafka's mock cluster, produces the data
-//! sets into it with librdkafka, and runs every consumer in a child process
-//! of its own (this binary again, with `--child`), which connects over
-//! loopback. Each child reports what it measured about itself as one JSON
-//! line: throughput, time from the first `poll` to the first record, CPU
-//! time (getrusage, less the census thread's), peak RSS (`VmHWM`), threads,
-//! connection attempts (the client's own counters: lazykafka's
-//! `broker_counters()`, librdkafka's statistics `connects`), TCP sockets
-//! seen to the brokers (a census thread reading `/proc/net/tcp*` every
-//! 2 ms) and sockets held once consuming (the census after the last
-//! record). The parent counts, with the mock's request tracking, the
-//! requests each client sent between its first poll and its first record.
+//! The parent process hosts an in-process mock cluster
+//! (`lazykafka::mock::MockCluster`, 3 brokers, filled from code) and, when
+//! given, a tansu broker (filled with librdkafka's producer), and runs every
+//! consumer in a child process of its own (this binary again, with
+//! `--child`), which connects over loopback. Each child reports what it
+//! measured about itself as one JSON line: throughput, time from the first
+//! `poll` to the first record, CPU time (getrusage, less the census
+//! thread's), peak RSS (`VmHWM`), threads, connection attempts (the client's
+//! own counters: lazykafka's `broker_counters()`, librdkafka's statistics
+//! `connects`), TCP sockets seen to the brokers (a census thread reading
+//! `/proc/net/tcp*` every 2 ms), sockets held once consuming (the census
+//! after the last record), and the CPU it spends per second polling with
+//! nothing left to read. The parent counts, from the mock's request log,
+//! the requests each client sent between its first poll and its first
+//! record. The mock's own CPU is the parent's, not the child's.
 //!
 //! Clients alternate A B A B (lazykafka, then librdkafka, per round) so a
 //! noisy machine affects both alike; medians and the ratio lazykafka /
@@ -33,15 +36,20 @@
 //!   for tansu, which is much slower to fill and to serve;
 //! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
 //! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
-//!   `100B,100B-lz4,10KiB,scale`.
+//!   `100B,100B-lz4,10KiB,scale`;
+//! - `LAZYKAFKA_BENCH_PERF=DIR`: every timed child runs under
+//!   `perf record -g`, its profile written to `DIR` (the timings then
+//!   include perf's overhead: for profiles only);
+//! - `LAZYKAFKA_BENCH_STRACE=0`: no strace runs.
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::mock::RawMock;
 use common::{client_sockets, Tansu, ESTABLISHED};
+use lazykafka::mock::{MockCluster, MockRecord};
+use lazykafka::records::Compression;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -267,6 +275,9 @@ mod parent {
         strace: bool,
     }
 
+    /// Profiles taken so far (`LAZYKAFKA_BENCH_PERF`).
+    static PROFILES: AtomicU64 = AtomicU64::new(0);
+
     /// Whether `strace` can be run.
     fn have_strace() -> bool {
         std::env::var("LAZYKAFKA_BENCH_STRACE").as_deref() != Ok("0")
@@ -287,6 +298,17 @@ mod parent {
             let mut c = Command::new("strace");
             c.args(["-f", "-qq", "--seccomp-bpf", "-e", "trace=connect", "-o"])
                 .arg(&trace)
+                .arg(exe);
+            c
+        } else if let Some(dir) = std::env::var_os("LAZYKAFKA_BENCH_PERF") {
+            // A profile of every timed child, for `perf report -i`.
+            let n = PROFILES.fetch_add(1, Ordering::Relaxed);
+            let data = std::path::Path::new(&dir)
+                .join(format!("{}-{}-{}.perf.data", job.topic, job.client, n));
+            let mut c = Command::new("perf");
+            c.args(["record", "-q", "-g", "-o"])
+                .arg(data)
+                .arg("--")
                 .arg(exe);
             c
         } else {
@@ -340,40 +362,131 @@ mod parent {
         }
     }
 
-    /// Adds the mock's count of requests between the child's first poll and
-    /// its first record.
-    fn add_mock_requests(mock: &RawMock, result: &mut Value) {
-        let (Some(from), Some(to)) = (
-            result["first_poll_us"].as_i64(),
-            result["first_record_us"].as_i64(),
-        ) else {
-            return;
-        };
-        let reqs = mock.requests_timed();
-        let before: Vec<_> = reqs
-            .iter()
-            .filter(|(_, _, t)| *t >= from && *t <= to)
-            .collect();
-        let mut by_key: BTreeMap<&'static str, u64> = BTreeMap::new();
-        for (_, key, _) in &before {
-            *by_key.entry(api_name(*key)).or_default() += 1;
-        }
-        result["requests_before_first_mock"] = json!(before.len());
-        result["requests_before_first_by_api"] = json!(by_key);
+    /// `lazykafka::mock::MockCluster` in this process, with what the bench
+    /// needs to read its request log on the children's clock.
+    struct Mock {
+        cluster: MockCluster,
+        /// CLOCK_MONOTONIC (µs) of the cluster's start: a request logged
+        /// `at` after it arrived at `started_us + at`. (std's `Instant` is
+        /// CLOCK_MONOTONIC on Linux; the offset is taken once.)
+        started_us: i64,
     }
 
-    fn api_name(key: i16) -> &'static str {
-        match key {
-            0 => "Produce",
-            1 => "Fetch",
-            2 => "ListOffsets",
-            3 => "Metadata",
-            8 => "OffsetCommit",
-            9 => "OffsetFetch",
-            10 => "FindCoordinator",
-            18 => "ApiVersions",
-            23 => "OffsetForLeaderEpoch",
-            _ => "other",
+    impl Mock {
+        fn new(brokers: i32) -> Mock {
+            let cluster = MockCluster::new(brokers).expect("mock cluster");
+            let (now, now_us) = (Instant::now(), mono_us());
+            let started_us = now_us - now.duration_since(cluster.started()).as_micros() as i64;
+            Mock {
+                cluster,
+                started_us,
+            }
+        }
+
+        fn bootstrap(&self) -> String {
+            self.cluster.bootstrap_servers()
+        }
+
+        fn ports(&self) -> Vec<u16> {
+            self.cluster
+                .broker_ids()
+                .into_iter()
+                .filter_map(|id| self.cluster.broker_addr(id))
+                .map(|a| a.port())
+                .collect()
+        }
+
+        /// Fills `set` from code, record `i` to partition `i % partitions`
+        /// (as the producer does for tansu), in batches of up to 1000
+        /// records and about 1 MB.
+        fn fill(&self, set: &DataSet) {
+            let pool: Vec<bytes::Bytes> = values(set.value_len)
+                .into_iter()
+                .map(bytes::Bytes::from)
+                .collect();
+            let compression = match set.compression {
+                "none" => Compression::None,
+                "lz4" => Compression::Lz4,
+                other => panic!("no codec {other} in the bench"),
+            };
+            let per_batch = (1_000_000 / set.value_len).clamp(1, 1000);
+            let parts = set.partitions as usize;
+            for p in 0..parts {
+                // The indices i with i % parts == p.
+                let mine: Vec<usize> = (p..set.records).step_by(parts).collect();
+                for chunk in mine.chunks(per_batch) {
+                    self.cluster
+                        .produce_compressed(
+                            set.topic,
+                            p as i32,
+                            compression,
+                            chunk
+                                .iter()
+                                .map(|&i| MockRecord::new(pool[i % pool.len()].clone())),
+                        )
+                        .expect("fill the mock");
+                }
+            }
+        }
+
+        /// Forgets the requests logged so far.
+        fn clear_requests(&self) {
+            self.cluster.clear_events();
+        }
+
+        /// Adds the mock's count of requests between the child's first poll
+        /// and its first record.
+        fn add_requests(&self, result: &mut Value) {
+            let (Some(from), Some(to)) = (
+                result["first_poll_us"].as_i64(),
+                result["first_record_us"].as_i64(),
+            ) else {
+                return;
+            };
+            let before: Vec<_> = self
+                .cluster
+                .requests()
+                .into_iter()
+                .filter(|r| {
+                    let t = self.started_us + r.at.as_micros() as i64;
+                    t >= from && t <= to
+                })
+                .collect();
+            let mut by_key: BTreeMap<String, u64> = BTreeMap::new();
+            for r in &before {
+                let name = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
+                *by_key.entry(name).or_default() += 1;
+            }
+            // When (ms from the first poll), which broker, which API.
+            let timeline: Vec<Value> = before
+                .iter()
+                .map(|r| {
+                    let t = self.started_us + r.at.as_micros() as i64 - from;
+                    let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
+                    json!([t as f64 / 1e3, r.broker, api])
+                })
+                .collect();
+            result["requests_before_first_timeline"] = json!(timeline);
+            if std::env::var_os("LAZYKAFKA_BENCH_TIMELINE").is_some() {
+                // Every request up to the last record, for looking into a
+                // run.
+                let last = result["first_poll_us"].as_i64().unwrap_or(0)
+                    + (result["elapsed_s"].as_f64().unwrap_or(0.0) * 1e6) as i64;
+                let all: Vec<Value> = self
+                    .cluster
+                    .requests()
+                    .iter()
+                    .map(|r| (self.started_us + r.at.as_micros() as i64, r))
+                    .filter(|(t, _)| *t >= from && *t <= last)
+                    .map(|(t, r)| {
+                        let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
+                        json!([(t - from) as f64 / 1e3, r.broker, api])
+                    })
+                    .collect();
+                result["requests_timeline"] = json!(all);
+            }
+            result["requests_before_first_mock"] = json!(before.len());
+            result["requests_before_first_by_api"] = json!(by_key);
         }
     }
 
@@ -385,7 +498,7 @@ mod parent {
         bootstrap: &str,
         ports: &[u16],
         sets: &[DataSet],
-        mock: Option<&RawMock>,
+        mock: Option<&Mock>,
         runs: &mut Vec<Value>,
     ) {
         for set in sets {
@@ -407,7 +520,7 @@ mod parent {
                         strace: false,
                     });
                     if let Some(m) = mock {
-                        add_mock_requests(m, &mut r);
+                        m.add_requests(&mut r);
                     }
                     r["broker"] = json!(broker);
                     r["case"] = json!(set.name);
@@ -494,26 +607,23 @@ mod parent {
     /// of a mock cluster, shuffled (fixed seed); the topic's 2 partitions
     /// are led by brokers 2 and 7.
     fn scale_case(s: &Settings, runs: &mut Vec<Value>) {
-        let mock = RawMock::new(8);
+        let mock = Mock::new(8);
         let topic = "scale";
-        mock.create_topic(topic, 2);
-        mock.set_leader(topic, 0, 2);
-        mock.set_leader(topic, 1, 7);
+        mock.cluster
+            .create_topic_with_leaders(topic, &[2, 7])
+            .expect("scale topic");
         let records = 1000;
-        produce(
-            &mock.bootstraps().join(","),
-            &DataSet {
-                name: "scale",
-                topic,
-                records,
-                value_len: 100,
-                compression: "none",
-                partitions: 2,
-            },
-        );
+        mock.fill(&DataSet {
+            name: "scale",
+            topic,
+            records,
+            value_len: 100,
+            compression: "none",
+            partitions: 2,
+        });
         let closed = closed_ports(992);
         let mut addrs: Vec<String> = closed.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        addrs.extend(mock.bootstraps());
+        addrs.extend(mock.bootstrap().split(',').map(str::to_owned));
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
         for i in (1..addrs.len()).rev() {
             x ^= x << 13;
@@ -524,7 +634,6 @@ mod parent {
         let bootstrap = addrs.join(",");
         let mut ports = closed.clone();
         ports.extend(mock.ports());
-        mock.start_tracking();
         for round in 0..s.rounds {
             for client in ["lazykafka", "librdkafka"] {
                 mock.clear_requests();
@@ -537,7 +646,7 @@ mod parent {
                     broker_ports: &ports,
                     strace: false,
                 });
-                add_mock_requests(&mock, &mut r);
+                mock.add_requests(&mut r);
                 r["broker"] = json!("mock");
                 r["case"] = json!("scale");
                 r["client"] = json!(client);
@@ -593,6 +702,7 @@ mod parent {
         ("cpu_s", "CPU time, s"),
         ("cpu_us_per_record", "CPU µs/record"),
         ("threads", "threads"),
+        ("idle_cpu_ms_per_s", "CPU ms/s polling with no data"),
     ];
 
     fn summarise(runs: &[Value]) -> Vec<Value> {
@@ -693,34 +803,33 @@ mod parent {
              {FETCH_MAX_BYTES}, max.partition.fetch.bytes {MAX_PARTITION_FETCH_BYTES}, \
              check.crcs {CHECK_CRCS}; manual assignment, no auto-commit"
         );
-        println!("no in-process lazykafka mock broker exists yet: brokers are librdkafka's mock cluster and tansu");
+        println!("brokers: lazykafka::mock::MockCluster (in this process) and tansu");
         let mut runs = Vec::new();
         let mut notes: Vec<String> = Vec::new();
 
-        // librdkafka's mock cluster, in this process.
+        // lazykafka's mock cluster, in this process, filled from code.
         let sets = data_sets(s.scale);
         if sets.iter().any(|d| s.wants(d.name)) {
-            let mock = RawMock::new(3);
+            let mock = Mock::new(3);
             for set in &sets {
                 if !s.wants(set.name) {
                     continue;
                 }
-                mock.create_topic(set.topic, set.partitions);
-                for p in 0..set.partitions {
-                    mock.set_leader(set.topic, p, p % 3 + 1);
-                }
+                let leaders: Vec<i32> = (0..set.partitions).map(|p| p % 3 + 1).collect();
+                mock.cluster
+                    .create_topic_with_leaders(set.topic, &leaders)
+                    .expect("create topic");
                 let t = Instant::now();
-                produce(&mock.bootstraps().join(","), set);
+                mock.fill(set);
                 eprintln!(
-                    "mock: produced {} × {} B ({}) in {:.1} s",
+                    "mock: filled {} × {} B ({}) in {:.1} s",
                     set.records,
                     set.value_len,
                     set.compression,
                     t.elapsed().as_secs_f64()
                 );
             }
-            mock.start_tracking();
-            let bootstrap = mock.bootstraps().join(",");
+            let bootstrap = mock.bootstrap();
             throughput(
                 &s,
                 "mock",
@@ -811,9 +920,51 @@ mod parent {
 mod child {
     use super::*;
 
+    /// The inodes of the sockets this process holds (`/proc/self/fd`).
+    fn socket_inodes() -> Vec<u64> {
+        let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+            return Vec::new();
+        };
+        dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter_map(|t| {
+                t.to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// (local port, remote port) of every TCP socket on the machine, by
+    /// inode (`/proc/net/tcp{,6}`).
+    fn tcp_sockets() -> BTreeMap<u64, (u16, u16)> {
+        let mut out = BTreeMap::new();
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let Ok(text) = std::fs::read_to_string(table) else {
+                continue;
+            };
+            for line in text.lines().skip(1) {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                let port = |field: &str| {
+                    u16::from_str_radix(field.rsplit(':').next().unwrap_or(""), 16).unwrap_or(0)
+                };
+                if let (Some(l), Some(r), Some(Ok(inode))) =
+                    (f.get(1), f.get(2), f.get(9).map(|i| i.parse()))
+                {
+                    out.insert(inode, (port(l), port(r)));
+                }
+            }
+        }
+        out
+    }
+
     /// Every (local port, remote port) of a TCP socket this process held to
-    /// a broker port, sampled every 2 ms from `/proc`, and the sampler's own
-    /// CPU time (to subtract).
+    /// a broker port, and the sampler's own CPU time (to subtract). Every
+    /// 2 ms it lists this process's socket inodes, which is cheap, and reads
+    /// the machine's TCP tables only when an inode it cannot place yet shows
+    /// up (walking those tables is costly in the kernel when the machine
+    /// holds many sockets, and would take CPU from the client measured).
     struct Census {
         stop: Arc<AtomicBool>,
         /// The sampler thread's CPU time so far, in microseconds.
@@ -829,9 +980,36 @@ mod child {
             let cpu = cpu_us.clone();
             let handle = std::thread::spawn(move || {
                 let mut seen = BTreeSet::new();
+                // Inodes placed (connected somewhere, or given up on), and
+                // how often an unplaced one was looked for.
+                let mut placed: BTreeSet<u64> = BTreeSet::new();
+                let mut tries: BTreeMap<u64, u32> = BTreeMap::new();
                 while !flag.load(Ordering::Relaxed) {
-                    for s in client_sockets(&ports) {
-                        seen.insert((s.local_port, s.remote_port));
+                    let new: Vec<u64> = socket_inodes()
+                        .into_iter()
+                        .filter(|i| !placed.contains(i))
+                        .collect();
+                    if !new.is_empty() {
+                        let table = tcp_sockets();
+                        for inode in new {
+                            match table.get(&inode) {
+                                Some(&(local, remote)) if remote != 0 => {
+                                    if ports.contains(&remote) {
+                                        seen.insert((local, remote));
+                                    }
+                                    placed.insert(inode);
+                                }
+                                // Not connected yet (or not TCP): look
+                                // again, for up to about 100 ms.
+                                _ => {
+                                    let n = tries.entry(inode).or_default();
+                                    *n += 1;
+                                    if *n > 50 {
+                                        placed.insert(inode);
+                                    }
+                                }
+                            }
+                        }
                     }
                     cpu.store(
                         cpu_time(libc::RUSAGE_THREAD).as_micros() as u64,
@@ -855,8 +1033,13 @@ mod child {
             t.held = now.iter().filter(|s| s.state == ESTABLISHED).count();
             t.held_sockets = now.iter().map(|s| (s.local_port, s.remote_port)).collect();
             t.threads = status_field("Threads");
+            t.cpu = self.process_cpu();
+        }
+
+        /// The process's CPU time less the sampler's.
+        fn process_cpu(&self) -> Duration {
             let sampler = Duration::from_micros(self.cpu_us.load(Ordering::Relaxed));
-            t.cpu = cpu_time(libc::RUSAGE_SELF).saturating_sub(sampler);
+            cpu_time(libc::RUSAGE_SELF).saturating_sub(sampler)
         }
 
         fn finish(self) -> (BTreeSet<(u16, u16)>, Duration) {
@@ -885,6 +1068,9 @@ mod child {
         held: usize,
         held_sockets: Vec<(u16, u16)>,
         threads: u64,
+        /// CPU time per second of wall time spent polling after the last
+        /// record, with nothing left to read.
+        idle_cpu_per_s: Option<f64>,
     }
 
     impl Tally {
@@ -895,6 +1081,21 @@ mod child {
             self.records += 1;
             self.bytes += value_len as u64;
         }
+    }
+
+    /// How long the clients keep polling after the last record, to measure
+    /// what waiting for nothing costs.
+    const IDLE_WINDOW: Duration = Duration::from_secs(1);
+
+    /// CPU seconds per wall second spent in `poll_once` calls for
+    /// [`IDLE_WINDOW`].
+    fn idle_cpu(census: &Census, mut poll_once: impl FnMut()) -> f64 {
+        let (cpu0, t0) = (census.process_cpu(), Instant::now());
+        while t0.elapsed() < IDLE_WINDOW {
+            poll_once();
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        (census.process_cpu().saturating_sub(cpu0)).as_secs_f64() / wall
     }
 
     /// The ports of a bootstrap list.
@@ -954,6 +1155,7 @@ mod child {
             "vmhwm_mb": status_field("VmHWM") as f64 / 1024.0,
             "vmhwm_kb": status_field("VmHWM"),
             "threads": tally.threads,
+            "idle_cpu_ms_per_s": tally.idle_cpu_per_s.map(|c| c * 1e3),
             "seen": seen.len(),
             "held": held,
         });
@@ -1027,6 +1229,11 @@ mod child {
             }
         });
         census.snapshot(&ports_of(bootstrap), &mut t);
+        if !t.timed_out {
+            t.idle_cpu_per_s = Some(idle_cpu(census, || {
+                let _ = async_std::task::block_on(consumer.poll(Duration::from_millis(100)));
+            }));
+        }
         let counters = consumer.broker_counters();
         extra.insert(
             "connects".into(),
@@ -1133,6 +1340,11 @@ mod child {
             }
         }
         census.snapshot(&ports_of(bootstrap), &mut t);
+        if !t.timed_out {
+            t.idle_cpu_per_s = Some(idle_cpu(census, || {
+                let _ = consumer.poll(Duration::from_millis(100));
+            }));
+        }
         // The next statistics, for the connection attempts up to now.
         let gen = generation.load(Ordering::SeqCst);
         let wait = Instant::now() + Duration::from_secs(3);

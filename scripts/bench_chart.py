@@ -14,12 +14,14 @@ import sys
 from html import escape
 
 METRICS = [
+    ("rec_per_s", "records/s from 1st poll", "higher"),
     ("rec_per_s_steady", "records/s after 1st record", "higher"),
     ("ttfr_ms", "time to first record", "lower"),
     ("cpu_s", "CPU time", "lower"),
     ("vmhwm_mb", "peak RSS", "lower"),
     ("connect_calls", "connect() calls (strace)", "lower"),
     ("held", "sockets held", "lower"),
+    ("idle_cpu_ms_per_s", "CPU/s polling, no data", "lower"),
 ]
 
 
@@ -61,7 +63,8 @@ def main():
         f'font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="10" y="20" font-size="15" font-weight="bold">lazykafka / librdkafka, '
-        f'median of {report["rounds"]} rounds (scale {report["scale"]})</text>',
+        f'median of {report["rounds"]} rounds (scale {report["scale"]}, '
+        f'tansu {report.get("tansu_scale", report["scale"])})</text>',
         '<text x="10" y="38" fill="#555">ratio of medians; green: lazykafka better, '
         'red: worse; dashed line: parity. Numbers: lazykafka vs librdkafka.</text>',
     ]

@@ -215,10 +215,17 @@ impl Conn {
     pub fn receive(
         &mut self,
         now: Instant,
-        bytes: &[u8],
+        bytes: BytesMut,
     ) -> Result<Vec<(InFlight, Bytes)>, StreamError> {
         self.last_activity = now;
-        self.recv.extend_from_slice(bytes);
+        if self.recv.is_empty() {
+            // The usual case when the runtime hands over whole frames: the
+            // buffer is taken as it is, and the response bodies are slices
+            // of it (no copy).
+            self.recv = bytes;
+        } else {
+            self.recv.extend_from_slice(&bytes);
+        }
         let mut out = Vec::new();
         while let Some(frame) = self
             .frames

@@ -51,7 +51,7 @@ use crate::protocol::{
     ApiKey, DecodeError, EncodeError, ExchangeStep, Message, NoCommonVersion,
     DEFAULT_MAX_FRAME_SIZE,
 };
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use conn::{Conn, Phase, Queued, StreamError};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
@@ -467,8 +467,21 @@ impl Cluster {
         self.drive(now);
     }
 
+    /// The largest response frame accepted (`receive.message.max.bytes`):
+    /// a reader may buffer up to this much for one frame.
+    pub fn max_frame_size(&self) -> usize {
+        self.config.max_frame_size
+    }
+
     /// Bytes arrived on `conn`.
     pub fn handle_received(&mut self, now: Instant, conn: ConnectionId, bytes: &[u8]) {
+        self.handle_received_buf(now, conn, BytesMut::from(bytes));
+    }
+
+    /// Like [`Cluster::handle_received`], taking the buffer: when it holds
+    /// whole frames (as the runtime's reader delivers them), the response
+    /// bodies are slices of it and nothing is copied.
+    pub fn handle_received_buf(&mut self, now: Instant, conn: ConnectionId, bytes: BytesMut) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };

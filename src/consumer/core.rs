@@ -150,18 +150,26 @@ impl ConsumerCore {
     }
 
     /// Records that the application polled (for `max.poll.interval.ms`).
-    pub fn polled(&mut self, now: Instant) {
+    /// Returns whether the driver has something new to do (a rejoin, or a
+    /// first auto-commit deadline); a later `max.poll.interval.ms`
+    /// deadline alone needs no wake-up: the driver re-reads `last_poll`
+    /// when the earlier one comes.
+    pub fn polled(&mut self, now: Instant) -> bool {
         self.last_poll = Some(now);
+        let mut changed = false;
         if self.left_for_poll_timeout {
             // Join again: the next drive sends JoinGroup.
             self.left_for_poll_timeout = false;
             if let (Some(m), Mode::Subscribed(topics)) = (&mut self.membership, &self.mode) {
                 m.subscribe(topics.clone());
             }
+            changed = true;
         }
-        if self.next_auto_commit.is_none() {
+        if self.next_auto_commit.is_none() && self.auto_commit.is_some() {
             self.next_auto_commit = self.auto_commit.map(|i| now + i);
+            changed = true;
         }
+        changed
     }
 
     /// Starts a commit of `offsets` (or of the consumed positions).

@@ -211,6 +211,28 @@ impl Consumer {
         }
     }
 
+    /// Like [`Consumer::with_core`] without waking the background task: for
+    /// changes it need not act on. (Every wake-up makes the task report
+    /// progress, and progress wakes a waiting `poll`: if `poll` woke the task
+    /// on each check, the two would wake each other in a busy loop while
+    /// waiting for records.)
+    fn peek_core<T>(&mut self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
+        let now = Instant::now();
+        match (&mut self.pending, &self.engine) {
+            (Some(core), _) => f(core, now),
+            (None, Some(engine)) => f(&mut engine.shared().lock(), now),
+            (None, None) => unreachable!("a consumer always has its state somewhere"),
+        }
+    }
+
+    /// Wakes the background task, if it runs, after a change made with
+    /// [`Consumer::peek_core`].
+    fn kick(&self) {
+        if let Some(engine) = &self.engine {
+            engine.kick();
+        }
+    }
+
     fn read_core<T>(&self, f: impl FnOnce(&ConsumerCore) -> T) -> T {
         match (&self.pending, &self.engine) {
             (Some(core), _) => f(core),
@@ -350,16 +372,24 @@ impl Consumer {
             if let Some(engine) = self.engine.as_mut() {
                 engine.drain_progress();
             }
-            self.with_core(|core, now| core.polled(now));
+            if self.peek_core(|core, now| core.polled(now)) {
+                self.kick();
+            }
             self.run_callbacks();
-            let taken = self.with_core(|core, _| {
+            // Taking records (or dropping buffered ones below the
+            // position) makes room for more fetches, and taking an error
+            // may let the fetcher go on: the task is woken then, and only
+            // then.
+            let (taken, had_buffered) = self.peek_core(|core, _| {
                 if let Some(e) = core.take_error() {
-                    return Err(e);
+                    return (Err(e), true);
                 }
-                Ok(core.take_records(max))
-            })?;
-            if !taken.is_empty() {
-                return Ok(taken);
+                let had = core.fetcher.has_buffered();
+                (Ok(core.take_records(max)), had)
+            });
+            if had_buffered || !matches!(&taken, Ok(records) if records.is_empty()) {
+                self.kick();
+                return taken;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -425,7 +455,7 @@ impl Consumer {
 
     fn run_callbacks(&mut self) {
         // Rebalance listener, on the application's side of the task.
-        while let Some(event) = self.with_core(|core, _| core.take_group_event()) {
+        while let Some(event) = self.peek_core(|core, _| core.take_group_event()) {
             if let Some(listener) = self.listener.as_mut() {
                 let now = Instant::now();
                 match (&mut self.pending, &self.engine) {
@@ -442,8 +472,9 @@ impl Consumer {
         let mut i = 0;
         while i < self.callbacks.len() {
             let id = self.callbacks[i].0;
-            match self.with_core(|core, _| core.take_commit_result(id)) {
+            match self.peek_core(|core, _| core.take_commit_result(id)) {
                 Some(result) => {
+                    self.kick();
                     let (_, callback) = self.callbacks.swap_remove(i);
                     callback(result);
                 }

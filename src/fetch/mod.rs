@@ -64,7 +64,7 @@ use crate::protocol::messages::fetch::{
 use crate::protocol::{ApiKey, DEFAULT_MAX_FRAME_SIZE};
 use crate::records::{
     self, DecodeOptions, DecodedRecords, IsolationLevel, OwnedRecord, Record, RecordSetDecoder,
-    TimestampType,
+    RecordsError, TimestampType,
 };
 use bytes::Bytes;
 use request::{classify, ErrorClass, FetchRequestBody, FIRST_TOPIC_ID_VERSION};
@@ -286,6 +286,108 @@ struct Buffer {
     next_offset: i64,
     /// Surfaced (and the partition halted) once the records are taken.
     error: Option<FetchError>,
+    /// The rest of the record set, decoded when `records` runs out (see
+    /// [`decode_some`]).
+    undecoded: Bytes,
+}
+
+/// How much of a record set is decoded at a time: whole batches of at least
+/// this many bytes as fetched (compressed). A response holds up to
+/// `max.partition.fetch.bytes` per partition, and a compressed megabyte
+/// can hold tens of megabytes of records: decoding all of it when it
+/// arrives held them all in memory at once and delayed the first record.
+const DECODE_CHUNK: usize = 64 * 1024;
+
+/// Decodes the next records of `buffer` (at or after `from`) from its
+/// undecoded rest.
+fn refill(
+    decoder: &RecordSetDecoder,
+    isolation: IsolationLevel,
+    tp: &TopicPartition,
+    buffer: &mut Buffer,
+    from: i64,
+) {
+    let mut decoded = DecodedRecords::new();
+    let result = decode_some(
+        decoder,
+        isolation,
+        &[],
+        &mut buffer.undecoded,
+        from,
+        &mut decoded,
+    );
+    let records: Vec<OwnedRecord> = decoded
+        .iter()
+        .filter(|r| r.offset() >= from)
+        .map(|r| r.to_owned_record())
+        .collect();
+    let end = records
+        .last()
+        .map(|r| r.offset().saturating_add(1))
+        .into_iter()
+        .chain(decoded.next_offset)
+        .fold(buffer.next_offset, i64::max);
+    buffer.next_offset = end;
+    if let Err(source) = result {
+        log::warn!("corrupt records in {tp} at offset {end}: {source}");
+        buffer.error = Some(FetchError::CorruptRecords {
+            partition: tp.clone(),
+            offset: end,
+            source,
+        });
+    }
+    buffer.records = records.into_iter();
+}
+
+/// Splits the first whole batches (entries of the record set: 8-byte
+/// offset, 4-byte length, body) of at least [`DECODE_CHUNK`] bytes off
+/// `rest`; everything when it cannot tell (a short or odd tail goes with
+/// the last chunk, for the decoder to judge).
+fn split_chunk(rest: &mut Bytes) -> Bytes {
+    let mut at = 0;
+    while at < DECODE_CHUNK {
+        let Some(head) = rest.get(at..at + 12) else {
+            return std::mem::take(rest);
+        };
+        let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+        let Some(end) = usize::try_from(length)
+            .ok()
+            .and_then(|l| (at + 12).checked_add(l))
+            .filter(|&end| end <= rest.len())
+        else {
+            return std::mem::take(rest);
+        };
+        at = end;
+    }
+    rest.split_to(at)
+}
+
+/// Decodes chunks of `rest` into `out` until one yields a record at or
+/// after `from`, `rest` is used up, or a batch is faulty (then nothing more
+/// is decoded: `rest` is emptied). With aborted transactions to filter the
+/// whole set is decoded at once: the filter's state spans batches.
+fn decode_some(
+    decoder: &RecordSetDecoder,
+    isolation: IsolationLevel,
+    aborted: &[records::AbortedTransaction],
+    rest: &mut Bytes,
+    from: i64,
+    out: &mut DecodedRecords,
+) -> Result<(), RecordsError> {
+    if !aborted.is_empty() {
+        return decoder.decode_into(std::mem::take(rest), isolation, aborted, out);
+    }
+    while !rest.is_empty() {
+        let chunk = split_chunk(rest);
+        if let Err(e) = decoder.decode_into(chunk, isolation, aborted, out) {
+            *rest = Bytes::new();
+            return Err(e);
+        }
+        if out.iter().any(|r| r.offset() >= from) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -312,11 +414,19 @@ struct PartitionState {
     retry: Retry,
     /// A larger `partition_max_bytes` after a batch did not fit.
     size_override: Option<i32>,
+    /// The high watermark of the last good answer for this partition.
+    high_watermark: Option<i64>,
 }
 
 impl PartitionState {
     fn backing_off(&self, now: Instant) -> bool {
         self.retry.not_before.is_some_and(|t| now < t)
+    }
+
+    /// Whether the position has reached the last high watermark heard of
+    /// (a Fetch for it would long-poll).
+    fn caught_up(&self) -> bool {
+        matches!((self.pos, self.high_watermark), (PosState::Valid(pos), Some(hw)) if pos.offset >= hw)
     }
 
     fn fetchable(&self, now: Instant) -> bool {
@@ -507,6 +617,7 @@ impl Fetcher {
                     fetch_in_flight: None,
                     retry: Retry::default(),
                     size_override: None,
+                    high_watermark: None,
                 },
             );
         }
@@ -795,6 +906,21 @@ impl Fetcher {
                 InFlight::ListOffsets { .. } => None,
             })
             .collect();
+        // Leaders of partitions whose buffered records the application is
+        // still taking: they will want a Fetch soon. A partition that has
+        // caught up with its high watermark waits for them rather than go
+        // alone: the broker would hold that Fetch for up to `max_wait_ms`
+        // with nothing to send, and the connection carries one request at
+        // a time, so theirs would wait behind it (a stall of up to
+        // fetch.max.wait.ms in the middle of a backlog). Those that still
+        // have records to read are fetched at once: the broker answers
+        // them without waiting.
+        let draining: BTreeSet<i32> = self
+            .partitions
+            .iter()
+            .filter(|(_, st)| st.buffer.is_some() && !st.paused)
+            .filter_map(|(tp, _)| metadata.leader(&tp.topic, tp.partition))
+            .collect();
         let mut per_leader: BTreeMap<i32, Vec<(i64, TopicPartition)>> = BTreeMap::new();
         for (tp, st) in &self.partitions {
             if !st.fetchable(now) {
@@ -804,6 +930,9 @@ impl Fetcher {
                 continue;
             };
             if busy.contains(&leader) || self.throttled.contains_key(&leader) {
+                continue;
+            }
+            if draining.contains(&leader) && st.caught_up() {
                 continue;
             }
             per_leader
@@ -1193,6 +1322,7 @@ impl Fetcher {
             }
         }
         st.retry = Retry::default();
+        st.high_watermark = (data.high_watermark >= 0).then_some(data.high_watermark);
         // `preferred_read_replica` (KIP-392) is not followed: fetching
         // stays on the leader.
         let Some(bytes) = data.records.filter(|b| !b.is_empty()) else {
@@ -1208,9 +1338,15 @@ impl Fetcher {
             })
             .collect();
         let mut decoded = DecodedRecords::new();
-        let result = self
-            .decoder
-            .decode_into(bytes, self.config.isolation, &aborted, &mut decoded);
+        let mut undecoded = bytes;
+        let result = decode_some(
+            &self.decoder,
+            self.config.isolation,
+            &aborted,
+            &mut undecoded,
+            pos.offset,
+            &mut decoded,
+        );
         // A batch may start before the fetch offset (a compressed batch, a
         // v0/v1 wrapper message): its earlier records were delivered or
         // skipped on purpose already.
@@ -1287,6 +1423,7 @@ impl Fetcher {
             records: records.into_iter(),
             next_offset: end,
             error,
+            undecoded,
         });
         self.ready.push_back(tp);
     }
@@ -1404,6 +1541,16 @@ impl Fetcher {
             let mut taken = 0;
             while out.len() < max {
                 let Some(record) = buffer.records.next() else {
+                    if buffer.error.is_none() && !buffer.undecoded.is_empty() {
+                        refill(
+                            &self.decoder,
+                            self.config.isolation,
+                            &tp,
+                            buffer,
+                            pos.offset,
+                        );
+                        continue;
+                    }
                     break;
                 };
                 // The one place records leave: never below the position,
@@ -1423,6 +1570,17 @@ impl Fetcher {
             if taken > 0 {
                 self.next_rank += 1;
                 st.rank = self.next_rank;
+            }
+            if buffer.records.len() == 0 && buffer.error.is_none() && !buffer.undecoded.is_empty() {
+                // The next chunk now, so that the buffer is known to hold
+                // records (or is done with) before this call returns.
+                refill(
+                    &self.decoder,
+                    self.config.isolation,
+                    &tp,
+                    buffer,
+                    pos.offset,
+                );
             }
             if buffer.records.len() == 0 {
                 pos.offset = pos.offset.max(buffer.next_offset);

@@ -361,6 +361,43 @@ fn partitions_with_buffered_records_are_not_fetched() {
 }
 
 #[test]
+fn a_caught_up_partition_waits_for_the_records_of_its_leader_to_be_taken() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let mut caught_up = data(0, batch(0, 3));
+    caught_up.high_watermark = 3;
+    let mut behind = data(1, batch(0, 3));
+    behind.high_watermark = 100;
+    fetch_once(&mut f, now, &md, vec![("t", vec![caught_up, behind])]);
+    assert_eq!(t0_offsets(&f.take_records(3)), [0, 1, 2]);
+    // t-0 has nothing more to read: fetched alone it would be held by the
+    // broker while t-1's next Fetch waits behind it on the connection.
+    assert!(f.poll_requests(now, &md).is_empty());
+    assert_eq!(f.take_records(10).len(), 3);
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(
+        fetches(&planned)[0].1,
+        [("t".into(), 0, 3), ("t".into(), 1, 3)]
+    );
+}
+
+#[test]
+fn a_partition_with_records_left_is_fetched_while_others_drain() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let mut p0 = data(0, batch(0, 3));
+    p0.high_watermark = 50;
+    let mut p1 = data(1, batch(0, 3));
+    p1.high_watermark = 100;
+    fetch_once(&mut f, now, &md, vec![("t", vec![p0, p1])]);
+    assert_eq!(t0_offsets(&f.take_records(3)), [0, 1, 2]);
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 3)]);
+}
+
+#[test]
 fn unknown_leader_means_no_fetch() {
     let mut md = metadata(&[("t", 0, -1), ("t", 1, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
@@ -797,6 +834,76 @@ fn read_committed_drops_aborted_transactions() {
 }
 
 // ===== errors =====
+
+/// `count` batches of `per` records each from offset 0, one after another.
+fn batches(count: usize, per: usize) -> Vec<Bytes> {
+    (0..count).map(|i| batch((i * per) as i64, per)).collect()
+}
+
+#[test]
+fn a_large_record_set_is_decoded_a_chunk_at_a_time_and_delivered_whole() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    // 100 batches of 200 records (several chunks), and half a batch at
+    // the end as a broker cuts a response.
+    let set = batches(100, 200);
+    let total: usize = set.iter().map(Bytes::len).sum();
+    assert!(total > 2 * DECODE_CHUNK, "{total} bytes");
+    let tail = batch(20_000, 5);
+    let mut parts: Vec<&Bytes> = set.iter().collect();
+    let cut = tail.slice(..tail.len() / 2);
+    parts.push(&cut);
+    let outcome = fetch_once(&mut f, now, &md, vec![("t", vec![data(0, concat(&parts))])]);
+    // Only the first chunk is decoded on arrival.
+    assert!(outcome.records_buffered > 0 && outcome.records_buffered < 20_000);
+    let mut offsets = Vec::new();
+    loop {
+        let taken = f.take_records(500);
+        if taken.is_empty() {
+            break;
+        }
+        offsets.extend(t0_offsets(&taken));
+    }
+    assert_eq!(offsets, (0..20_000).collect::<Vec<i64>>());
+    assert!(f.take_errors().is_empty());
+    // Past the last whole batch; the cut one is fetched again.
+    assert_eq!(f.position(&tp("t", 0)), Some(20_000));
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 20_000)]);
+}
+
+#[test]
+fn a_corrupt_batch_in_a_later_chunk_stops_the_partition_after_the_records_before_it() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let mut set = batches(100, 200);
+    // Far past the first chunk.
+    let mut bad = set[80].to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    set[80] = Bytes::from(bad);
+    let parts: Vec<&Bytes> = set.iter().collect();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, concat(&parts))])]);
+    assert!(f.take_errors().is_empty());
+    let mut offsets = Vec::new();
+    loop {
+        let taken = f.take_records(500);
+        if taken.is_empty() {
+            break;
+        }
+        offsets.extend(t0_offsets(&taken));
+    }
+    assert_eq!(offsets, (0..16_000).collect::<Vec<i64>>());
+    let errors = f.take_errors();
+    assert_eq!(errors.len(), 1);
+    assert!(matches!(
+        &errors[0],
+        FetchError::CorruptRecords { offset: 16_000, .. }
+    ));
+    assert!(f.poll_requests(now, &md).is_empty());
+}
 
 #[test]
 fn a_corrupt_batch_is_reported_with_its_offset_and_never_skipped() {

@@ -353,6 +353,12 @@ impl MockCluster {
         addrs.join(",")
     }
 
+    /// When the cluster started: the zero of every [`MockEvent::at`] and
+    /// [`MockRequest::at`].
+    pub fn started(&self) -> Instant {
+        self.shared.lock().started
+    }
+
     /// The broker ids.
     pub fn broker_ids(&self) -> Vec<i32> {
         self.shared.lock().brokers.keys().copied().collect()
