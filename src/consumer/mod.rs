@@ -38,7 +38,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// commit made in [`RebalanceListener::on_partitions_revoked`] through the
 /// [`Revocation`] lands before the partitions go to another member.
 pub trait RebalanceListener: Send {
-    /// Partitions newly assigned to this consumer.
+    /// Partitions newly assigned to this consumer. Called after every
+    /// completed rebalance, with an empty set when nothing new came (under
+    /// `cooperative-sticky`, partitions kept are not repeated), as the Java
+    /// client does (KIP-429).
     fn on_partitions_assigned(&mut self, partitions: &BTreeSet<TopicPartition>) {
         let _ = partitions;
     }

@@ -701,9 +701,11 @@ impl Membership {
                 if !revoked.is_empty() {
                     self.events.push_back(GroupEvent::Revoked(revoked.clone()));
                 }
-                if !added.is_empty() || self.owned.is_empty() {
-                    self.events.push_back(GroupEvent::Assigned(added));
-                }
+                // Every completed rebalance ends with an assignment event,
+                // even with nothing new (KIP-429: the listener's
+                // onPartitionsAssigned is always called, so an application
+                // learns the rebalance is over).
+                self.events.push_back(GroupEvent::Assigned(added));
                 self.owned = assigned;
                 self.state = MemberState::Stable;
                 self.join = None;
@@ -1119,9 +1121,14 @@ mod tests {
         let (kind, _) = m.poll_request(t1, &counts()).unwrap();
         assert_eq!(kind, GroupRequestKind::Sync);
         m.handle_response(t1, kind, response(&sync_ok(&[tp(0), tp(1)]), 5));
+        // The revocation, then the (empty) assignment that ends the
+        // rebalance, as the Java client calls its listener (KIP-429).
         assert_eq!(
             events(&mut m),
-            vec![GroupEvent::Revoked(BTreeSet::from([tp(2), tp(3)]))]
+            vec![
+                GroupEvent::Revoked(BTreeSet::from([tp(2), tp(3)])),
+                GroupEvent::Assigned(BTreeSet::new())
+            ]
         );
         // KIP-429: a follow-up join hands the revoked partitions over.
         let (kind, _) = m.poll_request(t1, &counts()).unwrap();
