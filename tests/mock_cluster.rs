@@ -504,3 +504,60 @@ async fn bad_requests_close_only_their_connection() {
     assert_eq!(mock.high_watermark("huge", 0), None);
     conn.close().await;
 }
+
+/// Commits the revoked positions through `Revocation::commit_with` and
+/// keeps each outcome.
+struct CommitOnRevoke(std::sync::Arc<std::sync::Mutex<Vec<Result<(), String>>>>);
+
+impl lazykafka::RebalanceListener for CommitOnRevoke {
+    fn on_partitions_revoked(
+        &mut self,
+        _partitions: &std::collections::BTreeSet<TopicPartition>,
+        revocation: &mut lazykafka::Revocation<'_>,
+    ) {
+        let outcomes = self.0.clone();
+        revocation.commit_with(revocation.positions(), move |result| {
+            outcomes
+                .lock()
+                .unwrap()
+                .push(result.map_err(|e| e.to_string()));
+        });
+    }
+}
+
+#[async_std::test]
+async fn the_outcome_of_a_commit_made_while_revoking_reaches_the_application() {
+    for refused in [false, true] {
+        let mock = MockCluster::new(2).unwrap();
+        mock.create_topic_with_leaders("rv", &[1]).unwrap();
+        mock.set_coordinator("g-rv", 2).unwrap();
+        mock.produce("rv", 0, (0..10).map(|i| MockRecord::new(format!("{i}"))))
+            .unwrap();
+        let outcomes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut consumer = Consumer::new(
+            config(&mock.bootstrap_servers(), Some("g-rv"))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        consumer
+            .subscribe_with_listener(["rv"], CommitOnRevoke(outcomes.clone()))
+            .unwrap();
+        assert_eq!(consume(&mut consumer, 10).await.len(), 10);
+        if refused {
+            mock.push_errors(ApiKey::OffsetCommit, &[ErrorCode::OffsetMetadataTooLarge]);
+        }
+        // close revokes through the listener, then reports the outcome.
+        consumer.close().await.unwrap();
+        let outcomes = outcomes.lock().unwrap().clone();
+        assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+        if refused {
+            let error = outcomes[0].as_ref().unwrap_err();
+            assert!(error.contains("OFFSET_METADATA_TOO_LARGE"), "{error}");
+            assert_eq!(mock.committed("g-rv", "rv", 0), None);
+        } else {
+            assert_eq!(outcomes[0], Ok(()));
+            assert_eq!(mock.committed("g-rv", "rv", 0), Some(10));
+        }
+    }
+}

@@ -63,10 +63,18 @@ pub trait RebalanceListener: Send {
 }
 
 /// What a [`RebalanceListener`] may do while partitions are revoked.
-#[derive(Debug)]
 pub struct Revocation<'a> {
     core: &'a mut ConsumerCore,
     now: Instant,
+    callbacks: &'a mut Vec<(CommitId, CommitCallback)>,
+}
+
+impl std::fmt::Debug for Revocation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Revocation")
+            .field("positions", self.core.revoked_positions())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Revocation<'_> {
@@ -75,11 +83,28 @@ impl Revocation<'_> {
         self.core.revoked_positions().clone()
     }
 
-    /// Commits `offsets` before the group moves on.
+    /// Commits `offsets` before the group moves on. A refusal is logged at
+    /// warn level; use [`Revocation::commit_with`] to handle it.
     pub fn commit(&mut self, offsets: BTreeMap<TopicPartition, i64>) {
+        self.commit_with(offsets, |result| {
+            if let Err(e) = result {
+                log::warn!("a commit made while revoking partitions failed: {e}");
+            }
+        });
+    }
+
+    /// Commits `offsets` before the group moves on; `callback` runs with
+    /// the outcome inside a later `poll` (or `close`), like
+    /// [`Consumer::commit_async`]'s.
+    pub fn commit_with(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, i64>,
+        callback: impl FnOnce(Result<(), Error>) + Send + 'static,
+    ) {
         let offsets = at_offsets(offsets);
         let id = self.core.commit(self.now, Some(offsets));
         self.core.block_group_on_commit(id);
+        self.callbacks.push((id, Box::new(callback)));
     }
 }
 
@@ -461,17 +486,26 @@ impl Consumer {
         while let Some(event) = self.peek_core(|core, _| core.take_group_event()) {
             if let Some(listener) = self.listener.as_mut() {
                 let now = Instant::now();
+                let callbacks = &mut self.callbacks;
                 match (&mut self.pending, &self.engine) {
-                    (Some(core), _) => deliver(listener.as_mut(), &event, core, now),
-                    (None, Some(engine)) => {
-                        deliver(listener.as_mut(), &event, &mut engine.shared().lock(), now)
-                    }
+                    (Some(core), _) => deliver(listener.as_mut(), &event, core, now, callbacks),
+                    (None, Some(engine)) => deliver(
+                        listener.as_mut(),
+                        &event,
+                        &mut engine.shared().lock(),
+                        now,
+                        callbacks,
+                    ),
                     (None, None) => {}
                 }
             }
             self.with_core(|core, _| core.group_event_delivered());
         }
-        // Asynchronous commits that finished.
+        self.run_commit_callbacks();
+    }
+
+    /// Runs the callbacks of commits that finished.
+    fn run_commit_callbacks(&mut self) {
         let mut i = 0;
         while i < self.callbacks.len() {
             let id = self.callbacks[i].0;
@@ -983,6 +1017,8 @@ impl Consumer {
         engine
             .wait_for(timeout, |core| core.revocation_commits_done().then_some(()))
             .await;
+        self.run_commit_callbacks();
+        let engine = self.engine.as_mut().expect("started");
         let leave = engine.shared().lock().send_leave(Instant::now());
         if let Some(id) = leave {
             engine
@@ -1040,11 +1076,16 @@ fn deliver(
     event: &GroupEvent,
     core: &mut ConsumerCore,
     now: Instant,
+    callbacks: &mut Vec<(CommitId, CommitCallback)>,
 ) {
     match event {
         GroupEvent::Assigned(p) => listener.on_partitions_assigned(p),
         GroupEvent::Revoked(p) => {
-            let mut revocation = Revocation { core, now };
+            let mut revocation = Revocation {
+                core,
+                now,
+                callbacks,
+            };
             listener.on_partitions_revoked(p, &mut revocation);
         }
         GroupEvent::Lost(p) => listener.on_partitions_lost(p),
