@@ -12,6 +12,10 @@ use futures::{FutureExt, StreamExt};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+/// How often [`Engine::wait_for`] wakes the task again while its condition
+/// does not hold (a check may have changed the state).
+const RECHECK_KICK: Duration = Duration::from_millis(10);
+
 /// What the consumer shares with its background task.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -96,24 +100,35 @@ impl Engine {
     }
 
     /// Waits at most `timeout` for a condition on the state. `check` may
-    /// change the state; the task is woken after each check.
+    /// change the state: the task is woken after the first check, then at
+    /// most every [`RECHECK_KICK`] while the condition does not hold.
+    ///
+    /// (Every wake-up of the task reports progress, and progress wakes this
+    /// wait: waking the task after every check would make the two wake each
+    /// other in a busy loop until the answer arrives, a core's worth of CPU
+    /// for a round trip.)
     pub async fn wait_for<T>(
         &mut self,
         timeout: Duration,
         mut check: impl FnMut(&mut ConsumerCore) -> Option<T>,
     ) -> Option<T> {
         let deadline = Instant::now() + timeout;
+        let mut kicked: Option<Instant> = None;
         loop {
             self.drain_progress();
             if let Some(t) = check(&mut self.shared.lock()) {
                 return Some(t);
             }
-            self.kick();
-            let left = deadline.saturating_duration_since(Instant::now());
+            let now = Instant::now();
+            if kicked.is_none_or(|at| now.saturating_duration_since(at) >= RECHECK_KICK) {
+                self.kick();
+                kicked = Some(now);
+            }
+            let left = deadline.saturating_duration_since(now);
             if left.is_zero() {
                 return None;
             }
-            self.next_progress(left).await;
+            self.next_progress(left.min(RECHECK_KICK)).await;
         }
     }
 
