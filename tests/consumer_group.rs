@@ -60,7 +60,10 @@ async fn wait_split(
         }
         assert!(
             Instant::now() < deadline,
-            "no {mine}/{theirs} split: lazykafka {a:?}, librdkafka {b:?}"
+            "no {mine}/{theirs} split: lazykafka {a:?}, librdkafka {b:?}; logged: {:?} {:?} {:?}",
+            logs::find(log::Level::Error, ""),
+            logs::find(log::Level::Warn, ""),
+            logs::find(log::Level::Info, "")
         );
         for r in ours.poll(Duration::from_millis(100)).await.unwrap() {
             seen.push((r.partition(), r.offset()));
