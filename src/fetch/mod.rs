@@ -316,6 +316,28 @@ fn refill(
         from,
         &mut decoded,
     );
+    let (records, end, error) = records_from(tp, &decoded, result, from, buffer.next_offset);
+    buffer.next_offset = end;
+    if error.is_some() {
+        buffer.error = error;
+    }
+    buffer.records = records.into_iter();
+}
+
+/// The records of `decoded` at or after `from`, the offset after them (at
+/// least `floor`, past any batch that held no record for us), and the
+/// error of a decode that stopped there.
+///
+/// A batch may start before `from` (a compressed batch, a v0/v1 wrapper
+/// message): its earlier records were delivered or skipped on purpose
+/// already.
+fn records_from(
+    tp: &TopicPartition,
+    decoded: &DecodedRecords,
+    result: Result<(), RecordsError>,
+    from: i64,
+    floor: i64,
+) -> (Vec<OwnedRecord>, i64, Option<FetchError>) {
     let records: Vec<OwnedRecord> = decoded
         .iter()
         .filter(|r| r.offset() >= from)
@@ -326,17 +348,16 @@ fn refill(
         .map(|r| r.offset().saturating_add(1))
         .into_iter()
         .chain(decoded.next_offset)
-        .fold(buffer.next_offset, i64::max);
-    buffer.next_offset = end;
-    if let Err(source) = result {
+        .fold(floor, i64::max);
+    let error = result.err().map(|source| {
         log::warn!("corrupt records in {tp} at offset {end}: {source}");
-        buffer.error = Some(FetchError::CorruptRecords {
+        FetchError::CorruptRecords {
             partition: tp.clone(),
             offset: end,
             source,
-        });
-    }
-    buffer.records = records.into_iter();
+        }
+    });
+    (records, end, error)
 }
 
 /// Splits the first whole batches (entries of the record set: 8-byte
@@ -1347,31 +1368,7 @@ impl Fetcher {
             pos.offset,
             &mut decoded,
         );
-        // A batch may start before the fetch offset (a compressed batch, a
-        // v0/v1 wrapper message): its earlier records were delivered or
-        // skipped on purpose already.
-        let records: Vec<OwnedRecord> = decoded
-            .iter()
-            .filter(|r| r.offset() >= pos.offset)
-            .map(|r| r.to_owned_record())
-            .collect();
-        let end = records
-            .last()
-            .map(|r| r.offset().saturating_add(1))
-            .into_iter()
-            .chain(decoded.next_offset)
-            .fold(pos.offset, i64::max);
-        let error = match result {
-            Ok(()) => None,
-            Err(source) => {
-                log::warn!("corrupt records in {tp} at offset {end}: {source}");
-                Some(FetchError::CorruptRecords {
-                    partition: tp.clone(),
-                    offset: end,
-                    source,
-                })
-            }
-        };
+        let (records, end, error) = records_from(&tp, &decoded, result, pos.offset, pos.offset);
         if decoded.batches > 0 {
             st.size_override = None;
         } else if error.is_none() {
