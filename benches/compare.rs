@@ -239,24 +239,10 @@ mod parent {
             .expect("librdkafka producer");
         let pool = values(set.value_len);
         for i in 0..set.records {
-            loop {
-                let record: BaseRecord<'_, (), [u8]> = BaseRecord::to(set.topic)
-                    .payload(&pool[i % pool.len()][..])
-                    .partition(i as i32 % set.partitions);
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((e, _)) => {
-                        assert!(
-                            matches!(
-                                e.rdkafka_error_code(),
-                                Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
-                            ),
-                            "produce: {e}"
-                        );
-                        producer.poll(Duration::from_millis(5));
-                    }
-                }
-            }
+            let record: BaseRecord<'_, (), [u8]> = BaseRecord::to(set.topic)
+                .payload(&pool[i % pool.len()][..])
+                .partition(i as i32 % set.partitions);
+            common::peers::send(&producer, record);
         }
         producer
             .flush(Duration::from_secs(300))

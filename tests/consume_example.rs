@@ -16,10 +16,10 @@ mod common;
 
 use common::examples::example_bin;
 use common::mock::RawMock;
+use common::peers::produce_range;
 use common::wait_for;
 use lazykafka::{Consumer, ConsumerConfig, Error, ErrorCode, TopicPartition};
 use rdkafka::config::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -29,26 +29,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// Produces records `key-i` / `value-i` for i in `range` to `topic`,
-/// partition i % `partitions`, with librdkafka.
-fn produce(bootstrap: &str, topic: &str, partitions: i32, range: std::ops::Range<usize>) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .create()
-        .expect("librdkafka producer");
-    for i in range {
-        let key = format!("key-{i}");
-        let value = format!("value-{i}");
-        let record = BaseRecord::to(topic)
-            .key(&key)
-            .payload(&value)
-            .partition(i as i32 % partitions);
-        producer.send(record).map_err(|(e, _)| e).expect("produce");
-    }
-    producer.flush(WAIT).expect("flush");
-}
 
 /// Flags that keep the runs quick.
 fn quick() -> Vec<String> {
@@ -350,7 +330,7 @@ fn a_broker_that_is_not_there_fails_with_one_line() {
 fn count_from_beginning_prints_records_of_every_partition_from_the_mock() {
     let mock = mock_cluster("t", "g");
     let bootstrap = mock.bootstraps().join(",");
-    produce(&bootstrap, "t", 2, 0..20);
+    produce_range(&bootstrap, "t", 2, 0..20, "none");
     let mut a = args(&[
         "--bootstrap",
         &bootstrap,
@@ -391,7 +371,7 @@ fn count_from_beginning_prints_records_of_every_partition_from_the_mock() {
 fn a_group_run_commits_exactly_what_it_printed() {
     let mock = mock_cluster("t", "g");
     let bootstrap = mock.bootstraps().join(",");
-    produce(&bootstrap, "t", 2, 0..30);
+    produce_range(&bootstrap, "t", 2, 0..30, "none");
     let mut a = args(&["--bootstrap", &bootstrap, "--topic", "t", "--group", "g"]);
     a.extend(args(&["--from-beginning", "--count", "7"]));
     a.extend(quick());
@@ -421,7 +401,7 @@ fn a_group_run_commits_exactly_what_it_printed() {
 fn events_are_json_lines_from_opened_to_closed() {
     let mock = mock_cluster("t", "g");
     let bootstrap = mock.bootstraps().join(",");
-    produce(&bootstrap, "t", 2, 0..10);
+    produce_range(&bootstrap, "t", 2, 0..10, "none");
     let mut a = args(&["--bootstrap", &bootstrap, "--topic", "t", "--group", "g"]);
     a.extend(args(&["--from-beginning", "--count", "10", "--events"]));
     a.extend(quick());
@@ -470,7 +450,7 @@ fn events_are_json_lines_from_opened_to_closed() {
 fn sigterm_commits_closes_and_exits_zero() {
     let mock = mock_cluster("t", "g");
     let bootstrap = mock.bootstraps().join(",");
-    produce(&bootstrap, "t", 2, 0..6);
+    produce_range(&bootstrap, "t", 2, 0..6, "none");
     let mut a = args(&["--bootstrap", &bootstrap, "--topic", "t", "--group", "g"]);
     a.extend(args(&["--from-beginning", "--events"]));
     a.extend(quick());
@@ -573,7 +553,7 @@ fn tansu_count_group_resume_and_events() {
     };
     let topic = format!("lk-example-{}", std::process::id());
     let group = format!("lk-example-group-{}", std::process::id());
-    produce(&addr, &topic, 1, 0..10);
+    produce_range(&addr, &topic, 1, 0..10, "none");
     let base = {
         let mut a = args(&["--bootstrap", &addr, "--topic", &topic, "--from-beginning"]);
         a.extend(quick());

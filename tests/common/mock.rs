@@ -133,29 +133,6 @@ impl RawMock {
 }
 
 impl RawMock {
-    /// Every request received since tracking started, with the time it
-    /// arrived (librdkafka's `rd_clock()`: CLOCK_MONOTONIC, microseconds):
-    /// (broker id, API key, time).
-    pub fn requests_timed(&self) -> Vec<(i32, i16, i64)> {
-        unsafe {
-            let mut n = 0usize;
-            let reqs = sys::rd_kafka_mock_get_requests(self.mc, &mut n);
-            let mut out = Vec::with_capacity(n);
-            for i in 0..n {
-                let r = *reqs.add(i);
-                out.push((
-                    sys::rd_kafka_mock_request_id(r),
-                    sys::rd_kafka_mock_request_api_key(r),
-                    sys::rd_kafka_mock_request_timestamp(r),
-                ));
-            }
-            if !reqs.is_null() {
-                sys::rd_kafka_mock_request_destroy_array(reqs, n);
-            }
-            out
-        }
-    }
-
     /// Forgets the requests tracked so far (tracking goes on).
     pub fn clear_requests(&self) {
         unsafe { sys::rd_kafka_mock_clear_requests(self.mc) };

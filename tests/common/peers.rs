@@ -41,27 +41,38 @@ pub fn produce_range(
     for i in range {
         let key = format!("key-{i}");
         let value = format!("value-{i}");
-        loop {
-            let record = BaseRecord::to(topic)
-                .key(&key)
-                .payload(&value)
-                .partition(i as i32 % partitions);
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((e, _)) => {
-                    assert!(
-                        matches!(
-                            e.rdkafka_error_code(),
-                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
-                        ),
-                        "produce: {e}"
-                    );
-                    producer.poll(Duration::from_millis(10));
-                }
+        let record = BaseRecord::to(topic)
+            .key(&key)
+            .payload(&value)
+            .partition(i as i32 % partitions);
+        send(&producer, record);
+    }
+    producer.flush(WAIT).expect("flush");
+}
+
+/// Queues `record`, serving the producer's queue while it is full; any
+/// other refusal fails the caller.
+pub fn send<K, P>(producer: &BaseProducer, mut record: BaseRecord<'_, K, P>)
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((e, back)) => {
+                assert!(
+                    matches!(
+                        e.rdkafka_error_code(),
+                        Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                    ),
+                    "produce: {e}"
+                );
+                producer.poll(Duration::from_millis(5));
+                record = back;
             }
         }
     }
-    producer.flush(WAIT).expect("flush");
 }
 
 /// Test settings: earliest, no auto-commit, short session and waits.
