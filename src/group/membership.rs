@@ -730,6 +730,26 @@ impl Membership {
                 self.state = MemberState::Joining;
                 ResponseOutcome::default()
             }
+            // An answer this member cannot act on (INVALID_REQUEST,
+            // UNKNOWN_SERVER_ERROR, ...) ends this generation, not the
+            // membership: join again after the retry backoff, as librdkafka
+            // does for every SyncGroup error but the fatal ones. (librdkafka's
+            // mock answers INVALID_REQUEST to a SyncGroup that arrives while
+            // its group is not syncing.)
+            code if !code.is_retriable()
+                && !matches!(
+                    code,
+                    ErrorCode::GroupAuthorizationFailed | ErrorCode::FencedInstanceId
+                ) =>
+            {
+                log::warn!(
+                    "group {}: SyncGroup refused with {code}; joining again",
+                    self.config.group_id
+                );
+                self.not_before = Some(now + self.config.retry_backoff);
+                self.state = MemberState::Joining;
+                ResponseOutcome::default()
+            }
             _ => self.handle_common_error(now, code, GroupRequestKind::Sync),
         }
     }
@@ -1237,6 +1257,27 @@ mod tests {
         assert!(m
             .poll_request(t0 + Duration::from_secs(60), &counts())
             .is_none());
+    }
+
+    #[test]
+    fn a_sync_group_refused_with_an_unexpected_error_joins_again_after_the_backoff() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(config(vec![AssignmentStrategy::Range]));
+        m.subscribe(BTreeSet::from(["t".to_owned()]));
+        let (kind, _) = m.poll_request(t0, &counts()).unwrap();
+        m.handle_response(t0, kind, response(&join_ok("m1", "m0", 1, &[]), 9));
+        let (kind, _) = m.poll_request(t0, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Sync);
+        let refused = SyncGroupResponse {
+            error_code: ErrorCode::InvalidRequest.code(),
+            ..SyncGroupResponse::default()
+        };
+        m.handle_response(t0, kind, response(&refused, 5));
+        assert_eq!(m.state(), &MemberState::Joining);
+        assert!(m.poll_request(t0, &counts()).is_none(), "backs off first");
+        let later = m.next_deadline().expect("a deadline to join again");
+        let (kind, _) = m.poll_request(later, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Join);
     }
 
     #[test]
