@@ -116,7 +116,7 @@ fn print_event(e: &ConnectionEvent) {
                 None => reason.to_string(),
             },
         ),
-        EventKind::ConnectFailed { error } => ("connect failed".to_owned(), error.clone()),
+        EventKind::ConnectFailed { error } => ("connect failed".to_owned(), error.to_string()),
         other => (format!("{other:?}").to_lowercase(), String::new()),
     };
     println!(

@@ -100,4 +100,9 @@ if ! cargo test --all-features; then
     tail -n 30 "$run_dir/tansu.log" >&2 || true
     exit 1
 fi
+# The connection lifecycle and fault scenarios once more with a single
+# executor thread, as in a one-CPU container: a task that never yields
+# starves the socket tasks there.
+step "cargo test (lifecycle and faults, ASYNC_STD_THREAD_COUNT=1)"
+ASYNC_STD_THREAD_COUNT=1 cargo test --all-features --test cluster_lifecycle --test faults
 step "all tests passed"

@@ -77,6 +77,108 @@ impl fmt::Display for CloseReason {
     }
 }
 
+/// What kept a connection from opening, or ended it: the cause carried by
+/// [`EventKind::ConnectFailed`], [`EventKind::Closed`] and the errors built
+/// on them, from the socket up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ConnectionError {
+    /// The host name did not resolve, or resolved to no address.
+    Resolve {
+        /// The resolver's message.
+        message: String,
+    },
+    /// Nothing accepted the connection (`ECONNREFUSED`).
+    Refused {
+        /// The operating system's message.
+        message: String,
+    },
+    /// No connection within `socket.connection.setup.timeout.ms`.
+    SetupTimeout,
+    /// The broker closed the connection (end of stream).
+    ClosedByBroker,
+    /// Any other operating-system error on connect, read or write (reset,
+    /// unreachable, ...).
+    Io {
+        /// The error's kind, as Rust names it (`ConnectionReset`, ...).
+        kind: String,
+        /// The operating system's message, with its error number.
+        message: String,
+    },
+    /// A request got no response within its timeout; the connection is
+    /// closed, since a broker answers in order.
+    RequestTimeout {
+        /// The API of the request (`Fetch`, `JoinGroup`, ...).
+        api: String,
+    },
+    /// The broker broke the protocol: a refused frame size, an undecodable
+    /// response, an unknown correlation id, or a failed ApiVersions
+    /// exchange.
+    Protocol {
+        /// What was wrong.
+        message: String,
+    },
+    /// This client closed the connection with requests still in flight
+    /// (the coordinator moved, or the client shut down).
+    ClosedByClient {
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+impl ConnectionError {
+    /// Sorts an operating-system error (from connect, read or write).
+    pub fn from_io(e: &std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => ConnectionError::Refused {
+                message: e.to_string(),
+            },
+            std::io::ErrorKind::UnexpectedEof => ConnectionError::ClosedByBroker,
+            std::io::ErrorKind::TimedOut => ConnectionError::SetupTimeout,
+            kind => ConnectionError::Io {
+                kind: format!("{kind:?}"),
+                message: e.to_string(),
+            },
+        }
+    }
+
+    /// A protocol violation described by `message`.
+    pub fn protocol(message: impl fmt::Display) -> Self {
+        ConnectionError::Protocol {
+            message: message.to_string(),
+        }
+    }
+
+    /// The [`CloseReason`] of a connection closed for this cause.
+    pub fn close_reason(&self) -> CloseReason {
+        match self {
+            ConnectionError::ClosedByBroker => CloseReason::Peer,
+            ConnectionError::ClosedByClient { reason } => *reason,
+            _ => CloseReason::Error,
+        }
+    }
+}
+
+impl fmt::Display for ConnectionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectionError::Resolve { message } => write!(f, "name resolution failed: {message}"),
+            ConnectionError::Refused { message } => write!(f, "refused ({message})"),
+            ConnectionError::SetupTimeout => f.write_str("connection setup timed out"),
+            ConnectionError::ClosedByBroker => f.write_str("closed by the broker"),
+            ConnectionError::Io { message, .. } => f.write_str(message),
+            ConnectionError::RequestTimeout { api } => write!(f, "{api} request timed out"),
+            ConnectionError::Protocol { message } => f.write_str(message),
+            ConnectionError::ClosedByClient { reason } => {
+                write!(f, "closed by this client ({reason})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConnectionError {}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -88,7 +190,7 @@ pub enum EventKind {
     /// The connection attempt failed; no socket remains.
     ConnectFailed {
         /// Why.
-        error: String,
+        error: ConnectionError,
     },
     /// API versions are negotiated; requests can flow.
     Ready,
@@ -101,9 +203,9 @@ pub enum EventKind {
     Closed {
         /// Why.
         reason: CloseReason,
-        /// Details for [`CloseReason::Error`] and [`CloseReason::Peer`].
+        /// The cause, for [`CloseReason::Error`] and [`CloseReason::Peer`].
         #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
+        error: Option<ConnectionError>,
     },
 }
 
@@ -241,5 +343,162 @@ impl BrokerCounters {
             CloseReason::Retired => self.closed_retired += 1,
             CloseReason::Shutdown => self.closed_shutdown += 1,
         }
+    }
+}
+
+/// How many events a [`ConnectionEvents`] stream holds for a reader that
+/// does not keep up; later events are dropped and counted
+/// ([`ConnectionEvents::dropped`]).
+pub const EVENT_BUFFER: usize = 4096;
+
+#[derive(Debug, Default)]
+struct EventQueue {
+    buffer: std::collections::VecDeque<ConnectionEvent>,
+    capacity: usize,
+    dropped: u64,
+    closed: bool,
+    waker: Option<std::task::Waker>,
+}
+
+type SharedQueue = std::sync::Arc<std::sync::Mutex<EventQueue>>;
+
+fn lock_queue(q: &SharedQueue) -> std::sync::MutexGuard<'_, EventQueue> {
+    q.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A stream of connection events (from
+/// [`Consumer::connection_events`](crate::Consumer::connection_events)).
+///
+/// It holds at most [`EVENT_BUFFER`] events that were not read yet: a
+/// reader that falls behind loses the newest events, never memory, and
+/// [`ConnectionEvents::dropped`] says how many. The stream ends once the
+/// consumer is closed or dropped and every buffered event is read.
+#[derive(Debug)]
+pub struct ConnectionEvents {
+    queue: SharedQueue,
+}
+
+impl ConnectionEvents {
+    /// Events lost so far because this stream was not read fast enough.
+    pub fn dropped(&self) -> u64 {
+        lock_queue(&self.queue).dropped
+    }
+}
+
+impl futures::Stream for ConnectionEvents {
+    type Item = ConnectionEvent;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<ConnectionEvent>> {
+        let mut q = lock_queue(&self.queue);
+        if let Some(e) = q.buffer.pop_front() {
+            return std::task::Poll::Ready(Some(e));
+        }
+        if q.closed {
+            return std::task::Poll::Ready(None);
+        }
+        q.waker = Some(cx.waker().clone());
+        std::task::Poll::Pending
+    }
+}
+
+/// Hands every event to every live [`ConnectionEvents`] stream.
+#[derive(Debug, Default)]
+pub(crate) struct EventHub {
+    streams: std::sync::Mutex<Vec<SharedQueue>>,
+}
+
+impl EventHub {
+    fn streams(&self) -> std::sync::MutexGuard<'_, Vec<SharedQueue>> {
+        self.streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A new stream of the events from now on, holding at most `capacity`
+    /// unread ones.
+    pub fn subscribe(&self, capacity: usize) -> ConnectionEvents {
+        let queue = SharedQueue::new(std::sync::Mutex::new(EventQueue {
+            capacity,
+            ..EventQueue::default()
+        }));
+        self.streams().push(queue.clone());
+        ConnectionEvents { queue }
+    }
+
+    /// Delivers `events` (streams whose reader is gone are forgotten).
+    pub fn publish(&self, events: impl IntoIterator<Item = ConnectionEvent>) {
+        let mut streams = self.streams();
+        streams.retain(|q| std::sync::Arc::strong_count(q) > 1);
+        if streams.is_empty() {
+            return;
+        }
+        for event in events {
+            for q in streams.iter() {
+                let mut q = lock_queue(q);
+                if q.buffer.len() < q.capacity {
+                    q.buffer.push_back(event.clone());
+                    if let Some(w) = q.waker.take() {
+                        w.wake();
+                    }
+                } else {
+                    q.dropped += 1;
+                }
+            }
+        }
+    }
+
+    /// Ends every stream (once its buffered events are read).
+    pub fn close(&self) {
+        for q in self.streams().drain(..) {
+            let mut q = lock_queue(&q);
+            q.closed = true;
+            if let Some(w) = q.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod hub_tests {
+    use super::*;
+    use futures::StreamExt;
+
+    fn event(n: u64) -> ConnectionEvent {
+        ConnectionEvent {
+            at: Duration::from_millis(n),
+            kind: EventKind::Connecting,
+            connection: ConnectionId(n),
+            broker: None,
+            addr: "127.0.0.1:9092".into(),
+            purpose: Purpose::Bootstrap,
+        }
+    }
+
+    #[test]
+    fn a_slow_reader_loses_the_newest_events_and_counts_them() {
+        let hub = EventHub::default();
+        let mut events = hub.subscribe(3);
+        hub.publish((1..=5).map(event));
+        assert_eq!(events.dropped(), 2);
+        hub.close();
+        let got: Vec<u64> = futures::executor::block_on(events.by_ref().collect::<Vec<_>>())
+            .iter()
+            .map(|e| e.connection.0)
+            .collect();
+        assert_eq!(got, [1, 2, 3]);
+        assert_eq!(events.dropped(), 2);
+    }
+
+    #[test]
+    fn a_dropped_stream_is_forgotten() {
+        let hub = EventHub::default();
+        let events = hub.subscribe(3);
+        drop(events);
+        hub.publish([event(1)]);
+        assert!(hub.streams().is_empty());
     }
 }

@@ -140,9 +140,9 @@ async fn check(fault: Fault, expected_reason: &str) {
         .await
         .expect("an outcome");
     match &outcome {
-        Err(RequestError::ConnectionLost { reason, .. }) => assert!(
-            reason.contains(expected_reason),
-            "{fault:?}: {reason:?} should mention {expected_reason:?}"
+        Err(RequestError::ConnectionLost { cause, .. }) => assert!(
+            cause.to_string().contains(expected_reason),
+            "{fault:?}: {cause:?} should mention {expected_reason:?}"
         ),
         other => panic!("{fault:?}: expected a lost connection, got {other:?}"),
     }

@@ -272,7 +272,7 @@ async fn a_consumer_dropped_without_commit_is_resumed_from_the_last_commit<C: Te
 
 async fn requests_that_time_out_close_the_connection_and_consumption_resumes<C: TestCluster>() {
     use futures::{FutureExt, StreamExt};
-    use lazykafka::events::{CloseReason, EventKind};
+    use lazykafka::events::{CloseReason, ConnectionError, EventKind};
     let mock = C::start(2);
     mock.create_topic("slow", &[1]);
     let bootstrap = mock.bootstrap();
@@ -304,7 +304,7 @@ async fn requests_that_time_out_close_the_connection_and_consumption_resumes<C: 
                 error: Some(error),
             } = &e.kind
             {
-                timed_out |= error.contains("timed out");
+                timed_out |= matches!(error, ConnectionError::RequestTimeout { .. });
             }
         }
     }

@@ -45,7 +45,8 @@ pub use conn::RequestBody;
 pub use metadata::{BrokerAddress, Metadata, PartitionInfo, TopicInfo};
 
 use crate::events::{
-    BrokerCounters, CloseReason, ConnectionEvent, ConnectionId, ConnectionInfo, EventKind, Purpose,
+    BrokerCounters, CloseReason, ConnectionError, ConnectionEvent, ConnectionId, ConnectionInfo,
+    EventKind, Purpose,
 };
 use crate::protocol::{
     ApiKey, DecodeError, EncodeError, ExchangeStep, Message, NoCommonVersion,
@@ -203,7 +204,7 @@ pub enum RequestError {
         /// The broker address.
         addr: String,
         /// What happened.
-        reason: String,
+        cause: ConnectionError,
     },
     /// No response (or no connection) within `request.timeout.ms`.
     Timeout {
@@ -233,8 +234,8 @@ impl RequestError {
 impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RequestError::ConnectionLost { addr, reason } => {
-                write!(f, "connection to {addr} lost: {reason}")
+            RequestError::ConnectionLost { addr, cause } => {
+                write!(f, "connection to {addr} lost: {cause}")
             }
             RequestError::Timeout { api } => write!(f, "{api} request timed out"),
             RequestError::NoCommonVersion(e) => e.fmt(f),
@@ -280,6 +281,18 @@ struct Refresh {
 impl Refresh {
     fn may_send(&self, now: Instant) -> bool {
         !self.in_flight && self.not_before.is_none_or(|t| now >= t)
+    }
+
+    /// Marks it sent: in flight, and no longer waiting for its backoff.
+    fn sent(&mut self) {
+        self.in_flight = true;
+        self.not_before = None;
+    }
+
+    /// When it may be sent again, if it waits for that (not while in
+    /// flight: its response, not time, moves it on).
+    fn next_send(&self) -> Option<Instant> {
+        (!self.in_flight).then_some(self.not_before).flatten()
     }
 
     fn succeeded(&mut self) {
@@ -460,7 +473,12 @@ impl Cluster {
     }
 
     /// Connecting `conn` failed (refused, unreachable, DNS, timeout).
-    pub fn handle_connect_failed(&mut self, now: Instant, conn: ConnectionId, error: String) {
+    pub fn handle_connect_failed(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        error: ConnectionError,
+    ) {
         if let Some(c) = self.conns.remove(&conn) {
             self.connect_failed(now, c, error);
         }
@@ -504,28 +522,24 @@ impl Cluster {
                 }
             }
             Err(e) => {
-                let reason = match e {
+                let cause = match e {
                     StreamError::Frame(_)
                     | StreamError::Decode(..)
-                    | StreamError::Correlation { .. } => e.to_string(),
+                    | StreamError::Correlation { .. } => ConnectionError::protocol(e),
                 };
-                self.close(now, conn, CloseReason::Error, Some(reason));
+                self.close(now, conn, CloseReason::Error, Some(cause));
             }
         }
         self.drive(now);
     }
 
-    /// The peer closed `conn` (EOF) or it failed (reset, IO error). The
-    /// client closes its side at once: a [`Action::Close`] follows.
-    pub fn handle_closed(&mut self, now: Instant, conn: ConnectionId, error: Option<String>) {
+    /// The peer closed `conn` (EOF: [`ConnectionError::ClosedByBroker`]) or
+    /// it failed (reset, IO error). The client closes its side at once: a
+    /// [`Action::Close`] follows.
+    pub fn handle_closed(&mut self, now: Instant, conn: ConnectionId, cause: ConnectionError) {
         if self.conns.contains_key(&conn) {
-            let reason = if error.is_some() {
-                CloseReason::Error
-            } else {
-                CloseReason::Peer
-            };
-            let detail = error.unwrap_or_else(|| "closed by the broker".to_owned());
-            self.close(now, conn, reason, Some(detail));
+            let reason = cause.close_reason();
+            self.close(now, conn, reason, Some(cause));
         }
         self.drive(now);
     }
@@ -584,22 +598,29 @@ impl Cluster {
             consider(Some(w.queued.deadline));
         }
         if !self.waiting.is_empty() {
+            // A waiting request may get its connection when a backoff ends
+            // (ended ones were cleared by the last step).
             consider(self.backoff.values().filter_map(|b| b.until).min());
         }
-        if self.metadata_wanted && !self.metadata_refresh.in_flight {
-            // Due now (or when the retry backoff ends): the epoch is in the
-            // past.
-            consider(Some(self.metadata_refresh.not_before.unwrap_or(self.epoch)));
+        if !self.metadata_refresh.in_flight && (self.metadata_wanted || !self.topics.is_empty()) {
+            // Wanted now (the epoch is in the past: due at the first step),
+            // or when the cache grows old; never before the retry backoff
+            // ends. (While in flight, its response moves it on, not time.)
+            let due = match self.metadata_fetched_at {
+                Some(t) if !self.metadata_wanted => t + self.config.metadata_max_age,
+                _ => self.epoch,
+            };
+            consider(Some(
+                self.metadata_refresh
+                    .next_send()
+                    .map_or(due, |t| t.max(due)),
+            ));
         }
-        if self.wants_metadata_refresh_later() {
-            consider(
-                self.metadata_fetched_at
-                    .map(|t| t + self.config.metadata_max_age),
-            );
-            consider(self.metadata_refresh.not_before);
-        }
-        if self.config.group_id.is_some() && self.coordinator.is_none() {
-            consider(self.coordinator_refresh.not_before);
+        if self.config.group_id.is_some()
+            && self.coordinator.is_none()
+            && self.waiting.iter().any(|w| w.target == Target::Coordinator)
+        {
+            consider(self.coordinator_refresh.next_send());
         }
         next
     }
@@ -665,6 +686,13 @@ impl Cluster {
         if self.shut_down {
             return;
         }
+        // Backoffs that ended are no longer waited for (their failure
+        // counts stay, for the next delay).
+        for b in self.backoff.values_mut() {
+            if b.until.is_some_and(|t| now >= t) {
+                b.until = None;
+            }
+        }
         self.expire(now);
         self.schedule_internal_requests(now);
         self.dispatch_waiting(now);
@@ -684,7 +712,7 @@ impl Cluster {
         for id in late {
             let c = self.conns.remove(&id).expect("present");
             self.actions.push_back(Action::Close { conn: id });
-            self.connect_failed(now, c, "connection setup timed out".to_owned());
+            self.connect_failed(now, c, ConnectionError::SetupTimeout);
         }
         // Requests past request.timeout.ms: the connection is closed, as the
         // Java client does, since the broker may never answer in order again.
@@ -703,7 +731,9 @@ impl Cluster {
                 now,
                 id,
                 CloseReason::Error,
-                Some(format!("{api} request timed out")),
+                Some(ConnectionError::RequestTimeout {
+                    api: api.to_string(),
+                }),
             );
         }
         // Requests that never got a connection in time.
@@ -731,10 +761,6 @@ impl Cluster {
         }
     }
 
-    fn wants_metadata_refresh_later(&self) -> bool {
-        !self.topics.is_empty() || self.metadata_wanted
-    }
-
     fn schedule_internal_requests(&mut self, now: Instant) {
         let stale = match self.metadata_fetched_at {
             None => true,
@@ -743,7 +769,7 @@ impl Cluster {
         if ((!self.topics.is_empty() && stale) || self.metadata_wanted)
             && self.metadata_refresh.may_send(now)
         {
-            self.metadata_refresh.in_flight = true;
+            self.metadata_refresh.sent();
             self.metadata_wanted = false;
             let body = metadata::request(&self.topics, self.config.allow_auto_create_topics);
             self.waiting.push_back(Waiting {
@@ -761,7 +787,7 @@ impl Cluster {
                 && coordinator_needed
                 && self.coordinator_refresh.may_send(now)
             {
-                self.coordinator_refresh.in_flight = true;
+                self.coordinator_refresh.sent();
                 let body = metadata::find_coordinator_request(group);
                 self.waiting.push_back(Waiting {
                     target: Target::AnyBroker,
@@ -1078,7 +1104,12 @@ impl Cluster {
                 counter.bytes_out += bytes.len() as u64;
                 self.actions.push_back(Action::Transmit { conn, bytes });
             }
-            Err(e) => self.close(now, conn, CloseReason::Error, Some(e.to_string())),
+            Err(e) => self.close(
+                now,
+                conn,
+                CloseReason::Error,
+                Some(ConnectionError::protocol(e)),
+            ),
         }
     }
 
@@ -1109,7 +1140,12 @@ impl Cluster {
                         }
                         self.emit(now, conn, EventKind::Ready);
                     }
-                    Err(e) => self.close(now, conn, CloseReason::Error, Some(e.to_string())),
+                    Err(e) => self.close(
+                        now,
+                        conn,
+                        CloseReason::Error,
+                        Some(ConnectionError::protocol(e)),
+                    ),
                 }
             }
             Origin::Metadata => match metadata::parse(version, body) {
@@ -1135,7 +1171,9 @@ impl Cluster {
                         now,
                         conn,
                         CloseReason::Error,
-                        Some(format!("cannot decode {api} response: {e}")),
+                        Some(ConnectionError::protocol(format_args!(
+                            "cannot decode {api} response: {e}"
+                        ))),
                     );
                 }
             },
@@ -1164,7 +1202,9 @@ impl Cluster {
                             now,
                             conn,
                             CloseReason::Error,
-                            Some(format!("cannot decode {api} response: {e}")),
+                            Some(ConnectionError::protocol(format_args!(
+                                "cannot decode {api} response: {e}"
+                            ))),
                         );
                     }
                 }
@@ -1217,7 +1257,7 @@ impl Cluster {
         }
     }
 
-    fn connect_failed(&mut self, now: Instant, c: Conn, error: String) {
+    fn connect_failed(&mut self, now: Instant, c: Conn, error: ConnectionError) {
         let entry = self.backoff.entry(c.addr.clone()).or_default();
         entry.failures = entry.failures.saturating_add(1);
         let delay = self
@@ -1260,7 +1300,7 @@ impl Cluster {
         now: Instant,
         id: ConnectionId,
         reason: CloseReason,
-        error: Option<String>,
+        error: Option<ConnectionError>,
     ) {
         let Some(mut c) = self.conns.remove(&id) else {
             return;
@@ -1285,13 +1325,13 @@ impl Cluster {
         }
         let lost = error
             .clone()
-            .unwrap_or_else(|| format!("connection closed ({reason})"));
+            .unwrap_or(ConnectionError::ClosedByClient { reason });
         for request in c.in_flight.drain(..) {
             self.fail(
                 request.origin,
                 RequestError::ConnectionLost {
                     addr: c.addr.clone(),
-                    reason: lost.clone(),
+                    cause: lost.clone(),
                 },
             );
         }

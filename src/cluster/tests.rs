@@ -86,8 +86,7 @@ impl Sim {
                         if self.refused.contains(&addr) {
                             self.connecting.remove(&conn);
                             self.sockets.remove(&conn);
-                            self.c
-                                .handle_connect_failed(self.now, conn, "refused".into());
+                            self.c.handle_connect_failed(self.now, conn, refused());
                         } else if self.auto_connect {
                             self.connecting.remove(&conn);
                             self.c.handle_connected(self.now, conn, peer(&addr));
@@ -470,7 +469,7 @@ fn a_thousand_bootstrap_addresses_are_tried_one_at_a_time() {
         } else {
             sim.sockets.remove(&conn);
             sim.connecting.clear();
-            sim.c.handle_connect_failed(sim.now, conn, "refused".into());
+            sim.c.handle_connect_failed(sim.now, conn, refused());
         }
         sim.pump();
     }
@@ -528,7 +527,8 @@ fn a_peer_close_fails_in_flight_requests_and_closes_our_side() {
     sim.held.insert(ApiKey::ApiVersions);
     let id = sim.request(Target::AnyBroker);
     let conn = *sim.sockets.keys().next().unwrap();
-    sim.c.handle_closed(sim.now, conn, None);
+    sim.c
+        .handle_closed(sim.now, conn, ConnectionError::ClosedByBroker);
     sim.pump();
     // The runtime was told to close the socket: nothing in CLOSE_WAIT.
     assert!(sim.sockets.is_empty());
@@ -615,7 +615,8 @@ fn a_broker_that_drops_connections_during_the_handshake_is_backed_off() {
     for _ in 0..6 {
         let conn = *sim.sockets.keys().next().expect("an attempt");
         attempts.push(sim.now);
-        sim.c.handle_closed(sim.now, conn, None);
+        sim.c
+            .handle_closed(sim.now, conn, ConnectionError::ClosedByBroker);
         sim.pump();
         assert!(sim.sockets.is_empty(), "no immediate reconnect");
         let wake = sim.c.poll_timeout().expect("a backoff deadline");
@@ -629,4 +630,101 @@ fn a_broker_that_drops_connections_during_the_handshake_is_backed_off() {
             "gap {i}: {gap:?}, nominal {nominal:?}"
         );
     }
+}
+
+fn refused() -> ConnectionError {
+    ConnectionError::Refused {
+        message: "Connection refused (os error 111)".into(),
+    }
+}
+
+/// Steps the clock from deadline to deadline for `horizon`, checking after
+/// each step that the next deadline lies ahead: one in the past would make
+/// the runtime wake at once, again and again (a busy loop). Returns the
+/// number of steps.
+fn step_through_deadlines(sim: &mut Sim, horizon: Duration) -> usize {
+    let end = sim.now + horizon;
+    let mut steps = 0;
+    while let Some(t) = sim.c.poll_timeout() {
+        assert!(
+            t > sim.now,
+            "step {steps}: deadline {:?} before now",
+            sim.now - t
+        );
+        if t > end {
+            break;
+        }
+        steps += 1;
+        sim.now = t;
+        sim.c.handle_timeout(sim.now);
+        sim.pump();
+    }
+    steps
+}
+
+#[test]
+fn no_deadline_is_left_in_the_past_while_the_coordinator_is_down() {
+    let mut sim = Sim::new(config(&["b1:9092"], Some("g")));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Coordinator);
+    // The coordinator goes down and FindCoordinator goes unanswered: the
+    // next group request waits, with the coordinator's reconnect backoff
+    // ending while the lookup is in flight.
+    sim.refused.insert("b2:9092".into());
+    sim.held.insert(ApiKey::FindCoordinator);
+    let coordinator = sim
+        .c
+        .connections(sim.now)
+        .into_iter()
+        .find(|c| c.purpose == Purpose::Coordinator)
+        .expect("a coordinator connection")
+        .id;
+    sim.c
+        .handle_closed(sim.now, coordinator, ConnectionError::ClosedByBroker);
+    sim.pump();
+    let join = sim.request(Target::Coordinator);
+    // Lookups time out after request.timeout.ms and are retried after
+    // their backoff: a handful of steps in 70 s, not thousands.
+    let steps = step_through_deadlines(&mut sim, Duration::from_secs(70));
+    assert!((1..200).contains(&steps), "{steps} steps");
+    assert!(
+        matches!(
+            sim.responses.get(&join),
+            Some(Err(RequestError::Timeout { .. }))
+        ),
+        "{:?}",
+        sim.responses.get(&join)
+    );
+}
+
+#[test]
+fn no_deadline_is_left_in_the_past_while_every_bootstrap_is_refused() {
+    let mut sim = Sim::new(config(&["b1:9092", "b2:9092"], Some("g")));
+    sim.refused
+        .extend(["b1:9092".to_owned(), "b2:9092".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Coordinator);
+    let steps = step_through_deadlines(&mut sim, Duration::from_secs(10));
+    assert!((5..200).contains(&steps), "{steps} steps");
+}
+
+#[test]
+fn no_deadline_is_left_in_the_past_while_a_retried_metadata_request_waits() {
+    let mut cfg = config(&["b1:9092"], None);
+    cfg.metadata_max_age = Duration::from_millis(500);
+    cfg.request_timeout = Duration::from_secs(2);
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    // Metadata goes unanswered from now on: each request times out, closes
+    // its connection, and is retried after the backoff, with the cache
+    // older than its max age all the while.
+    sim.held.insert(ApiKey::Metadata);
+    let steps = step_through_deadlines(&mut sim, Duration::from_secs(10));
+    assert!((3..200).contains(&steps), "{steps} steps");
 }

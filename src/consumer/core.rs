@@ -419,8 +419,20 @@ impl ConsumerCore {
         self.route_responses(now);
     }
 
+    /// The earliest deadline after `now`. Call it right after
+    /// [`ConsumerCore::drive`] at `now`: what was due by then was acted on,
+    /// and a deadline left in the past waits for an input (a response, a
+    /// connection), not for time.
+    pub fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
+        self.deadlines().filter(|t| *t > now).min()
+    }
+
     /// When [`ConsumerCore::drive`] must run next without any input.
     pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines().min()
+    }
+
+    fn deadlines(&self) -> impl Iterator<Item = Instant> {
         let candidates = [
             self.cluster.poll_timeout(),
             self.membership.as_ref().and_then(|m| m.next_deadline()),
@@ -428,7 +440,7 @@ impl ConsumerCore {
             self.next_auto_commit,
             self.poll_deadline(),
         ];
-        candidates.into_iter().flatten().min()
+        candidates.into_iter().flatten()
     }
 
     fn poll_deadline(&self) -> Option<Instant> {

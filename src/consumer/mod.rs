@@ -17,7 +17,7 @@ use crate::cluster::Target;
 use crate::cluster::{Cluster, ClusterConfig, ExponentialBackoff};
 use crate::config::ConsumerConfig;
 use crate::error::Error;
-use crate::events::{BrokerCounters, ConnectionEvent, ConnectionInfo};
+use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
 use crate::fetch::{
     read_list_offsets, ConsumerRecord, FetchConfig, Fetcher, OffsetAndTimestamp, OffsetSpec,
 };
@@ -25,10 +25,9 @@ use crate::group::membership::{GroupEvent, Membership, MembershipConfig};
 use crate::group::TopicPartition;
 use crate::runtime::engine::Engine;
 use crate::runtime::SocketOptions;
-use futures::channel::mpsc::{unbounded, UnboundedSender};
 use futures::Stream;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Told of partition assignment changes, from inside [`Consumer::poll`]
@@ -133,7 +132,7 @@ pub struct Consumer {
     pending: Option<ConsumerCore>,
     listener: Option<Box<dyn RebalanceListener>>,
     callbacks: Vec<(CommitId, CommitCallback)>,
-    subscribers: Arc<Mutex<Vec<UnboundedSender<ConnectionEvent>>>>,
+    events: Arc<EventHub>,
     closed: bool,
 }
 
@@ -214,7 +213,7 @@ impl Consumer {
             pending: Some(core),
             listener: None,
             callbacks: Vec::new(),
-            subscribers: Arc::new(Mutex::new(Vec::new())),
+            events: Arc::new(EventHub::default()),
             closed: false,
         })
     }
@@ -353,7 +352,7 @@ impl Consumer {
             let options = SocketOptions {
                 keepalive: self.config.socket_keepalive(),
             };
-            self.engine = Some(Engine::start(core, options, self.subscribers.clone()));
+            self.engine = Some(Engine::start(core, options, self.events.clone()));
         }
     }
 
@@ -938,7 +937,10 @@ impl Consumer {
         self.read_core(|core| core.cluster.counters().clone())
     }
 
-    /// A stream of connection events from now on.
+    /// A stream of connection events from now on. It keeps at most
+    /// [`EVENT_BUFFER`] unread events: a reader that falls behind loses the
+    /// newest ones (counted by [`ConnectionEvents::dropped`]), never memory.
+    /// It ends when the consumer is closed or dropped.
     ///
     /// ```
     /// # async_std::task::block_on(async {
@@ -978,13 +980,8 @@ impl Consumer {
     /// # Ok::<(), lazykafka::Error>(())
     /// # }).unwrap();
     /// ```
-    pub fn connection_events(&mut self) -> impl Stream<Item = ConnectionEvent> {
-        let (tx, rx) = unbounded();
-        self.subscribers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(tx);
-        rx
+    pub fn connection_events(&mut self) -> ConnectionEvents {
+        self.events.subscribe(EVENT_BUFFER)
     }
 
     /// Commits (when auto-commit is on), leaves the group and closes every
@@ -996,6 +993,7 @@ impl Consumer {
         self.closed = true;
         let Some(engine) = self.engine.as_mut() else {
             // Never polled: nothing was opened.
+            self.events.close();
             return Ok(());
         };
         let timeout = self.config.default_api_timeout();
@@ -1099,5 +1097,6 @@ impl Drop for Consumer {
         if let Some(engine) = &self.engine {
             engine.stop();
         }
+        self.events.close();
     }
 }

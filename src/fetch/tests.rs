@@ -243,7 +243,10 @@ fn t0_offsets(records: &[ConsumerRecord]) -> Vec<i64> {
 fn lost() -> RequestError {
     RequestError::ConnectionLost {
         addr: "b1:9092".into(),
-        reason: "reset by peer".into(),
+        cause: crate::events::ConnectionError::Io {
+            kind: "ConnectionReset".into(),
+            message: "Connection reset by peer (os error 104)".into(),
+        },
     }
 }
 

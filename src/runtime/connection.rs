@@ -66,7 +66,7 @@ impl BrokerConnection {
                 ConnectError::Timeout => Error::ConnectTimeout {
                     addr: addr.to_owned(),
                 },
-                ConnectError::Io(source) => Error::Io {
+                ConnectError::Resolve(source) | ConnectError::Io(source) => Error::Io {
                     addr: addr.to_owned(),
                     source,
                 },

@@ -139,8 +139,7 @@ impl ClusterDriver {
     async fn apply_actions(&mut self) {
         while let Some(action) = self.cluster.poll_action() {
             if let Some((conn, error)) = self.sockets.perform(action).await {
-                self.cluster
-                    .handle_closed(Instant::now(), conn, Some(error));
+                self.cluster.handle_closed(Instant::now(), conn, error);
             }
         }
         self.collect_outputs();

@@ -4,11 +4,11 @@
 //! `Consumer::new`, `subscribe` or `assign`) and stopped by `close` or by
 //! dropping the consumer.
 
+use super::signal::{yield_now, Signal};
 use super::sockets::{SocketOptions, SocketTable, Sockets};
 use crate::consumer::core::ConsumerCore;
-use crate::events::ConnectionEvent;
-use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
-use futures::{FutureExt, StreamExt};
+use crate::events::EventHub;
+use futures::FutureExt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,10 @@ const RECHECK_KICK: Duration = Duration::from_millis(10);
 pub(crate) struct Shared {
     core: Mutex<ConsumerCore>,
     stop: Mutex<bool>,
+    /// Set by the consumer when it changed the state: the task drives.
+    kick: Signal,
+    /// Set by the task after each step: a waiting `poll` looks again.
+    progress: Signal,
 }
 
 impl Shared {
@@ -35,38 +39,24 @@ impl Shared {
 #[derive(Debug)]
 pub(crate) struct Engine {
     shared: Arc<Shared>,
-    kick: UnboundedSender<()>,
-    progress: UnboundedReceiver<()>,
     table: SocketTable,
-    events: Arc<Mutex<Vec<UnboundedSender<ConnectionEvent>>>>,
+    events: Arc<EventHub>,
 }
 
 impl Engine {
     /// Starts the task for `core`. `events` receive every connection event.
-    pub fn start(
-        core: ConsumerCore,
-        options: SocketOptions,
-        events: Arc<Mutex<Vec<UnboundedSender<ConnectionEvent>>>>,
-    ) -> Engine {
+    pub fn start(core: ConsumerCore, options: SocketOptions, events: Arc<EventHub>) -> Engine {
         let shared = Arc::new(Shared {
             core: Mutex::new(core),
             stop: Mutex::new(false),
+            kick: Signal::default(),
+            progress: Signal::default(),
         });
-        let (kick, kick_rx) = unbounded();
-        let (progress_tx, progress) = unbounded();
         let sockets = Sockets::new(options);
         let table = sockets.table();
-        async_std::task::spawn(run(
-            shared.clone(),
-            sockets,
-            kick_rx,
-            progress_tx,
-            events.clone(),
-        ));
+        async_std::task::spawn(run(shared.clone(), sockets, events.clone()));
         Engine {
             shared,
-            kick,
-            progress,
             table,
             events,
         }
@@ -79,7 +69,7 @@ impl Engine {
 
     /// Wakes the task after the state was changed from outside.
     pub fn kick(&self) {
-        let _ = self.kick.unbounded_send(());
+        self.shared.kick.notify();
     }
 
     /// Forgets progress reported so far: only progress after this call
@@ -87,14 +77,14 @@ impl Engine {
     /// and kicking the task, so the task's answer to the change is not
     /// missed.
     pub fn drain_progress(&mut self) {
-        while self.progress.try_recv().is_ok() {}
+        self.shared.progress.take();
     }
 
     /// Waits until the task made progress, or `timeout` passed; returns
     /// whether it made progress.
     pub async fn next_progress(&mut self, timeout: Duration) -> bool {
         futures::select! {
-            p = self.progress.next().fuse() => p.is_some(),
+            _ = self.shared.progress.wait().fuse() => true,
             _ = async_std::task::sleep(timeout).fuse() => false,
         }
     }
@@ -146,6 +136,7 @@ impl Engine {
             while core.cluster.poll_action().is_some() {}
         }
         self.table.close_all();
+        self.events.close();
         self.kick();
     }
 }
@@ -156,23 +147,11 @@ impl Drop for Engine {
     }
 }
 
-fn forward_events(
-    core: &mut ConsumerCore,
-    subscribers: &Mutex<Vec<UnboundedSender<ConnectionEvent>>>,
-) {
-    let mut subs = subscribers.lock().unwrap_or_else(PoisonError::into_inner);
-    while let Some(event) = core.cluster.poll_event() {
-        subs.retain(|s| s.unbounded_send(event.clone()).is_ok());
-    }
+fn forward_events(core: &mut ConsumerCore, hub: &EventHub) {
+    hub.publish(std::iter::from_fn(|| core.cluster.poll_event()));
 }
 
-async fn run(
-    shared: Arc<Shared>,
-    mut sockets: Sockets,
-    mut kick: UnboundedReceiver<()>,
-    progress: UnboundedSender<()>,
-    events: Arc<Mutex<Vec<UnboundedSender<ConnectionEvent>>>>,
-) {
+async fn run(shared: Arc<Shared>, mut sockets: Sockets, events: Arc<EventHub>) {
     loop {
         if *shared.stop.lock().unwrap_or_else(PoisonError::into_inner) {
             return;
@@ -180,23 +159,34 @@ async fn run(
         // One step of the state machines, then their IO.
         let (actions, deadline) = {
             let mut core = shared.lock();
-            core.drive(Instant::now());
+            let now = Instant::now();
+            core.drive(now);
+            if core.next_deadline().is_some_and(|d| d <= now) {
+                // Something came due during the step (a retry whose backoff
+                // ended as a response arrived): act on it now.
+                core.drive(now);
+            }
             forward_events(&mut core, &events);
             let mut actions = Vec::new();
             while let Some(a) = core.cluster.poll_action() {
                 actions.push(a);
             }
-            (actions, core.next_deadline())
+            // Deadlines at or before `now` were acted on by this step; one
+            // still there waits for an input, not for time (sleeping on it
+            // would be a busy loop).
+            (actions, core.next_deadline_after(now))
         };
         let acted = !actions.is_empty();
         for action in actions {
             if let Some((conn, error)) = sockets.perform(action).await {
                 let mut core = shared.lock();
-                core.cluster
-                    .handle_closed(Instant::now(), conn, Some(error));
+                core.cluster.handle_closed(Instant::now(), conn, error);
             }
         }
-        let _ = progress.unbounded_send(());
+        shared.progress.notify();
+        // Let the connect and reader tasks run even on a runtime with one
+        // thread, whatever this pass found to do.
+        yield_now().await;
         if acted {
             // Writes may have produced more to do (a failed write closes a
             // connection); drive again before waiting.
@@ -207,12 +197,7 @@ async fn run(
         });
         let input = futures::select! {
             input = sockets.next().fuse() => input,
-            k = kick.next().fuse() => {
-                if k.is_none() {
-                    return;
-                }
-                None
-            }
+            _ = shared.kick.wait().fuse() => None,
             _ = async_std::task::sleep(sleep).fuse() => None,
         };
         let mut core = shared.lock();

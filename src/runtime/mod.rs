@@ -6,6 +6,7 @@
 mod connection;
 mod driver;
 pub(crate) mod engine;
+mod signal;
 mod socket;
 mod sockets;
 

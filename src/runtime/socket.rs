@@ -13,15 +13,30 @@ use std::time::{Duration, Instant};
 pub(crate) enum ConnectError {
     /// The setup timeout passed.
     Timeout,
-    /// Resolving or connecting failed; the error of the last address tried.
+    /// The name did not resolve (or resolved to no address).
+    Resolve(std::io::Error),
+    /// Connecting failed; the error of the last address tried.
     Io(std::io::Error),
+}
+
+impl ConnectError {
+    /// The cause, as the cluster and the events carry it.
+    pub fn cause(&self) -> crate::events::ConnectionError {
+        match self {
+            ConnectError::Timeout => crate::events::ConnectionError::SetupTimeout,
+            ConnectError::Resolve(e) => crate::events::ConnectionError::Resolve {
+                message: e.to_string(),
+            },
+            ConnectError::Io(e) => crate::events::ConnectionError::from_io(e),
+        }
+    }
 }
 
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ConnectError::Timeout => f.write_str("connection setup timed out"),
-            ConnectError::Io(e) => e.fmt(f),
+            ConnectError::Resolve(e) | ConnectError::Io(e) => e.fmt(f),
         }
     }
 }
@@ -35,10 +50,10 @@ pub(crate) async fn connect_socket(
     let deadline = Instant::now() + setup_timeout;
     let candidates: Vec<SocketAddr> = match timeout(setup_timeout, addr.to_socket_addrs()).await {
         Ok(Ok(addrs)) => addrs.collect(),
-        Ok(Err(e)) => return Err(ConnectError::Io(e)),
+        Ok(Err(e)) => return Err(ConnectError::Resolve(e)),
         Err(_) => return Err(ConnectError::Timeout),
     };
-    let mut last_error = ConnectError::Io(std::io::Error::new(
+    let mut last_error = ConnectError::Resolve(std::io::Error::new(
         std::io::ErrorKind::NotFound,
         "the name resolved to no address",
     ));

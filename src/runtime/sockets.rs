@@ -7,7 +7,7 @@
 
 use super::socket::connect_socket;
 use crate::cluster::{Action, Cluster};
-use crate::events::ConnectionId;
+use crate::events::{ConnectionError, ConnectionId};
 use crate::protocol::frame::frame_size;
 use async_std::net::TcpStream;
 use bytes::BytesMut;
@@ -21,13 +21,13 @@ use std::time::Instant;
 #[derive(Debug)]
 pub(crate) enum SocketInput {
     Connected(TcpStream, std::net::SocketAddr),
-    ConnectFailed(String),
+    ConnectFailed(ConnectionError),
     /// One whole response frame (size prefix included), or, when the
     /// prefix announces a frame too large, the prefix alone (the cluster
     /// refuses it and closes the connection).
     Data(BytesMut),
     Eof,
-    Failed(String),
+    Failed(ConnectionError),
 }
 
 /// Socket-level settings the cluster does not decide.
@@ -102,7 +102,7 @@ impl Sockets {
     }
 
     /// Does one action; returns the error of a failed write.
-    pub async fn perform(&mut self, action: Action) -> Option<(ConnectionId, String)> {
+    pub async fn perform(&mut self, action: Action) -> Option<(ConnectionId, ConnectionError)> {
         match action {
             Action::Connect {
                 conn,
@@ -114,7 +114,7 @@ impl Sockets {
                 async_std::task::spawn(async move {
                     let input = match connect_socket(&addr, timeout, keepalive).await {
                         Ok((stream, peer)) => SocketInput::Connected(stream, peer),
-                        Err(e) => SocketInput::ConnectFailed(e.to_string()),
+                        Err(e) => SocketInput::ConnectFailed(e.cause()),
                     };
                     let _ = tx.unbounded_send((conn, input));
                 });
@@ -126,7 +126,7 @@ impl Sockets {
                     .write_all(&bytes)
                     .await
                     .err()
-                    .map(|e| (conn, e.to_string()))
+                    .map(|e| (conn, ConnectionError::from_io(&e)))
             }
             Action::Close { conn } => {
                 self.table.close(conn);
@@ -173,8 +173,8 @@ impl Sockets {
             }
             SocketInput::ConnectFailed(e) => cluster.handle_connect_failed(now, id, e),
             SocketInput::Data(bytes) => cluster.handle_received_buf(now, id, bytes),
-            SocketInput::Eof => cluster.handle_closed(now, id, None),
-            SocketInput::Failed(e) => cluster.handle_closed(now, id, Some(e)),
+            SocketInput::Eof => cluster.handle_closed(now, id, ConnectionError::ClosedByBroker),
+            SocketInput::Failed(e) => cluster.handle_closed(now, id, e),
         }
     }
 }
@@ -210,7 +210,7 @@ enum ReadEnd {
     /// The peer closed the connection (a frame cut short included: the
     /// cluster drops what it has of it either way).
     Eof,
-    Failed(String),
+    Failed(ConnectionError),
     /// The size prefix was refused (too large or negative).
     Refused(BytesMut),
 }
@@ -235,7 +235,7 @@ async fn read_full(stream: &mut TcpStream, mut buf: &mut [u8]) -> Result<(), Rea
             Ok(0) => return Err(ReadEnd::Eof),
             Ok(n) => buf = &mut buf[n..],
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(ReadEnd::Failed(e.to_string())),
+            Err(e) => return Err(ReadEnd::Failed(ConnectionError::from_io(&e))),
         }
     }
     Ok(())

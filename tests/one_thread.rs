@@ -1,0 +1,141 @@
+//! The consumer with a single executor thread (`ASYNC_STD_THREAD_COUNT=1`,
+//! as in a one-CPU container): its background task, connect tasks and
+//! socket readers share that thread, so a task that never yields starves
+//! the others. Through a one-second coordinator outage, on librdkafka's
+//! mock and on `lazykafka::mock`, the consumer must reconnect and go on,
+//! spend little CPU while it waits, and hold its memory while the
+//! application does not poll and does not read its event stream.
+//!
+//! One test function: the executor's thread count is read once, when the
+//! first task is spawned in this process.
+
+mod common;
+
+use common::clusters::{standard, TestCluster};
+use common::peers::{config, produce_range, WAIT};
+use lazykafka::mock::MockCluster;
+use lazykafka::Consumer;
+use std::time::{Duration, Instant};
+
+/// Seconds of CPU (user + system) this process used so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks / hz
+}
+
+/// Resident memory of this process, in MiB.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS");
+    kib / 1024.0
+}
+
+/// Polls until `n` records came, within [`WAIT`]; returns how many came.
+async fn consume(consumer: &mut Consumer, n: usize) -> usize {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = 0;
+    while seen < n && Instant::now() < deadline {
+        seen += consumer
+            .poll(Duration::from_millis(100))
+            .await
+            .expect("poll")
+            .len();
+    }
+    seen
+}
+
+async fn coordinator_outage<C: TestCluster>() {
+    let mock: C = standard();
+    let name = mock.name();
+    produce_range(&mock.bootstrap(), "t", 2, 0..20, "none");
+    let mut consumer =
+        Consumer::new(config(&mock.bootstrap(), Some("g")).build().unwrap()).unwrap();
+    // Never read: a slow reader must cost bounded memory.
+    let _events = consumer.connection_events();
+    consumer.subscribe(["t"]).unwrap();
+    assert_eq!(
+        consume(&mut consumer, 20).await,
+        20,
+        "{name}: first records"
+    );
+
+    // The coordinator (broker 2) goes down for a second while the
+    // application keeps polling: the consumer's group requests wait for
+    // it, reconnecting with backoff.
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    mock.broker_down(2);
+    while t0.elapsed() < Duration::from_secs(1) {
+        consumer
+            .poll(Duration::from_millis(100))
+            .await
+            .expect("poll");
+    }
+    // Then the application stops polling for two seconds, the coordinator
+    // still down: the background task goes on alone.
+    let rss0 = rss_mib();
+    let quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_secs(2) {
+        async_std::task::sleep(Duration::from_millis(100)).await;
+    }
+    let rss_growth = rss_mib() - rss0;
+    mock.broker_up(2);
+    let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+
+    // Back: new records arrive and a commit reaches the coordinator.
+    produce_range(&mock.bootstrap(), "t", 2, 20..40, "none");
+    assert_eq!(
+        consume(&mut consumer, 20).await,
+        20,
+        "{name}: records after the outage"
+    );
+    let deadline = Instant::now() + WAIT;
+    let committed = loop {
+        match consumer.commit().await {
+            Ok(()) => break true,
+            Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                consumer
+                    .poll(Duration::from_millis(100))
+                    .await
+                    .expect("poll");
+            }
+            Err(e) => panic!("{name}: commit after the outage: {e}"),
+        }
+    };
+    assert!(committed);
+    consumer.close().await.expect("close");
+
+    eprintln!("{name}: {cpu:.3} s of CPU in {wall:.1} s of outage; RSS grew {rss_growth:.1} MiB");
+    // A busy loop takes the whole thread (about one CPU second per
+    // second); waiting on timers and sockets takes a few milliseconds.
+    assert!(
+        cpu < 0.3 * wall,
+        "{name}: {cpu:.3} s of CPU in {wall:.1} s of outage"
+    );
+    // A queue growing on every loop pass grew by hundreds of MiB here.
+    assert!(
+        rss_growth < 32.0,
+        "{name}: RSS grew {rss_growth:.1} MiB while nobody polled"
+    );
+}
+
+#[test]
+fn a_coordinator_outage_on_one_executor_thread() {
+    // SAFETY: set before any thread of this test binary reads the
+    // environment (nothing was spawned yet).
+    std::env::set_var("ASYNC_STD_THREAD_COUNT", "1");
+    async_std::task::block_on(async {
+        coordinator_outage::<common::mock::RawMock>().await;
+        coordinator_outage::<MockCluster>().await;
+    });
+}
