@@ -229,6 +229,7 @@ const CONNECTIONS_MAX_IDLE_MS: &str = "connections.max.idle.ms";
 const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
 const DEFAULT_API_TIMEOUT_MS: &str = "default.api.timeout.ms";
 const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
+const TOPIC_METADATA_PROPAGATION_MAX_MS: &str = "topic.metadata.propagation.max.ms";
 const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
 const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
 const SOCKET_CONNECTION_SETUP_TIMEOUT_MS: &str = "socket.connection.setup.timeout.ms";
@@ -316,6 +317,7 @@ pub struct ConsumerConfig {
     request_timeout: Duration,
     default_api_timeout: Duration,
     metadata_max_age: Duration,
+    topic_metadata_propagation_max: Duration,
     reconnect_backoff: Duration,
     reconnect_backoff_max: Duration,
     socket_connection_setup_timeout: Duration,
@@ -359,6 +361,7 @@ impl ConsumerConfig {
         REQUEST_TIMEOUT_MS,
         DEFAULT_API_TIMEOUT_MS,
         METADATA_MAX_AGE_MS,
+        TOPIC_METADATA_PROPAGATION_MAX_MS,
         RECONNECT_BACKOFF_MS,
         RECONNECT_BACKOFF_MAX_MS,
         SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
@@ -490,6 +493,10 @@ impl ConsumerConfig {
             (REQUEST_TIMEOUT_MS, ms(self.request_timeout)),
             (DEFAULT_API_TIMEOUT_MS, ms(self.default_api_timeout)),
             (METADATA_MAX_AGE_MS, ms(self.metadata_max_age)),
+            (
+                TOPIC_METADATA_PROPAGATION_MAX_MS,
+                ms(self.topic_metadata_propagation_max),
+            ),
             (RECONNECT_BACKOFF_MS, ms(self.reconnect_backoff)),
             (RECONNECT_BACKOFF_MAX_MS, ms(self.reconnect_backoff_max)),
             (
@@ -658,6 +665,17 @@ impl ConsumerConfig {
     /// (default 5 min).
     pub fn metadata_max_age(&self) -> Duration {
         self.metadata_max_age
+    }
+
+    /// `topic.metadata.propagation.max.ms` (as librdkafka names it): how
+    /// long a subscribed or assigned topic (or partition) may be missing
+    /// from the cluster's metadata before `poll` reports it with
+    /// [`Error::Topic`](crate::Error::Topic) or
+    /// [`Error::UnknownPartition`](crate::Error::UnknownPartition), and
+    /// `partitions_for` gives up on it (default 1 s: a new topic reaches
+    /// every broker within it on a healthy cluster; librdkafka waits 30 s).
+    pub fn topic_metadata_propagation_max(&self) -> Duration {
+        self.topic_metadata_propagation_max
     }
 
     /// `reconnect.backoff.ms`: the first wait before reconnecting to a
@@ -845,6 +863,7 @@ pub struct ConsumerConfigBuilder {
     request_timeout: Duration,
     default_api_timeout: Duration,
     metadata_max_age: Duration,
+    topic_metadata_propagation_max: Duration,
     reconnect_backoff: Option<Duration>,
     reconnect_backoff_max: Option<Duration>,
     socket_connection_setup_timeout: Duration,
@@ -893,6 +912,7 @@ impl ConsumerConfigBuilder {
             request_timeout: Duration::from_millis(30_000),
             default_api_timeout: Duration::from_millis(60_000),
             metadata_max_age: Duration::from_millis(300_000),
+            topic_metadata_propagation_max: Duration::from_millis(1_000),
             reconnect_backoff: None,
             reconnect_backoff_max: None,
             socket_connection_setup_timeout: Duration::from_millis(10_000),
@@ -963,6 +983,9 @@ impl ConsumerConfigBuilder {
             REQUEST_TIMEOUT_MS => self.request_timeout = parse_ms(p, v)?,
             DEFAULT_API_TIMEOUT_MS => self.default_api_timeout = parse_ms(p, v)?,
             METADATA_MAX_AGE_MS => self.metadata_max_age = parse_ms(p, v)?,
+            TOPIC_METADATA_PROPAGATION_MAX_MS => {
+                self.topic_metadata_propagation_max = parse_ms(p, v)?
+            }
             RECONNECT_BACKOFF_MS => self.reconnect_backoff = Some(parse_ms(p, v)?),
             RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max = Some(parse_ms(p, v)?),
             SOCKET_CONNECTION_SETUP_TIMEOUT_MS => {
@@ -1154,6 +1177,12 @@ impl ConsumerConfigBuilder {
         self
     }
 
+    /// `topic.metadata.propagation.max.ms`.
+    pub fn topic_metadata_propagation_max(mut self, max: Duration) -> Self {
+        self.topic_metadata_propagation_max = max;
+        self
+    }
+
     /// `reconnect.backoff.ms`. Setting it without
     /// `reconnect.backoff.max.ms` turns exponential backoff off, as in the
     /// Java client.
@@ -1273,6 +1302,12 @@ impl ConsumerConfigBuilder {
         check_ms(REQUEST_TIMEOUT_MS, b.request_timeout, 0, INT_MAX)?;
         check_ms(DEFAULT_API_TIMEOUT_MS, b.default_api_timeout, 0, INT_MAX)?;
         check_ms(METADATA_MAX_AGE_MS, b.metadata_max_age, 0, i64::MAX as u64)?;
+        check_ms(
+            TOPIC_METADATA_PROPAGATION_MAX_MS,
+            b.topic_metadata_propagation_max,
+            0,
+            INT_MAX,
+        )?;
         check_ms(RETRY_BACKOFF_MS, b.retry_backoff, 0, i64::MAX as u64)?;
         check_ms(
             SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
@@ -1426,6 +1461,7 @@ impl ConsumerConfigBuilder {
             request_timeout: b.request_timeout,
             default_api_timeout: b.default_api_timeout,
             metadata_max_age: b.metadata_max_age,
+            topic_metadata_propagation_max: b.topic_metadata_propagation_max,
             reconnect_backoff,
             reconnect_backoff_max,
             socket_connection_setup_timeout: b.socket_connection_setup_timeout,

@@ -1,8 +1,14 @@
 //! The crate's public error type and Kafka's broker error codes.
 
+use crate::events::{ConnectionError, Purpose};
 use crate::protocol::{DecodeError, EncodeError, FrameError, NoCommonVersion};
 use std::fmt;
 use std::io;
+use std::time::Duration;
+
+/// How long a condition that goes on (a broker still unreachable, a topic
+/// still unknown) waits before it is reported again.
+pub const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
 mod codes;
 pub use codes::ErrorCode;
@@ -103,6 +109,71 @@ pub enum Error {
     Timeout {
         /// What timed out.
         what: &'static str,
+        /// How long it was given.
+        after: std::time::Duration,
+        /// The last failure seen meanwhile (a refused connection, an
+        /// unknown topic, ...), if any.
+        last_error: Option<String>,
+    },
+    /// No bootstrap broker could be reached: each address failed, for the
+    /// cause given. The consumer goes on trying (with backoff); this is
+    /// reported once when it starts, and again after a broker was reached
+    /// or after [`REPORT_AGAIN_AFTER`].
+    BrokersUnreachable {
+        /// Each bootstrap address with its last failure.
+        attempts: Vec<(String, ConnectionError)>,
+    },
+    /// Connecting to a known broker (the group coordinator or a partition
+    /// leader) failed, or its connection broke before answering. The
+    /// consumer goes on trying (with backoff); reported once when it
+    /// starts, and again after the broker answered or after
+    /// [`REPORT_AGAIN_AFTER`].
+    Connection {
+        /// The broker id, when known.
+        broker: Option<i32>,
+        /// The address dialled.
+        addr: String,
+        /// What the connection is for.
+        purpose: Purpose,
+        /// What happened.
+        cause: ConnectionError,
+    },
+    /// A subscribed or assigned topic is unknown to the cluster (or
+    /// refused to this client) for longer than
+    /// `topic.metadata.propagation.max.ms`. The consumer keeps asking for
+    /// its metadata and starts on it once it appears.
+    Topic {
+        /// The topic.
+        topic: String,
+        /// Why (UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, ...).
+        code: ErrorCode,
+    },
+    /// An assigned partition does not exist: the topic has fewer
+    /// partitions. The consumer keeps asking for the topic's metadata.
+    UnknownPartition {
+        /// The topic.
+        topic: String,
+        /// The partition asked for.
+        partition: i32,
+        /// How many partitions the topic has.
+        partitions: usize,
+    },
+    /// The consumer group refused a request with an error code (or its
+    /// answer could not be used). When [`Error::is_fatal`] is true the
+    /// member has stopped: it no longer joins the group nor fetches its
+    /// partitions, and the consumer must be closed (and made anew once the
+    /// cause, such as a missing ACL, is fixed).
+    Group {
+        /// The group.
+        group: String,
+        /// The request (`JoinGroup`, `OffsetCommit`, ...).
+        api: &'static str,
+        /// The broker's error code, when it gave one.
+        code: Option<ErrorCode>,
+        /// What happened, in words.
+        reason: String,
+        /// Whether the member stopped because of it.
+        stopped: bool,
     },
     /// The broker answered with an error code.
     Broker {
@@ -122,9 +193,29 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the same operation can succeed if tried again later.
+    /// Whether the consumer cannot go on: it was closed, or its group
+    /// member stopped for an error no retry can fix (authorization, an
+    /// invalid group id, a fenced static member, ...). Close the consumer
+    /// then, and make a new one once the cause is fixed.
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            Error::Closed => true,
+            Error::Group { stopped, .. } => *stopped,
+            _ => false,
+        }
+    }
+
+    /// Whether the same operation can succeed if tried again later (for
+    /// an error from `poll`: whether the consumer goes on by itself, as it
+    /// retries in the background).
     pub fn is_retriable(&self) -> bool {
         match self {
+            Error::BrokersUnreachable { .. } | Error::Connection { .. } => true,
+            Error::Topic { code, .. } => code.is_retriable(),
+            Error::UnknownPartition { .. } => true,
+            Error::Group { code, stopped, .. } => {
+                !stopped && code.is_some_and(|c| c.is_retriable())
+            }
             Error::Io { .. }
             | Error::ConnectTimeout { .. }
             | Error::RequestTimeout { .. }
@@ -171,7 +262,69 @@ impl fmt::Display for Error {
             Error::Closed => f.write_str("the consumer is closed"),
             Error::Fetch(e) => e.fmt(f),
             Error::Seek(e) => e.fmt(f),
-            Error::Timeout { what } => write!(f, "{what} timed out"),
+            Error::Timeout {
+                what,
+                after,
+                last_error,
+            } => {
+                write!(f, "{what} timed out after {after:?}")?;
+                match last_error {
+                    Some(e) => write!(f, "; last error: {e}"),
+                    None => Ok(()),
+                }
+            }
+            Error::BrokersUnreachable { attempts } => {
+                f.write_str("all bootstrap brokers unreachable: ")?;
+                const SHOWN: usize = 5;
+                for (i, (addr, cause)) in attempts.iter().take(SHOWN).enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{addr} {cause}")?;
+                }
+                if attempts.len() > SHOWN {
+                    write!(f, ", and {} more", attempts.len() - SHOWN)?;
+                }
+                Ok(())
+            }
+            Error::Connection {
+                broker,
+                addr,
+                purpose,
+                cause,
+            } => {
+                match broker {
+                    Some(b) => write!(f, "broker {b} ({purpose} connection to {addr})")?,
+                    None => write!(f, "{purpose} connection to {addr}")?,
+                }
+                write!(f, ": {cause}")
+            }
+            Error::Topic { topic, code } => write!(f, "topic {topic:?}: {code}"),
+            Error::UnknownPartition {
+                topic,
+                partition,
+                partitions,
+            } => write!(
+                f,
+                "partition {partition} of topic {topic:?} does not exist (the topic has {partitions})"
+            ),
+            Error::Group {
+                group,
+                api,
+                code,
+                reason,
+                stopped,
+            } => {
+                write!(f, "group {group:?}: {api} failed: ")?;
+                match code {
+                    Some(code) => write!(f, "{code}")?,
+                    None => f.write_str(reason)?,
+                }
+                if *stopped {
+                    f.write_str("; the member stopped")?;
+                }
+                Ok(())
+            }
             Error::Config { property, reason } => {
                 write!(f, "configuration property {property}: {reason}")
             }
@@ -188,6 +341,7 @@ impl std::error::Error for Error {
             Error::Encode { source, .. } => Some(source),
             Error::NoCommonVersion { source, .. } => Some(source),
             Error::Request { source, .. } => Some(source),
+            Error::Connection { cause, .. } => Some(cause),
             Error::Fetch(e) => Some(e),
             Error::Seek(e) => Some(e),
             _ => None,

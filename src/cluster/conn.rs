@@ -115,6 +115,8 @@ pub(crate) struct Conn {
     pub queue: VecDeque<Queued>,
     /// Last time bytes crossed the socket (or it was started).
     pub last_activity: Instant,
+    /// Whether it answered a request other than ApiVersions.
+    pub answered: bool,
     recv: BytesMut,
     frames: FrameDecoder,
     next_correlation_id: i32,
@@ -142,6 +144,7 @@ impl Conn {
             in_flight: VecDeque::new(),
             queue: VecDeque::new(),
             last_activity: now,
+            answered: false,
             recv: BytesMut::new(),
             frames: FrameDecoder::new(max_frame_size),
             next_correlation_id: 0,

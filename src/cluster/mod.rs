@@ -210,6 +210,9 @@ pub enum RequestError {
     Timeout {
         /// The API.
         api: ApiKey,
+        /// For a request that never got a connection: the last connection
+        /// failure seen meanwhile (address, purpose and cause).
+        last_error: Option<String>,
     },
     /// The broker and this client share no version of the API.
     NoCommonVersion(NoCommonVersion),
@@ -237,7 +240,14 @@ impl fmt::Display for RequestError {
             RequestError::ConnectionLost { addr, cause } => {
                 write!(f, "connection to {addr} lost: {cause}")
             }
-            RequestError::Timeout { api } => write!(f, "{api} request timed out"),
+            RequestError::Timeout {
+                api,
+                last_error: None,
+            } => write!(f, "{api} request timed out"),
+            RequestError::Timeout {
+                api,
+                last_error: Some(e),
+            } => write!(f, "{api} request timed out; last error: {e}"),
             RequestError::NoCommonVersion(e) => e.fmt(f),
             RequestError::Encode(api, e) => write!(f, "cannot encode {api} request: {e}"),
             RequestError::NoGroup => f.write_str("no group.id is configured"),
@@ -247,6 +257,33 @@ impl fmt::Display for RequestError {
 }
 
 impl std::error::Error for RequestError {}
+
+/// A condition the application should hear of, reported once when it
+/// starts (and again once it cleared, or after
+/// [`REPORT_AGAIN_AFTER`](crate::error::REPORT_AGAIN_AFTER)): the cluster
+/// goes on trying by itself meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// Every bootstrap address failed since one last answered, and no
+    /// connection is live.
+    BootstrapUnreachable {
+        /// Each address with its last failure.
+        attempts: Vec<(String, ConnectionError)>,
+    },
+    /// A connection to a known broker (coordinator or leader) failed, or
+    /// broke before it answered a request.
+    BrokerUnreachable {
+        /// The broker id, when known.
+        broker: Option<i32>,
+        /// The address.
+        addr: String,
+        /// What the connection was for.
+        purpose: Purpose,
+        /// What happened.
+        cause: ConnectionError,
+    },
+}
 
 /// Who is waiting for a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,10 +300,19 @@ struct Waiting {
     queued: Queued,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+/// One address's run of failures: its backoff, and whether the
+/// application was told.
+#[derive(Debug, Default, Clone)]
 struct AddrBackoff {
+    /// Failures since a connection to it last answered a request (a
+    /// connection that only completed TCP, or the ApiVersions exchange,
+    /// does not end the run: a broker that drops every request is backed
+    /// off like one that refuses).
     failures: u32,
     until: Option<Instant>,
+    last_error: Option<ConnectionError>,
+    /// When this run was last reported as a [`Problem`].
+    reported: Option<Instant>,
 }
 
 /// A repeated internal request (Metadata, FindCoordinator): in flight or
@@ -333,6 +379,12 @@ pub struct Cluster {
     actions: VecDeque<Action>,
     events: VecDeque<ConnectionEvent>,
     responses: VecDeque<(RequestId, Result<Response, RequestError>)>,
+    problems: VecDeque<Problem>,
+    /// When "every bootstrap address failed" was last reported.
+    bootstrap_reported: Option<Instant>,
+    /// The last connection failure, in words, for requests that time out
+    /// waiting for a connection.
+    last_failure: Option<String>,
     shut_down: bool,
 }
 
@@ -369,6 +421,9 @@ impl Cluster {
             actions: VecDeque::new(),
             events: VecDeque::new(),
             responses: VecDeque::new(),
+            problems: VecDeque::new(),
+            bootstrap_reported: None,
+            last_failure: None,
             shut_down: false,
         }
     }
@@ -574,6 +629,11 @@ impl Cluster {
         self.events.pop_front()
     }
 
+    /// The next condition to report to the application.
+    pub fn poll_problem(&mut self) -> Option<Problem> {
+        self.problems.pop_front()
+    }
+
     /// The next finished request.
     pub fn poll_response(&mut self) -> Option<(RequestId, Result<Response, RequestError>)> {
         self.responses.pop_front()
@@ -741,7 +801,8 @@ impl Cluster {
         for w in std::mem::take(&mut self.waiting) {
             if now >= w.queued.deadline {
                 let api = w.queued.body.api_key();
-                self.fail(w.queued.origin, RequestError::Timeout { api });
+                let last_error = self.last_failure.clone();
+                self.fail(w.queued.origin, RequestError::Timeout { api, last_error });
             } else {
                 kept.push_back(w);
             }
@@ -754,8 +815,13 @@ impl Cluster {
             for q in expired {
                 let api = q.body.api_key();
                 if let Origin::User(id) = q.origin {
-                    self.responses
-                        .push_back((id, Err(RequestError::Timeout { api })));
+                    self.responses.push_back((
+                        id,
+                        Err(RequestError::Timeout {
+                            api,
+                            last_error: None,
+                        }),
+                    ));
                 }
             }
         }
@@ -1122,6 +1188,9 @@ impl Cluster {
         version: i16,
         body: Bytes,
     ) {
+        if origin != Origin::Handshake {
+            self.answered(conn);
+        }
         match origin {
             Origin::Handshake => {
                 let Some(c) = self.conns.get_mut(&conn) else {
@@ -1134,10 +1203,6 @@ impl Cluster {
                     Ok(ExchangeStep::Retry(v)) => self.send_handshake(now, conn, v),
                     Ok(ExchangeStep::Done(versions)) => {
                         c.phase = Phase::Ready { versions };
-                        let addr = c.addr.clone();
-                        if let Some(b) = self.backoff.get_mut(&addr) {
-                            *b = AddrBackoff::default();
-                        }
                         self.emit(now, conn, EventKind::Ready);
                     }
                     Err(e) => self.close(
@@ -1258,14 +1323,8 @@ impl Cluster {
     }
 
     fn connect_failed(&mut self, now: Instant, c: Conn, error: ConnectionError) {
-        let entry = self.backoff.entry(c.addr.clone()).or_default();
-        entry.failures = entry.failures.saturating_add(1);
-        let delay = self
-            .config
-            .reconnect_backoff
-            .delay(entry.failures, self.rng.unit());
-        entry.until = Some(now + delay);
         self.counter(&c.addr).connect_failures += 1;
+        let delay = self.failed(now, &c, &error);
         log::debug!(
             "connection {} to {} ({}) failed: {error}; next attempt in {delay:?}",
             c.id,
@@ -1277,6 +1336,87 @@ impl Cluster {
             self.coordinator = None;
         }
         self.requeue(c);
+    }
+
+    /// A connection to `c`'s address failed, or broke: one more failure in
+    /// its run (a connection that had answered starts a new run), its next
+    /// attempt backed off, and the application told when the run starts
+    /// (or again after a long time). Returns the backoff.
+    fn failed(&mut self, now: Instant, c: &Conn, error: &ConnectionError) -> Duration {
+        let entry = self.backoff.entry(c.addr.clone()).or_default();
+        entry.failures = if c.answered {
+            1
+        } else {
+            entry.failures.saturating_add(1)
+        };
+        entry.last_error = Some(error.clone());
+        let delay = self
+            .config
+            .reconnect_backoff
+            .delay(entry.failures, self.rng.unit());
+        entry.until = Some(now + delay);
+        let due = entry
+            .reported
+            .is_none_or(|t| now.saturating_duration_since(t) >= crate::error::REPORT_AGAIN_AFTER);
+        self.last_failure = Some(format!(
+            "{} connection to {} failed: {error}",
+            c.purpose, c.addr
+        ));
+        if c.purpose == Purpose::Bootstrap {
+            self.check_bootstrap_unreachable(now);
+        } else if due {
+            self.backoff.get_mut(&c.addr).expect("inserted").reported = Some(now);
+            self.problems.push_back(Problem::BrokerUnreachable {
+                broker: c.broker,
+                addr: c.addr.clone(),
+                purpose: c.purpose,
+                cause: error.clone(),
+            });
+        }
+        delay
+    }
+
+    /// Reports that no bootstrap address can be reached, when every one
+    /// failed since one last answered and nothing else is live.
+    fn check_bootstrap_unreachable(&mut self, now: Instant) {
+        if self.conns.values().any(|c| c.is_ready()) {
+            return;
+        }
+        let due = self
+            .bootstrap_reported
+            .is_none_or(|t| now.saturating_duration_since(t) >= crate::error::REPORT_AGAIN_AFTER);
+        if !due {
+            return;
+        }
+        let mut attempts = Vec::new();
+        for addr in &self.config.bootstrap {
+            match self.backoff.get(addr) {
+                Some(AddrBackoff {
+                    failures: 1..,
+                    last_error: Some(e),
+                    ..
+                }) => attempts.push((addr.clone(), e.clone())),
+                _ => return,
+            }
+        }
+        self.bootstrap_reported = Some(now);
+        self.problems
+            .push_back(Problem::BootstrapUnreachable { attempts });
+    }
+
+    /// A connection answered a request: its address's run of failures is
+    /// over.
+    fn answered(&mut self, conn: ConnectionId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.answered {
+            return;
+        }
+        c.answered = true;
+        let addr = c.addr.clone();
+        self.backoff.remove(&addr);
+        self.bootstrap_reported = None;
     }
 
     /// Puts a dead connection's unsent requests back in the waiting list.
@@ -1308,20 +1448,11 @@ impl Cluster {
         self.actions.push_back(Action::Close { conn: id });
         self.counter(&c.addr).count_close(reason);
         if matches!(reason, CloseReason::Peer | CloseReason::Error) {
-            // A connection that broke (or never got through its handshake)
-            // backs its address off like a failed connect, so a broker that
-            // accepts and drops connections is not hammered.
-            let entry = self.backoff.entry(c.addr.clone()).or_default();
-            entry.failures = if c.is_ready() {
-                1
-            } else {
-                entry.failures.saturating_add(1)
-            };
-            let delay = self
-                .config
-                .reconnect_backoff
-                .delay(entry.failures, self.rng.unit());
-            entry.until = Some(now + delay);
+            // A connection that broke backs its address off like a failed
+            // connect (a first failure if it had answered requests), so a
+            // broker that accepts and drops connections is not hammered.
+            let cause = error.clone().unwrap_or(ConnectionError::ClosedByBroker);
+            self.failed(now, &c, &cause);
         }
         let lost = error
             .clone()

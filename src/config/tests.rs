@@ -264,6 +264,17 @@ const CASES: &[Case] = &[
         invalid: &[("-1", "metadata.max.age.ms", &["\"-1\"", "negative"])],
     },
     Case {
+        property: "topic.metadata.propagation.max.ms",
+        default: Some("1000"),
+        valid: "30000",
+        valid_rendered: "30000",
+        invalid: &[(
+            "2147483648",
+            "topic.metadata.propagation.max.ms",
+            &["\"2147483648\""],
+        )],
+    },
+    Case {
         property: "reconnect.backoff.ms",
         default: Some("50"),
         valid: "200",

@@ -9,7 +9,7 @@
 use super::offsets::{
     read_commit, read_committed, CommitOffsets, CommittedOffsets, FetchCommitted, OffsetAndEpoch,
 };
-use crate::cluster::{Cluster, RequestBody, RequestError, RequestId, Response, Target};
+use crate::cluster::{Cluster, Problem, RequestBody, RequestError, RequestId, Response, Target};
 use crate::error::{Error, ErrorCode};
 use crate::fetch::{ConsumerRecord, FetchToken, Fetcher};
 use crate::group::membership::{GroupEvent, GroupRequestKind, MemberState, Membership};
@@ -81,6 +81,22 @@ pub(crate) struct ConsumerCore {
     pending_leave: Option<Box<dyn RequestBody>>,
     next_query: u64,
     closing: bool,
+    /// `topic.metadata.propagation.max.ms`: how long a topic may be
+    /// missing from the metadata before the application hears of it.
+    propagation: Duration,
+    /// Topics (and assigned partitions, as `(topic, Some(partition))`)
+    /// missing from the metadata: since when, and when last reported.
+    missing: BTreeMap<(String, Option<i32>), Missing>,
+    /// The last failure reported, in words, for operations that time out.
+    last_error: Option<String>,
+}
+
+/// A topic or partition the metadata lacks.
+#[derive(Debug, Clone, Copy)]
+struct Missing {
+    since: Instant,
+    code: ErrorCode,
+    reported: Option<Instant>,
 }
 
 impl ConsumerCore {
@@ -120,6 +136,24 @@ impl ConsumerCore {
             pending_leave: None,
             next_query: 1,
             closing: false,
+            propagation: Duration::from_secs(1),
+            missing: BTreeMap::new(),
+            last_error: None,
+        }
+    }
+
+    /// Sets `topic.metadata.propagation.max.ms`.
+    pub fn set_topic_propagation(&mut self, propagation: Duration) {
+        self.propagation = propagation;
+    }
+
+    /// The error for an operation (`what`) that did not finish within
+    /// `after`, naming the last failure seen.
+    pub fn timeout_error(&self, what: &'static str, after: Duration) -> Error {
+        Error::Timeout {
+            what,
+            after,
+            last_error: self.last_error.clone(),
         }
     }
 
@@ -237,9 +271,14 @@ impl ConsumerCore {
     /// its partitions once the metadata describes it with a leader for
     /// each; `Some(Err(code))` for a topic-level error that retrying can't
     /// fix, `None` while the answer is still to come.
+    /// A topic still unknown (retriable error) once
+    /// `topic.metadata.propagation.max.ms` passed since `asked` gives its
+    /// error too.
     pub fn want_partitions(
         &mut self,
         topic: &str,
+        now: Instant,
+        asked: Instant,
     ) -> Option<Result<Vec<TopicPartition>, ErrorCode>> {
         if self.query_topics.insert(topic.to_owned()) {
             self.update_topics();
@@ -255,7 +294,8 @@ impl ConsumerCore {
                 .collect()));
         }
         if let Some(info) = metadata.topics.get(topic) {
-            if info.error != ErrorCode::None && !info.error.is_retriable() {
+            let waited = now.saturating_duration_since(asked) >= self.propagation;
+            if info.error != ErrorCode::None && (!info.error.is_retriable() || waited) {
                 return Some(Err(info.error));
             }
         }
@@ -299,9 +339,12 @@ impl ConsumerCore {
         let group = self.group_id.clone().unwrap_or_default();
         match read_committed(response, &group) {
             Ok(CommittedOffsets::Offsets(o)) => Ok(o),
-            Ok(CommittedOffsets::Error(code)) => Err(Error::Broker {
+            Ok(CommittedOffsets::Error(code)) => Err(Error::Group {
+                group,
                 api: "OffsetFetch",
-                code,
+                code: Some(code),
+                reason: format!("OffsetFetch failed: {code}"),
+                stopped: false,
             }),
             Err(source) => Err(Error::Decode {
                 api: "OffsetFetch",
@@ -417,6 +460,141 @@ impl ConsumerCore {
         self.drive_auto_commit(now);
         // Requests issued above may complete synchronously in tests.
         self.route_responses(now);
+        self.collect_problems();
+        self.watch_topics(now);
+    }
+
+    /// Hands what the cluster and the group report to the application:
+    /// each becomes an error of `poll` and a warn line.
+    fn collect_problems(&mut self) {
+        while let Some(problem) = self.cluster.poll_problem() {
+            let error = match problem {
+                Problem::BootstrapUnreachable { attempts } => {
+                    Error::BrokersUnreachable { attempts }
+                }
+                Problem::BrokerUnreachable {
+                    broker,
+                    addr,
+                    purpose,
+                    cause,
+                } => Error::Connection {
+                    broker,
+                    addr,
+                    purpose,
+                    cause,
+                },
+            };
+            self.report(error);
+        }
+        if let Some(failure) = self.membership.as_mut().and_then(|m| m.take_failure()) {
+            let group = self.group_id.clone().unwrap_or_default();
+            self.report(Error::Group {
+                group,
+                api: failure.api,
+                code: failure.code,
+                reason: failure.reason,
+                stopped: true,
+            });
+        }
+    }
+
+    /// Queues `error` for `poll` and logs it at warn level. Callers report
+    /// a condition when it starts (and again only after it cleared, or
+    /// after a long time), so neither the log nor the queue floods.
+    fn report(&mut self, error: Error) {
+        let next = if error.is_fatal() {
+            "the consumer cannot go on"
+        } else if error.is_retriable() {
+            "retrying"
+        } else {
+            "not retried"
+        };
+        log::warn!("{error} ({next})");
+        self.last_error = Some(error.to_string());
+        // Bounded: a burst of conditions keeps the newest.
+        if self.errors.len() >= 64 {
+            self.errors.pop_front();
+        }
+        self.errors.push_back(error);
+    }
+
+    /// Notes which wanted topics (and assigned partitions) the metadata
+    /// lacks, and reports those missing for `topic.metadata.propagation.max.ms`
+    /// (at once for an error retrying can't fix, such as an authorization
+    /// failure). Nothing is said before metadata arrived at all.
+    fn watch_topics(&mut self, now: Instant) {
+        if self.cluster.metadata_generation() == 0 {
+            return;
+        }
+        let mut wanted: BTreeSet<(String, Option<i32>)> = BTreeSet::new();
+        match &self.mode {
+            Mode::Idle => {}
+            Mode::Subscribed(topics) => wanted.extend(topics.iter().map(|t| (t.clone(), None))),
+            Mode::Assigned(tps) => {
+                for tp in tps {
+                    wanted.insert((tp.topic.clone(), None));
+                    wanted.insert((tp.topic.clone(), Some(tp.partition)));
+                }
+            }
+        }
+        let metadata = self.cluster.metadata();
+        let mut lacking = Vec::new();
+        for key in &wanted {
+            let info = metadata.topics.get(&key.0);
+            let code = match (info, key.1) {
+                (None, _) => ErrorCode::UnknownTopicOrPartition,
+                (Some(t), None) => t.error,
+                (Some(t), Some(p)) => {
+                    if t.error == ErrorCode::None
+                        && !t.partitions.is_empty()
+                        && !t.partitions.contains_key(&p)
+                    {
+                        ErrorCode::UnknownTopicOrPartition
+                    } else {
+                        ErrorCode::None
+                    }
+                }
+            };
+            if code != ErrorCode::None {
+                lacking.push((key.clone(), code, info.map_or(0, |t| t.partitions.len())));
+            }
+        }
+        let lacking_keys: BTreeSet<_> = lacking.iter().map(|(k, _, _)| k.clone()).collect();
+        self.missing.retain(|k, _| lacking_keys.contains(k));
+        for (key, code, partitions) in lacking {
+            let entry = self.missing.entry(key.clone()).or_insert(Missing {
+                since: now,
+                code,
+                reported: None,
+            });
+            if entry.code != code {
+                *entry = Missing {
+                    since: now,
+                    code,
+                    reported: None,
+                };
+            }
+            let due = match entry.reported {
+                None => {
+                    !code.is_retriable()
+                        || now.saturating_duration_since(entry.since) >= self.propagation
+                }
+                Some(t) => now.saturating_duration_since(t) >= crate::error::REPORT_AGAIN_AFTER,
+            };
+            if !due {
+                continue;
+            }
+            entry.reported = Some(now);
+            let error = match key {
+                (topic, Some(partition)) => Error::UnknownPartition {
+                    topic,
+                    partition,
+                    partitions,
+                },
+                (topic, None) => Error::Topic { topic, code },
+            };
+            self.report(error);
+        }
     }
 
     /// The earliest deadline after `now`. Call it right after
@@ -432,7 +610,7 @@ impl ConsumerCore {
         self.deadlines().min()
     }
 
-    fn deadlines(&self) -> impl Iterator<Item = Instant> {
+    fn deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
         let candidates = [
             self.cluster.poll_timeout(),
             self.membership.as_ref().and_then(|m| m.next_deadline()),
@@ -440,7 +618,11 @@ impl ConsumerCore {
             self.next_auto_commit,
             self.poll_deadline(),
         ];
-        candidates.into_iter().flatten()
+        let reports = self.missing.values().map(|m| match m.reported {
+            None => m.since + self.propagation,
+            Some(t) => t + crate::error::REPORT_AGAIN_AFTER,
+        });
+        candidates.into_iter().flatten().chain(reports)
     }
 
     fn poll_deadline(&self) -> Option<Instant> {
@@ -673,8 +855,16 @@ impl ConsumerCore {
         };
         for tp in partitions {
             let committed = offsets.get(&tp).copied().flatten();
-            self.fetcher
+            let applied = self
+                .fetcher
                 .set_committed(&tp, committed.map(|o| (o.offset, o.leader_epoch)));
+            if applied && committed.is_none() {
+                // Said only once the coordinator answered: before that,
+                // nothing is known about committed offsets.
+                log::info!(
+                    "{tp} has no committed offset in group {group:?}; starting from auto.offset.reset"
+                );
+            }
         }
     }
 
@@ -749,6 +939,7 @@ impl ConsumerCore {
         };
         if offsets.is_empty() {
             if let Some(id) = id {
+                log::info!("nothing to commit: no assigned partition has a position yet");
                 self.commit_results.insert(id, Ok(()));
             }
             return None;
@@ -817,9 +1008,12 @@ impl ConsumerCore {
                         }
                         _ => {}
                     }
-                    Err(Error::Broker {
+                    Err(Error::Group {
+                        group: self.group_id.clone().unwrap_or_default(),
                         api: "OffsetCommit",
-                        code,
+                        code: Some(code),
+                        reason: format!("OffsetCommit failed: {code}"),
+                        stopped: false,
                     })
                 }
                 Err(source) => Err(Error::Decode {
@@ -833,7 +1027,12 @@ impl ConsumerCore {
             (Some(id), outcome) => {
                 self.commit_results.insert(id, outcome);
             }
-            (None, Err(e)) => log::warn!("automatic commit failed: {e}"),
+            // One retrying can't fix (authorization, say) reaches `poll`;
+            // a passing one is retried at the next interval.
+            (None, Err(e)) if !e.is_retriable() => self.report(e),
+            (None, Err(e)) => {
+                log::warn!("automatic commit failed: {e} (retried at the next interval)")
+            }
             (None, Ok(())) => {}
         }
     }

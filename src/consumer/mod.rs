@@ -207,6 +207,8 @@ impl Consumer {
             config.max_poll_interval(),
             join_timeout.max(config.request_timeout()),
         );
+        let mut core = core;
+        core.set_topic_propagation(config.topic_metadata_propagation_max());
         Ok(Consumer {
             config,
             engine: None,
@@ -559,7 +561,7 @@ impl Consumer {
         let result = engine
             .wait_for(timeout, |core| core.take_commit_result(id))
             .await
-            .unwrap_or(Err(Error::Timeout { what: "commit" }));
+            .unwrap_or_else(|| Err(timed_out(engine, "commit", timeout)));
         self.run_callbacks();
         result
     }
@@ -584,7 +586,7 @@ impl Consumer {
         let response = engine
             .wait_for(timeout, |core| core.take_query(q))
             .await
-            .ok_or(Error::Timeout { what: "committed" })?
+            .ok_or_else(|| timed_out(engine, "committed offsets lookup", timeout))?
             .map_err(|source| Error::Request {
                 api: "OffsetFetch",
                 source,
@@ -711,9 +713,7 @@ impl Consumer {
                 core.want_leaders(&partitions).is_empty().then_some(())
             })
             .await
-            .ok_or(Error::Timeout {
-                what: "offsets lookup (leaders unknown)",
-            })?;
+            .ok_or_else(|| timed_out(engine, "offsets lookup (leaders unknown)", timeout))?;
         let queries: Vec<u64> = {
             let mut core = engine.shared().lock();
             let plan = core
@@ -732,9 +732,7 @@ impl Consumer {
             let response = engine
                 .wait_for(left, |core| core.take_query(q))
                 .await
-                .ok_or(Error::Timeout {
-                    what: "offsets lookup",
-                })?
+                .ok_or_else(|| timed_out(engine, "offsets lookup", timeout))?
                 .map_err(|source| Error::Request {
                     api: "ListOffsets",
                     source,
@@ -762,8 +760,11 @@ impl Consumer {
     /// topic with a leader for each partition, so it may open a connection
     /// (a bootstrap one when none is live). A topic the broker does not
     /// know (and does not create under `allow.auto.create.topics`) ends in
-    /// [`Error::Broker`] with its error code once the time is up, or at
-    /// once for an error retrying can't fix (authorization, invalid name).
+    /// [`Error::Topic`] with its error code once
+    /// `topic.metadata.propagation.max.ms` passed, or at once for an error
+    /// retrying can't fix (authorization, invalid name). When no broker
+    /// answers, [`Error::Timeout`] names the last failure (a refused
+    /// connection, say).
     ///
     /// ```
     /// # async_std::task::block_on(async {
@@ -787,23 +788,28 @@ impl Consumer {
         self.start();
         let timeout = self.config.default_api_timeout();
         let engine = self.engine.as_mut().expect("started");
+        let asked = Instant::now();
         match engine
-            .wait_for(timeout, |core| core.want_partitions(topic))
+            .wait_for(timeout, |core| {
+                core.want_partitions(topic, Instant::now(), asked)
+            })
             .await
         {
             Some(Ok(partitions)) => Ok(partitions),
-            Some(Err(code)) => Err(Error::Broker {
-                api: "Metadata",
+            Some(Err(code)) => Err(Error::Topic {
+                topic: topic.to_owned(),
                 code,
             }),
             None => match self.read_core(|core| core.topic_error(topic)) {
-                Some(code) => Err(Error::Broker {
-                    api: "Metadata",
+                Some(code) => Err(Error::Topic {
+                    topic: topic.to_owned(),
                     code,
                 }),
-                None => Err(Error::Timeout {
-                    what: "partitions lookup (topic metadata)",
-                }),
+                None => Err(timed_out(
+                    self.engine.as_ref().expect("started"),
+                    "partitions lookup (topic metadata)",
+                    timeout,
+                )),
             },
         }
     }
@@ -1027,6 +1033,12 @@ impl Consumer {
 
         result
     }
+}
+
+/// The error of an operation that timed out after `after`, naming the last
+/// failure the consumer saw meanwhile.
+fn timed_out(engine: &Engine, what: &'static str, after: Duration) -> Error {
+    engine.shared().lock().timeout_error(what, after)
 }
 
 /// Offsets given by the application, with no leader epoch.

@@ -688,7 +688,7 @@ impl Fetcher {
             }),
             _ => match policy {
                 OffsetReset::Earliest | OffsetReset::Latest => {
-                    log::info!(
+                    log::debug!(
                         "{tp} has no committed offset; resetting to the {} offset",
                         reset_name(policy)
                     );

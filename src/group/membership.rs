@@ -113,6 +113,29 @@ pub enum MemberState {
     Failed(String),
 }
 
+/// Why a member stopped: reported to the application once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupFailure {
+    /// The request that failed (`JoinGroup`, `SyncGroup`, ...).
+    pub api: &'static str,
+    /// The broker's error code, when it gave one.
+    pub code: Option<ErrorCode>,
+    /// What happened, in words.
+    pub reason: String,
+}
+
+impl GroupRequestKind {
+    /// The API's name.
+    pub fn api(self) -> &'static str {
+        match self {
+            GroupRequestKind::Join => "JoinGroup",
+            GroupRequestKind::Sync => "SyncGroup",
+            GroupRequestKind::Heartbeat => "Heartbeat",
+            GroupRequestKind::Leave => "LeaveGroup",
+        }
+    }
+}
+
 /// What the caller should do after a response.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ResponseOutcome {
@@ -141,6 +164,8 @@ pub struct Membership {
     join: Option<JoinResult>,
     pending_assignment: Option<Vec<SyncGroupRequestAssignment>>,
     not_before: Option<Instant>,
+    /// Why the member stopped, until the consumer takes it.
+    failure: Option<GroupFailure>,
     next_heartbeat: Option<Instant>,
     last_heartbeat_ok: Option<Instant>,
     rejoin_requested: bool,
@@ -164,6 +189,7 @@ impl Membership {
             join: None,
             pending_assignment: None,
             not_before: None,
+            failure: None,
             next_heartbeat: None,
             last_heartbeat_ok: None,
             rejoin_requested: false,
@@ -690,7 +716,11 @@ impl Membership {
                     match ConsumerProtocolAssignment::from_bytes(r.assignment) {
                         Ok((_, a)) => from_wire(&a.assigned_partitions).into_iter().collect(),
                         Err(e) => {
-                            return self.fail(format!("cannot read the assignment: {e}"));
+                            return self.fail(GroupFailure {
+                                api: "SyncGroup",
+                                code: None,
+                                reason: format!("cannot read the assignment: {e}"),
+                            });
                         }
                     }
                 };
@@ -793,10 +823,14 @@ impl Membership {
             | ErrorCode::CoordinatorLoadInProgress => self.coordinator_trouble(now, kind),
             ErrorCode::FencedInstanceId => {
                 self.lose_partitions();
-                self.fail(format!(
-                    "another member uses group.instance.id {:?} ({code})",
-                    self.config.group_instance_id
-                ))
+                self.fail(GroupFailure {
+                    api: kind.api(),
+                    code: Some(code),
+                    reason: format!(
+                        "another member uses group.instance.id {:?} ({code})",
+                        self.config.group_instance_id
+                    ),
+                })
             }
             code if code.is_retriable() => {
                 self.not_before = Some(now + self.config.retry_backoff);
@@ -809,15 +843,26 @@ impl Membership {
             }
             code => {
                 self.lose_partitions();
-                self.fail(format!("{kind:?} failed: {code}"))
+                self.fail(GroupFailure {
+                    api: kind.api(),
+                    code: Some(code),
+                    reason: format!("{} failed: {code}", kind.api()),
+                })
             }
         }
     }
 
-    fn fail(&mut self, reason: String) -> ResponseOutcome {
-        log::error!("group {}: {reason}", self.config.group_id);
-        self.state = MemberState::Failed(reason);
+    /// Stops the member; the failure is reported once, through
+    /// [`Membership::take_failure`] (the consumer logs it).
+    fn fail(&mut self, failure: GroupFailure) -> ResponseOutcome {
+        self.state = MemberState::Failed(failure.reason.clone());
+        self.failure = Some(failure);
         ResponseOutcome::default()
+    }
+
+    /// Why the member stopped, once (then `None`).
+    pub fn take_failure(&mut self) -> Option<GroupFailure> {
+        self.failure.take()
     }
 }
 
@@ -1167,6 +1212,7 @@ mod tests {
             kind,
             Err(RequestError::Timeout {
                 api: crate::protocol::ApiKey::Heartbeat,
+                last_error: None,
             }),
         );
         assert!(m
@@ -1177,6 +1223,7 @@ mod tests {
             GroupRequestKind::Heartbeat,
             Err(RequestError::Timeout {
                 api: crate::protocol::ApiKey::Heartbeat,
+                last_error: None,
             }),
         );
         assert!(m.is_stable());

@@ -5,6 +5,8 @@
 
 use super::mock::RawMock;
 use lazykafka::mock::MockCluster;
+use lazykafka::protocol::ApiKey;
+use lazykafka::ErrorCode;
 
 /// Runs each named `async fn name<C: TestCluster>()` as two tests,
 /// `librdkafka_mock::name` and `lazykafka_mock::name`.
@@ -57,6 +59,8 @@ pub trait TestCluster {
     fn broker_up(&self, broker: i32);
     /// Moves a partition's leadership.
     fn set_leader(&self, topic: &str, partition: i32, broker: i32);
+    /// Answers the next `count` requests of `api` with `code`.
+    fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize);
 
     /// The brokers' ports, in broker-id order.
     fn ports(&self) -> Vec<u16> {
@@ -132,6 +136,15 @@ impl TestCluster for RawMock {
     fn set_leader(&self, topic: &str, partition: i32, broker: i32) {
         RawMock::set_leader(self, topic, partition, broker)
     }
+    fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize) {
+        use rdkafka_sys::rd_kafka_resp_err_t as E;
+        let err = match code {
+            ErrorCode::GroupAuthorizationFailed => E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+            ErrorCode::TopicAuthorizationFailed => E::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+            other => panic!("no librdkafka name for {other} here yet"),
+        };
+        self.push_request_errors(api.code(), &vec![err; count]);
+    }
 }
 
 impl TestCluster for MockCluster {
@@ -173,5 +186,8 @@ impl TestCluster for MockCluster {
     }
     fn set_leader(&self, topic: &str, partition: i32, broker: i32) {
         MockCluster::set_leader(self, topic, partition, broker).unwrap()
+    }
+    fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize) {
+        MockCluster::push_errors(self, api, &vec![code; count])
     }
 }

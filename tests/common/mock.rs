@@ -133,6 +133,19 @@ impl RawMock {
 }
 
 impl RawMock {
+    /// The next `errors.len()` requests of `api_key` (to any broker) are
+    /// answered with these errors, in order.
+    pub fn push_request_errors(&self, api_key: i16, errors: &[sys::rd_kafka_resp_err_t]) {
+        unsafe {
+            sys::rd_kafka_mock_push_request_errors_array(
+                self.mc,
+                api_key,
+                errors.len(),
+                errors.as_ptr(),
+            )
+        };
+    }
+
     /// Forgets the requests tracked so far (tracking goes on).
     pub fn clear_requests(&self) {
         unsafe { sys::rd_kafka_mock_clear_requests(self.mc) };

@@ -1,0 +1,376 @@
+//! Failures reach the application: each is an error from `poll` (or from
+//! the call that failed) naming its subject, said once when it starts, and
+//! the consumer goes on by itself where it can, without hammering a broker.
+//! Closed ports and names that do not resolve are the operating system's;
+//! unknown topics and group refusals are served by librdkafka's mock and by
+//! `lazykafka::mock` alike; a broker that drops every JoinGroup is a raw
+//! server of the test's own.
+
+#[macro_use]
+mod common;
+
+use common::clusters::{standard, TestCluster};
+use common::peers::config;
+use lazykafka::events::{ConnectionError, Purpose};
+use lazykafka::protocol::frame::{encode_response, RequestHeader};
+use lazykafka::protocol::messages::api_versions::{ApiVersionRange, ApiVersionsResponse};
+use lazykafka::protocol::messages::find_coordinator::FindCoordinatorResponse;
+use lazykafka::protocol::messages::metadata::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use lazykafka::protocol::{ApiKey, Reader};
+use lazykafka::{Consumer, Error, ErrorCode, TopicPartition};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a test waits for the error it expects: the issue is seconds.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Polls until `poll` returns an error, within [`WAIT`]; records are
+/// ignored. Returns the error and when it came.
+async fn first_error(consumer: &mut Consumer) -> (Error, Duration) {
+    let start = Instant::now();
+    while start.elapsed() < WAIT {
+        if let Err(e) = consumer.poll(Duration::from_millis(100)).await {
+            return (e, start.elapsed());
+        }
+    }
+    panic!("no error from poll within {WAIT:?}");
+}
+
+/// Every error `poll` returns within `span`.
+async fn errors_within(consumer: &mut Consumer, span: Duration) -> Vec<Error> {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while start.elapsed() < span {
+        if let Err(e) = consumer.poll(Duration::from_millis(100)).await {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    drop(l);
+    addr
+}
+
+#[async_std::test]
+async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
+    let addr = closed_port();
+    let mut consumer = Consumer::new(
+        config(&addr, Some("g"))
+            .default_api_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    let (e, after) = first_error(&mut consumer).await;
+    match &e {
+        Error::BrokersUnreachable { attempts } => {
+            assert_eq!(attempts.len(), 1, "{e}");
+            assert_eq!(attempts[0].0, addr);
+            assert!(
+                matches!(attempts[0].1, ConnectionError::Refused { .. }),
+                "{e}"
+            );
+        }
+        other => panic!("expected BrokersUnreachable, got {other:?}"),
+    }
+    assert!(e.to_string().contains(&addr), "{e}");
+    assert!(e.to_string().contains("refused"), "{e}");
+    assert!(e.is_retriable() && !e.is_fatal(), "{e}");
+    assert!(after < Duration::from_secs(5), "reported after {after:?}");
+    // Said once: the consumer keeps trying, with backoff, in silence.
+    let again = errors_within(&mut consumer, Duration::from_secs(2)).await;
+    assert!(again.is_empty(), "{again:?}");
+    // A call that times out names what it last saw.
+    let e = consumer.partitions_for("t").await.unwrap_err();
+    assert!(
+        matches!(e, Error::Timeout { .. }) && e.to_string().contains(&addr),
+        "{e}"
+    );
+    assert!(e.to_string().contains("refused"), "{e}");
+    // A commit with a position to commit but no coordinator fails with a
+    // cause; with nothing to commit it is no error.
+    consumer.commit().await.expect("nothing to commit is fine");
+    let e = consumer
+        .commit_offsets([(TopicPartition::new("t", 0), 5)])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains(&addr), "{e}");
+}
+
+#[async_std::test]
+async fn a_bootstrap_name_that_does_not_resolve_is_reported_by_poll() {
+    // `.invalid` never resolves (RFC 2606).
+    let addr = "no-such-broker.invalid:9092";
+    let mut consumer = Consumer::new(config(addr, None).build().unwrap()).unwrap();
+    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+    let (e, _) = first_error(&mut consumer).await;
+    match &e {
+        Error::BrokersUnreachable { attempts } => {
+            assert_eq!(attempts[0].0, addr);
+            assert!(
+                matches!(attempts[0].1, ConnectionError::Resolve { .. }),
+                "{e}"
+            );
+        }
+        other => panic!("expected BrokersUnreachable, got {other:?}"),
+    }
+    assert!(e.to_string().contains(addr), "{e}");
+}
+
+async fn unknown_topic_subscribed<C: TestCluster>() {
+    let mock: C = standard();
+    let mut consumer = Consumer::new(
+        config(&mock.bootstrap(), Some("g"))
+            .allow_auto_create_topics(false)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.subscribe(["nope"]).unwrap();
+    let (e, after) = first_error(&mut consumer).await;
+    assert!(
+        matches!(&e, Error::Topic { topic, code: ErrorCode::UnknownTopicOrPartition } if topic == "nope"),
+        "{}: {e:?}",
+        mock.name()
+    );
+    assert!(e.to_string().contains("nope"), "{e}");
+    assert!(e.is_retriable() && !e.is_fatal());
+    assert!(after < Duration::from_secs(10), "reported after {after:?}");
+    // Not repeated on every poll.
+    let again = errors_within(&mut consumer, Duration::from_secs(2)).await;
+    assert!(again.is_empty(), "{again:?}");
+    let e = consumer.partitions_for("nope").await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Topic { topic, .. } if topic == "nope"),
+        "{e:?}"
+    );
+    consumer.close().await.unwrap();
+}
+
+async fn unknown_topic_and_partition_assigned<C: TestCluster>() {
+    let mock: C = standard();
+    let mut consumer = Consumer::new(
+        config(&mock.bootstrap(), None)
+            .allow_auto_create_topics(false)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    // Topic t has partitions 0 and 1.
+    consumer
+        .assign([TopicPartition::new("nope", 0), TopicPartition::new("t", 7)])
+        .unwrap();
+    let start = Instant::now();
+    let mut errors = Vec::new();
+    while errors.len() < 2 && start.elapsed() < WAIT {
+        if let Err(e) = consumer.poll(Duration::from_millis(100)).await {
+            errors.push(e);
+        }
+    }
+    let topic = errors
+        .iter()
+        .any(|e| matches!(e, Error::Topic { topic, .. } if topic == "nope"));
+    let partition = errors.iter().any(|e| {
+        matches!(e, Error::UnknownPartition { topic, partition: 7, partitions: 2 } if topic == "t")
+    });
+    assert!(topic && partition, "{}: {errors:?}", mock.name());
+    consumer.close().await.unwrap();
+}
+
+/// On `lazykafka::mock` only: librdkafka's mock answers a JoinGroup it was
+/// told to refuse with a response this client cannot decode (the
+/// connection is dropped and the join retried), so the refusal itself
+/// never arrives there.
+#[async_std::test]
+async fn a_join_refused_for_group_authorization_stops_the_member() {
+    let mock: lazykafka::mock::MockCluster = standard();
+    TestCluster::push_errors(
+        &mock,
+        ApiKey::JoinGroup,
+        ErrorCode::GroupAuthorizationFailed,
+        1,
+    );
+    let mut consumer =
+        Consumer::new(config(&mock.bootstrap(), Some("g")).build().unwrap()).unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    let (e, _) = first_error(&mut consumer).await;
+    match &e {
+        Error::Group {
+            group,
+            api: "JoinGroup",
+            code: Some(ErrorCode::GroupAuthorizationFailed),
+            stopped: true,
+            ..
+        } if group == "g" => {}
+        other => panic!("expected a stopped member, got {other:?}"),
+    }
+    assert!(e.is_fatal() && !e.is_retriable(), "{e}");
+    assert!(e.to_string().contains("GROUP_AUTHORIZATION_FAILED"), "{e}");
+    consumer.close().await.unwrap();
+}
+
+async fn commit_refused_for_group_authorization<C: TestCluster>() {
+    let mock: C = standard();
+    let mut consumer =
+        Consumer::new(config(&mock.bootstrap(), Some("g2")).build().unwrap()).unwrap();
+    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+    consumer.poll(Duration::from_millis(100)).await.unwrap();
+    mock.push_errors(ApiKey::OffsetCommit, ErrorCode::GroupAuthorizationFailed, 1);
+    let e = consumer
+        .commit_offsets([(TopicPartition::new("t", 0), 0)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::Group { group, api: "OffsetCommit", code: Some(ErrorCode::GroupAuthorizationFailed), stopped: false, .. } if group == "g2"
+        ),
+        "{}: {e:?}",
+        mock.name()
+    );
+    assert!(!e.is_fatal() && !e.is_retriable(), "{e}");
+    consumer.close().await.unwrap();
+}
+
+on_both_mocks!(
+    unknown_topic_subscribed,
+    unknown_topic_and_partition_assigned,
+    commit_refused_for_group_authorization,
+);
+
+/// A broker that answers ApiVersions, Metadata (itself as broker 1, leader
+/// of `t`-0) and FindCoordinator (itself), and closes the connection in
+/// answer to every JoinGroup, as a proxy or an authorizer might. Counts the
+/// connections it accepts.
+fn broker_dropping_joins() -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(s) = stream else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || serve(s, addr.port()));
+        }
+    });
+    (addr.to_string(), accepted)
+}
+
+fn read_request(s: &mut TcpStream) -> Option<RequestHeader> {
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
+    s.read_exact(&mut body).ok()?;
+    RequestHeader::decode(&mut Reader::new(body.into())).ok()
+}
+
+fn serve(mut s: TcpStream, port: u16) {
+    while let Some(h) = read_request(&mut s) {
+        let (v, c) = (h.api_version, h.correlation_id);
+        let frame = match ApiKey::from_code(h.api_key) {
+            Some(ApiKey::ApiVersions) => encode_response(
+                &ApiVersionsResponse {
+                    api_keys: [
+                        ApiKey::ApiVersions,
+                        ApiKey::Metadata,
+                        ApiKey::FindCoordinator,
+                        ApiKey::JoinGroup,
+                    ]
+                    .iter()
+                    .map(|k| ApiVersionRange {
+                        api_key: k.code(),
+                        min_version: k.client_versions().min,
+                        // FindCoordinator v0-3: one coordinator, no batch.
+                        max_version: if *k == ApiKey::FindCoordinator {
+                            3
+                        } else {
+                            k.client_versions().max
+                        },
+                        unknown_tagged_fields: Vec::new(),
+                    })
+                    .collect(),
+                    ..ApiVersionsResponse::default()
+                },
+                v,
+                c,
+            ),
+            Some(ApiKey::Metadata) => encode_response(
+                &MetadataResponse {
+                    brokers: vec![MetadataResponseBroker {
+                        node_id: 1,
+                        host: "127.0.0.1".into(),
+                        port: i32::from(port),
+                        ..MetadataResponseBroker::default()
+                    }],
+                    topics: vec![MetadataResponseTopic {
+                        name: Some("t".into()),
+                        partitions: vec![MetadataResponsePartition {
+                            partition_index: 0,
+                            leader_id: 1,
+                            ..MetadataResponsePartition::default()
+                        }],
+                        ..MetadataResponseTopic::default()
+                    }],
+                    ..MetadataResponse::default()
+                },
+                v,
+                c,
+            ),
+            Some(ApiKey::FindCoordinator) => encode_response(
+                &FindCoordinatorResponse {
+                    node_id: 1,
+                    host: "127.0.0.1".into(),
+                    port: i32::from(port),
+                    ..FindCoordinatorResponse::default()
+                },
+                v,
+                c,
+            ),
+            // JoinGroup, or anything else: hang up.
+            _ => return,
+        };
+        if s.write_all(&frame.unwrap()).is_err() {
+            return;
+        }
+    }
+}
+
+#[async_std::test]
+async fn a_broker_that_drops_every_join_is_backed_off_and_reported() {
+    let (addr, accepted) = broker_dropping_joins();
+    let mut consumer = Consumer::new(config(&addr, Some("g")).build().unwrap()).unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    let start = Instant::now();
+    let errors = errors_within(&mut consumer, Duration::from_secs(10)).await;
+    let connects = accepted.load(Ordering::SeqCst);
+    let elapsed = start.elapsed();
+    let reported = errors.iter().find(|e| {
+        matches!(
+            e,
+            Error::Connection {
+                purpose: Purpose::Coordinator,
+                cause: ConnectionError::ClosedByBroker,
+                ..
+            }
+        )
+    });
+    assert!(reported.is_some(), "{errors:?}");
+    assert!(reported.unwrap().to_string().contains(&addr));
+    // Reconnects back off to reconnect.backoff.max.ms (1 s): about 15
+    // connections in 10 s. Without backoff it was one every ~100 ms.
+    assert!(connects <= 25, "{connects} connections in {elapsed:?}");
+    // Reported once, not on every reconnect.
+    assert!(errors.len() <= 2, "{errors:?}");
+}
