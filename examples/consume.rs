@@ -52,7 +52,10 @@
 //!
 //! Exit codes: 0 when done (`--count` reached, or a signal) or for `--help`;
 //! 1 when consuming fails; 2 for bad flags or properties. Every error is
-//! one line on stderr, starting with `error: `.
+//! one line on stderr, starting with `error: `. An error the consumer goes
+//! on after by itself (`Error::is_retriable`: a broker unreachable, a topic
+//! not there yet) is printed and consuming goes on; any other (a fatal one,
+//! such as a group authorization failure) ends the run with exit 1.
 //!
 //! See `docs/consume-example.md`.
 
@@ -297,10 +300,13 @@ async fn run(args: Args) -> Result<(), Failure> {
         .map_err(|e| failure(format!("cannot catch signals: {e}")))?;
     let mut signals = signals.fuse();
     let mut consumer = Consumer::new(config).map_err(usage_error)?;
+    // Events are printed from a thread of their own: a write to stderr
+    // blocks while nobody reads the pipe, and must not hold an executor
+    // thread the consumer's sockets need.
     let printer = args.events.then(|| {
         let mut events = consumer.connection_events();
-        async_std::task::spawn(async move {
-            while let Some(event) = events.next().await {
+        std::thread::spawn(move || {
+            while let Some(event) = futures::executor::block_on(events.next()) {
                 let _ = writeln!(std::io::stderr().lock(), "{}", event_line(&event));
             }
         })
@@ -323,8 +329,12 @@ async fn run(args: Args) -> Result<(), Failure> {
     };
     drop(consumer);
     if let Some(printer) = printer {
-        // The stream ends once the consumer is gone; don't wait for ever.
-        let _ = async_std::future::timeout(Duration::from_secs(2), printer).await;
+        // The stream ends once the consumer is gone: the thread prints what
+        // is left and stops (unless stderr is stuck; then it is left).
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while !printer.is_finished() && std::time::Instant::now() < deadline {
+            async_std::task::sleep(Duration::from_millis(10)).await;
+        }
     }
     outcome?;
     closed
@@ -364,7 +374,16 @@ async fn consume(
             return Ok(Stop::Count);
         }
         let records = match select(Box::pin(consumer.poll(POLL)), signals.next()).await {
-            Either::Left((records, _)) => records.map_err(failure)?,
+            Either::Left((Ok(records), _)) => records,
+            // The consumer goes on by itself after a retriable error (a
+            // broker unreachable, a topic not there yet): say it and poll
+            // on. Any other ends the run.
+            Either::Left((Err(e), _)) if e.is_retriable() && !e.is_fatal() => {
+                let line = e.to_string().replace(['\n', '\r'], " ");
+                let _ = writeln!(std::io::stderr(), "error: {line}");
+                continue;
+            }
+            Either::Left((Err(e), _)) => return Err(failure(e)),
             Either::Right(_) => return Ok(Stop::Signal),
         };
         let mut out = stdout.lock();

@@ -327,6 +327,60 @@ fn a_broker_that_is_not_there_fails_with_one_line() {
 }
 
 #[test]
+fn retriable_errors_are_printed_and_consuming_goes_on() {
+    // Nothing listens on port 9 (discard) on loopback here; with a group the
+    // example subscribes and polls, and `poll` says the broker is
+    // unreachable.
+    let mut a = args(&["--bootstrap", "127.0.0.1:9", "--topic", "t", "--group", "g"]);
+    a.extend(quick());
+    let mut running = start(&a);
+    let reported = wait_for(WAIT, || {
+        running
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("error: all bootstrap brokers unreachable: 127.0.0.1:9 refused"))
+    });
+    assert!(reported, "{:?}", running.stderr.lock().unwrap());
+    // Still running, until told to stop.
+    assert!(
+        running.child.try_wait().unwrap().is_none(),
+        "it exited: {:?}",
+        running.stderr.lock().unwrap()
+    );
+    running.terminate();
+    let done = running.finish(Duration::from_secs(20));
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    assert!(
+        done.stderr.iter().all(|l| l.starts_with("error: ")),
+        "{:?}",
+        done.stderr
+    );
+}
+
+#[test]
+fn a_fatal_error_ends_the_run_with_one_line() {
+    let mock = lazykafka::mock::MockCluster::new(1).unwrap();
+    mock.create_topic("t", 1).unwrap();
+    mock.push_errors(
+        lazykafka::protocol::ApiKey::JoinGroup,
+        &[ErrorCode::GroupAuthorizationFailed],
+    );
+    let mut a = args(&["--bootstrap", &mock.bootstrap_servers(), "--topic", "t"]);
+    a.extend(args(&["--group", "g"]));
+    a.extend(quick());
+    let done = run(&a);
+    assert_eq!(done.code, Some(1), "{:?}", done.stderr);
+    assert_eq!(done.stderr.len(), 1, "{:?}", done.stderr);
+    assert!(
+        done.stderr[0].starts_with("error: group \"g\": JoinGroup failed: GROUP_AUTHORIZATION_FAILED"),
+        "{:?}",
+        done.stderr
+    );
+}
+
+#[test]
 fn count_from_beginning_prints_records_of_every_partition_from_the_mock() {
     let mock = mock_cluster("t", "g");
     let bootstrap = mock.bootstraps().join(",");
