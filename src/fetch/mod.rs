@@ -57,10 +57,10 @@ pub use offsets::{
 };
 
 use crate::cluster::{ExponentialBackoff, Metadata, RequestBody, RequestError, Response, Rng};
-use crate::error::ErrorCode;
 use crate::protocol::messages::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
 };
+use crate::protocol::ErrorCode;
 use crate::protocol::{ApiKey, DEFAULT_MAX_FRAME_SIZE};
 use crate::records::{
     self, DecodeOptions, DecodedRecords, IsolationLevel, OwnedRecord, Record, RecordSetDecoder,

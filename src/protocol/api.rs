@@ -436,7 +436,7 @@ mod tests {
         assert_eq!(
             ex.handle_response(encoded(&refusal, 0)),
             Err(ExchangeError::Broker(
-                crate::error::ErrorCode::UnsupportedVersion
+                crate::protocol::ErrorCode::UnsupportedVersion
             ))
         );
         let mut ex = ApiVersionsExchange::new();
@@ -512,7 +512,7 @@ pub enum ExchangeError {
     Decode(DecodeError),
     /// The broker answered with an error other than a version mismatch, or
     /// kept refusing after the retry.
-    Broker(crate::error::ErrorCode),
+    Broker(crate::protocol::ErrorCode),
 }
 
 impl fmt::Display for ExchangeError {
@@ -561,12 +561,12 @@ impl ApiVersionsExchange {
             }
             Err(e) => return Err(ExchangeError::Decode(e)),
         };
-        let code = crate::error::ErrorCode::from_code(response.error_code);
+        let code = crate::protocol::ErrorCode::from_code(response.error_code);
         match code {
-            crate::error::ErrorCode::None => Ok(ExchangeStep::Done(ApiVersionTable::negotiate(
+            crate::protocol::ErrorCode::None => Ok(ExchangeStep::Done(ApiVersionTable::negotiate(
                 response.ranges(),
             ))),
-            crate::error::ErrorCode::UnsupportedVersion if !self.retried => {
+            crate::protocol::ErrorCode::UnsupportedVersion if !self.retried => {
                 let listed = response
                     .ranges()
                     .find(|(key, _, _)| *key == ApiKey::ApiVersions.code())
