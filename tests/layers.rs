@@ -12,7 +12,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("records", &["protocol"]),
     ("cluster", &["protocol", "events"]),
     ("group", &["protocol", "cluster"]),
-    ("fetch", &["protocol", "records", "cluster", "group", "events"]),
+    (
+        "fetch",
+        &["protocol", "records", "cluster", "group", "events"],
+    ),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
