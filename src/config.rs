@@ -14,35 +14,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// What to do when a partition has no committed offset, or its position is
-/// out of range (`auto.offset.reset`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum OffsetReset {
-    /// Start from the earliest offset still in the log (`earliest`).
-    Earliest,
-    /// Start from the end: only records produced from now on (`latest`).
-    #[default]
-    Latest,
-    /// Fail with an error naming the partitions (`none`).
-    None,
-}
-
-impl OffsetReset {
-    /// The property value: `earliest`, `latest` or `none`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OffsetReset::Earliest => "earliest",
-            OffsetReset::Latest => "latest",
-            OffsetReset::None => "none",
-        }
-    }
-}
-
-impl fmt::Display for OffsetReset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+// Defined in `fetch`, which acts on it, so that `fetch` does not depend on
+// this module (and through its `Error` on every layer).
+pub use crate::fetch::OffsetReset;
 
 impl FromStr for OffsetReset {
     type Err = Error;

@@ -10,14 +10,9 @@ use std::time::Duration;
 /// still unknown) waits before it is reported again.
 pub const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
-mod codes;
-pub use codes::ErrorCode;
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.name(), self.code())
-    }
-}
+// Defined in `protocol` so that the layers below this module can name broker
+// errors without depending on it; re-exported here for `lazykafka::error::ErrorCode`.
+pub use crate::protocol::ErrorCode;
 
 /// Everything that can go wrong in this crate.
 ///

@@ -586,10 +586,14 @@ async fn partitions_for_lists_every_partition_of_a_topic() {
             .map(|p| TopicPartition::new("four", p))
             .collect::<Vec<_>>()
     );
-    // A topic the cluster does not have: its error, once the time is up.
+    // A topic the cluster does not have: its error, naming it, once
+    // topic.metadata.propagation.max.ms (1 s) is up.
     let started = Instant::now();
     match consumer.partitions_for("missing").await {
-        Err(Error::Broker { code, .. }) => assert_eq!(code, ErrorCode::UnknownTopicOrPartition),
+        Err(Error::Topic { topic, code }) => {
+            assert_eq!(topic, "missing");
+            assert_eq!(code, ErrorCode::UnknownTopicOrPartition)
+        }
         other => panic!("{other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(10));

@@ -4,7 +4,7 @@
 //! to exactly the bytes).
 //!
 //! Every fixture here was built by hand from the Kafka JSON schema it names
-//! (`../shared/kafka-protocol/*.json`), one commented part per field, without
+//! (`schemas/*.json`), one commented part per field, without
 //! running this crate's encoder. Frames captured from real peers live in
 //! `tests/fixtures/protocol/` and are checked by `protocol_captured.rs`.
 

@@ -41,7 +41,7 @@ fn crc32c(data: &[u8]) -> u32 {
 }
 
 /// A record batch v2 with one record (no key, value `value`), built from the
-/// format in `../shared/kafka-protocol/README.md`.
+/// format in `docs/records.md` ("Formats").
 fn record_batch(value: &[u8]) -> Bytes {
     let mut record = Writer::new();
     record.i8(0); // attributes

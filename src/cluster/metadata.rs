@@ -3,7 +3,6 @@
 //! FindCoordinator.
 
 use super::conn::RequestBody;
-use crate::error::ErrorCode;
 use crate::protocol::messages::decode_response_body;
 use crate::protocol::messages::find_coordinator::{
     FindCoordinatorRequest, FindCoordinatorResponse,
@@ -11,6 +10,7 @@ use crate::protocol::messages::find_coordinator::{
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
+use crate::protocol::ErrorCode;
 use crate::protocol::{ApiKey, DecodeError, EncodeError, Message, Writer};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};

@@ -222,6 +222,15 @@ pub enum RequestError {
     NoGroup,
     /// The client is shutting down.
     Shutdown,
+    /// The request was refused before it was sent: its API may not go to
+    /// this kind of connection (see [`Cluster::request`]). A bug in the
+    /// caller, so never retriable.
+    WrongTarget {
+        /// The API of the request.
+        api: ApiKey,
+        /// Where it was sent.
+        target: Target,
+    },
 }
 
 impl RequestError {
@@ -252,6 +261,14 @@ impl fmt::Display for RequestError {
             RequestError::Encode(api, e) => write!(f, "cannot encode {api} request: {e}"),
             RequestError::NoGroup => f.write_str("no group.id is configured"),
             RequestError::Shutdown => f.write_str("the client is shutting down"),
+            RequestError::WrongTarget { api, target } => {
+                let to = match target {
+                    Target::AnyBroker => "any broker".to_owned(),
+                    Target::Coordinator => "the group coordinator".to_owned(),
+                    Target::Broker(id) => format!("broker {id}'s leader connection"),
+                };
+                write!(f, "a {api} request may not be sent to {to}")
+            }
         }
     }
 }
@@ -283,6 +300,42 @@ pub enum Problem {
         /// What happened.
         cause: ConnectionError,
     },
+}
+
+/// Whether a request of `api` may go to `target` (DESIGN §1.2c-d). Group
+/// APIs belong on the coordinator connection alone: the coordinator is the
+/// only broker that can answer them. Fetch and the other partition-leader
+/// APIs belong on a leader connection: a broker serves one request per
+/// connection at a time, so a Fetch long-polling on the coordinator
+/// connection would hold up the heartbeats behind it, and `AnyBroker` may
+/// pick the coordinator connection or a broker that leads nothing asked.
+fn check_route(api: ApiKey, target: Target) -> Result<(), RequestError> {
+    let allowed = match api {
+        ApiKey::JoinGroup
+        | ApiKey::SyncGroup
+        | ApiKey::Heartbeat
+        | ApiKey::LeaveGroup
+        | ApiKey::OffsetCommit
+        | ApiKey::OffsetFetch
+        | ApiKey::ConsumerGroupHeartbeat => target == Target::Coordinator,
+        ApiKey::Fetch | ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch => {
+            matches!(target, Target::Broker(_))
+        }
+        // Cluster-wide questions, the handshake, and the test tools' writes:
+        // any connection will do. (No `_` arm: a new API must be routed.)
+        ApiKey::Metadata
+        | ApiKey::FindCoordinator
+        | ApiKey::ApiVersions
+        | ApiKey::SaslHandshake
+        | ApiKey::SaslAuthenticate
+        | ApiKey::Produce
+        | ApiKey::CreateTopics => true,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(RequestError::WrongTarget { api, target })
+    }
 }
 
 /// Who is waiting for a response.
@@ -478,6 +531,12 @@ impl Cluster {
 
     /// Queues a request for `target`. Its outcome comes out of
     /// [`Cluster::poll_response`].
+    ///
+    /// Group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+    /// OffsetCommit, OffsetFetch, ConsumerGroupHeartbeat) must go to
+    /// [`Target::Coordinator`], and Fetch, ListOffsets and
+    /// OffsetForLeaderEpoch to a [`Target::Broker`]; otherwise the request
+    /// fails with [`RequestError::WrongTarget`] without being sent.
     pub fn request(
         &mut self,
         now: Instant,
@@ -500,6 +559,10 @@ impl Cluster {
     ) -> RequestId {
         let id = RequestId(self.next_request);
         self.next_request += 1;
+        if let Err(e) = check_route(body.api_key(), target) {
+            self.responses.push_back((id, Err(e)));
+            return id;
+        }
         self.waiting.push_back(Waiting {
             target,
             queued: Queued {

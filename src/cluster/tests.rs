@@ -232,6 +232,13 @@ impl Sim {
         id
     }
 
+    /// Queues `body` for `target` and carries out what follows.
+    fn send(&mut self, target: Target, body: Box<dyn RequestBody>) -> RequestId {
+        let id = self.c.request(self.now, target, body);
+        self.pump();
+        id
+    }
+
     /// The live sockets' purposes, sorted.
     fn census(&self) -> Vec<(Purpose, Option<i32>)> {
         let mut v: Vec<_> = self
@@ -727,4 +734,124 @@ fn no_deadline_is_left_in_the_past_while_a_retried_metadata_request_waits() {
     sim.held.insert(ApiKey::Metadata);
     let steps = step_through_deadlines(&mut sim, Duration::from_secs(10));
     assert!((3..200).contains(&steps), "{steps} steps");
+}
+
+/// One request of every group API, which only the coordinator answers.
+fn group_requests() -> Vec<Box<dyn RequestBody>> {
+    use crate::protocol::messages::{
+        consumer_group_heartbeat::ConsumerGroupHeartbeatRequest, heartbeat::HeartbeatRequest,
+        join_group::JoinGroupRequest, leave_group::LeaveGroupRequest,
+        offset_commit::OffsetCommitRequest, offset_fetch::OffsetFetchRequest,
+        sync_group::SyncGroupRequest,
+    };
+    vec![
+        Box::new(JoinGroupRequest::default()),
+        Box::new(SyncGroupRequest::default()),
+        Box::new(HeartbeatRequest::default()),
+        Box::new(LeaveGroupRequest::default()),
+        Box::new(OffsetCommitRequest::default()),
+        Box::new(OffsetFetchRequest::default()),
+        Box::new(ConsumerGroupHeartbeatRequest::default()),
+    ]
+}
+
+/// One request of every API that reads partitions from their leader.
+fn leader_requests() -> Vec<Box<dyn RequestBody>> {
+    use crate::protocol::messages::{
+        fetch::FetchRequest, list_offsets::ListOffsetsRequest,
+        offset_for_leader_epoch::OffsetForLeaderEpochRequest,
+    };
+    vec![
+        Box::new(FetchRequest::default()),
+        Box::new(ListOffsetsRequest::default()),
+        Box::new(OffsetForLeaderEpochRequest::default()),
+    ]
+}
+
+/// Sends `body` to `target` and expects it refused as a wrong target,
+/// before any socket exists or any byte is sent.
+fn assert_refused(sim: &mut Sim, target: Target, body: Box<dyn RequestBody>) {
+    let api = body.api_key();
+    let id = sim.send(target, body);
+    match sim.responses.get(&id) {
+        Some(Err(e @ RequestError::WrongTarget { .. })) => {
+            assert_eq!(e, &RequestError::WrongTarget { api, target });
+            assert!(!e.is_retriable());
+            assert!(e.to_string().contains(api.name()), "{e}");
+        }
+        other => panic!("{api} to {target:?}: {other:?}"),
+    }
+    assert!(sim.log.is_empty(), "{api} to {target:?}: {:?}", sim.log);
+    assert!(sim.sockets.is_empty(), "{api} to {target:?}");
+}
+
+#[test]
+fn group_requests_are_refused_off_the_coordinator() {
+    let mut sim = Sim::new(config(&["b1:9092"], Some("g")));
+    for target in [Target::AnyBroker, Target::Broker(1)] {
+        for body in group_requests() {
+            assert_refused(&mut sim, target, body);
+        }
+    }
+}
+
+#[test]
+fn leader_requests_are_refused_off_leader_connections() {
+    let mut sim = Sim::new(config(&["b1:9092"], Some("g")));
+    for target in [Target::Coordinator, Target::AnyBroker] {
+        for body in leader_requests() {
+            assert_refused(&mut sim, target, body);
+        }
+    }
+}
+
+#[test]
+fn group_and_leader_requests_go_out_on_their_own_connections() {
+    let mut cfg = config(&["b1:9092", "b2:9092", "b3:9092"], Some("g"));
+    // Room for every request at once on one connection.
+    cfg.max_in_flight = 10;
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    // Routing questions go anywhere.
+    for target in [Target::AnyBroker, Target::Coordinator, Target::Broker(1)] {
+        let id = sim.request(target);
+        assert!(sim.responses[&id].is_ok(), "{target:?}");
+    }
+    // The simulated brokers serve neither group nor leader requests: they
+    // stay in flight, and nothing else is sent after them.
+    sim.held.extend(
+        group_requests()
+            .iter()
+            .chain(leader_requests().iter())
+            .map(|b| b.api_key()),
+    );
+    let mut sent = Vec::new();
+    for body in group_requests() {
+        sent.push((body.api_key(), Purpose::Coordinator, "b2:9092"));
+        sim.send(Target::Coordinator, body);
+    }
+    for body in leader_requests() {
+        sent.push((body.api_key(), Purpose::Leader, "b3:9092"));
+        sim.send(Target::Broker(3), body);
+    }
+    assert!(
+        sim.responses.values().all(|r| r.is_ok()),
+        "{:?}",
+        sim.responses
+    );
+    let purposes: BTreeMap<ConnectionId, Purpose> = sim
+        .c
+        .connections(sim.now)
+        .into_iter()
+        .map(|c| (c.id, c.purpose))
+        .collect();
+    for (api, purpose, addr) in sent {
+        let (conn, at, _) = sim
+            .log
+            .iter()
+            .find(|(_, _, a)| *a == api)
+            .unwrap_or_else(|| panic!("{api} was not sent"));
+        assert_eq!((purposes[conn], at.as_str()), (purpose, addr), "{api}");
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::TopicPartition;
 use crate::cluster::RequestError;
-use crate::error::ErrorCode;
+use crate::protocol::ErrorCode;
 use crate::protocol::{ApiKey, DecodeError};
 use crate::records::RecordsError;
 use std::fmt;

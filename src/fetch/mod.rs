@@ -57,10 +57,10 @@ pub use offsets::{
 };
 
 use crate::cluster::{ExponentialBackoff, Metadata, RequestBody, RequestError, Response, Rng};
-use crate::error::ErrorCode;
 use crate::protocol::messages::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
 };
+use crate::protocol::ErrorCode;
 use crate::protocol::{ApiKey, DEFAULT_MAX_FRAME_SIZE};
 use crate::records::{
     self, DecodeOptions, DecodedRecords, IsolationLevel, OwnedRecord, Record, RecordSetDecoder,
@@ -69,11 +69,41 @@ use crate::records::{
 use bytes::Bytes;
 use request::{classify, ErrorClass, FetchRequestBody, FIRST_TOPIC_ID_VERSION};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use crate::config::OffsetReset;
 pub use crate::group::TopicPartition;
+
+/// What to do when a partition has no committed offset, or its position is
+/// out of range (`auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OffsetReset {
+    /// Start from the earliest offset still in the log (`earliest`).
+    Earliest,
+    /// Start from the end: only records produced from now on (`latest`).
+    #[default]
+    Latest,
+    /// Fail with an error naming the partitions (`none`).
+    None,
+}
+
+impl OffsetReset {
+    /// The property value: `earliest`, `latest` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OffsetReset::Earliest => "earliest",
+            OffsetReset::Latest => "latest",
+            OffsetReset::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for OffsetReset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The settings of the fetch layer (a subset of the consumer's). The
 /// defaults are the Java consumer's.

@@ -4,10 +4,10 @@
 
 use super::TopicPartition;
 use crate::cluster::{Metadata, RequestBody, Response};
-use crate::error::ErrorCode;
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
 };
+use crate::protocol::ErrorCode;
 use crate::protocol::{ApiKey, DecodeError};
 use crate::records::IsolationLevel;
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,8 +2,8 @@
 //! negotiated, and how partition errors are sorted.
 
 use crate::cluster::RequestBody;
-use crate::error::ErrorCode;
 use crate::protocol::messages::fetch::FetchRequest;
+use crate::protocol::ErrorCode;
 use crate::protocol::{ApiKey, EncodeError, Message, Writer};
 
 /// The first Fetch version that names topics by id instead of by name

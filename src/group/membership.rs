@@ -26,7 +26,6 @@
 use super::assignor::{AssignmentStrategy, GroupMember, RebalanceProtocol};
 use super::TopicPartition;
 use crate::cluster::{RequestBody, RequestError, Response};
-use crate::error::ErrorCode;
 use crate::protocol::group::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition as WireTopicPartition,
 };
@@ -39,6 +38,7 @@ use crate::protocol::messages::sync_group::{
     SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse,
 };
 use crate::protocol::EncodeError;
+use crate::protocol::ErrorCode;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};

@@ -12,6 +12,10 @@ use super::messages::Message;
 use bytes::Bytes;
 use std::fmt;
 
+// `ApiKey::client_versions` and `ApiKey::first_flexible_version`, generated
+// by scripts/gen_messages.py from the ranges its codecs are generated for.
+mod versions;
+
 /// The Kafka APIs this client knows by name.
 ///
 /// The numbers are the `apiKey` of each schema in Kafka's
@@ -158,57 +162,6 @@ impl ApiKey {
             ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
             ApiKey::SaslAuthenticate => "SaslAuthenticate",
             ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
-        }
-    }
-
-    /// The versions this client speaks.
-    ///
-    /// The floor is what Kafka 1.0-era brokers speak (record batches v2
-    /// start there; OffsetForLeaderEpoch 2 is Kafka 2.1); the ceiling is the
-    /// newest `validVersions` of each schema.
-    pub const fn client_versions(self) -> VersionRange {
-        match self {
-            ApiKey::Produce => VersionRange::new(3, 11),
-            ApiKey::Fetch => VersionRange::new(4, 17),
-            ApiKey::ListOffsets => VersionRange::new(1, 10),
-            ApiKey::Metadata => VersionRange::new(1, 12),
-            ApiKey::OffsetCommit => VersionRange::new(2, 9),
-            ApiKey::OffsetFetch => VersionRange::new(1, 9),
-            ApiKey::FindCoordinator => VersionRange::new(0, 6),
-            ApiKey::JoinGroup => VersionRange::new(2, 9),
-            ApiKey::Heartbeat => VersionRange::new(0, 4),
-            ApiKey::LeaveGroup => VersionRange::new(0, 5),
-            ApiKey::SyncGroup => VersionRange::new(0, 5),
-            ApiKey::SaslHandshake => VersionRange::new(0, 1),
-            ApiKey::ApiVersions => VersionRange::new(0, 4),
-            ApiKey::CreateTopics => VersionRange::new(2, 7),
-            ApiKey::OffsetForLeaderEpoch => VersionRange::new(2, 4),
-            ApiKey::SaslAuthenticate => VersionRange::new(0, 2),
-            ApiKey::ConsumerGroupHeartbeat => VersionRange::new(0, 1),
-        }
-    }
-
-    /// The first flexible version (KIP-482) of this API, from the schema's
-    /// `flexibleVersions`; `None` when no version is flexible.
-    pub const fn first_flexible_version(self) -> Option<i16> {
-        match self {
-            ApiKey::Produce => Some(9),
-            ApiKey::Fetch => Some(12),
-            ApiKey::ListOffsets => Some(6),
-            ApiKey::Metadata => Some(9),
-            ApiKey::OffsetCommit => Some(8),
-            ApiKey::OffsetFetch => Some(6),
-            ApiKey::FindCoordinator => Some(3),
-            ApiKey::JoinGroup => Some(6),
-            ApiKey::Heartbeat => Some(4),
-            ApiKey::LeaveGroup => Some(4),
-            ApiKey::SyncGroup => Some(4),
-            ApiKey::SaslHandshake => None,
-            ApiKey::ApiVersions => Some(3),
-            ApiKey::CreateTopics => Some(5),
-            ApiKey::OffsetForLeaderEpoch => Some(4),
-            ApiKey::SaslAuthenticate => Some(2),
-            ApiKey::ConsumerGroupHeartbeat => Some(0),
         }
     }
 
@@ -436,7 +389,7 @@ mod tests {
         assert_eq!(
             ex.handle_response(encoded(&refusal, 0)),
             Err(ExchangeError::Broker(
-                crate::error::ErrorCode::UnsupportedVersion
+                crate::protocol::ErrorCode::UnsupportedVersion
             ))
         );
         let mut ex = ApiVersionsExchange::new();
@@ -466,6 +419,34 @@ mod tests {
             ex.handle_response(Bytes::from_static(LIBRDKAFKA_MOCK_REFUSAL)),
             Err(ExchangeError::Decode(_))
         ));
+    }
+
+    // docs/protocol.md repeats the version table for readers; the table is
+    // generated from scripts/gen_messages.py, so the page must follow it.
+    #[test]
+    fn the_documented_version_table_matches_the_generated_one() {
+        let page = include_str!("../../docs/protocol.md");
+        let mut seen = Vec::new();
+        for line in page.lines() {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            // | API | key | versions implemented | schemas define | flexible from | module |
+            let [_, name, key, implemented, _, flexible, _, _] = cells[..] else {
+                continue;
+            };
+            let Ok(key) = key.parse::<i16>() else {
+                continue;
+            };
+            let api = ApiKey::from_code(key).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(api.name(), name, "{line}");
+            let (min, max) = implemented.split_once('-').expect(line);
+            let documented = VersionRange::new(min.parse().unwrap(), max.parse().unwrap());
+            assert_eq!(documented, api.client_versions(), "{line}");
+            let flexible = (flexible != "never").then(|| flexible.parse::<i16>().unwrap());
+            assert_eq!(flexible, api.first_flexible_version(), "{line}");
+            seen.push(api);
+        }
+        seen.sort();
+        assert_eq!(seen, ApiKey::ALL.to_vec(), "every API has one row");
     }
 
     #[test]
@@ -512,7 +493,7 @@ pub enum ExchangeError {
     Decode(DecodeError),
     /// The broker answered with an error other than a version mismatch, or
     /// kept refusing after the retry.
-    Broker(crate::error::ErrorCode),
+    Broker(crate::protocol::ErrorCode),
 }
 
 impl fmt::Display for ExchangeError {
@@ -561,12 +542,12 @@ impl ApiVersionsExchange {
             }
             Err(e) => return Err(ExchangeError::Decode(e)),
         };
-        let code = crate::error::ErrorCode::from_code(response.error_code);
+        let code = crate::protocol::ErrorCode::from_code(response.error_code);
         match code {
-            crate::error::ErrorCode::None => Ok(ExchangeStep::Done(ApiVersionTable::negotiate(
+            crate::protocol::ErrorCode::None => Ok(ExchangeStep::Done(ApiVersionTable::negotiate(
                 response.ranges(),
             ))),
-            crate::error::ErrorCode::UnsupportedVersion if !self.retried => {
+            crate::protocol::ErrorCode::UnsupportedVersion if !self.retried => {
                 let listed = response
                     .ranges()
                     .find(|(key, _, _)| *key == ApiKey::ApiVersions.code())

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod codec;
+pub mod error_code;
 pub mod frame;
 pub mod group;
 pub mod messages;
@@ -16,5 +17,6 @@ pub use api::{
     VersionRange,
 };
 pub use codec::{DecodeError, EncodeError, RawTaggedField, Reader, Writer};
+pub use error_code::ErrorCode;
 pub use frame::{FrameDecoder, FrameError, RequestHeader, ResponseHeader, DEFAULT_MAX_FRAME_SIZE};
 pub use messages::{Message, Request};

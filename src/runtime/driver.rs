@@ -41,7 +41,11 @@ impl ClusterDriver {
 
     /// Queues a request; see [`Cluster::request`].
     pub fn request(&mut self, target: Target, body: Box<dyn RequestBody>) -> RequestId {
-        self.cluster.request(Instant::now(), target, body)
+        let id = self.cluster.request(Instant::now(), target, body);
+        // A request refused at once (wrong target, no group) is answered
+        // already: take it now, so `wait_response` does not sleep first.
+        self.collect_outputs();
+        id
     }
 
     /// Takes the response to `id` if it has arrived.

@@ -36,7 +36,7 @@ impl ApiVersionsRequest {
 
 impl Message for ApiVersionsRequest {
     const API_KEY: ApiKey = ApiKey::ApiVersions;
-    const VERSIONS: VersionRange = VersionRange::new(0, 4);
+    const VERSIONS: VersionRange = ApiKey::ApiVersions.client_versions();
 
     fn encode(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
         check_encode_version::<Self>(version)?;
@@ -157,7 +157,7 @@ impl ApiVersionsResponse {
 
 impl Message for ApiVersionsResponse {
     const API_KEY: ApiKey = ApiKey::ApiVersions;
-    const VERSIONS: VersionRange = VersionRange::new(0, 4);
+    const VERSIONS: VersionRange = ApiKey::ApiVersions.client_versions();
 
     fn encode(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
         check_encode_version::<Self>(version)?;
