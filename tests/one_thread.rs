@@ -12,7 +12,7 @@
 mod common;
 
 use common::clusters::{standard, TestCluster};
-use common::peers::{config, produce_range, WAIT};
+use common::peers::{config, poll_through_faults, produce_range, WAIT};
 use lazykafka::mock::MockCluster;
 use lazykafka::Consumer;
 use std::time::{Duration, Instant};
@@ -46,10 +46,8 @@ async fn consume(consumer: &mut Consumer, n: usize) -> usize {
     let deadline = Instant::now() + WAIT;
     let mut seen = 0;
     while seen < n && Instant::now() < deadline {
-        seen += consumer
-            .poll(Duration::from_millis(100))
+        seen += poll_through_faults(consumer, Duration::from_millis(100))
             .await
-            .expect("poll")
             .len();
     }
     seen
@@ -76,10 +74,7 @@ async fn coordinator_outage<C: TestCluster>() {
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
     mock.broker_down(2);
     while t0.elapsed() < Duration::from_secs(1) {
-        consumer
-            .poll(Duration::from_millis(100))
-            .await
-            .expect("poll");
+        poll_through_faults(&mut consumer, Duration::from_millis(100)).await;
     }
     // Then the application stops polling for two seconds, the coordinator
     // still down: the background task goes on alone.
@@ -104,10 +99,7 @@ async fn coordinator_outage<C: TestCluster>() {
         match consumer.commit().await {
             Ok(()) => break true,
             Err(e) if e.is_retriable() && Instant::now() < deadline => {
-                consumer
-                    .poll(Duration::from_millis(100))
-                    .await
-                    .expect("poll");
+                poll_through_faults(&mut consumer, Duration::from_millis(100)).await;
             }
             Err(e) => panic!("{name}: commit after the outage: {e}"),
         }

@@ -1413,6 +1413,7 @@ impl Cluster {
             entry.failures.saturating_add(1)
         };
         entry.last_error = Some(error.clone());
+        let failures = entry.failures;
         let delay = self
             .config
             .reconnect_backoff
@@ -1427,7 +1428,12 @@ impl Cluster {
         ));
         if c.purpose == Purpose::Bootstrap {
             self.check_bootstrap_unreachable(now);
-        } else if due {
+        } else if due && failures >= 2 {
+            // From the second failure in a row: a connection that worked
+            // and broke once (a broker restarting, an idle close racing a
+            // request) is reconnected at once and is no news; one whose
+            // reconnect fails too, or that keeps breaking before answering,
+            // is.
             self.backoff.get_mut(&c.addr).expect("inserted").reported = Some(now);
             self.problems.push_back(Problem::BrokerUnreachable {
                 broker: c.broker,

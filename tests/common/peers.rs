@@ -90,17 +90,30 @@ pub fn config(bootstrap: &str, group: Option<&str>) -> ConsumerConfigBuilder {
     b
 }
 
+/// One poll: records, or none after an error the consumer goes on after by
+/// itself (a broker unreachable, a connection lost: the scenarios that
+/// close connections meet them); any other error fails the test.
+pub async fn poll_through_faults(
+    consumer: &mut Consumer,
+    timeout: Duration,
+) -> Vec<lazykafka::ConsumerRecord> {
+    match consumer.poll(timeout).await {
+        Ok(records) => records,
+        Err(e) if e.is_retriable() => {
+            eprintln!("poll: {e}");
+            Vec::new()
+        }
+        Err(e) => panic!("poll: {e}"),
+    }
+}
+
 /// Polls until `count` records arrived (or [`WAIT`] passed), returning
 /// (partition, offset, value) of each.
 pub async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, String)> {
     let deadline = Instant::now() + WAIT;
     let mut out = Vec::new();
     while out.len() < count && Instant::now() < deadline {
-        for r in consumer
-            .poll(Duration::from_millis(200))
-            .await
-            .expect("poll")
-        {
+        for r in poll_through_faults(consumer, Duration::from_millis(200)).await {
             let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
             out.push((r.partition(), r.offset(), value));
         }
@@ -124,11 +137,7 @@ pub async fn poll_until(
         if Instant::now() >= deadline {
             return false;
         }
-        for r in consumer
-            .poll(Duration::from_millis(100))
-            .await
-            .expect("poll")
-        {
+        for r in poll_through_faults(consumer, Duration::from_millis(100)).await {
             let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
             seen.push((r.partition(), r.offset(), value));
         }
