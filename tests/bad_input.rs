@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::read_request;
+
 use lazykafka::cluster::{Cluster, ClusterConfig, RequestError, Target};
 use lazykafka::events::{CloseReason, EventKind};
 use lazykafka::protocol::frame::{encode_response, RequestHeader};
@@ -37,14 +39,6 @@ enum Fault {
 }
 
 /// Reads one request frame; returns its header.
-fn read_request(s: &mut TcpStream) -> Option<RequestHeader> {
-    let mut prefix = [0u8; 4];
-    s.read_exact(&mut prefix).ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
-    s.read_exact(&mut body).ok()?;
-    RequestHeader::decode(&mut Reader::new(body.into())).ok()
-}
-
 /// A server that answers ApiVersions correctly, then commits `fault` on the
 /// next request. Returns its address.
 fn evil_broker(fault: Fault) -> String {

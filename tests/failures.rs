@@ -11,6 +11,7 @@ mod common;
 
 use common::clusters::{standard, TestCluster};
 use common::peers::config;
+use common::read_request;
 use lazykafka::events::{ConnectionError, Purpose};
 use lazykafka::protocol::frame::{encode_response, RequestHeader};
 use lazykafka::protocol::messages::api_versions::{ApiVersionRange, ApiVersionsResponse};
@@ -20,7 +21,7 @@ use lazykafka::protocol::messages::metadata::{
 };
 use lazykafka::protocol::{ApiKey, Reader};
 use lazykafka::{Consumer, Error, ErrorCode, TopicPartition};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -188,19 +189,9 @@ async fn unknown_topic_and_partition_assigned<C: TestCluster>() {
     consumer.close().await.unwrap();
 }
 
-/// On `lazykafka::mock` only: librdkafka's mock answers a JoinGroup it was
-/// told to refuse with a response this client cannot decode (the
-/// connection is dropped and the join retried), so the refusal itself
-/// never arrives there.
-#[async_std::test]
-async fn a_join_refused_for_group_authorization_stops_the_member() {
-    let mock: lazykafka::mock::MockCluster = standard();
-    TestCluster::push_errors(
-        &mock,
-        ApiKey::JoinGroup,
-        ErrorCode::GroupAuthorizationFailed,
-        1,
-    );
+async fn join_refused_for_group_authorization<C: TestCluster>() {
+    let mock: C = standard();
+    mock.push_errors(ApiKey::JoinGroup, ErrorCode::GroupAuthorizationFailed, 1);
     let mut consumer =
         Consumer::new(config(&mock.bootstrap(), Some("g")).build().unwrap()).unwrap();
     consumer.subscribe(["t"]).unwrap();
@@ -213,10 +204,14 @@ async fn a_join_refused_for_group_authorization_stops_the_member() {
             stopped: true,
             ..
         } if group == "g" => {}
-        other => panic!("expected a stopped member, got {other:?}"),
+        other => panic!("{}: expected a stopped member, got {other:?}", mock.name()),
     }
     assert!(e.is_fatal() && !e.is_retriable(), "{e}");
     assert!(e.to_string().contains("GROUP_AUTHORIZATION_FAILED"), "{e}");
+    // Stopped for good: no second report, no fetching.
+    let again = errors_within(&mut consumer, Duration::from_secs(1)).await;
+    assert!(again.is_empty(), "{again:?}");
+    assert!(consumer.assignment().is_empty());
     consumer.close().await.unwrap();
 }
 
@@ -244,6 +239,7 @@ async fn commit_refused_for_group_authorization<C: TestCluster>() {
 }
 
 on_both_mocks!(
+    join_refused_for_group_authorization,
     unknown_topic_subscribed,
     unknown_topic_and_partition_assigned,
     commit_refused_for_group_authorization,
@@ -266,14 +262,6 @@ fn broker_dropping_joins() -> (String, Arc<AtomicUsize>) {
         }
     });
     (addr.to_string(), accepted)
-}
-
-fn read_request(s: &mut TcpStream) -> Option<RequestHeader> {
-    let mut prefix = [0u8; 4];
-    s.read_exact(&mut prefix).ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
-    s.read_exact(&mut body).ok()?;
-    RequestHeader::decode(&mut Reader::new(body.into())).ok()
 }
 
 fn serve(mut s: TcpStream, port: u16) {

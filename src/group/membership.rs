@@ -398,9 +398,23 @@ impl Membership {
             }
         };
         let decoded = match kind {
-            GroupRequestKind::Join => response
-                .decode::<JoinGroupResponse>()
-                .map(|r| self.handle_join(now, r)),
+            GroupRequestKind::Join => match response.decode::<JoinGroupResponse>() {
+                Ok(r) => Ok(self.handle_join(now, r)),
+                // librdkafka's mock answers a JoinGroup it refuses with a
+                // null protocol name, which the schema allows only from v7.
+                // The error code comes first (after the throttle time from
+                // v2): act on the refusal, as for SyncGroup below.
+                Err(e) => match leading_error_code(&response.body, response.version >= 2) {
+                    Some(code) if code != ErrorCode::None => Ok(self.handle_join(
+                        now,
+                        JoinGroupResponse {
+                            error_code: code.code(),
+                            ..JoinGroupResponse::default()
+                        },
+                    )),
+                    _ => Err(e),
+                },
+            },
             GroupRequestKind::Sync => match response.decode::<SyncGroupResponse>() {
                 Ok(r) => Ok(self.handle_sync(now, r)),
                 // librdkafka's mock answers a SyncGroup it refuses with a

@@ -163,3 +163,19 @@ impl Drop for Tansu {
         self.kill();
     }
 }
+
+/// Reads one request frame from a raw test server's socket and decodes its
+/// header (`None` at EOF or on a malformed frame).
+pub fn read_request(
+    s: &mut std::net::TcpStream,
+) -> Option<lazykafka::protocol::frame::RequestHeader> {
+    use std::io::Read;
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix).ok()?;
+    let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(prefix)).ok()?];
+    s.read_exact(&mut body).ok()?;
+    lazykafka::protocol::frame::RequestHeader::decode(&mut lazykafka::protocol::Reader::new(
+        body.into(),
+    ))
+    .ok()
+}
