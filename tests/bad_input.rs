@@ -11,14 +11,14 @@ use common::read_request;
 
 use lazykafka::cluster::{Cluster, ClusterConfig, RequestError, Target};
 use lazykafka::events::{CloseReason, EventKind};
-use lazykafka::protocol::frame::{encode_response, RequestHeader};
+use lazykafka::protocol::frame::encode_response;
 use lazykafka::protocol::messages::api_versions::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse,
 };
 use lazykafka::protocol::messages::metadata::MetadataRequest;
-use lazykafka::protocol::{ApiKey, Reader};
+use lazykafka::protocol::ApiKey;
 use lazykafka::runtime::{ClusterDriver, SocketOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
