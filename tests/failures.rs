@@ -13,13 +13,13 @@ use common::clusters::{standard, TestCluster};
 use common::peers::config;
 use common::read_request;
 use lazykafka::events::{ConnectionError, Purpose};
-use lazykafka::protocol::frame::{encode_response, RequestHeader};
+use lazykafka::protocol::frame::encode_response;
 use lazykafka::protocol::messages::api_versions::{ApiVersionRange, ApiVersionsResponse};
 use lazykafka::protocol::messages::find_coordinator::FindCoordinatorResponse;
 use lazykafka::protocol::messages::metadata::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use lazykafka::protocol::{ApiKey, Reader};
+use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, Error, ErrorCode, TopicPartition};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
