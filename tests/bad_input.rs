@@ -19,7 +19,7 @@ use lazykafka::protocol::messages::metadata::MetadataRequest;
 use lazykafka::protocol::ApiKey;
 use lazykafka::runtime::{ClusterDriver, SocketOptions};
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(15);
