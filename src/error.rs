@@ -32,6 +32,14 @@ pub enum Error {
         /// The broker address.
         addr: String,
     },
+    /// A connection could not be set up, or was lost before it was ready
+    /// (the same causes the connection events carry).
+    Connection {
+        /// The broker address.
+        addr: String,
+        /// What happened.
+        cause: crate::events::ConnectionError,
+    },
     /// A request got no answer within `request.timeout.ms`.
     RequestTimeout {
         /// The API of the request.
@@ -131,6 +139,10 @@ impl Error {
             | Error::ConnectionClosed { .. } => true,
             Error::Broker { code, .. } => code.is_retriable(),
             Error::Request { source, .. } => source.is_retriable(),
+            // A broker that broke the protocol will do it again.
+            Error::Connection { cause, .. } => {
+                !matches!(cause, crate::events::ConnectionError::Protocol { .. })
+            }
             Error::Timeout { .. } => true,
             Error::Closed => false,
             Error::Fetch(e) => e.is_retriable(),
@@ -150,6 +162,7 @@ impl fmt::Display for Error {
         match self {
             Error::Io { addr, source } => write!(f, "{addr}: {source}"),
             Error::ConnectTimeout { addr } => write!(f, "{addr}: connection setup timed out"),
+            Error::Connection { addr, cause } => write!(f, "{addr}: {cause}"),
             Error::RequestTimeout { api, addr } => write!(f, "{addr}: {api} request timed out"),
             Error::ConnectionClosed { addr } => write!(f, "{addr}: connection closed by the peer"),
             Error::Frame { addr, source } => write!(f, "{addr}: {source}"),

@@ -79,7 +79,7 @@
 
 pub mod cluster;
 pub mod config;
-#[cfg(feature = "runtime-async-std")]
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod consumer;
 pub mod error;
 pub mod events;
@@ -89,11 +89,11 @@ pub mod group;
 pub mod mock;
 pub mod protocol;
 pub mod records;
-#[cfg(feature = "runtime-async-std")]
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod runtime;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
-#[cfg(feature = "runtime-async-std")]
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use consumer::{Consumer, RebalanceListener, Revocation};
 pub use error::{Error, ErrorCode};
 pub use fetch::ConsumerRecord;
