@@ -23,7 +23,8 @@
 //! ## A consumer
 //!
 //! ```
-//! # async_std::task::block_on(async {
+//! # // The same body on whichever runtime feature is enabled.
+//! # let body = async {
 //! # // A 3-broker cluster in this process (lazykafka::mock), with a few
 //! # // records in it.
 //! # use lazykafka::mock::{MockCluster, MockRecord};
@@ -59,7 +60,11 @@
 //! }
 //! consumer.close().await?;
 //! # Ok::<(), lazykafka::Error>(())
-//! # }).unwrap();
+//! # };
+//! # #[cfg(feature = "runtime-async-std")]
+//! # async_std::task::block_on(body).unwrap();
+//! # #[cfg(feature = "runtime-tokio")]
+//! # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
 //! ```
 //!
 //! With a `group.id`, [`Consumer::subscribe`] joins a consumer group
