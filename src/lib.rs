@@ -17,8 +17,10 @@
 //!   resets for the assigned partitions, without IO;
 //! - [`group`]: consumer-group logic, pure: the partition assignors
 //!   (`range`, `roundrobin`, `cooperative-sticky`);
-//! - [`runtime`]: the only code that touches sockets and timers
-//!   (async-std, behind the default `runtime-async-std` feature).
+//! - [`runtime`]: the only code that touches sockets and timers, on
+//!   async-std (the default feature `runtime-async-std`) or tokio (feature
+//!   `runtime-tokio`, without default features); exactly one of the two
+//!   builds [`Consumer`] and `runtime`.
 //!
 //! ## A consumer
 //!

@@ -399,6 +399,12 @@ impl Consumer {
     /// # #[cfg(feature = "runtime-tokio")]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// With the feature `runtime-tokio`, the first `poll` panics outside a
+    /// tokio runtime: it spawns the background task on the caller's
+    /// runtime.
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
         self.check_open()?;
         self.start();
