@@ -42,6 +42,11 @@
 //!   include perf's overhead: for profiles only);
 //! - `LAZYKAFKA_BENCH_STRACE=0`: no strace runs.
 //!
+//! lazykafka runs on async-std by default; built with
+//! `--no-default-features --features runtime-tokio,gzip,snappy,lz4,zstd,mock`
+//! it runs on a current-thread tokio runtime (each child's JSON line says
+//! which, as `runtime`).
+//!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
 #[path = "../tests/common/mod.rs"]
@@ -1185,7 +1190,25 @@ mod child {
         let mut t = Tally::default();
         let deadline = Instant::now() + CHILD_TIMEOUT;
         let mut requests_before_first = None;
-        async_std::task::block_on(async {
+        // The consumer's runtime: async-std by default; built with
+        // `--no-default-features --features runtime-tokio,...`, a
+        // current-thread tokio runtime (the consumer's task runs on it, so
+        // both polls below must use the same one).
+        #[cfg(feature = "runtime-tokio")]
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        macro_rules! block_on {
+            ($future:expr) => {{
+                #[cfg(feature = "runtime-tokio")]
+                let output = runtime.block_on($future);
+                #[cfg(not(feature = "runtime-tokio"))]
+                let output = async_std::task::block_on($future);
+                output
+            }};
+        }
+        block_on!(async {
             t.first_poll_us = mono_us();
             while t.records < records {
                 if Instant::now() > deadline {
@@ -1217,7 +1240,7 @@ mod child {
         census.snapshot(&ports_of(bootstrap), &mut t);
         if !t.timed_out {
             t.idle_cpu_per_s = Some(idle_cpu(census, || {
-                let _ = async_std::task::block_on(consumer.poll(Duration::from_millis(100)));
+                let _ = block_on!(consumer.poll(Duration::from_millis(100)));
             }));
         }
         let counters = consumer.broker_counters();
@@ -1232,6 +1255,14 @@ mod child {
         extra.insert(
             "requests_before_first_own".into(),
             json!(requests_before_first),
+        );
+        extra.insert(
+            "runtime".into(),
+            json!(if cfg!(feature = "runtime-tokio") {
+                "tokio (current thread)"
+            } else {
+                "async-std"
+            }),
         );
         extra.insert(
             "requests_total_own".into(),

@@ -9,10 +9,14 @@
 #    dev-dependency and is built by cargo);
 # 2. starts tansu on a free loopback port and waits until it accepts
 #    connections;
-# 3. runs `cargo fmt --check`, `cargo clippy`, `cargo doc` and the whole
-#    suite (`cargo test --all-features`, doc-tests included) with the broker
-#    address in LAZYKAFKA_TEST_BROKER and LAZYKAFKA_REQUIRE_BROKER=1, so no
-#    broker test can skip;
+# 3. runs `cargo fmt --check`, then `cargo clippy` and `cargo doc` for both
+#    runtime feature sets, the whole suite (doc-tests included) on async-std
+#    (the default runtime, plus `mock`), and the suite again on tokio
+#    (`--no-default-features --features runtime-tokio,<codecs>,mock`) except
+#    the slow group scenarios, with the broker address in
+#    LAZYKAFKA_TEST_BROKER and LAZYKAFKA_REQUIRE_BROKER=1, so no broker test
+#    can skip (the two runtime features exclude each other, so
+#    `--all-features` does not build);
 # 4. stops tansu by its PID, whether the tests passed or not.
 #
 # Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
@@ -98,21 +102,50 @@ export LAZYKAFKA_TEST_BROKER="$addr"
 export LAZYKAFKA_TANSU_BIN="$tansu"
 export LAZYKAFKA_REQUIRE_BROKER=1
 
-step "cargo fmt --check"
-cargo fmt --all -- --check
-step "cargo clippy --all-targets --all-features -- -D warnings"
-cargo clippy --all-targets --all-features -- -D warnings
-step "cargo doc --no-deps"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
-step "cargo test --all-features (broker: tansu at $addr)"
-if ! cargo test --all-features; then
+# The two feature sets: exactly one runtime each.
+async_std_features=(--features mock)
+tokio_features=(--no-default-features --features runtime-tokio,gzip,snappy,lz4,zstd,mock)
+
+show_tansu_log() {
     echo "--- last lines of the tansu log ($run_dir/tansu.log) ---" >&2
     tail -n 30 "$run_dir/tansu.log" >&2 || true
+}
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+for features in async_std tokio; do
+    declare -n set="${features}_features"
+    step "cargo clippy --all-targets ${set[*]} -- -D warnings"
+    cargo clippy --all-targets "${set[@]}" -- -D warnings
+    step "cargo doc --no-deps ${set[*]}"
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${set[@]}"
+    unset -n set
+done
+
+step "cargo test ${async_std_features[*]} (async-std; broker: tansu at $addr)"
+if ! cargo test "${async_std_features[@]}"; then
+    show_tansu_log
     exit 1
 fi
 # The connection lifecycle and fault scenarios once more with a single
 # executor thread, as in a one-CPU container: a task that never yields
 # starves the socket tasks there.
 step "cargo test (lifecycle and faults, ASYNC_STD_THREAD_COUNT=1)"
-ASYNC_STD_THREAD_COUNT=1 cargo test --all-features --test cluster_lifecycle --test faults
+ASYNC_STD_THREAD_COUNT=1 cargo test "${async_std_features[@]}" --test cluster_lifecycle --test faults
+
+# On tokio: everything but the group scenarios (consumer_group,
+# consumer_tansu_group, consume_example, lifecycle_example: minutes of
+# rebalances whose runtime-dependent part, the driver loop, the tests
+# below exercise too) and the pure layers (protocol, records: no runtime).
+step "cargo test ${tokio_features[*]} (tokio)"
+if ! cargo test "${tokio_features[@]}" --lib \
+    --test consumer --test consumer_api --test cluster_lifecycle --test faults \
+    --test one_thread --test tokio_threads --test bad_input --test mock_cluster --test failures \
+    --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
+    --test records_peers; then
+    show_tansu_log
+    exit 1
+fi
+step "cargo test --doc (tokio)"
+cargo test "${tokio_features[@]}" --doc
 step "all tests passed"

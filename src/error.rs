@@ -205,7 +205,7 @@ impl Error {
     /// retries in the background).
     pub fn is_retriable(&self) -> bool {
         match self {
-            Error::BrokersUnreachable { .. } | Error::Connection { .. } => true,
+            Error::BrokersUnreachable { .. } => true,
             Error::Topic { code, .. } => code.is_retriable(),
             Error::UnknownPartition { .. } => true,
             Error::Group { code, stopped, .. } => {
@@ -217,6 +217,10 @@ impl Error {
             | Error::ConnectionClosed { .. } => true,
             Error::Broker { code, .. } => code.is_retriable(),
             Error::Request { source, .. } => source.is_retriable(),
+            // A broker that broke the protocol will do it again.
+            Error::Connection { cause, .. } => {
+                !matches!(cause, crate::events::ConnectionError::Protocol { .. })
+            }
             Error::Timeout { .. } => true,
             Error::Closed => false,
             Error::Fetch(e) => e.is_retriable(),

@@ -17,13 +17,16 @@
 //!   resets for the assigned partitions, without IO;
 //! - [`group`]: consumer-group logic, pure: the partition assignors
 //!   (`range`, `roundrobin`, `cooperative-sticky`);
-//! - [`runtime`]: the only code that touches sockets and timers
-//!   (async-std, behind the default `runtime-async-std` feature).
+//! - [`runtime`]: the only code that touches sockets and timers, on
+//!   async-std (the default feature `runtime-async-std`) or tokio (feature
+//!   `runtime-tokio`, without default features); exactly one of the two
+//!   builds [`Consumer`] and `runtime`.
 //!
 //! ## A consumer
 //!
 //! ```
-//! # async_std::task::block_on(async {
+//! # // The same body on whichever runtime feature is enabled.
+//! # let body = async {
 //! # // A 3-broker cluster in this process (lazykafka::mock), with a few
 //! # // records in it.
 //! # use lazykafka::mock::{MockCluster, MockRecord};
@@ -59,7 +62,11 @@
 //! }
 //! consumer.close().await?;
 //! # Ok::<(), lazykafka::Error>(())
-//! # }).unwrap();
+//! # };
+//! # #[cfg(feature = "runtime-async-std")]
+//! # async_std::task::block_on(body).unwrap();
+//! # #[cfg(feature = "runtime-tokio")]
+//! # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
 //! ```
 //!
 //! With a `group.id`, [`Consumer::subscribe`] joins a consumer group
@@ -79,7 +86,7 @@
 
 pub mod cluster;
 pub mod config;
-#[cfg(feature = "runtime-async-std")]
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod consumer;
 pub mod error;
 pub mod events;
@@ -89,11 +96,11 @@ pub mod group;
 pub mod mock;
 pub mod protocol;
 pub mod records;
-#[cfg(feature = "runtime-async-std")]
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod runtime;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
-#[cfg(feature = "runtime-async-std")]
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use consumer::{Consumer, RebalanceListener, Revocation};
 pub use error::{Error, ErrorCode};
 pub use fetch::ConsumerRecord;

@@ -61,12 +61,14 @@ fn set(items: &[(&str, i32)]) -> BTreeSet<(String, Option<i32>)> {
         .collect()
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn librdkafka_mock_group_lifecycle() {
     group_lifecycle(&clusters::librdkafka()).await;
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn lazykafka_mock_group_lifecycle() {
     group_lifecycle(&clusters::ours()).await;
 }
@@ -208,7 +210,8 @@ async fn group_lifecycle(mock: &impl TestCluster) {
     assert!(wait_for(WAIT, || client_sockets(&ports).is_empty()));
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn tansu_single_broker_lifecycle() {
     let Some(addr) = common::tansu_addr("tansu_single_broker_lifecycle") else {
         return;
@@ -273,7 +276,8 @@ async fn tansu_single_broker_lifecycle() {
     assert!(wait_for(WAIT, || client_sockets(&[port]).len() == before));
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_broker_closing_its_sockets_leaves_nothing_in_close_wait() {
     let Some(mut tansu) = common::Tansu::start("no_close_wait_after_broker_close") else {
         return;

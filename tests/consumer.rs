@@ -27,12 +27,14 @@ fn mock_cluster() -> RawMock {
     mock
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn manual_assignment_reads_every_record_from_the_mock() {
     manual_assignment_reads_every_record(&clusters::librdkafka()).await;
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn manual_assignment_reads_every_record_from_our_mock() {
     manual_assignment_reads_every_record(&clusters::ours()).await;
 }
@@ -76,7 +78,8 @@ async fn manual_assignment_reads_every_record(mock: &impl TestCluster) {
     assert!(wait_for(WAIT, || client_sockets(&mock.ports()).is_empty()));
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn group_consumer_commits_and_librdkafka_reads_the_commit() {
     let mock = mock_cluster();
     let bootstrap = mock.bootstraps().join(",");
@@ -124,7 +127,8 @@ async fn group_consumer_commits_and_librdkafka_reads_the_commit() {
     }
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_commit_by_librdkafka_is_where_lazykafka_resumes() {
     let mock = mock_cluster();
     let bootstrap = mock.bootstraps().join(",");
@@ -157,7 +161,8 @@ async fn a_commit_by_librdkafka_is_where_lazykafka_resumes() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn tansu_group_consume_commit_and_resume() {
     let Some(addr) = common::tansu_addr("tansu_group_consume_commit_and_resume") else {
         return;
@@ -184,7 +189,8 @@ async fn tansu_group_consume_commit_and_resume() {
     again.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn log_bounds_come_from_the_leaders() {
     let mock = mock_cluster();
     let bootstrap = mock.bootstraps().join(",");
@@ -215,7 +221,8 @@ async fn log_bounds_come_from_the_leaders() {
 
 // librdkafka's mock answers every timestamp lookup with -1 (a FIXME in its
 // ListOffsets handler), so this runs against tansu.
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn offsets_for_times_finds_the_first_record_at_or_after_a_time() {
     let Some(addr) = common::tansu_addr("offsets_for_times_finds_the_first_record") else {
         return;

@@ -42,7 +42,8 @@ fn first_offsets(records: &[(i32, i64, String)]) -> BTreeMap<i32, i64> {
     first
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn seek_to_an_offset_then_to_the_beginning_and_the_end() {
     let mock = mock("seek", "unused", false);
     let bootstrap = mock.bootstraps().join(",");
@@ -102,7 +103,8 @@ async fn seek_to_an_offset_then_to_the_beginning_and_the_end() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn paused_partitions_deliver_nothing_until_resumed() {
     // Both partitions on one leader: they share every Fetch, so records of
     // partition 0 arriving means a fetch happened that would have carried
@@ -139,7 +141,8 @@ async fn paused_partitions_deliver_nothing_until_resumed() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn auto_commit_commits_without_being_asked() {
     let mock = mock("auto", "g-auto", false);
     let bootstrap = mock.bootstraps().join(",");
@@ -179,7 +182,8 @@ async fn auto_commit_commits_without_being_asked() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn reset_earliest_and_latest_when_nothing_is_committed() {
     let mock = mock("reset", "g-reset", false);
     let bootstrap = mock.bootstraps().join(",");
@@ -229,7 +233,8 @@ async fn reset_earliest_and_latest_when_nothing_is_committed() {
     earliest.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn reset_none_names_every_partition_without_a_commit() {
     let mock = RawMock::new(1);
     mock.create_topic("none", 3);
@@ -283,7 +288,8 @@ async fn reset_none_names_every_partition_without_a_commit() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn offset_out_of_range_resets_per_policy_and_says_so() {
     logs::capture();
     let mock = mock("oor", "g-oor", false);
@@ -371,14 +377,15 @@ async fn offset_out_of_range_resets_per_policy_and_says_so() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn the_stream_yields_every_record() {
     let mock = mock("stream", "unused", false);
     let bootstrap = mock.bootstraps().join(",");
     produce(&bootstrap, "stream", 2, 60, "gzip");
     let mut consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
     consumer.assign([tp("stream", 0), tp("stream", 1)]).unwrap();
-    let records: Vec<(i32, i64, String)> = async_std::future::timeout(
+    let records: Vec<(i32, i64, String)> = common::timeout(
         WAIT,
         consumer
             .stream(Duration::from_millis(100))

@@ -262,7 +262,7 @@ async fn heartbeats_flow_on_the_coordinator_connection_while_the_application_doe
 
     // The application works for 2.5 session timeouts without polling.
     mock.clear_requests();
-    async_std::task::sleep(Duration::from_secs(5)).await;
+    common::sleep(Duration::from_secs(5)).await;
     let requests = mock.requests();
     let sent = ours.broker_counters()[&coordinator.addr].requests - sent_before;
 

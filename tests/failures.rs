@@ -62,7 +62,8 @@ fn closed_port() -> String {
     addr
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
     let addr = closed_port();
     let mut consumer = Consumer::new(
@@ -109,7 +110,8 @@ async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
     assert!(e.to_string().contains(&addr), "{e}");
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_bootstrap_name_that_does_not_resolve_is_reported_by_poll() {
     // `.invalid` never resolves (RFC 2606).
     let addr = "no-such-broker.invalid:9092";
@@ -335,7 +337,8 @@ fn serve(mut s: TcpStream, port: u16) {
     }
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_broker_that_drops_every_join_is_backed_off_and_reported() {
     let (addr, accepted) = broker_dropping_joins();
     let mut consumer = Consumer::new(config(&addr, Some("g")).build().unwrap()).unwrap();

@@ -115,7 +115,7 @@ fn librdkafka_admin_creates_topics_and_its_producer_writes_them() {
         NewTopic::new("made", 3, TopicReplication::Fixed(1)),
         NewTopic::new("made", 3, TopicReplication::Fixed(1)),
     ];
-    let results = async_std::task::block_on(admin.create_topics(
+    let results = futures::executor::block_on(admin.create_topics(
         &topics[..1],
         &AdminOptions::new().operation_timeout(Some(WAIT)),
     ))
@@ -123,7 +123,8 @@ fn librdkafka_admin_creates_topics_and_its_producer_writes_them() {
     assert_eq!(results.len(), 1);
     assert!(results[0].is_ok(), "{results:?}");
     let again =
-        async_std::task::block_on(admin.create_topics(&topics[1..], &AdminOptions::new())).unwrap();
+        futures::executor::block_on(admin.create_topics(&topics[1..], &AdminOptions::new()))
+            .unwrap();
     assert!(
         matches!(
             &again[0],
@@ -144,7 +145,8 @@ fn librdkafka_admin_creates_topics_and_its_producer_writes_them() {
     }
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_waiting_fetch_is_answered_as_soon_as_records_arrive() {
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("t", 1).unwrap();
@@ -186,7 +188,8 @@ async fn a_waiting_fetch_is_answered_as_soon_as_records_arrive() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn offsets_for_times_and_the_ends_of_the_log() {
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("t", 1).unwrap();
@@ -236,7 +239,8 @@ fn list_latest(topic: &str) -> Box<ListOffsetsRequest> {
     })
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_broker_closing_idle_connections_is_seen_at_once_and_leaves_no_close_wait() {
     let mock = MockCluster::new(2).unwrap();
     mock.create_topic_with_leaders("t", &[2]).unwrap();
@@ -297,7 +301,8 @@ async fn a_broker_closing_idle_connections_is_seen_at_once_and_leaves_no_close_w
     driver.shutdown();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn closing_every_connection_at_once_loses_nothing() {
     let mock = MockCluster::new(3).unwrap();
     mock.create_topic_with_leaders("t", &[1, 3]).unwrap();
@@ -329,7 +334,8 @@ async fn closing_every_connection_at_once_loses_nothing() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn injected_errors_are_answered_and_consumption_goes_on() {
     let mock = MockCluster::new(2).unwrap();
     mock.create_topic_with_leaders("t", &[2]).unwrap();
@@ -355,7 +361,8 @@ async fn injected_errors_are_answered_and_consumption_goes_on() {
     consumer.close().await.unwrap();
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn the_log_shows_every_connection_and_request() {
     let mock = MockCluster::new(3).unwrap();
     mock.create_topic_with_leaders("t", &[1, 3]).unwrap();
@@ -410,7 +417,8 @@ async fn the_log_shows_every_connection_and_request() {
     assert_eq!(fetched_from, [1, 3].into());
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_corrupt_batch_is_refused_whole() {
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("t", 1).unwrap();
@@ -447,7 +455,8 @@ async fn a_corrupt_batch_is_refused_whole() {
     conn.close().await;
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn bad_requests_close_only_their_connection() {
     use lazykafka::protocol::messages::create_topics::{
         CreatableTopic, CreateTopicsRequest, CreateTopicsResponse,
@@ -527,7 +536,8 @@ impl lazykafka::RebalanceListener for CommitOnRevoke {
     }
 }
 
-#[async_std::test]
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn the_outcome_of_a_commit_made_while_revoking_reaches_the_application() {
     for refused in [false, true] {
         let mock = MockCluster::new(2).unwrap();

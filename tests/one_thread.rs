@@ -1,13 +1,13 @@
-//! The consumer with a single executor thread (`ASYNC_STD_THREAD_COUNT=1`,
-//! as in a one-CPU container): its background task, connect tasks and
-//! socket readers share that thread, so a task that never yields starves
-//! the others. Through a one-second coordinator outage, on librdkafka's
+//! The consumer with a single executor thread, as in a one-CPU container:
+//! `ASYNC_STD_THREAD_COUNT=1` on async-std, a current-thread runtime on
+//! tokio. Its background task, connect tasks and socket readers share that
+//! thread, so a task that never yields starves the others. Through a one-second coordinator outage, on librdkafka's
 //! mock and on `lazykafka::mock`, the consumer must reconnect and go on,
 //! spend little CPU while it waits, and hold its memory while the
 //! application does not poll and does not read its event stream.
 //!
-//! One test function: the executor's thread count is read once, when the
-//! first task is spawned in this process.
+//! One test function: async-std's executor reads its thread count once,
+//! when the first task is spawned in this process.
 
 mod common;
 
@@ -81,7 +81,7 @@ async fn coordinator_outage<C: TestCluster>() {
     let rss0 = rss_mib();
     let quiet = Instant::now();
     while quiet.elapsed() < Duration::from_secs(2) {
-        async_std::task::sleep(Duration::from_millis(100)).await;
+        common::sleep(Duration::from_millis(100)).await;
     }
     let rss_growth = rss_mib() - rss0;
     mock.broker_up(2);
@@ -123,11 +123,21 @@ async fn coordinator_outage<C: TestCluster>() {
 
 #[test]
 fn a_coordinator_outage_on_one_executor_thread() {
-    // SAFETY: set before any thread of this test binary reads the
-    // environment (nothing was spawned yet).
-    std::env::set_var("ASYNC_STD_THREAD_COUNT", "1");
-    async_std::task::block_on(async {
+    let scenario = async {
         coordinator_outage::<common::mock::RawMock>().await;
         coordinator_outage::<MockCluster>().await;
-    });
+    };
+    #[cfg(not(feature = "runtime-tokio"))]
+    {
+        // SAFETY: set before any thread of this test binary reads the
+        // environment (nothing was spawned yet).
+        std::env::set_var("ASYNC_STD_THREAD_COUNT", "1");
+        async_std::task::block_on(scenario);
+    }
+    #[cfg(feature = "runtime-tokio")]
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(scenario);
 }

@@ -9,7 +9,9 @@
 //! - A broker named by `LAZYKAFKA_TEST_BROKER` (`host:port`), when set: the
 //!   test command runs tansu there (Kafka's newest versions: Fetch 17,
 //!   JoinGroup 9, flexible group APIs). Skipped otherwise.
-#![cfg(feature = "runtime-async-std")]
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
+mod common;
 
 use bytes::Bytes;
 use lazykafka::protocol::frame::{encode_request, ResponseHeader};
@@ -123,7 +125,7 @@ fn librdkafka_mock_reads_our_requests_and_we_read_its_responses() {
         metadata_trailing_byte: true,
         keeps_commit_metadata: true,
     };
-    async_std::task::block_on(consumer_round(&peer));
+    common::block_on(consumer_round(&peer));
 }
 
 #[test]
@@ -145,7 +147,7 @@ fn external_broker_reads_our_requests_and_we_read_its_responses() {
         metadata_trailing_byte: false,
         keeps_commit_metadata: false,
     };
-    async_std::task::block_on(consumer_round(&peer));
+    common::block_on(consumer_round(&peer));
 }
 
 /// Where to run [`consumer_round`], and what is known about the peer.

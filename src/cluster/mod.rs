@@ -794,6 +794,30 @@ impl Cluster {
         &self.counters
     }
 
+    /// The versions negotiated on connection `conn`, once it is ready.
+    pub fn connection_versions(
+        &self,
+        conn: ConnectionId,
+    ) -> Option<&crate::protocol::ApiVersionTable> {
+        self.conns.get(&conn).and_then(|c| c.versions())
+    }
+
+    /// The socket address connection `conn` reached, once connected.
+    pub fn connection_peer(&self, conn: ConnectionId) -> Option<SocketAddr> {
+        self.conns.get(&conn).and_then(|c| c.peer)
+    }
+
+    /// Opens a connection to the least-loaded broker ahead of any request
+    /// (DESIGN §1.2a: a live connection if there is one, else a bootstrap
+    /// address not in backoff), for a tool that wants a ready connection
+    /// before it sends anything. `None` while every bootstrap address is
+    /// in reconnect backoff.
+    pub fn connect_least_loaded(&mut self, now: Instant) -> Option<ConnectionId> {
+        let id = self.least_loaded(now);
+        self.drive(now);
+        id
+    }
+
     /// The versions negotiated with broker `broker` on its leader connection,
     /// if that connection is ready.
     pub fn leader_versions(&self, broker: i32) -> Option<&crate::protocol::ApiVersionTable> {

@@ -112,7 +112,8 @@ type CommitCallback = Box<dyn FnOnce(Result<(), Error>) + Send>;
 /// An async Kafka consumer.
 ///
 /// ```
-/// # async_std::task::block_on(async {
+/// # // The same body on whichever runtime feature is enabled.
+/// # let body = async {
 /// use lazykafka::{Consumer, ConsumerConfig};
 ///
 /// let config = ConsumerConfig::builder()
@@ -123,7 +124,11 @@ type CommitCallback = Box<dyn FnOnce(Result<(), Error>) + Send>;
 /// consumer.subscribe(["invoices"])?;         // still none
 /// assert!(consumer.connections().is_empty());
 /// # Ok::<(), lazykafka::Error>(())
-/// # }).unwrap();
+/// # };
+/// # #[cfg(feature = "runtime-async-std")]
+/// # async_std::task::block_on(body).unwrap();
+/// # #[cfg(feature = "runtime-tokio")]
+/// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
 /// ```
 pub struct Consumer {
     config: ConsumerConfig,
@@ -367,7 +372,8 @@ impl Consumer {
     /// callbacks run inside this call.
     ///
     /// ```
-    /// # async_std::task::block_on(async {
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
     /// # use lazykafka::mock::{MockCluster, MockRecord};
     /// # let mock = MockCluster::new(1).unwrap();
     /// # mock.create_topic("invoices", 1).unwrap();
@@ -389,8 +395,18 @@ impl Consumer {
     /// assert_eq!(records[0].value(), Some(&b"paid"[..]));
     /// consumer.close().await?;
     /// # Ok::<(), lazykafka::Error>(())
-    /// # }).unwrap();
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// With the feature `runtime-tokio`, the first `poll` panics outside a
+    /// tokio runtime: it spawns the background task on the caller's
+    /// runtime.
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
         self.check_open()?;
         self.start();
@@ -433,7 +449,8 @@ impl Consumer {
     /// nothing: they are yielded and the stream goes on.
     ///
     /// ```
-    /// # async_std::task::block_on(async {
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
     /// # use lazykafka::mock::{MockCluster, MockRecord};
     /// # let mock = MockCluster::new(3).unwrap();
     /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
@@ -457,7 +474,11 @@ impl Consumer {
     /// assert_eq!(offsets, [0, 1, 2]);
     /// consumer.close().await?;
     /// # Ok::<(), lazykafka::Error>(())
-    /// # }).unwrap();
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn stream(
         &mut self,
@@ -604,7 +625,8 @@ impl Consumer {
     /// partition's leader (ListOffsets), so it may open leader connections.
     ///
     /// ```
-    /// # async_std::task::block_on(async {
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
     /// # use lazykafka::mock::{MockCluster, MockRecord};
     /// # let mock = MockCluster::new(3).unwrap();
     /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
@@ -626,7 +648,11 @@ impl Consumer {
     /// consumer.seek(&p0, hit.offset)?;
     /// # consumer.close().await?;
     /// # Ok::<(), lazykafka::Error>(())
-    /// # }).unwrap();
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn offsets_for_times(
         &mut self,
@@ -655,7 +681,8 @@ impl Consumer {
     /// watermark, or the last stable offset under read_committed).
     ///
     /// ```
-    /// # async_std::task::block_on(async {
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
     /// # use lazykafka::mock::{MockCluster, MockRecord};
     /// # let mock = MockCluster::new(3).unwrap();
     /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
@@ -675,7 +702,11 @@ impl Consumer {
     /// assert_eq!(lag, 6);
     /// # consumer.close().await?;
     /// # Ok::<(), lazykafka::Error>(())
-    /// # }).unwrap();
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn end_offsets(
         &mut self,
@@ -767,7 +798,8 @@ impl Consumer {
     /// connection, say).
     ///
     /// ```
-    /// # async_std::task::block_on(async {
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
     /// # let mock = lazykafka::mock::MockCluster::new(3).unwrap();
     /// # mock.create_topic("invoices", 3).unwrap();
     /// # let bootstrap = mock.bootstrap_servers();
@@ -781,7 +813,11 @@ impl Consumer {
     /// assert_eq!(partitions.len(), 3);
     /// consumer.assign(partitions)?;
     /// # Ok::<(), lazykafka::Error>(())
-    /// # }).unwrap();
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>, Error> {
         self.check_open()?;
@@ -894,7 +930,8 @@ impl Consumer {
     /// A snapshot of the live connections (empty before the first poll).
     ///
     /// ```
-    /// # async_std::task::block_on(async {
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
     /// # use lazykafka::mock::{MockCluster, MockRecord};
     /// # let mock = MockCluster::new(3).unwrap();
     /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
@@ -932,7 +969,11 @@ impl Consumer {
     /// consumer.close().await?;
     /// assert!(consumer.connections().is_empty());
     /// # Ok::<(), lazykafka::Error>(())
-    /// # }).unwrap();
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn connections(&self) -> Vec<ConnectionInfo> {
         self.read_core(|core| core.cluster.connections(Instant::now()))
@@ -949,7 +990,8 @@ impl Consumer {
     /// It ends when the consumer is closed or dropped.
     ///
     /// ```
-    /// # async_std::task::block_on(async {
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
     /// # use lazykafka::mock::{MockCluster, MockRecord};
     /// # let mock = MockCluster::new(3).unwrap();
     /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
@@ -984,7 +1026,11 @@ impl Consumer {
     ///     println!("{:?} {:?} broker {:?} {}", e.kind, e.purpose, e.broker, e.addr);
     /// }
     /// # Ok::<(), lazykafka::Error>(())
-    /// # }).unwrap();
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn connection_events(&mut self) -> ConnectionEvents {
         self.events.subscribe(EVENT_BUFFER)

@@ -1,19 +1,18 @@
-//! One TCP connection to one broker, on async-std.
+//! One connection to one broker, for tools and tests: a [`ClusterDriver`]
+//! whose only bootstrap address is that broker. Bytes become responses
+//! along the same path as the consumer's (frames, correlation ids and
+//! response headers are the cluster's business), and failures carry the
+//! same causes as the connection events.
 
-use super::socket::{connect_socket, ConnectError};
+use super::driver::ClusterDriver;
+use super::sockets::SocketOptions;
+use crate::cluster::{Cluster, ClusterConfig, ExponentialBackoff, Target};
 use crate::error::Error;
-use crate::protocol::frame::{self, encode_request, frame_size, peek_correlation_id};
-use crate::protocol::messages::api_versions::ApiVersionsRequest;
-use crate::protocol::{
-    ApiVersionTable, ApiVersionsExchange, ExchangeError, ExchangeStep, Request,
-    DEFAULT_MAX_FRAME_SIZE,
-};
-use async_std::future::timeout;
-use async_std::net::TcpStream;
-use bytes::Bytes;
-use futures::{AsyncReadExt, AsyncWriteExt};
+use crate::events::{ConnectionError, ConnectionId, EventKind};
+use crate::protocol::{ApiVersionTable, Request, DEFAULT_MAX_FRAME_SIZE};
+use std::fmt;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How a [`BrokerConnection`] is set up.
 #[derive(Debug, Clone)]
@@ -44,15 +43,25 @@ impl Default for ConnectOptions {
 
 /// A connection to one broker whose API versions have been negotiated.
 ///
-/// Requests are sent one at a time and answered in order.
-#[derive(Debug)]
+/// Each [`BrokerConnection::request`] waits for its response; the
+/// connection is driven only while a method is awaited (no background
+/// task). If the broker closes the connection, the next request opens a
+/// new one (ApiVersions first, as on every socket).
 pub struct BrokerConnection {
-    stream: TcpStream,
+    driver: ClusterDriver,
     addr: String,
     peer: SocketAddr,
     versions: ApiVersionTable,
-    next_correlation_id: i32,
-    options: ConnectOptions,
+    request_timeout: Duration,
+}
+
+impl fmt::Debug for BrokerConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BrokerConnection")
+            .field("addr", &self.addr)
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BrokerConnection {
@@ -60,58 +69,77 @@ impl BrokerConnection {
     /// answers (every resolved address is tried in turn), sets TCP_NODELAY
     /// and keepalive, and runs the ApiVersions exchange.
     pub async fn connect(addr: &str, options: ConnectOptions) -> Result<Self, Error> {
-        let (stream, peer) = connect_socket(addr, options.setup_timeout, options.keepalive)
-            .await
-            .map_err(|e| match e {
-                ConnectError::Timeout => Error::ConnectTimeout {
-                    addr: addr.to_owned(),
-                },
-                ConnectError::Resolve(source) | ConnectError::Io(source) => Error::Io {
-                    addr: addr.to_owned(),
-                    source,
-                },
-            })?;
-        let mut conn = BrokerConnection {
-            peer,
-            stream,
-            addr: addr.to_owned(),
-            versions: ApiVersionTable::default(),
-            next_correlation_id: 0,
-            options,
+        let mut config = ClusterConfig::new([addr]);
+        config.client_id = options.client_id.clone();
+        config.request_timeout = options.request_timeout;
+        config.max_frame_size = options.max_frame_size;
+        // One attempt, with exactly the timeout asked for.
+        config.setup_timeout = ExponentialBackoff {
+            base: options.setup_timeout,
+            max: options.setup_timeout,
+            jitter: 0.0,
         };
-        conn.negotiate().await?;
-        Ok(conn)
-    }
-
-    async fn negotiate(&mut self) -> Result<(), Error> {
-        let mut exchange = ApiVersionsExchange::new();
-        let request = ApiVersionsRequest::from_this_client();
-        loop {
-            let version = exchange.version();
-            // The response body is read raw: it may come back as v0 whatever
-            // version was sent, and the exchange knows how to read it.
-            let body = self.round_trip(&request, version).await?;
-            match exchange.handle_response(body) {
-                Ok(ExchangeStep::Retry(_)) => continue,
-                Ok(ExchangeStep::Done(table)) => {
-                    self.versions = table;
-                    return Ok(());
+        // A tool's connection lives as long as the tool wants it.
+        config.connections_max_idle = None;
+        let now = Instant::now();
+        let mut driver = ClusterDriver::new(
+            Cluster::new(config, now, 0),
+            SocketOptions {
+                keepalive: options.keepalive,
+            },
+        );
+        let conn = driver
+            .cluster()
+            .connect_least_loaded(now)
+            .expect("a new cluster has no address in backoff");
+        let mut failure: Option<ConnectionError> = None;
+        // The setup timeout bounds the connect, the request timeout each
+        // ApiVersions round trip (at most two: a retry at the version the
+        // broker lists); the cluster enforces both, this only bounds the
+        // wait if it did not.
+        let bound = options.setup_timeout + 2 * options.request_timeout;
+        let ready = driver
+            .run_until(bound, |d| {
+                for e in d.take_events() {
+                    if e.connection != conn {
+                        continue;
+                    }
+                    match e.kind {
+                        EventKind::ConnectFailed { error } => failure = Some(error),
+                        EventKind::Closed { error, reason } => {
+                            failure =
+                                Some(error.unwrap_or(ConnectionError::ClosedByClient { reason }))
+                        }
+                        _ => {}
+                    }
                 }
-                Err(ExchangeError::Decode(source)) => {
-                    return Err(Error::Decode {
-                        api: "ApiVersions",
-                        addr: self.addr.clone(),
-                        source,
-                    })
-                }
-                Err(ExchangeError::Broker(code)) => {
-                    return Err(Error::Broker {
-                        api: "ApiVersions",
-                        code,
-                    })
-                }
-            }
+                failure.is_some() || d.cluster().connection_versions(conn).is_some()
+            })
+            .await;
+        if let Some(cause) = failure {
+            return Err(Error::Connection {
+                broker: None,
+                addr: addr.to_owned(),
+                purpose: crate::events::Purpose::Bootstrap,
+                cause,
+            });
         }
+        if !ready {
+            return Err(Error::ConnectTimeout {
+                addr: addr.to_owned(),
+            });
+        }
+        Ok(BrokerConnection {
+            addr: addr.to_owned(),
+            peer: peer_of(&mut driver, conn),
+            versions: driver
+                .cluster()
+                .connection_versions(conn)
+                .expect("ready")
+                .clone(),
+            driver,
+            request_timeout: options.request_timeout,
+        })
     }
 
     /// The address this connection was asked to reach (`host:port`).
@@ -130,107 +158,46 @@ impl BrokerConnection {
     }
 
     /// Sends `request` at the negotiated version and waits for its response.
-    pub async fn request<R: Request>(&mut self, request: &R) -> Result<R::Response, Error> {
-        let version =
-            self.versions
-                .version(R::API_KEY)
-                .map_err(|source| Error::NoCommonVersion {
-                    addr: self.addr.clone(),
-                    source,
-                })?;
-        let body = self.round_trip(request, version).await?;
-        crate::protocol::messages::decode_response_body::<R::Response>(body, version)
-            .map(|(response, _)| response)
-            .map_err(|source| Error::Decode {
-                api: R::API_KEY.name(),
+    pub async fn request<R>(&mut self, request: &R) -> Result<R::Response, Error>
+    where
+        R: Request + Clone + Send + fmt::Debug + 'static,
+    {
+        let api = R::API_KEY.name();
+        let id = self
+            .driver
+            .request(Target::AnyBroker, Box::new(request.clone()));
+        // The cluster times the request out; the margin only bounds the
+        // wait should it not.
+        let response = self
+            .driver
+            .wait_response(id, self.request_timeout + Duration::from_secs(1))
+            .await
+            .ok_or(Error::RequestTimeout {
+                api,
                 addr: self.addr.clone(),
-                source,
-            })
-    }
-
-    /// Sends one request and returns the response body with its header
-    /// removed and its correlation id checked.
-    async fn round_trip<R: Request>(&mut self, request: &R, version: i16) -> Result<Bytes, Error> {
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        let frame = encode_request(
-            request,
-            version,
-            correlation_id,
-            self.options.client_id.as_deref(),
+            })?
+            .map_err(|source| Error::Request { api, source })?;
+        crate::protocol::messages::decode_response_body::<R::Response>(
+            response.body,
+            response.version,
         )
-        .map_err(|source| Error::Encode {
-            api: R::API_KEY.name(),
+        .map(|(response, _)| response)
+        .map_err(|source| Error::Decode {
+            api,
+            addr: self.addr.clone(),
             source,
-        })?;
-        let exchange = async {
-            self.stream.write_all(&frame).await?;
-            let mut prefix = [0u8; 4];
-            self.stream.read_exact(&mut prefix).await?;
-            let size = frame_size(prefix, self.options.max_frame_size)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-            let mut body = vec![0u8; size];
-            self.stream.read_exact(&mut body).await?;
-            Ok::<_, std::io::Error>(Bytes::from(body))
-        };
-        let body = match timeout(self.options.request_timeout, exchange).await {
-            Err(_) => {
-                return Err(Error::RequestTimeout {
-                    api: R::API_KEY.name(),
-                    addr: self.addr.clone(),
-                })
-            }
-            Ok(Err(e)) => return Err(self.io_error(e)),
-            Ok(Ok(body)) => body,
-        };
-        let header_version = R::API_KEY.response_header_version(version);
-        let received = peek_correlation_id(&body).unwrap_or(-1);
-        if received != correlation_id {
-            return Err(Error::UnexpectedCorrelationId {
-                addr: self.addr.clone(),
-                expected: correlation_id,
-                received,
-            });
-        }
-        let mut reader = crate::protocol::Reader::new(body);
-        frame::ResponseHeader::decode(&mut reader, header_version).map_err(|source| {
-            Error::Decode {
-                api: R::API_KEY.name(),
-                addr: self.addr.clone(),
-                source,
-            }
-        })?;
-        Ok(reader.take("body", reader.remaining()).unwrap_or_default())
-    }
-
-    fn io_error(&self, e: std::io::Error) -> Error {
-        match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => Error::ConnectionClosed {
-                addr: self.addr.clone(),
-            },
-            std::io::ErrorKind::InvalidData => match e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<crate::protocol::FrameError>())
-            {
-                Some(source) => Error::Frame {
-                    addr: self.addr.clone(),
-                    source: source.clone(),
-                },
-                None => Error::Io {
-                    addr: self.addr.clone(),
-                    source: e,
-                },
-            },
-            _ => Error::Io {
-                addr: self.addr.clone(),
-                source: e,
-            },
-        }
+        })
     }
 
     /// Closes the connection (both directions) now.
-    pub async fn close(self) {
-        // The peer may already be gone; there is nothing to do about it.
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    pub async fn close(mut self) {
+        self.driver.shutdown();
     }
+}
+
+fn peer_of(driver: &mut ClusterDriver, conn: ConnectionId) -> SocketAddr {
+    driver
+        .cluster()
+        .connection_peer(conn)
+        .expect("a ready connection has a peer")
 }

@@ -1,56 +1,103 @@
-//! Drives a [`Cluster`] with real sockets on async-std: the connection
-//! manager on its own, for tools and tests that speak to brokers directly.
+//! Drives a [`Cluster`] with real sockets: the connection manager on its
+//! own, for tools and tests that speak to brokers directly. It runs the
+//! same [driver loop](super::pump) as the consumer's background task, in
+//! the caller's task instead of one of its own.
 
+use super::pump::{act, pass, Driven, Machine, Wake};
 use super::sockets::{SocketOptions, SocketTable, Sockets};
 use crate::cluster::{Cluster, RequestBody, RequestError, RequestId, Response, Target};
 use crate::events::{ConnectionEvent, ConnectionInfo};
-use futures::FutureExt;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// A [`Cluster`] with its sockets.
+/// A [`Cluster`] with its sockets, driven by whoever awaits
+/// [`ClusterDriver::step`], [`ClusterDriver::wait_response`] or
+/// [`ClusterDriver::run_until`]: no background task runs (connect and
+/// socket-reader tasks are spawned on the runtime of the enabled cargo
+/// feature).
 #[derive(Debug)]
 pub struct ClusterDriver {
-    cluster: Cluster,
+    state: State,
     sockets: Sockets,
     table: SocketTable,
+}
+
+/// The cluster and the outputs it produced, not yet taken.
+#[derive(Debug)]
+struct State {
+    cluster: Cluster,
     events: VecDeque<ConnectionEvent>,
     responses: HashMap<RequestId, Result<Response, RequestError>>,
+}
+
+impl Machine for State {
+    fn with<R>(&mut self, f: impl FnOnce(&mut dyn Driven) -> R) -> R {
+        f(self)
+    }
+}
+
+impl Driven for State {
+    fn cluster(&mut self) -> &mut Cluster {
+        &mut self.cluster
+    }
+
+    fn drive(&mut self, now: Instant) {
+        self.cluster.handle_timeout(now);
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.cluster.poll_timeout()
+    }
+
+    fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
+        self.cluster.poll_timeout().filter(|t| *t > now)
+    }
+
+    fn publish(&mut self) {
+        while let Some(e) = self.cluster.poll_event() {
+            self.events.push_back(e);
+        }
+        while let Some((id, r)) = self.cluster.poll_response() {
+            self.responses.insert(id, r);
+        }
+    }
 }
 
 impl ClusterDriver {
     /// Wraps `cluster`. Nothing is connected and no task is started until a
     /// request needs it.
     pub fn new(cluster: Cluster, options: SocketOptions) -> Self {
-        let sockets = Sockets::new(options);
+        let sockets = Sockets::new(super::rt::current(), options);
         let table = sockets.table();
         ClusterDriver {
-            cluster,
+            state: State {
+                cluster,
+                events: VecDeque::new(),
+                responses: HashMap::new(),
+            },
             sockets,
             table,
-            events: VecDeque::new(),
-            responses: HashMap::new(),
         }
     }
 
     /// The state machine, for inputs that need no IO (topics, metadata
     /// refresh) and for getters.
     pub fn cluster(&mut self) -> &mut Cluster {
-        &mut self.cluster
+        &mut self.state.cluster
     }
 
     /// Queues a request; see [`Cluster::request`].
     pub fn request(&mut self, target: Target, body: Box<dyn RequestBody>) -> RequestId {
-        let id = self.cluster.request(Instant::now(), target, body);
+        let id = self.state.cluster.request(Instant::now(), target, body);
         // A request refused at once (wrong target, no group) is answered
         // already: take it now, so `wait_response` does not sleep first.
-        self.collect_outputs();
+        self.state.publish();
         id
     }
 
     /// Takes the response to `id` if it has arrived.
     pub fn take_response(&mut self, id: RequestId) -> Option<Result<Response, RequestError>> {
-        self.responses.remove(&id)
+        self.state.responses.remove(&id)
     }
 
     /// Runs until `id` is answered, or `timeout` passes (then `None`).
@@ -91,62 +138,36 @@ impl ClusterDriver {
 
     /// Connection events so far, oldest first.
     pub fn take_events(&mut self) -> Vec<ConnectionEvent> {
-        self.events.drain(..).collect()
+        self.state.events.drain(..).collect()
     }
 
     /// A snapshot of the live connections.
     pub fn connections(&self) -> Vec<ConnectionInfo> {
-        self.cluster.connections(Instant::now())
+        self.state.cluster.connections(Instant::now())
     }
 
     /// Closes every connection (event reason `shutdown`).
     pub fn shutdown(&mut self) {
-        self.cluster.shutdown(Instant::now());
-        while self.cluster.poll_action().is_some() {}
+        self.state.cluster.shutdown(Instant::now());
+        while self.state.cluster.poll_action().is_some() {}
         self.table.close_all();
-        self.collect_outputs();
+        self.state.publish();
     }
 
-    /// Does what the cluster asked, then waits for one socket report or the
-    /// next deadline (at the latest `until`) and hands it to the cluster.
+    /// One pass of the driver loop: does what the cluster asked; when that
+    /// was nothing, waits for one socket report or the next deadline (at
+    /// the latest `until`), hands every waiting report to the cluster, and
+    /// does what that asked (such as closing a socket the broker closed).
+    /// Responses and events are then ready to take.
     pub async fn step(&mut self, until: Instant) {
-        self.apply_actions().await;
-        let wake = self.cluster.poll_timeout().map_or(until, |t| t.min(until));
-        let sleep = wake.saturating_duration_since(Instant::now());
-        let input = futures::select! {
-            input = self.sockets.next().fuse() => input,
-            _ = async_std::task::sleep(sleep).fuse() => None,
+        let wake = Wake {
+            until: Some(until),
+            ..Wake::default()
         };
-        match input {
-            Some((id, input)) => self
-                .sockets
-                .feed(&mut self.cluster, Instant::now(), id, input),
-            None => self.cluster.handle_timeout(Instant::now()),
-        }
-        // Take every report already waiting before acting again.
-        while let Some((id, input)) = self.sockets.try_next() {
-            self.sockets
-                .feed(&mut self.cluster, Instant::now(), id, input);
-        }
-        self.apply_actions().await;
-    }
-
-    fn collect_outputs(&mut self) {
-        while let Some(e) = self.cluster.poll_event() {
-            self.events.push_back(e);
-        }
-        while let Some((id, r)) = self.cluster.poll_response() {
-            self.responses.insert(id, r);
-        }
-    }
-
-    async fn apply_actions(&mut self) {
-        while let Some(action) = self.cluster.poll_action() {
-            if let Some((conn, error)) = self.sockets.perform(action).await {
-                self.cluster.handle_closed(Instant::now(), conn, error);
-            }
-        }
-        self.collect_outputs();
+        pass(&mut self.state, &mut self.sockets, wake).await;
+        // What the reports completed (responses, a closed connection) is
+        // seen and acted on now rather than at the next pass.
+        act(&mut self.state, &mut self.sockets).await;
     }
 }
 

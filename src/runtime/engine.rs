@@ -4,8 +4,11 @@
 //! `Consumer::new`, `subscribe` or `assign`) and stopped by `close` or by
 //! dropping the consumer.
 
-use super::signal::{yield_now, Signal};
+use super::pump::{pass, Driven, Machine, Wake};
+use super::rt::Runtime;
+use super::signal::Signal;
 use super::sockets::{SocketOptions, SocketTable, Sockets};
+use crate::cluster::Cluster;
 use crate::consumer::core::ConsumerCore;
 use crate::events::EventHub;
 use futures::FutureExt;
@@ -41,6 +44,7 @@ pub(crate) struct Engine {
     shared: Arc<Shared>,
     table: SocketTable,
     events: Arc<EventHub>,
+    rt: Arc<dyn Runtime>,
 }
 
 impl Engine {
@@ -52,13 +56,19 @@ impl Engine {
             kick: Signal::default(),
             progress: Signal::default(),
         });
-        let sockets = Sockets::new(options);
+        let rt = super::rt::current();
+        let sockets = Sockets::new(rt.clone(), options);
         let table = sockets.table();
-        async_std::task::spawn(run(shared.clone(), sockets, events.clone()));
+        let state = EngineState {
+            shared: shared.clone(),
+            events: events.clone(),
+        };
+        rt.spawn(Box::pin(run(state, sockets)));
         Engine {
             shared,
             table,
             events,
+            rt,
         }
     }
 
@@ -85,7 +95,7 @@ impl Engine {
     pub async fn next_progress(&mut self, timeout: Duration) -> bool {
         futures::select! {
             _ = self.shared.progress.wait().fuse() => true,
-            _ = async_std::task::sleep(timeout).fuse() => false,
+            _ = self.rt.sleep(timeout).fuse() => false,
         }
     }
 
@@ -151,61 +161,58 @@ fn forward_events(core: &mut ConsumerCore, hub: &EventHub) {
     hub.publish(std::iter::from_fn(|| core.cluster.poll_event()));
 }
 
-async fn run(shared: Arc<Shared>, mut sockets: Sockets, events: Arc<EventHub>) {
-    loop {
-        if *shared.stop.lock().unwrap_or_else(PoisonError::into_inner) {
-            return;
-        }
-        // One step of the state machines, then their IO.
-        let (actions, deadline) = {
-            let mut core = shared.lock();
-            let now = Instant::now();
-            core.drive(now);
-            if core.next_deadline().is_some_and(|d| d <= now) {
-                // Something came due during the step (a retry whose backoff
-                // ended as a response arrived): act on it now.
-                core.drive(now);
-            }
-            forward_events(&mut core, &events);
-            let mut actions = Vec::new();
-            while let Some(a) = core.cluster.poll_action() {
-                actions.push(a);
-            }
-            // Deadlines at or before `now` were acted on by this step; one
-            // still there waits for an input, not for time (sleeping on it
-            // would be a busy loop).
-            (actions, core.next_deadline_after(now))
+/// The background task's view of the state: the lock it shares with the
+/// consumer, and the hub its events go to.
+struct EngineState {
+    shared: Arc<Shared>,
+    events: Arc<EventHub>,
+}
+
+impl Machine for EngineState {
+    fn with<R>(&mut self, f: impl FnOnce(&mut dyn Driven) -> R) -> R {
+        let mut core = self.shared.lock();
+        f(&mut Locked {
+            core: &mut core,
+            events: &self.events,
+        })
+    }
+}
+
+struct Locked<'a> {
+    core: &'a mut ConsumerCore,
+    events: &'a EventHub,
+}
+
+impl Driven for Locked<'_> {
+    fn cluster(&mut self) -> &mut Cluster {
+        &mut self.core.cluster
+    }
+
+    fn drive(&mut self, now: Instant) {
+        self.core.drive(now);
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.core.next_deadline()
+    }
+
+    fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
+        self.core.next_deadline_after(now)
+    }
+
+    fn publish(&mut self) {
+        forward_events(self.core, self.events);
+    }
+}
+
+async fn run(mut state: EngineState, mut sockets: Sockets) {
+    let shared = state.shared.clone();
+    while !*shared.stop.lock().unwrap_or_else(PoisonError::into_inner) {
+        let wake = Wake {
+            kick: Some(&shared.kick),
+            progress: Some(&shared.progress),
+            until: None,
         };
-        let acted = !actions.is_empty();
-        for action in actions {
-            if let Some((conn, error)) = sockets.perform(action).await {
-                let mut core = shared.lock();
-                core.cluster.handle_closed(Instant::now(), conn, error);
-            }
-        }
-        shared.progress.notify();
-        // Let the connect and reader tasks run even on a runtime with one
-        // thread, whatever this pass found to do.
-        yield_now().await;
-        if acted {
-            // Writes may have produced more to do (a failed write closes a
-            // connection); drive again before waiting.
-            continue;
-        }
-        let sleep = deadline.map_or(Duration::from_secs(3600), |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        let input = futures::select! {
-            input = sockets.next().fuse() => input,
-            _ = shared.kick.wait().fuse() => None,
-            _ = async_std::task::sleep(sleep).fuse() => None,
-        };
-        let mut core = shared.lock();
-        if let Some((id, input)) = input {
-            sockets.feed(&mut core.cluster, Instant::now(), id, input);
-        }
-        while let Some((id, input)) = sockets.try_next() {
-            sockets.feed(&mut core.cluster, Instant::now(), id, input);
-        }
+        pass(&mut state, &mut sockets, wake).await;
     }
 }

@@ -1,17 +1,17 @@
 //! The sockets behind a [`Cluster`]: connect tasks, one reader task per
-//! socket, writes, and closes, on async-std.
+//! socket, writes, and closes, on the runtime behind the [seam](super::rt).
 //!
 //! Each reader task forwards bytes as they arrive, so an EOF from the broker
 //! reaches the cluster at once and the socket is closed on our side too:
 //! nothing is left in CLOSE_WAIT.
 
-use super::socket::connect_socket;
+use super::rt::{connect_socket, Runtime, Socket, SocketHandle};
 use crate::cluster::{Action, Cluster};
 use crate::events::{ConnectionError, ConnectionId};
 use crate::protocol::frame::frame_size;
-use async_std::net::TcpStream;
 use bytes::BytesMut;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
+use futures::io::{AsyncRead, AsyncWrite};
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +20,7 @@ use std::time::Instant;
 /// What a socket task reports.
 #[derive(Debug)]
 pub(crate) enum SocketInput {
-    Connected(TcpStream, std::net::SocketAddr),
+    Connected(Socket, std::net::SocketAddr),
     ConnectFailed(ConnectionError),
     /// One whole response frame (size prefix included), or, when the
     /// prefix announces a frame too large, the prefix alone (the cluster
@@ -46,52 +46,62 @@ impl Default for SocketOptions {
 /// The open sockets, shared so that they can be shut down from `Drop`
 /// without waiting for any task.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct SocketTable(Arc<Mutex<HashMap<ConnectionId, TcpStream>>>);
+pub(crate) struct SocketTable(Arc<Mutex<HashMap<ConnectionId, Arc<dyn SocketHandle>>>>);
 
 impl SocketTable {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConnectionId, TcpStream>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConnectionId, Arc<dyn SocketHandle>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn get(&self, id: ConnectionId) -> Option<TcpStream> {
-        self.lock().get(&id).cloned()
-    }
-
-    fn insert(&self, id: ConnectionId, stream: TcpStream) {
-        self.lock().insert(id, stream);
+    fn insert(&self, id: ConnectionId, handle: Arc<dyn SocketHandle>) {
+        self.lock().insert(id, handle);
     }
 
     /// Shuts one socket down (both directions) and forgets it.
     fn close(&self, id: ConnectionId) {
         if let Some(s) = self.lock().remove(&id) {
-            // The peer may be gone already; nothing to do then.
-            let _ = s.shutdown(std::net::Shutdown::Both);
+            s.shutdown();
         }
     }
 
     /// Shuts every socket down, without blocking.
     pub fn close_all(&self) {
         for (_, s) in self.lock().drain() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+            s.shutdown();
         }
     }
 }
 
 /// Carries out a cluster's actions and collects what the sockets report.
-#[derive(Debug)]
 pub(crate) struct Sockets {
+    rt: Arc<dyn Runtime>,
     options: SocketOptions,
     table: SocketTable,
+    /// The write half of each open socket; only the driver loop writes.
+    writers: HashMap<ConnectionId, Box<dyn AsyncWrite + Send + Unpin>>,
     tx: UnboundedSender<(ConnectionId, SocketInput)>,
     rx: UnboundedReceiver<(ConnectionId, SocketInput)>,
 }
 
+impl std::fmt::Debug for Sockets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sockets")
+            .field("runtime", &self.rt)
+            .field("options", &self.options)
+            .field("table", &self.table)
+            .field("writers", &self.writers.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Sockets {
-    pub fn new(options: SocketOptions) -> Self {
+    pub fn new(rt: Arc<dyn Runtime>, options: SocketOptions) -> Self {
         let (tx, rx) = unbounded();
         Sockets {
+            rt,
             options,
             table: SocketTable::default(),
+            writers: HashMap::new(),
             tx,
             rx,
         }
@@ -99,6 +109,11 @@ impl Sockets {
 
     pub fn table(&self) -> SocketTable {
         self.table.clone()
+    }
+
+    /// The runtime the sockets live on.
+    pub fn runtime(&self) -> &dyn Runtime {
+        &*self.rt
     }
 
     /// Does one action; returns the error of a failed write.
@@ -111,24 +126,26 @@ impl Sockets {
             } => {
                 let tx = self.tx.clone();
                 let keepalive = self.options.keepalive;
-                async_std::task::spawn(async move {
-                    let input = match connect_socket(&addr, timeout, keepalive).await {
-                        Ok((stream, peer)) => SocketInput::Connected(stream, peer),
+                let rt = self.rt.clone();
+                self.rt.spawn(Box::pin(async move {
+                    let input = match connect_socket(&*rt, &addr, timeout, keepalive).await {
+                        Ok((socket, peer)) => SocketInput::Connected(socket, peer),
                         Err(e) => SocketInput::ConnectFailed(e.cause()),
                     };
                     let _ = tx.unbounded_send((conn, input));
-                });
+                }));
                 None
             }
             Action::Transmit { conn, bytes } => {
-                let mut stream = self.table.get(conn)?;
-                stream
+                let writer = self.writers.get_mut(&conn)?;
+                writer
                     .write_all(&bytes)
                     .await
                     .err()
                     .map(|e| (conn, ConnectionError::from_io(&e)))
             }
             Action::Close { conn } => {
+                self.writers.remove(&conn);
                 self.table.close(conn);
                 None
             }
@@ -154,21 +171,26 @@ impl Sockets {
         input: SocketInput,
     ) {
         match input {
-            SocketInput::Connected(stream, peer) => {
+            SocketInput::Connected(socket, peer) => {
                 if !cluster.is_connecting(id) {
                     // The attempt was given up (setup timeout, shutdown)
                     // while it completed: close the socket at once.
-                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    socket.handle.shutdown();
                     return;
                 }
-                let reader = stream.clone();
-                self.table.insert(id, stream);
-                async_std::task::spawn(read_loop(
+                let Socket {
+                    read,
+                    write,
+                    handle,
+                } = socket;
+                self.table.insert(id, handle);
+                self.writers.insert(id, write);
+                self.rt.spawn(Box::pin(read_loop(
                     id,
-                    reader,
+                    read,
                     self.tx.clone(),
                     cluster.max_frame_size(),
-                ));
+                )));
                 cluster.handle_connected(now, id, peer);
             }
             SocketInput::ConnectFailed(e) => cluster.handle_connect_failed(now, id, e),
@@ -186,12 +208,12 @@ impl Sockets {
 /// large Fetch responses, a buffer regrown many times over.)
 async fn read_loop(
     id: ConnectionId,
-    mut stream: TcpStream,
+    mut stream: Box<dyn AsyncRead + Send + Unpin>,
     tx: UnboundedSender<(ConnectionId, SocketInput)>,
     max_frame_size: usize,
 ) {
     loop {
-        let (input, last) = match read_frame(&mut stream, max_frame_size).await {
+        let (input, last) = match read_frame(&mut *stream, max_frame_size).await {
             Ok(frame) => (SocketInput::Data(frame), false),
             // Too large: the cluster sees the prefix, refuses it and
             // closes the socket; nothing more is read.
@@ -217,7 +239,10 @@ enum ReadEnd {
 
 /// Reads one frame: the 4-byte size prefix, then the body into a buffer of
 /// exactly that size.
-async fn read_frame(stream: &mut TcpStream, max_frame_size: usize) -> Result<BytesMut, ReadEnd> {
+async fn read_frame(
+    stream: &mut (dyn AsyncRead + Send + Unpin),
+    max_frame_size: usize,
+) -> Result<BytesMut, ReadEnd> {
     let mut prefix = [0u8; 4];
     read_full(stream, &mut prefix).await?;
     let Ok(size) = frame_size(prefix, max_frame_size) else {
@@ -229,7 +254,10 @@ async fn read_frame(stream: &mut TcpStream, max_frame_size: usize) -> Result<Byt
     Ok(frame)
 }
 
-async fn read_full(stream: &mut TcpStream, mut buf: &mut [u8]) -> Result<(), ReadEnd> {
+async fn read_full(
+    stream: &mut (dyn AsyncRead + Send + Unpin),
+    mut buf: &mut [u8],
+) -> Result<(), ReadEnd> {
     while !buf.is_empty() {
         match stream.read(buf).await {
             Ok(0) => return Err(ReadEnd::Eof),

@@ -15,7 +15,8 @@ macro_rules! on_both_mocks {
     ($($name:ident),* $(,)?) => {
         mod librdkafka_mock {
             $(
-                #[async_std::test]
+                #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+                #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
                 async fn $name() {
                     super::$name::<crate::common::mock::RawMock>().await
                 }
@@ -23,7 +24,8 @@ macro_rules! on_both_mocks {
         }
         mod lazykafka_mock {
             $(
-                #[async_std::test]
+                #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+                #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
                 async fn $name() {
                     super::$name::<lazykafka::mock::MockCluster>().await
                 }

@@ -179,3 +179,45 @@ pub fn read_request(
     ))
     .ok()
 }
+
+/// Runs `future` to completion on the runtime of the enabled feature:
+/// async-std's executor, or a multi-thread tokio runtime made for it (the
+/// consumer's background task needs the runtime it was started in).
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    #[cfg(feature = "runtime-tokio")]
+    {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(future)
+    }
+    #[cfg(not(feature = "runtime-tokio"))]
+    {
+        async_std::task::block_on(future)
+    }
+}
+
+/// Waits `duration` on the enabled runtime's timer, without blocking its
+/// thread.
+pub async fn sleep(duration: std::time::Duration) {
+    #[cfg(feature = "runtime-tokio")]
+    tokio::time::sleep(duration).await;
+    #[cfg(not(feature = "runtime-tokio"))]
+    async_std::task::sleep(duration).await;
+}
+
+/// `future`'s output, or `None` when `duration` passed first.
+pub async fn timeout<F: std::future::Future>(
+    duration: std::time::Duration,
+    future: F,
+) -> Option<F::Output> {
+    #[cfg(feature = "runtime-tokio")]
+    {
+        tokio::time::timeout(duration, future).await.ok()
+    }
+    #[cfg(not(feature = "runtime-tokio"))]
+    {
+        async_std::future::timeout(duration, future).await.ok()
+    }
+}
