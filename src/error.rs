@@ -4,11 +4,8 @@ use crate::events::{ConnectionError, Purpose};
 use crate::protocol::{DecodeError, EncodeError, FrameError, NoCommonVersion};
 use std::fmt;
 use std::io;
-use std::time::Duration;
 
-/// How long a condition that goes on (a broker still unreachable, a topic
-/// still unknown) waits before it is reported again.
-pub const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
+pub use crate::cluster::REPORT_AGAIN_AFTER;
 
 // Defined in `protocol` so that the layers below this module can name broker
 // errors without depending on it; re-exported here for `lazykafka::error::ErrorCode`.

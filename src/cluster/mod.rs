@@ -275,9 +275,13 @@ impl fmt::Display for RequestError {
 
 impl std::error::Error for RequestError {}
 
+/// How long a condition that goes on (a broker still unreachable, a topic
+/// still unknown) waits before it is reported again.
+pub const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
+
 /// A condition the application should hear of, reported once when it
 /// starts (and again once it cleared, or after
-/// [`REPORT_AGAIN_AFTER`](crate::error::REPORT_AGAIN_AFTER)): the cluster
+/// [`REPORT_AGAIN_AFTER`]): the cluster
 /// goes on trying by itself meanwhile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -1445,7 +1449,7 @@ impl Cluster {
         entry.until = Some(now + delay);
         let due = entry
             .reported
-            .is_none_or(|t| now.saturating_duration_since(t) >= crate::error::REPORT_AGAIN_AFTER);
+            .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
         self.last_failure = Some(format!(
             "{} connection to {} failed: {error}",
             c.purpose, c.addr
@@ -1477,7 +1481,7 @@ impl Cluster {
         }
         let due = self
             .bootstrap_reported
-            .is_none_or(|t| now.saturating_duration_since(t) >= crate::error::REPORT_AGAIN_AFTER);
+            .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
         if !due {
             return;
         }
