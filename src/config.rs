@@ -644,8 +644,8 @@ impl ConsumerConfig {
     /// `topic.metadata.propagation.max.ms` (as librdkafka names it): how
     /// long a subscribed or assigned topic (or partition) may be missing
     /// from the cluster's metadata before `poll` reports it with
-    /// [`Error::Topic`](crate::Error::Topic) or
-    /// [`Error::UnknownPartition`](crate::Error::UnknownPartition), and
+    /// [`Error::Topic`] or
+    /// [`Error::UnknownPartition`], and
     /// `partitions_for` gives up on it (default 1 s: a new topic reaches
     /// every broker within it on a healthy cluster; librdkafka waits 30 s).
     pub fn topic_metadata_propagation_max(&self) -> Duration {
