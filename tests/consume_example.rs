@@ -334,14 +334,12 @@ fn retriable_errors_are_printed_and_consuming_goes_on() {
     let mut a = args(&["--bootstrap", "127.0.0.1:9", "--topic", "t", "--group", "g"]);
     a.extend(quick());
     let mut running = start(&a);
-    let reported = wait_for(WAIT, || {
-        running
-            .stderr
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|l| l.starts_with("error: all bootstrap brokers unreachable: 127.0.0.1:9 refused"))
-    });
+    let reported =
+        wait_for(WAIT, || {
+            running.stderr.lock().unwrap().iter().any(|l| {
+                l.starts_with("error: all bootstrap brokers unreachable: 127.0.0.1:9 refused")
+            })
+        });
     assert!(reported, "{:?}", running.stderr.lock().unwrap());
     // Still running, until told to stop.
     assert!(
@@ -374,7 +372,8 @@ fn a_fatal_error_ends_the_run_with_one_line() {
     assert_eq!(done.code, Some(1), "{:?}", done.stderr);
     assert_eq!(done.stderr.len(), 1, "{:?}", done.stderr);
     assert!(
-        done.stderr[0].starts_with("error: group \"g\": JoinGroup failed: GROUP_AUTHORIZATION_FAILED"),
+        done.stderr[0]
+            .starts_with("error: group \"g\": JoinGroup failed: GROUP_AUTHORIZATION_FAILED"),
         "{:?}",
         done.stderr
     );
