@@ -40,8 +40,13 @@
 //!   latest) or stops the partition with [`FetchError::LogTruncation`]
 //!   (`none`); Fetch v12+ answers with a `diverging_epoch` are read the
 //!   same way;
-//! - fetch sessions (KIP-227) are not used: every Fetch is a full fetch
-//!   (`session_id` 0, `session_epoch` -1);
+//! - with [`FetchConfig::sessions`], one fetch session (KIP-227) per
+//!   leader connection: a full Fetch first, then incremental ones listing
+//!   only the partitions added or changed, and forgetting those no longer
+//!   fetched; any session error falls back to a full Fetch, and a session
+//!   ends with its connection ([`Fetcher::set_leader_generations`]).
+//!   Without, every Fetch is a full one (`session_id` 0, `session_epoch`
+//!   -1);
 //! - `preferred_read_replica` (KIP-392) is ignored: records come from the
 //!   leader;
 //! - a position moves only when records are taken (or when a fetch brings
@@ -65,7 +70,7 @@ pub use offsets::{
 
 use crate::cluster::{ExponentialBackoff, Metadata, RequestBody, RequestError, Response, Rng};
 use crate::protocol::messages::fetch::{
-    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic, PartitionData,
 };
 use crate::protocol::messages::offset_for_leader_epoch::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, OffsetForLeaderPartition,
@@ -156,6 +161,9 @@ pub struct FetchConfig {
     /// Seeds the jitter of `retry_backoff` (the consumer passes a random
     /// value; tests a constant).
     pub seed: u64,
+    /// `fetch.sessions.enable`: incremental fetch sessions (KIP-227), one
+    /// per leader connection. Default true.
+    pub sessions: bool,
 }
 
 impl Default for FetchConfig {
@@ -177,6 +185,7 @@ impl Default for FetchConfig {
             },
             request_timeout: Duration::from_millis(30_000),
             seed: 0,
+            sessions: true,
         }
     }
 }
@@ -525,10 +534,52 @@ struct Sent {
     leader_epoch: i32,
 }
 
+/// What a fetch session (KIP-227) holds for one partition: what was last
+/// sent for it. A partition whose values changed is listed again in the
+/// next incremental Fetch; one left unchanged is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SessionEntry {
+    topic_id: [u8; 16],
+    fetch_offset: i64,
+    max_bytes: i32,
+    leader_epoch: i32,
+    last_fetched_epoch: i32,
+}
+
+/// A fetch session with one broker (KIP-227), as the Java client's
+/// `FetchSessionHandler` keeps it.
+#[derive(Debug)]
+struct FetchSession {
+    id: i32,
+    /// The epoch of the next incremental request (1, 2, ... wrapping to
+    /// 1).
+    epoch: i32,
+    /// The leader connection generation (see
+    /// [`Fetcher::set_leader_generations`]) it was made on: it ends with
+    /// that connection.
+    connection: u64,
+    /// The partitions the broker holds in it.
+    partitions: BTreeMap<TopicPartition, SessionEntry>,
+}
+
+/// The session side of a Fetch in flight.
+#[derive(Debug)]
+struct SessionSent {
+    /// 0 for a full Fetch that asks for a new session.
+    id: i32,
+    connection: u64,
+    /// Every partition the session holds once this request is served.
+    partitions: BTreeMap<TopicPartition, SessionEntry>,
+}
+
 /// A Fetch in flight.
 #[derive(Debug)]
 struct FetchSent {
     broker: i32,
+    /// With sessions: which session the request belongs to.
+    session: Option<SessionSent>,
+    /// Every partition an answer may carry (in an incremental Fetch also
+    /// those of the session not listed because unchanged).
     partitions: BTreeMap<TopicPartition, Sent>,
     /// The ids sent, to name the topics of a v13+ response.
     topic_ids: Vec<([u8; 16], String)>,
@@ -638,6 +689,11 @@ pub struct Fetcher {
     /// Brokers that asked us to wait (throttle_time_ms, KIP-219).
     throttled: BTreeMap<i32, Instant>,
     errors: Vec<FetchError>,
+    /// Fetch sessions by broker (KIP-227).
+    sessions: BTreeMap<i32, FetchSession>,
+    /// The leader connection generation of each broker, from
+    /// [`Fetcher::set_leader_generations`].
+    connections: BTreeMap<i32, u64>,
     next_token: u64,
     next_generation: u64,
     next_rank: i64,
@@ -661,6 +717,8 @@ impl Fetcher {
             in_flight: BTreeMap::new(),
             throttled: BTreeMap::new(),
             errors: Vec::new(),
+            sessions: BTreeMap::new(),
+            connections: BTreeMap::new(),
             next_token: 1,
             next_generation: 1,
             next_rank: 0,
@@ -903,6 +961,33 @@ impl Fetcher {
 
     // ===== requests =====
 
+    /// Tells the fetcher how many leader connections to each broker have
+    /// closed ([`Cluster::leader_generations`](crate::cluster::Cluster::leader_generations)).
+    /// A fetch session lives on one leader connection here: when that
+    /// connection is gone (idle reaping, the peer, an error) the session
+    /// ends, and the next Fetch to the broker is a full one that starts a
+    /// new session. Call it before [`Fetcher::poll_requests`].
+    pub fn set_leader_generations(&mut self, generations: &BTreeMap<i32, u64>) {
+        self.connections.clone_from(generations);
+        let connections = &self.connections;
+        self.sessions.retain(|broker, session| {
+            let live = connections.get(broker).copied().unwrap_or(0) == session.connection;
+            if !live {
+                log::debug!(
+                    "fetch session {} with broker {broker} ended with its connection",
+                    session.id
+                );
+            }
+            live
+        });
+    }
+
+    /// The fetch session with `broker`, when there is one: its id and the
+    /// epoch of the next request (KIP-227).
+    pub fn fetch_session(&self, broker: i32) -> Option<(i32, i32)> {
+        self.sessions.get(&broker).map(|s| (s.id, s.epoch))
+    }
+
     /// The requests to send now: OffsetForLeaderEpoch for positions to
     /// validate after a leader change and ListOffsets for partitions
     /// waiting for a reset (one of each per leader), and a Fetch for every
@@ -1140,10 +1225,9 @@ impl Fetcher {
         for (broker, mut list) in per_leader {
             list.sort();
             let token = self.token();
-            let mut topics: Vec<FetchTopic> = Vec::new();
-            let mut topic_index: BTreeMap<String, usize> = BTreeMap::new();
+            // Every partition to fetch now, with what is sent for it.
+            let mut next: Vec<(TopicPartition, SessionEntry)> = Vec::new();
             let mut sent = BTreeMap::new();
-            let mut topic_ids = Vec::new();
             for (_, tp) in list {
                 let st = self.partitions.get_mut(&tp).expect("planned from the map");
                 let PosState::Valid(pos) = st.pos else {
@@ -1157,38 +1241,24 @@ impl Fetcher {
                 if leader_epoch >= 0 {
                     st.checked_epoch = Some(leader_epoch);
                 }
-                // Partitions are grouped by topic in the order of each
-                // topic's first partition (v3+ brokers fill the response
-                // in request order).
-                let index = match topic_index.get(&tp.topic) {
-                    Some(&i) => i,
-                    None => {
-                        let topic_id = metadata
-                            .topics
-                            .get(&tp.topic)
-                            .map_or([0; 16], |t| t.topic_id);
-                        topic_ids.push((topic_id, tp.topic.clone()));
-                        topics.push(FetchTopic {
-                            topic: tp.topic.clone(),
-                            topic_id,
-                            ..FetchTopic::default()
-                        });
-                        topic_index.insert(tp.topic.clone(), topics.len() - 1);
-                        topics.len() - 1
-                    }
-                };
-                topics[index].partitions.push(FetchPartition {
-                    partition: tp.partition,
-                    current_leader_epoch: leader_epoch,
-                    fetch_offset: pos.offset,
-                    // v12+: the leader checks it against its log and
-                    // answers a `diverging_epoch` when the log was
-                    // truncated below the position (KIP-320 as the Java
-                    // consumer sends it).
-                    last_fetched_epoch: pos.leader_epoch.unwrap_or(-1),
-                    partition_max_bytes: max_bytes,
-                    ..FetchPartition::default()
-                });
+                let topic_id = metadata
+                    .topics
+                    .get(&tp.topic)
+                    .map_or([0; 16], |t| t.topic_id);
+                next.push((
+                    tp.clone(),
+                    SessionEntry {
+                        topic_id,
+                        fetch_offset: pos.offset,
+                        max_bytes,
+                        leader_epoch,
+                        // v12+: the leader checks it against its log and
+                        // answers a `diverging_epoch` when the log was
+                        // truncated below the position (KIP-320 as the
+                        // Java consumer sends it).
+                        last_fetched_epoch: pos.leader_epoch.unwrap_or(-1),
+                    },
+                ));
                 sent.insert(
                     tp,
                     Sent {
@@ -1199,16 +1269,82 @@ impl Fetcher {
                     },
                 );
             }
+            let connection = self.connections.get(&broker).copied().unwrap_or(0);
+            let session = self
+                .sessions
+                .get(&broker)
+                .filter(|s| self.config.sessions && s.connection == connection);
+            // KIP-227: a full Fetch lists every partition; an incremental
+            // one only those added or changed since the session last heard
+            // of them, and forgets those no longer fetched (paused,
+            // buffered, backing off, moved, unassigned: they come back as
+            // added). The broker answers for every partition it holds.
+            let (session_id, session_epoch) = match session {
+                Some(s) => (s.id, s.epoch),
+                None if self.config.sessions => (0, 0),
+                None => (0, -1),
+            };
+            let listed: Vec<&(TopicPartition, SessionEntry)> = next
+                .iter()
+                .filter(|(tp, entry)| session.is_none_or(|s| s.partitions.get(tp) != Some(entry)))
+                .collect();
+            let mut topics: Vec<FetchTopic> = Vec::new();
+            let mut topic_ids = Vec::new();
+            for (tp, entry) in &next {
+                if !topic_ids.iter().any(|(_, name)| name == &tp.topic) {
+                    topic_ids.push((entry.topic_id, tp.topic.clone()));
+                }
+            }
+            for (tp, entry) in listed {
+                // Partitions are grouped by topic in the order of each
+                // topic's first partition (v3+ brokers fill the response
+                // in request order).
+                let partition = FetchPartition {
+                    partition: tp.partition,
+                    current_leader_epoch: entry.leader_epoch,
+                    fetch_offset: entry.fetch_offset,
+                    last_fetched_epoch: entry.last_fetched_epoch,
+                    partition_max_bytes: entry.max_bytes,
+                    ..FetchPartition::default()
+                };
+                match topics.iter_mut().find(|t| t.topic == tp.topic) {
+                    Some(t) => t.partitions.push(partition),
+                    None => topics.push(FetchTopic {
+                        topic: tp.topic.clone(),
+                        topic_id: entry.topic_id,
+                        partitions: vec![partition],
+                        ..FetchTopic::default()
+                    }),
+                }
+            }
+            let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+            if let Some(s) = session {
+                let wanted: BTreeSet<&TopicPartition> = next.iter().map(|(tp, _)| tp).collect();
+                for (tp, entry) in s.partitions.iter().filter(|(tp, _)| !wanted.contains(tp)) {
+                    match forgotten.iter_mut().find(|t| t.topic == tp.topic) {
+                        Some(t) => t.partitions.push(tp.partition),
+                        None => forgotten.push(ForgottenTopic {
+                            topic: tp.topic.clone(),
+                            topic_id: entry.topic_id,
+                            partitions: vec![tp.partition],
+                            ..ForgottenTopic::default()
+                        }),
+                    }
+                    if !topic_ids.iter().any(|(_, name)| name == &tp.topic) {
+                        topic_ids.push((entry.topic_id, tp.topic.clone()));
+                    }
+                }
+            }
             let request = FetchRequest {
                 replica_id: -1,
                 max_wait_ms: i32::try_from(self.config.max_wait.as_millis()).unwrap_or(i32::MAX),
                 min_bytes: self.config.min_bytes,
                 max_bytes: self.config.max_bytes,
                 isolation_level: offsets::isolation_byte(self.config.isolation),
-                // A full fetch, outside any fetch session (KIP-227).
-                session_id: 0,
-                session_epoch: -1,
+                session_id,
+                session_epoch,
                 topics,
+                forgotten_topics_data: forgotten,
                 rack_id: self.config.rack_id.clone().unwrap_or_default(),
                 ..FetchRequest::default()
             };
@@ -1216,6 +1352,11 @@ impl Fetcher {
                 token,
                 InFlight::Fetch(FetchSent {
                     broker,
+                    session: self.config.sessions.then(|| SessionSent {
+                        id: session_id,
+                        connection,
+                        partitions: next.into_iter().collect(),
+                    }),
                     partitions: sent,
                     topic_ids,
                 }),
@@ -1301,7 +1442,14 @@ impl Fetcher {
         let (broker, api, tps): (i32, ApiKey, Vec<(TopicPartition, u64)>) =
             match self.in_flight.remove(&token) {
                 Some(InFlight::Fetch(sent)) => (
-                    sent.broker,
+                    {
+                        // No answer: what the broker made of the request is
+                        // unknown, so the session cannot go on.
+                        if sent.session.is_some() {
+                            self.sessions.remove(&sent.broker);
+                        }
+                        sent.broker
+                    },
                     ApiKey::Fetch,
                     sent.partitions
                         .into_iter()
@@ -1377,6 +1525,7 @@ impl Fetcher {
         token: FetchToken,
         FetchSent {
             broker,
+            session,
             partitions: mut sent,
             topic_ids,
         }: FetchSent,
@@ -1419,6 +1568,49 @@ impl Fetcher {
             self.throttled.insert(broker, now + wait);
         }
         let top = ErrorCode::from_code(resp.error_code);
+        if let Some(session) = session {
+            if top != ErrorCode::None {
+                // Any error ends the session (the Java client's
+                // `FetchSessionHandler.handleResponse`): the next Fetch is a
+                // full one asking for a new session.
+                self.sessions.remove(&broker);
+                if session.id != 0
+                    && matches!(
+                        top,
+                        ErrorCode::FetchSessionIdNotFound | ErrorCode::InvalidFetchSessionEpoch
+                    )
+                {
+                    // The broker evicted or lost it (KIP-227): not the
+                    // application's business, and nothing to wait for.
+                    log::debug!(
+                        "fetch session {} with broker {broker}: {top}; fetching in full",
+                        session.id
+                    );
+                    return;
+                }
+            } else if session.id == 0 {
+                if resp.session_id != 0 {
+                    log::debug!(
+                        "fetch session {} with broker {broker} begins",
+                        resp.session_id
+                    );
+                    self.sessions.insert(
+                        broker,
+                        FetchSession {
+                            id: resp.session_id,
+                            epoch: 1,
+                            connection: session.connection,
+                            partitions: session.partitions,
+                        },
+                    );
+                }
+                // A session id 0 back: the broker keeps no session (its
+                // cache is full, or it has none); every Fetch stays full.
+            } else if let Some(s) = self.sessions.get_mut(&broker) {
+                s.epoch = if s.epoch == i32::MAX { 1 } else { s.epoch + 1 };
+                s.partitions = session.partitions;
+            }
+        }
         if top != ErrorCode::None {
             log::warn!("Fetch response of broker {broker}: {top}");
             if classify(top) == ErrorClass::Leader {

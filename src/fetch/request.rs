@@ -17,8 +17,8 @@ const LAST_FETCHED_EPOCH_VERSION: i16 = 12;
 /// A Fetch request holding both the name and the id of every topic, so it
 /// can be written at any version 4..=17: names up to v12, ids from v13.
 ///
-/// Fetch sessions (KIP-227) are not used: `session_id` 0 and
-/// `session_epoch` -1 ask for a full fetch every time.
+/// The session fields (KIP-227) are the fetcher's: see
+/// `docs/fetching.md`.
 #[derive(Debug)]
 pub(crate) struct FetchRequestBody(pub(crate) FetchRequest);
 

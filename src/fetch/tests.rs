@@ -312,7 +312,8 @@ fn one_fetch_per_leader_covering_its_partitions() {
     assert_eq!(request.max_bytes, 5000);
     assert_eq!(request.max_wait_ms, 250);
     assert_eq!(request.isolation_level, 1);
-    assert_eq!((request.session_id, request.session_epoch), (0, -1));
+    // A full Fetch asking for a new session (KIP-227).
+    assert_eq!((request.session_id, request.session_epoch), (0, 0));
     assert_eq!(request.rack_id, "rack-a");
     let p = &request.topics[0].partitions[0];
     assert_eq!(p.partition_max_bytes, 700);
@@ -2227,5 +2228,173 @@ fn last_fetched_epoch_is_left_out_below_fetch_v12() {
     for (version, expected) in [(11, -1), (12, 3), (17, 3)] {
         let request = decode_fetch(planned[0].1.as_ref(), version);
         assert_eq!(request.topics[0].partitions[0].last_fetched_epoch, expected);
+    }
+}
+
+// ===== fetch sessions (KIP-227) =====
+
+/// A Fetch response at v12 that opens (or continues) session `id`.
+fn session_response(id: i32, code: ErrorCode, topics: Vec<(&str, Vec<PartitionData>)>) -> Response {
+    let mut r = fetch_response(12, topics);
+    let mut body: FetchResponse = r.decode().unwrap();
+    body.session_id = id;
+    body.error_code = code.code();
+    r.body = encode(&body, 12);
+    r
+}
+
+/// The session fields, listed partitions and forgotten partitions of a
+/// Fetch request (at v12).
+fn session_request(body: &dyn RequestBody) -> ((i32, i32), Parts, Vec<(String, i32)>) {
+    let request = decode_fetch(body, 12);
+    let forgotten = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic.clone(), *p)))
+        .collect();
+    (
+        (request.session_id, request.session_epoch),
+        fetched(body),
+        forgotten,
+    )
+}
+
+#[test]
+fn a_session_lists_only_what_changed_and_forgets_what_is_not_fetched() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1), ("t", 2, 1)]);
+    let mut f = fetcher(
+        config(),
+        &[(tp("t", 0), 0), (tp("t", 1), 0), (tp("t", 2), 0)],
+    );
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &md);
+    let (ids, parts, forgotten) = session_request(planned[0].1.as_ref());
+    assert_eq!(ids, (0, 0), "full, asking for a session");
+    assert_eq!(parts.len(), 3);
+    assert!(forgotten.is_empty());
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(77, ErrorCode::None, vec![("t", vec![data(1, batch(0, 2))])]),
+    );
+    assert_eq!(f.fetch_session(1), Some((77, 1)));
+    // t-1 has records buffered: not fetched, so forgotten; t-0 and t-2 did
+    // not change: not listed.
+    let planned = f.poll_requests(now, &md);
+    let (ids, parts, forgotten) = session_request(planned[0].1.as_ref());
+    assert_eq!(ids, (77, 1));
+    assert!(parts.is_empty(), "{parts:?}");
+    assert_eq!(forgotten, [("t".into(), 1)]);
+    // The broker answers for session partitions not listed.
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(77, ErrorCode::None, vec![("t", vec![data(2, batch(0, 1))])]),
+    );
+    assert_eq!(f.fetch_session(1), Some((77, 2)));
+    assert_eq!(offsets(&f.take_records(100)).len(), 3);
+    // Both moved on: listed again at their new offsets, t-0 still not.
+    let planned = f.poll_requests(now, &md);
+    let (ids, parts, forgotten) = session_request(planned[0].1.as_ref());
+    assert_eq!(ids, (77, 2));
+    assert_eq!(parts, [("t".into(), 1, 2), ("t".into(), 2, 1)]);
+    assert!(forgotten.is_empty());
+}
+
+#[test]
+fn session_errors_fall_back_to_a_full_fetch_at_once() {
+    for code in [
+        ErrorCode::FetchSessionIdNotFound,
+        ErrorCode::InvalidFetchSessionEpoch,
+    ] {
+        let md = metadata(&[("t", 0, 1)]);
+        let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+        let now = Instant::now();
+        let planned = f.poll_requests(now, &md);
+        f.handle_response(
+            now,
+            planned[0].2,
+            &session_response(5, ErrorCode::None, vec![]),
+        );
+        let planned = f.poll_requests(now, &md);
+        assert_eq!(session_request(planned[0].1.as_ref()).0, (5, 1));
+        let outcome = f.handle_response(now, planned[0].2, &session_response(0, code, vec![]));
+        assert_eq!(outcome, FetchOutcome::default(), "{code}: not reported");
+        assert_eq!(f.fetch_session(1), None);
+        let planned = f.poll_requests(now, &md);
+        let (ids, parts, _) = session_request(planned[0].1.as_ref());
+        assert_eq!((ids, parts), ((0, 0), vec![("t".into(), 0, 0)]), "{code}");
+    }
+}
+
+#[test]
+fn a_session_ends_with_its_connection_or_a_failed_request() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    f.set_leader_generations(&BTreeMap::from([(1, 3)]));
+    let planned = f.poll_requests(now, &md);
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(9, ErrorCode::None, vec![]),
+    );
+    f.set_leader_generations(&BTreeMap::from([(1, 3), (2, 1)]));
+    assert_eq!(f.fetch_session(1), Some((9, 1)), "same connection");
+    // The leader connection closed (reaped, or the broker closed it).
+    f.set_leader_generations(&BTreeMap::from([(1, 4)]));
+    assert_eq!(f.fetch_session(1), None);
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(session_request(planned[0].1.as_ref()).0, (0, 0));
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(10, ErrorCode::None, vec![]),
+    );
+    assert_eq!(f.fetch_session(1), Some((10, 1)));
+    let planned = f.poll_requests(now, &md);
+    f.handle_failure(now, planned[0].2, &lost());
+    assert_eq!(f.fetch_session(1), None);
+}
+
+#[test]
+fn without_sessions_every_fetch_is_full_and_sessionless() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(
+        FetchConfig {
+            sessions: false,
+            ..config()
+        },
+        &[(tp("t", 0), 0)],
+    );
+    let now = Instant::now();
+    for _ in 0..2 {
+        let planned = f.poll_requests(now, &md);
+        let (ids, parts, _) = session_request(planned[0].1.as_ref());
+        assert_eq!((ids, parts), ((0, -1), vec![("t".into(), 0, 0)]));
+        f.handle_response(
+            now,
+            planned[0].2,
+            &session_response(0, ErrorCode::None, vec![]),
+        );
+        assert_eq!(f.fetch_session(1), None);
+    }
+}
+
+#[test]
+fn a_broker_that_keeps_no_session_gets_full_fetches() {
+    // Session id 0 back (librdkafka's mock echoes the id asked for).
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    for _ in 0..2 {
+        let planned = f.poll_requests(now, &md);
+        let (ids, parts, _) = session_request(planned[0].1.as_ref());
+        assert_eq!((ids, parts), ((0, 0), vec![("t".into(), 0, 0)]));
+        f.handle_response(
+            now,
+            planned[0].2,
+            &session_response(0, ErrorCode::None, vec![]),
+        );
     }
 }
