@@ -212,6 +212,7 @@ const SOCKET_KEEPALIVE_ENABLE: &str = "socket.keepalive.enable";
 const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
 const MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION: &str = "max.in.flight.requests.per.connection";
 const CHECK_CRCS: &str = "check.crcs";
+const FETCH_SESSIONS_ENABLE: &str = "fetch.sessions.enable";
 const ALLOW_AUTO_CREATE_TOPICS: &str = "allow.auto.create.topics";
 const EXCLUDE_INTERNAL_TOPICS: &str = "exclude.internal.topics";
 const RECEIVE_MESSAGE_MAX_BYTES: &str = "receive.message.max.bytes";
@@ -300,6 +301,7 @@ pub struct ConsumerConfig {
     retry_backoff: Duration,
     max_in_flight_requests_per_connection: u32,
     check_crcs: bool,
+    fetch_sessions: bool,
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: u32,
@@ -344,6 +346,7 @@ impl ConsumerConfig {
         RETRY_BACKOFF_MS,
         MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
         CHECK_CRCS,
+        FETCH_SESSIONS_ENABLE,
         ALLOW_AUTO_CREATE_TOPICS,
         EXCLUDE_INTERNAL_TOPICS,
         RECEIVE_MESSAGE_MAX_BYTES,
@@ -488,6 +491,7 @@ impl ConsumerConfig {
                 self.max_in_flight_requests_per_connection.to_string(),
             ),
             (CHECK_CRCS, self.check_crcs.to_string()),
+            (FETCH_SESSIONS_ENABLE, self.fetch_sessions.to_string()),
             (
                 ALLOW_AUTO_CREATE_TOPICS,
                 self.allow_auto_create_topics.to_string(),
@@ -699,6 +703,16 @@ impl ConsumerConfig {
         self.check_crcs
     }
 
+    /// `fetch.sessions.enable`: use incremental fetch sessions (KIP-227)
+    /// on each leader connection: after a full Fetch, requests list only
+    /// the partitions that changed. Off by default (`false`: every Fetch
+    /// is a full one outside any session) until the incremental path has
+    /// been run against a broker that keeps sessions; see
+    /// `docs/fetching.md`.
+    pub fn fetch_sessions(&self) -> bool {
+        self.fetch_sessions
+    }
+
     /// `allow.auto.create.topics`: let Metadata requests create subscribed
     /// topics that do not exist, where the broker allows it (default
     /// `true`).
@@ -845,6 +859,7 @@ pub struct ConsumerConfigBuilder {
     retry_backoff: Duration,
     max_in_flight_requests_per_connection: u32,
     check_crcs: bool,
+    fetch_sessions: bool,
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: Option<u32>,
@@ -894,6 +909,7 @@ impl ConsumerConfigBuilder {
             retry_backoff: Duration::from_millis(100),
             max_in_flight_requests_per_connection: 5,
             check_crcs: true,
+            fetch_sessions: false,
             allow_auto_create_topics: true,
             exclude_internal_topics: true,
             receive_message_max_bytes: None,
@@ -973,6 +989,7 @@ impl ConsumerConfigBuilder {
                 self.max_in_flight_requests_per_connection = parse_u32(p, v)?
             }
             CHECK_CRCS => self.check_crcs = parse_bool(p, v)?,
+            FETCH_SESSIONS_ENABLE => self.fetch_sessions = parse_bool(p, v)?,
             ALLOW_AUTO_CREATE_TOPICS => self.allow_auto_create_topics = parse_bool(p, v)?,
             EXCLUDE_INTERNAL_TOPICS => self.exclude_internal_topics = parse_bool(p, v)?,
             RECEIVE_MESSAGE_MAX_BYTES => self.receive_message_max_bytes = Some(parse_u32(p, v)?),
@@ -1204,6 +1221,12 @@ impl ConsumerConfigBuilder {
     /// `check.crcs`.
     pub fn check_crcs(mut self, check: bool) -> Self {
         self.check_crcs = check;
+        self
+    }
+
+    /// `fetch.sessions.enable`.
+    pub fn fetch_sessions(mut self, enable: bool) -> Self {
+        self.fetch_sessions = enable;
         self
     }
 
@@ -1443,6 +1466,7 @@ impl ConsumerConfigBuilder {
             retry_backoff: b.retry_backoff,
             max_in_flight_requests_per_connection: b.max_in_flight_requests_per_connection,
             check_crcs: b.check_crcs,
+            fetch_sessions: b.fetch_sessions,
             allow_auto_create_topics: b.allow_auto_create_topics,
             exclude_internal_topics: b.exclude_internal_topics,
             receive_message_max_bytes,

@@ -351,7 +351,61 @@ async fn requests_that_time_out_close_the_connection_and_consumption_resumes<C: 
     consumer.close().await.unwrap();
 }
 
+/// KIP-320: after a leader change, the position (which carries the epoch
+/// of the last record) is validated with OffsetForLeaderEpoch on the new
+/// leader before anything is fetched from it; nothing is lost or repeated.
+async fn a_leader_change_is_validated_on_the_new_leader_before_fetching<C: TestCluster>() {
+    let mock = C::start(3);
+    mock.create_topic("epochs", &[1]);
+    let bootstrap = mock.bootstrap();
+    produce(&bootstrap, "epochs", 0, 100);
+    let mut consumer = Consumer::new(config(&bootstrap).build().unwrap()).unwrap();
+    consumer.assign([TopicPartition::new("epochs", 0)]).unwrap();
+    let mut offsets = BTreeMap::new();
+    consume_into(&mut consumer, &mut offsets, 100).await;
+    assert_exactly(&offsets, 100);
+
+    mock.clear_requests();
+    mock.set_leader("epochs", 0, 3);
+    produce(&bootstrap, "epochs", 100, 50);
+    consume_into(&mut consumer, &mut offsets, 150).await;
+    assert_exactly(&offsets, 150);
+    const FETCH: i16 = 1;
+    const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+    let requests: Vec<(i32, i16)> = mock
+        .requests()
+        .into_iter()
+        .filter(|(_, api)| [FETCH, OFFSET_FOR_LEADER_EPOCH].contains(api))
+        .collect();
+    let validated = requests
+        .iter()
+        .position(|r| *r == (3, OFFSET_FOR_LEADER_EPOCH))
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: no OffsetForLeaderEpoch on broker 3: {requests:?}",
+                mock.name()
+            )
+        });
+    let first_fetch = requests
+        .iter()
+        .position(|r| *r == (3, FETCH))
+        .expect("fetched from broker 3");
+    assert!(
+        validated < first_fetch,
+        "{}: validated before fetching: {requests:?}",
+        mock.name()
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|&(b, api)| api != OFFSET_FOR_LEADER_EPOCH || b == 3),
+        "only the new leader is asked: {requests:?}"
+    );
+    consumer.close().await.unwrap();
+}
+
 on_both_mocks!(
+    a_leader_change_is_validated_on_the_new_leader_before_fetching,
     a_leader_move_mid_stream_loses_nothing_and_the_old_connection_idles_out,
     a_coordinator_move_is_followed_and_commits_land,
     a_broker_down_is_retried_with_backoff_and_consumption_resumes,

@@ -416,6 +416,9 @@ pub struct Cluster {
     epoch: Instant,
     rng: Rng,
     conns: BTreeMap<ConnectionId, Conn>,
+    /// Per broker, how many of its leader connections have closed (see
+    /// [`Cluster::leader_generations`]).
+    leader_generations: BTreeMap<i32, u64>,
     next_conn: u64,
     next_request: u64,
     bootstrap_cursor: usize,
@@ -460,6 +463,7 @@ impl Cluster {
             config,
             epoch,
             rng,
+            leader_generations: BTreeMap::new(),
             conns: BTreeMap::new(),
             next_conn: 1,
             next_request: 1,
@@ -757,6 +761,16 @@ impl Cluster {
     /// The cached metadata.
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
+    }
+
+    /// Per broker id, how many leader connections to it have closed (for
+    /// any reason: idle reaping, the peer, an error, retirement). A number
+    /// that changed means the connection `Target::Broker(id)` requests go
+    /// on is not the one they went on before: state kept per connection,
+    /// such as the fetcher's fetch sessions (KIP-227), ends with it.
+    /// Brokers whose leader connections never closed are absent (0).
+    pub fn leader_generations(&self) -> &BTreeMap<i32, u64> {
+        &self.leader_generations
     }
 
     /// Grows by one with every metadata update.
@@ -1567,6 +1581,11 @@ impl Cluster {
             && matches!(reason, CloseReason::Peer | CloseReason::Error)
         {
             self.coordinator = None;
+        }
+        if c.purpose == Purpose::Leader {
+            if let Some(broker) = c.broker {
+                *self.leader_generations.entry(broker).or_default() += 1;
+            }
         }
         match reason {
             CloseReason::Error | CloseReason::Peer => {

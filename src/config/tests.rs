@@ -350,6 +350,13 @@ const CASES: &[Case] = &[
         invalid: &[("no", "check.crcs", &["\"no\""])],
     },
     Case {
+        property: "fetch.sessions.enable",
+        default: Some("false"),
+        valid: "true",
+        valid_rendered: "true",
+        invalid: &[("off", "fetch.sessions.enable", &["\"off\""])],
+    },
+    Case {
         property: "allow.auto.create.topics",
         default: Some("true"),
         valid: "false",
@@ -506,6 +513,7 @@ fn typed_getters_return_the_defaults() {
     assert_eq!(c.retry_backoff(), ms(100));
     assert_eq!(c.max_in_flight_requests_per_connection(), 5);
     assert!(c.check_crcs());
+    assert!(!c.fetch_sessions());
     assert!(c.allow_auto_create_topics());
     assert!(c.exclude_internal_topics());
     assert_eq!(
@@ -548,6 +556,7 @@ fn typed_setters_match_the_properties() {
         .retry_backoff(ms(17))
         .max_in_flight_requests_per_connection(18)
         .check_crcs(false)
+        .fetch_sessions(false)
         .allow_auto_create_topics(false)
         .exclude_internal_topics(false)
         .receive_message_max_bytes(5000)
@@ -584,6 +593,7 @@ fn typed_setters_match_the_properties() {
         ("retry.backoff.ms", "17"),
         ("max.in.flight.requests.per.connection", "18"),
         ("check.crcs", "false"),
+        ("fetch.sessions.enable", "false"),
         ("allow.auto.create.topics", "false"),
         ("exclude.internal.topics", "false"),
         ("receive.message.max.bytes", "5000"),

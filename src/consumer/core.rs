@@ -872,6 +872,9 @@ impl ConsumerCore {
         if self.closing {
             return;
         }
+        // Fetch sessions end with their leader connection (KIP-227).
+        self.fetcher
+            .set_leader_generations(self.cluster.leader_generations());
         let requests = self.fetcher.poll_requests(now, self.cluster.metadata());
         for (broker, body, token) in requests {
             let id = self.cluster.request(now, Target::Broker(broker), body);

@@ -1118,6 +1118,7 @@ fn fetch_config(config: &ConsumerConfig, seed: u64) -> FetchConfig {
             _ => crate::records::IsolationLevel::ReadUncommitted,
         },
         check_crcs: config.check_crcs(),
+        sessions: config.fetch_sessions(),
         auto_offset_reset: config.auto_offset_reset(),
         rack_id: config.client_rack().map(str::to_owned),
         retry_backoff: backoff(config.retry_backoff(), Duration::from_millis(1000)),

@@ -33,6 +33,23 @@ pub enum FetchError {
         /// The position that is out of range.
         offset: i64,
     },
+    /// The leader's log was truncated below the position (found after a
+    /// leader change by OffsetForLeaderEpoch, or by a Fetch's
+    /// `diverging_epoch`, KIP-320) and `auto.offset.reset` is `none`: the
+    /// records from `divergent_offset` up to `offset` that were delivered
+    /// are no longer in the log, and others may take their offsets. The
+    /// partition stays at `offset` and waits for a seek (to
+    /// `divergent_offset` to read what the log now holds there).
+    LogTruncation {
+        /// The partition.
+        partition: TopicPartition,
+        /// The position: the first offset not delivered.
+        offset: i64,
+        /// Where the leader's log diverges from what was delivered (the
+        /// end offset of the position's leader epoch), when the leader
+        /// knows it.
+        divergent_offset: Option<i64>,
+    },
     /// A record batch could not be decoded (checksum, framing, codec). The
     /// records before it were delivered; the position stays at `offset` and
     /// the partition waits for a seek: nothing is skipped silently.
@@ -107,6 +124,7 @@ impl FetchError {
             FetchError::Decode { .. } => true,
             FetchError::NoOffset { .. }
             | FetchError::OffsetOutOfRange { .. }
+            | FetchError::LogTruncation { .. }
             | FetchError::CorruptRecords { .. }
             | FetchError::RecordTooLarge { .. }
             | FetchError::TopicAuthorization { .. }
@@ -131,6 +149,22 @@ impl fmt::Display for FetchError {
             FetchError::OffsetOutOfRange { partition, offset } => write!(
                 f,
                 "offset {offset} is out of range for {partition} and auto.offset.reset is none"
+            ),
+            FetchError::LogTruncation {
+                partition,
+                offset,
+                divergent_offset: Some(end),
+            } => write!(
+                f,
+                "log truncation detected for {partition}: the log diverges at offset {end}, below the position {offset}, and auto.offset.reset is none"
+            ),
+            FetchError::LogTruncation {
+                partition,
+                offset,
+                divergent_offset: None,
+            } => write!(
+                f,
+                "log truncation detected for {partition} at position {offset} (the leader knows no end for its epoch) and auto.offset.reset is none"
             ),
             FetchError::CorruptRecords {
                 partition,

@@ -33,8 +33,20 @@
 //!   a fetch already, is not backing off after an error, and its leader is
 //!   known; at most one Fetch is in flight per leader broker, covering all
 //!   of that broker's fetchable partitions;
-//! - fetch sessions (KIP-227) are not used: every Fetch is a full fetch
-//!   (`session_id` 0, `session_epoch` -1);
+//! - a position that carries the leader epoch of the record before it is
+//!   validated against the leader (OffsetForLeaderEpoch, KIP-320) before
+//!   it is fetched from under a leader epoch it was not fetched under yet;
+//!   a log truncated below it resets it (`auto.offset.reset` earliest or
+//!   latest) or stops the partition with [`FetchError::LogTruncation`]
+//!   (`none`); Fetch v12+ answers with a `diverging_epoch` are read the
+//!   same way;
+//! - with [`FetchConfig::sessions`], one fetch session (KIP-227) per
+//!   leader connection: a full Fetch first, then incremental ones listing
+//!   only the partitions added or changed, and forgetting those no longer
+//!   fetched; any session error falls back to a full Fetch, and a session
+//!   ends with its connection ([`Fetcher::set_leader_generations`]).
+//!   Without, every Fetch is a full one (`session_id` 0, `session_epoch`
+//!   -1);
 //! - `preferred_read_replica` (KIP-392) is ignored: records come from the
 //!   leader;
 //! - a position moves only when records are taken (or when a fetch brings
@@ -58,7 +70,11 @@ pub use offsets::{
 
 use crate::cluster::{ExponentialBackoff, Metadata, RequestBody, RequestError, Response, Rng};
 use crate::protocol::messages::fetch::{
-    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic, PartitionData,
+};
+use crate::protocol::messages::offset_for_leader_epoch::{
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
 };
 use crate::protocol::ErrorCode;
 use crate::protocol::{ApiKey, DEFAULT_MAX_FRAME_SIZE};
@@ -145,6 +161,9 @@ pub struct FetchConfig {
     /// Seeds the jitter of `retry_backoff` (the consumer passes a random
     /// value; tests a constant).
     pub seed: u64,
+    /// `fetch.sessions.enable`: incremental fetch sessions (KIP-227), one
+    /// per leader connection. Default true.
+    pub sessions: bool,
 }
 
 impl Default for FetchConfig {
@@ -166,6 +185,7 @@ impl Default for FetchConfig {
             },
             request_timeout: Duration::from_millis(30_000),
             seed: 0,
+            sessions: true,
         }
     }
 }
@@ -286,6 +306,11 @@ struct Position {
 ///                 └─set_committed(None), policy none─> NoOffset  │
 ///                                                                └─> Halted (corrupt batch,
 ///                                                    batch too large, out of range with none)
+///
+///  Valid ──a leader epoch not fetched under yet──> Validating ──OffsetForLeaderEpoch──> Valid
+///    (only a position that carries an epoch)           │  end offset below the position:
+///                                                      ├─ policy earliest|latest ─> Valid at the end offset
+///                                                      └─ policy none ─> Halted (LogTruncation)
 ///  NoOffset and Halted wait for a seek.
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,6 +328,10 @@ enum PosState {
     NoOffset { reported: bool },
     /// Fetching from here.
     Valid(Position),
+    /// Held back from fetching until the leader says where the position's
+    /// epoch ends (OffsetForLeaderEpoch, KIP-320): the log may have been
+    /// truncated below it by a leader change.
+    Validating { pos: Position, in_flight: bool },
     /// Stopped at a fault that retrying cannot fix.
     Halted(Position),
 }
@@ -467,6 +496,12 @@ struct PartitionState {
     size_override: Option<i32>,
     /// The high watermark of the last good answer for this partition.
     high_watermark: Option<i64>,
+    /// The leader epoch (from the metadata) the position is known to agree
+    /// with: it was fetched, reset or validated under it. When the
+    /// metadata shows another, the log may have been truncated by the
+    /// leader change, and a position that carries an epoch is validated
+    /// before it is fetched from again (KIP-320).
+    checked_epoch: Option<i32>,
 }
 
 impl PartitionState {
@@ -495,12 +530,56 @@ struct Sent {
     generation: u64,
     fetch_offset: i64,
     max_bytes: i32,
+    /// `current_leader_epoch`, -1 when unknown.
+    leader_epoch: i32,
+}
+
+/// What a fetch session (KIP-227) holds for one partition: what was last
+/// sent for it. A partition whose values changed is listed again in the
+/// next incremental Fetch; one left unchanged is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SessionEntry {
+    topic_id: [u8; 16],
+    fetch_offset: i64,
+    max_bytes: i32,
+    leader_epoch: i32,
+    last_fetched_epoch: i32,
+}
+
+/// A fetch session with one broker (KIP-227), as the Java client's
+/// `FetchSessionHandler` keeps it.
+#[derive(Debug)]
+struct FetchSession {
+    id: i32,
+    /// The epoch of the next incremental request (1, 2, ... wrapping to
+    /// 1).
+    epoch: i32,
+    /// The leader connection generation (see
+    /// [`Fetcher::set_leader_generations`]) it was made on: it ends with
+    /// that connection.
+    connection: u64,
+    /// The partitions the broker holds in it.
+    partitions: BTreeMap<TopicPartition, SessionEntry>,
+}
+
+/// The session side of a Fetch in flight.
+#[derive(Debug)]
+struct SessionSent {
+    /// 0 for a full Fetch that asks for a new session.
+    id: i32,
+    connection: u64,
+    /// Every partition the session holds once this request is served.
+    partitions: BTreeMap<TopicPartition, SessionEntry>,
 }
 
 /// A Fetch in flight.
 #[derive(Debug)]
 struct FetchSent {
     broker: i32,
+    /// With sessions: which session the request belongs to.
+    session: Option<SessionSent>,
+    /// Every partition an answer may carry (in an incremental Fetch also
+    /// those of the session not listed because unchanged).
     partitions: BTreeMap<TopicPartition, Sent>,
     /// The ids sent, to name the topics of a v13+ response.
     topic_ids: Vec<([u8; 16], String)>,
@@ -511,8 +590,14 @@ enum InFlight {
     Fetch(FetchSent),
     ListOffsets {
         broker: i32,
-        /// Partition -> generation when sent.
-        partitions: BTreeMap<TopicPartition, u64>,
+        /// Partition -> (generation, `current_leader_epoch`) when sent.
+        partitions: BTreeMap<TopicPartition, (u64, i32)>,
+    },
+    /// OffsetForLeaderEpoch for positions being validated (KIP-320).
+    Validate {
+        broker: i32,
+        /// Partition -> (generation, `current_leader_epoch`) when sent.
+        partitions: BTreeMap<TopicPartition, (u64, i32)>,
     },
 }
 
@@ -604,6 +689,11 @@ pub struct Fetcher {
     /// Brokers that asked us to wait (throttle_time_ms, KIP-219).
     throttled: BTreeMap<i32, Instant>,
     errors: Vec<FetchError>,
+    /// Fetch sessions by broker (KIP-227).
+    sessions: BTreeMap<i32, FetchSession>,
+    /// The leader connection generation of each broker, from
+    /// [`Fetcher::set_leader_generations`].
+    connections: BTreeMap<i32, u64>,
     next_token: u64,
     next_generation: u64,
     next_rank: i64,
@@ -627,6 +717,8 @@ impl Fetcher {
             in_flight: BTreeMap::new(),
             throttled: BTreeMap::new(),
             errors: Vec::new(),
+            sessions: BTreeMap::new(),
+            connections: BTreeMap::new(),
             next_token: 1,
             next_generation: 1,
             next_rank: 0,
@@ -669,6 +761,7 @@ impl Fetcher {
                     retry: Retry::default(),
                     size_override: None,
                     high_watermark: None,
+                    checked_epoch: None,
                 },
             );
         }
@@ -805,16 +898,20 @@ impl Fetcher {
         st.pos = pos;
         st.generation = generation;
         st.size_override = None;
+        st.checked_epoch = None;
         if st.buffer.take().is_some() {
             self.ready.retain(|t| t != tp);
         }
         Ok(())
     }
 
-    /// The next offset the application gets from a partition, when known.
+    /// The next offset the application gets from a partition, when known
+    /// (also while it is being validated after a leader change).
     pub fn position(&self, tp: &TopicPartition) -> Option<i64> {
         self.partitions.get(tp).and_then(|st| match st.pos {
-            PosState::Valid(p) | PosState::Halted(p) => Some(p.offset),
+            PosState::Valid(p) | PosState::Halted(p) | PosState::Validating { pos: p, .. } => {
+                Some(p.offset)
+            }
             _ => None,
         })
     }
@@ -825,7 +922,7 @@ impl Fetcher {
         self.partitions
             .iter()
             .filter_map(|(tp, st)| match st.pos {
-                PosState::Valid(p) | PosState::Halted(p) => {
+                PosState::Valid(p) | PosState::Halted(p) | PosState::Validating { pos: p, .. } => {
                     Some((tp.clone(), (p.offset, p.leader_epoch)))
                 }
                 _ => None,
@@ -864,10 +961,39 @@ impl Fetcher {
 
     // ===== requests =====
 
-    /// The requests to send now: ListOffsets for partitions waiting for a
-    /// reset (one per leader), and a Fetch for every leader broker with
-    /// fetchable partitions and no Fetch in flight. Send each to
-    /// `Target::Broker(broker)` and give the token back with its outcome.
+    /// Tells the fetcher how many leader connections to each broker have
+    /// closed ([`Cluster::leader_generations`](crate::cluster::Cluster::leader_generations)).
+    /// A fetch session lives on one leader connection here: when that
+    /// connection is gone (idle reaping, the peer, an error) the session
+    /// ends, and the next Fetch to the broker is a full one that starts a
+    /// new session. Call it before [`Fetcher::poll_requests`].
+    pub fn set_leader_generations(&mut self, generations: &BTreeMap<i32, u64>) {
+        self.connections.clone_from(generations);
+        let connections = &self.connections;
+        self.sessions.retain(|broker, session| {
+            let live = connections.get(broker).copied().unwrap_or(0) == session.connection;
+            if !live {
+                log::debug!(
+                    "fetch session {} with broker {broker} ended with its connection",
+                    session.id
+                );
+            }
+            live
+        });
+    }
+
+    /// The fetch session with `broker`, when there is one: its id and the
+    /// epoch of the next request (KIP-227).
+    pub fn fetch_session(&self, broker: i32) -> Option<(i32, i32)> {
+        self.sessions.get(&broker).map(|s| (s.id, s.epoch))
+    }
+
+    /// The requests to send now: OffsetForLeaderEpoch for positions to
+    /// validate after a leader change and ListOffsets for partitions
+    /// waiting for a reset (one of each per leader), and a Fetch for every
+    /// leader broker with fetchable partitions and no Fetch in flight.
+    /// Send each to `Target::Broker(broker)` and give the token back with
+    /// its outcome.
     ///
     /// Partitions whose leader is unknown are left out; see
     /// [`Fetcher::leader_unknown`].
@@ -882,10 +1008,114 @@ impl Fetcher {
             }
         }
         self.throttled.retain(|_, until| *until > now);
+        self.check_leader_epochs(metadata);
         let mut out = Vec::new();
+        self.plan_validations(now, metadata, &mut out);
         self.plan_resets(now, metadata, &mut out);
         self.plan_fetches(now, metadata, &mut out);
         out
+    }
+
+    /// Moves positions whose leader epoch changed since they were last
+    /// fetched under to `Validating` (KIP-320). Only positions that carry
+    /// the epoch of the record before them can be checked (as the Java
+    /// consumer: a plain `seek` carries none); the others just take the new
+    /// epoch. Partitions with records buffered or a Fetch out are looked at
+    /// once those are done: their position is still moving.
+    fn check_leader_epochs(&mut self, metadata: &Metadata) {
+        for (tp, st) in &mut self.partitions {
+            let PosState::Valid(pos) = st.pos else {
+                continue;
+            };
+            if st.paused || st.buffer.is_some() || st.fetch_in_flight.is_some() {
+                continue;
+            }
+            let current = offsets::leader_epoch(metadata, tp);
+            if current < 0 || st.checked_epoch == Some(current) {
+                continue;
+            }
+            match pos.leader_epoch {
+                Some(epoch) => {
+                    log::debug!(
+                        "{tp}: leader epoch {current} is new to position {} (epoch {epoch}); validating it",
+                        pos.offset
+                    );
+                    st.pos = PosState::Validating {
+                        pos,
+                        in_flight: false,
+                    };
+                }
+                None => st.checked_epoch = Some(current),
+            }
+        }
+    }
+
+    /// One OffsetForLeaderEpoch (v2+: `current_leader_epoch` fences a stale
+    /// leader) per leader for the positions to validate.
+    fn plan_validations(
+        &mut self,
+        now: Instant,
+        metadata: &Metadata,
+        out: &mut Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+    ) {
+        let mut per_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        for (tp, st) in &self.partitions {
+            if matches!(
+                st.pos,
+                PosState::Validating {
+                    in_flight: false,
+                    ..
+                }
+            ) && !st.paused
+                && !st.backing_off(now)
+            {
+                if let Some(leader) = metadata.leader(&tp.topic, tp.partition) {
+                    per_leader.entry(leader).or_default().push(tp.clone());
+                }
+            }
+        }
+        for (broker, list) in per_leader {
+            let token = self.token();
+            let mut topics: Vec<OffsetForLeaderTopic> = Vec::new();
+            let mut sent = BTreeMap::new();
+            for tp in list {
+                let current = offsets::leader_epoch(metadata, &tp);
+                let st = self.partitions.get_mut(&tp).expect("planned from the map");
+                let PosState::Validating { pos, in_flight } = &mut st.pos else {
+                    continue;
+                };
+                *in_flight = true;
+                let partition = OffsetForLeaderPartition {
+                    partition: tp.partition,
+                    current_leader_epoch: current,
+                    leader_epoch: pos.leader_epoch.unwrap_or(-1),
+                    ..OffsetForLeaderPartition::default()
+                };
+                match topics.iter_mut().find(|t| t.topic == tp.topic) {
+                    Some(t) => t.partitions.push(partition),
+                    None => topics.push(OffsetForLeaderTopic {
+                        topic: tp.topic.clone(),
+                        partitions: vec![partition],
+                        ..OffsetForLeaderTopic::default()
+                    }),
+                }
+                sent.insert(tp, (st.generation, current));
+            }
+            let request = OffsetForLeaderEpochRequest {
+                // A consumer (v3+): the answer stops at the high watermark.
+                replica_id: -1,
+                topics,
+                ..OffsetForLeaderEpochRequest::default()
+            };
+            self.in_flight.insert(
+                token,
+                InFlight::Validate {
+                    broker,
+                    partitions: sent,
+                },
+            );
+            out.push((broker, Box::new(request), token));
+        }
     }
 
     fn plan_resets(
@@ -927,7 +1157,8 @@ impl Fetcher {
                 if let PosState::Resetting { in_flight, .. } = &mut st.pos {
                     *in_flight = true;
                 }
-                sent.insert(tp, st.generation);
+                let epoch = offsets::leader_epoch(metadata, &tp);
+                sent.insert(tp, (st.generation, epoch));
             }
             self.in_flight.insert(
                 token,
@@ -954,7 +1185,7 @@ impl Fetcher {
             .values()
             .filter_map(|f| match f {
                 InFlight::Fetch(f) => Some(f.broker),
-                InFlight::ListOffsets { .. } => None,
+                InFlight::ListOffsets { .. } | InFlight::Validate { .. } => None,
             })
             .collect();
         // Leaders of partitions whose buffered records the application is
@@ -994,52 +1225,115 @@ impl Fetcher {
         for (broker, mut list) in per_leader {
             list.sort();
             let token = self.token();
-            let mut topics: Vec<FetchTopic> = Vec::new();
-            let mut topic_index: BTreeMap<String, usize> = BTreeMap::new();
+            // Every partition to fetch now, with what is sent for it.
+            let mut next: Vec<(TopicPartition, SessionEntry)> = Vec::new();
             let mut sent = BTreeMap::new();
-            let mut topic_ids = Vec::new();
             for (_, tp) in list {
                 let st = self.partitions.get_mut(&tp).expect("planned from the map");
                 let PosState::Valid(pos) = st.pos else {
                     continue;
                 };
                 let max_bytes = st.size_override.unwrap_or(self.config.max_partition_bytes);
+                let leader_epoch = offsets::leader_epoch(metadata, &tp);
                 st.fetch_in_flight = Some(token);
-                // Partitions are grouped by topic in the order of each
-                // topic's first partition (v3+ brokers fill the response
-                // in request order).
-                let index = match topic_index.get(&tp.topic) {
-                    Some(&i) => i,
-                    None => {
-                        let topic_id = metadata
-                            .topics
-                            .get(&tp.topic)
-                            .map_or([0; 16], |t| t.topic_id);
-                        topic_ids.push((topic_id, tp.topic.clone()));
-                        topics.push(FetchTopic {
-                            topic: tp.topic.clone(),
-                            topic_id,
-                            ..FetchTopic::default()
-                        });
-                        topic_index.insert(tp.topic.clone(), topics.len() - 1);
-                        topics.len() - 1
-                    }
-                };
-                topics[index].partitions.push(FetchPartition {
-                    partition: tp.partition,
-                    current_leader_epoch: offsets::leader_epoch(metadata, &tp),
-                    fetch_offset: pos.offset,
-                    partition_max_bytes: max_bytes,
-                    ..FetchPartition::default()
-                });
+                // The leader fences us if it is at another epoch, so what
+                // comes back agrees with this one.
+                if leader_epoch >= 0 {
+                    st.checked_epoch = Some(leader_epoch);
+                }
+                let topic_id = metadata
+                    .topics
+                    .get(&tp.topic)
+                    .map_or([0; 16], |t| t.topic_id);
+                next.push((
+                    tp.clone(),
+                    SessionEntry {
+                        topic_id,
+                        fetch_offset: pos.offset,
+                        max_bytes,
+                        leader_epoch,
+                        // v12+: the leader checks it against its log and
+                        // answers a `diverging_epoch` when the log was
+                        // truncated below the position (KIP-320 as the
+                        // Java consumer sends it).
+                        last_fetched_epoch: pos.leader_epoch.unwrap_or(-1),
+                    },
+                ));
                 sent.insert(
                     tp,
                     Sent {
                         generation: st.generation,
                         fetch_offset: pos.offset,
                         max_bytes,
+                        leader_epoch,
                     },
                 );
+            }
+            let connection = self.connections.get(&broker).copied().unwrap_or(0);
+            let session = self
+                .sessions
+                .get(&broker)
+                .filter(|s| self.config.sessions && s.connection == connection);
+            // KIP-227: a full Fetch lists every partition; an incremental
+            // one only those added or changed since the session last heard
+            // of them, and forgets those no longer fetched (paused,
+            // buffered, backing off, moved, unassigned: they come back as
+            // added). The broker answers for every partition it holds.
+            let (session_id, session_epoch) = match session {
+                Some(s) => (s.id, s.epoch),
+                None if self.config.sessions => (0, 0),
+                None => (0, -1),
+            };
+            let listed: Vec<&(TopicPartition, SessionEntry)> = next
+                .iter()
+                .filter(|(tp, entry)| session.is_none_or(|s| s.partitions.get(tp) != Some(entry)))
+                .collect();
+            let mut topics: Vec<FetchTopic> = Vec::new();
+            let mut topic_ids = Vec::new();
+            for (tp, entry) in &next {
+                if !topic_ids.iter().any(|(_, name)| name == &tp.topic) {
+                    topic_ids.push((entry.topic_id, tp.topic.clone()));
+                }
+            }
+            for (tp, entry) in listed {
+                // Partitions are grouped by topic in the order of each
+                // topic's first partition (v3+ brokers fill the response
+                // in request order).
+                let partition = FetchPartition {
+                    partition: tp.partition,
+                    current_leader_epoch: entry.leader_epoch,
+                    fetch_offset: entry.fetch_offset,
+                    last_fetched_epoch: entry.last_fetched_epoch,
+                    partition_max_bytes: entry.max_bytes,
+                    ..FetchPartition::default()
+                };
+                match topics.iter_mut().find(|t| t.topic == tp.topic) {
+                    Some(t) => t.partitions.push(partition),
+                    None => topics.push(FetchTopic {
+                        topic: tp.topic.clone(),
+                        topic_id: entry.topic_id,
+                        partitions: vec![partition],
+                        ..FetchTopic::default()
+                    }),
+                }
+            }
+            let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+            if let Some(s) = session {
+                let wanted: BTreeSet<&TopicPartition> = next.iter().map(|(tp, _)| tp).collect();
+                for (tp, entry) in s.partitions.iter().filter(|(tp, _)| !wanted.contains(tp)) {
+                    match forgotten.iter_mut().find(|t| t.topic == tp.topic) {
+                        Some(t) => t.partitions.push(tp.partition),
+                        None => forgotten.push(ForgottenTopic {
+                            topic: tp.topic.clone(),
+                            topic_id: entry.topic_id,
+                            partitions: vec![tp.partition],
+                            ..ForgottenTopic::default()
+                        }),
+                    }
+                    if !topic_ids.iter().any(|(_, name)| name == &tp.topic) {
+                        topic_ids.push((entry.topic_id, tp.topic.clone()));
+                    }
+                }
             }
             let request = FetchRequest {
                 replica_id: -1,
@@ -1047,10 +1341,10 @@ impl Fetcher {
                 min_bytes: self.config.min_bytes,
                 max_bytes: self.config.max_bytes,
                 isolation_level: offsets::isolation_byte(self.config.isolation),
-                // A full fetch, outside any fetch session (KIP-227).
-                session_id: 0,
-                session_epoch: -1,
+                session_id,
+                session_epoch,
                 topics,
+                forgotten_topics_data: forgotten,
                 rack_id: self.config.rack_id.clone().unwrap_or_default(),
                 ..FetchRequest::default()
             };
@@ -1058,6 +1352,11 @@ impl Fetcher {
                 token,
                 InFlight::Fetch(FetchSent {
                     broker,
+                    session: self.config.sessions.then(|| SessionSent {
+                        id: session_id,
+                        connection,
+                        partitions: next.into_iter().collect(),
+                    }),
                     partitions: sent,
                     topic_ids,
                 }),
@@ -1076,6 +1375,10 @@ impl Fetcher {
                     st.pos,
                     PosState::Valid(_)
                         | PosState::Resetting {
+                            in_flight: false,
+                            ..
+                        }
+                        | PosState::Validating {
                             in_flight: false,
                             ..
                         }
@@ -1116,6 +1419,9 @@ impl Fetcher {
             Some(InFlight::ListOffsets { broker, partitions }) => {
                 self.handle_reset(now, broker, partitions, response, &mut outcome)
             }
+            Some(InFlight::Validate { broker, partitions }) => {
+                self.handle_validation(now, broker, partitions, response, &mut outcome)
+            }
             None => log::debug!("response for unknown fetch token {token:?} ignored"),
         }
         outcome.errors = self.errors.len() - errors_before;
@@ -1136,7 +1442,14 @@ impl Fetcher {
         let (broker, api, tps): (i32, ApiKey, Vec<(TopicPartition, u64)>) =
             match self.in_flight.remove(&token) {
                 Some(InFlight::Fetch(sent)) => (
-                    sent.broker,
+                    {
+                        // No answer: what the broker made of the request is
+                        // unknown, so the session cannot go on.
+                        if sent.session.is_some() {
+                            self.sessions.remove(&sent.broker);
+                        }
+                        sent.broker
+                    },
                     ApiKey::Fetch,
                     sent.partitions
                         .into_iter()
@@ -1146,7 +1459,34 @@ impl Fetcher {
                 Some(InFlight::ListOffsets { broker, partitions }) => (
                     broker,
                     ApiKey::ListOffsets,
-                    partitions.into_iter().collect(),
+                    partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
+                ),
+                Some(InFlight::Validate { broker, partitions })
+                    if matches!(error, RequestError::NoCommonVersion(_)) =>
+                {
+                    // A broker without OffsetForLeaderEpoch v2+ cannot be
+                    // asked (KIP-320 needs the current leader epoch in
+                    // it): the positions are taken as they are, as the
+                    // Java consumer does with such brokers.
+                    log::debug!(
+                        "broker {broker} cannot validate positions ({error}); fetching without"
+                    );
+                    for (tp, (generation, epoch)) in partitions {
+                        if let Some(st) = self.partitions.get_mut(&tp) {
+                            if st.generation == generation {
+                                if let PosState::Validating { pos, .. } = st.pos {
+                                    st.pos = PosState::Valid(pos);
+                                    st.checked_epoch = (epoch >= 0).then_some(epoch);
+                                }
+                            }
+                        }
+                    }
+                    return outcome;
+                }
+                Some(InFlight::Validate { broker, partitions }) => (
+                    broker,
+                    ApiKey::OffsetForLeaderEpoch,
+                    partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
                 ),
                 None => return outcome,
             };
@@ -1185,6 +1525,7 @@ impl Fetcher {
         token: FetchToken,
         FetchSent {
             broker,
+            session,
             partitions: mut sent,
             topic_ids,
         }: FetchSent,
@@ -1227,6 +1568,49 @@ impl Fetcher {
             self.throttled.insert(broker, now + wait);
         }
         let top = ErrorCode::from_code(resp.error_code);
+        if let Some(session) = session {
+            if top != ErrorCode::None {
+                // Any error ends the session (the Java client's
+                // `FetchSessionHandler.handleResponse`): the next Fetch is a
+                // full one asking for a new session.
+                self.sessions.remove(&broker);
+                if session.id != 0
+                    && matches!(
+                        top,
+                        ErrorCode::FetchSessionIdNotFound | ErrorCode::InvalidFetchSessionEpoch
+                    )
+                {
+                    // The broker evicted or lost it (KIP-227): not the
+                    // application's business, and nothing to wait for.
+                    log::debug!(
+                        "fetch session {} with broker {broker}: {top}; fetching in full",
+                        session.id
+                    );
+                    return;
+                }
+            } else if session.id == 0 {
+                if resp.session_id != 0 {
+                    log::debug!(
+                        "fetch session {} with broker {broker} begins",
+                        resp.session_id
+                    );
+                    self.sessions.insert(
+                        broker,
+                        FetchSession {
+                            id: resp.session_id,
+                            epoch: 1,
+                            connection: session.connection,
+                            partitions: session.partitions,
+                        },
+                    );
+                }
+                // A session id 0 back: the broker keeps no session (its
+                // cache is full, or it has none); every Fetch stays full.
+            } else if let Some(s) = self.sessions.get_mut(&broker) {
+                s.epoch = if s.epoch == i32::MAX { 1 } else { s.epoch + 1 };
+                s.partitions = session.partitions;
+            }
+        }
         if top != ErrorCode::None {
             log::warn!("Fetch response of broker {broker}: {top}");
             if classify(top) == ErrorClass::Leader {
@@ -1311,8 +1695,30 @@ impl Fetcher {
         let PosState::Valid(pos) = st.pos else {
             return;
         };
+        let diverging = &data.diverging_epoch;
+        if code == ErrorCode::None && (diverging.epoch >= 0 || diverging.end_offset >= 0) {
+            // Fetch v12+: the leader compared `last_fetched_epoch` with
+            // its log and found it diverging (KIP-320, as the Java
+            // consumer reads it): no records come, the position is
+            // settled as an OffsetForLeaderEpoch answer would settle it.
+            let end = (diverging.epoch >= 0 && diverging.end_offset >= 0)
+                .then_some((diverging.epoch, diverging.end_offset));
+            self.apply_epoch_end(&tp, pos, end, s.leader_epoch);
+            return;
+        }
         match code {
             ErrorCode::None => {}
+            ErrorCode::FencedLeaderEpoch | ErrorCode::UnknownLeaderEpoch => {
+                // Our leader epoch and the broker's differ: a leader
+                // change we have not seen yet, or one the broker has not.
+                // Whichever epoch the metadata gives next, the position
+                // is validated against it before fetching on (KIP-320).
+                log::debug!("fetch of {tp} from broker {broker}: {code}; refreshing metadata and validating the position");
+                st.checked_epoch = None;
+                outcome.refresh_metadata = true;
+                backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                return;
+            }
             ErrorCode::OffsetOutOfRange => {
                 match policy {
                     OffsetReset::Earliest | OffsetReset::Latest => {
@@ -1459,18 +1865,18 @@ impl Fetcher {
         &mut self,
         now: Instant,
         broker: i32,
-        sent: BTreeMap<TopicPartition, u64>,
+        sent: BTreeMap<TopicPartition, (u64, i32)>,
         response: &Response,
         outcome: &mut FetchOutcome,
     ) {
         // Which partitions this answer may still move.
         let mut current = BTreeMap::new();
-        for (tp, generation) in &sent {
+        for (tp, (generation, epoch)) in &sent {
             if let Some(st) = self.partitions.get_mut(tp) {
                 if st.generation == *generation {
                     if let PosState::Resetting { spec, auto, .. } = st.pos {
                         clear_reset_in_flight(st);
-                        current.insert(tp.clone(), (spec, auto));
+                        current.insert(tp.clone(), (spec, auto, *epoch));
                     }
                 }
             }
@@ -1491,7 +1897,7 @@ impl Fetcher {
                 return;
             }
         };
-        for (tp, (spec, auto)) in current {
+        for (tp, (spec, auto, epoch)) in current {
             let st = self.partitions.get_mut(&tp).expect("checked");
             match listed.get(&tp) {
                 Some(Ok(Some(found))) => {
@@ -1504,6 +1910,9 @@ impl Fetcher {
                         offset: found.offset,
                         leader_epoch: found.leader_epoch,
                     });
+                    // The leader answered at this epoch: nothing to
+                    // validate until it changes.
+                    st.checked_epoch = (epoch >= 0).then_some(epoch);
                     st.retry = Retry::default();
                 }
                 Some(Err(code)) => {
@@ -1531,6 +1940,170 @@ impl Fetcher {
                     log::debug!("ListOffsets from broker {broker} gave no offset for {tp}");
                     backoff(st, now, &self.config.retry_backoff, &mut self.rng);
                 }
+            }
+        }
+    }
+
+    fn handle_validation(
+        &mut self,
+        now: Instant,
+        broker: i32,
+        sent: BTreeMap<TopicPartition, (u64, i32)>,
+        response: &Response,
+        outcome: &mut FetchOutcome,
+    ) {
+        // Which partitions this answer may still move.
+        let mut current = BTreeMap::new();
+        for (tp, (generation, epoch)) in &sent {
+            if let Some(st) = self.partitions.get_mut(tp) {
+                if st.generation == *generation {
+                    if let PosState::Validating { pos, .. } = st.pos {
+                        clear_reset_in_flight(st);
+                        current.insert(tp.clone(), (pos, *epoch));
+                    }
+                }
+            }
+        }
+        let decoded = if response.api == ApiKey::OffsetForLeaderEpoch {
+            response.decode::<OffsetForLeaderEpochResponse>()
+        } else {
+            Err(crate::protocol::DecodeError::InvalidValue {
+                what: "response",
+                reason: "not an OffsetForLeaderEpoch response",
+            })
+        };
+        let resp = match decoded {
+            Ok(r) => r,
+            Err(source) => {
+                log::warn!(
+                    "cannot decode OffsetForLeaderEpoch response of broker {broker}: {source}"
+                );
+                self.errors.push(FetchError::Decode {
+                    broker,
+                    api: ApiKey::OffsetForLeaderEpoch,
+                    source,
+                });
+                for tp in current.keys() {
+                    let st = self.partitions.get_mut(tp).expect("checked");
+                    backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                }
+                return;
+            }
+        };
+        let mut answers = BTreeMap::new();
+        for topic in resp.topics {
+            for p in topic.partitions {
+                answers.insert(TopicPartition::new(topic.topic.clone(), p.partition), p);
+            }
+        }
+        for (tp, (pos, epoch)) in current {
+            let Some(answer) = answers.remove(&tp) else {
+                // Left out of the answer: ask again later.
+                let st = self.partitions.get_mut(&tp).expect("checked");
+                backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                continue;
+            };
+            let code = ErrorCode::from_code(answer.error_code);
+            if code != ErrorCode::None {
+                match classify(code) {
+                    ErrorClass::Leader => {
+                        log::debug!("OffsetForLeaderEpoch for {tp} from broker {broker}: {code}; refreshing metadata");
+                        outcome.refresh_metadata = true;
+                    }
+                    ErrorClass::Authorization => {
+                        report_authorization(&mut self.errors, &tp.topic);
+                    }
+                    ErrorClass::Other => {
+                        log::warn!("OffsetForLeaderEpoch for {tp} from broker {broker}: {code}");
+                        self.errors.push(FetchError::Broker {
+                            broker,
+                            partition: Some(tp.clone()),
+                            code,
+                        });
+                    }
+                }
+                let st = self.partitions.get_mut(&tp).expect("checked");
+                backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+                continue;
+            }
+            let end = (answer.end_offset >= 0 && answer.leader_epoch >= 0)
+                .then_some((answer.leader_epoch, answer.end_offset));
+            self.apply_epoch_end(&tp, pos, end, epoch);
+        }
+    }
+
+    /// Settles a position against where the leader says the position's
+    /// epoch ends (`end`: epoch and end offset; `None` when the leader
+    /// knows no such epoch), from OffsetForLeaderEpoch or a Fetch's
+    /// `diverging_epoch`. The Java consumer's
+    /// `SubscriptionState.maybeCompleteValidation` (KIP-320):
+    ///
+    /// - the end at or past the position: the position is good;
+    /// - the end below it: the log was truncated, records from the end on
+    ///   differ from those delivered. With `auto.offset.reset`
+    ///   earliest/latest the position moves back to the end offset (the
+    ///   first offset that differs: nothing of the new log is skipped,
+    ///   nothing it kept delivered twice); with `none`
+    ///   [`FetchError::LogTruncation`] and the partition stops;
+    /// - no end known: the position cannot be placed in the new log;
+    ///   earliest/latest reset as for an out-of-range offset, `none`
+    ///   reports it as for a truncation.
+    fn apply_epoch_end(
+        &mut self,
+        tp: &TopicPartition,
+        pos: Position,
+        end: Option<(i32, i64)>,
+        leader_epoch: i32,
+    ) {
+        let policy = self.config.auto_offset_reset;
+        let generation = self.generation();
+        let st = self.partitions.get_mut(tp).expect("the caller checked");
+        st.retry = Retry::default();
+        let checked = (leader_epoch >= 0).then_some(leader_epoch);
+        match end {
+            Some((_, end_offset)) if end_offset >= pos.offset => {
+                log::debug!("{tp}: position {} validated", pos.offset);
+                st.pos = PosState::Valid(pos);
+                st.checked_epoch = checked;
+            }
+            Some((end_epoch, end_offset)) if policy != OffsetReset::None => {
+                log::warn!(
+                    "log truncation detected for {tp}: the leader's log diverges at offset {end_offset} (epoch {end_epoch}), below the position {}; resetting the position to {end_offset}",
+                    pos.offset
+                );
+                st.pos = PosState::Valid(Position {
+                    offset: end_offset,
+                    leader_epoch: Some(end_epoch),
+                });
+                st.checked_epoch = checked;
+                // Answers to requests sent for the old position are stale.
+                st.generation = generation;
+            }
+            None if policy != OffsetReset::None => {
+                log::warn!(
+                    "log truncation detected for {tp}: the leader knows no end for the epoch of position {}; resetting to the {} offset",
+                    pos.offset,
+                    reset_name(policy)
+                );
+                st.pos = PosState::Resetting {
+                    spec: reset_spec(policy),
+                    auto: true,
+                    in_flight: false,
+                };
+                st.generation = generation;
+            }
+            _ => {
+                let divergent_offset = end.map(|(_, o)| o);
+                log::warn!(
+                    "log truncation detected for {tp} at position {} (divergent end offset {divergent_offset:?}) and auto.offset.reset is none",
+                    pos.offset
+                );
+                st.pos = PosState::Halted(pos);
+                self.errors.push(FetchError::LogTruncation {
+                    partition: tp.clone(),
+                    offset: pos.offset,
+                    divergent_offset,
+                });
             }
         }
     }
@@ -1730,8 +2303,11 @@ fn report_authorization(errors: &mut Vec<FetchError>, topic: &str) {
 }
 
 fn clear_reset_in_flight(st: &mut PartitionState) {
-    if let PosState::Resetting { in_flight, .. } = &mut st.pos {
-        *in_flight = false;
+    match &mut st.pos {
+        PosState::Resetting { in_flight, .. } | PosState::Validating { in_flight, .. } => {
+            *in_flight = false
+        }
+        _ => {}
     }
 }
 

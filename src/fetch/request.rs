@@ -10,11 +10,15 @@ use crate::protocol::{ApiKey, EncodeError, Message, Writer};
 /// (KIP-516).
 pub(crate) const FIRST_TOPIC_ID_VERSION: i16 = 13;
 
+/// The first Fetch version with `last_fetched_epoch` (KIP-320 for
+/// followers, KIP-595).
+const LAST_FETCHED_EPOCH_VERSION: i16 = 12;
+
 /// A Fetch request holding both the name and the id of every topic, so it
 /// can be written at any version 4..=17: names up to v12, ids from v13.
 ///
-/// Fetch sessions (KIP-227) are not used: `session_id` 0 and
-/// `session_epoch` -1 ask for a full fetch every time.
+/// The session fields (KIP-227) are the fetcher's: see
+/// `docs/fetching.md`.
 #[derive(Debug)]
 pub(crate) struct FetchRequestBody(pub(crate) FetchRequest);
 
@@ -34,6 +38,26 @@ impl RequestBody for FetchRequestBody {
                     version,
                 });
             }
+        }
+        if version < LAST_FETCHED_EPOCH_VERSION
+            && self
+                .0
+                .topics
+                .iter()
+                .any(|t| t.partitions.iter().any(|p| p.last_fetched_epoch != -1))
+        {
+            // `last_fetched_epoch` exists from v12 only; older brokers do
+            // not look for divergence (positions are validated with
+            // OffsetForLeaderEpoch instead).
+            let mut older = self.0.clone();
+            for p in older
+                .topics
+                .iter_mut()
+                .flat_map(|t| t.partitions.iter_mut())
+            {
+                p.last_fetched_epoch = -1;
+            }
+            return older.encode(w, version);
         }
         self.0.encode(w, version)
     }

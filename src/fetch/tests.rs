@@ -9,6 +9,9 @@ use crate::protocol::messages::fetch::{
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
+use crate::protocol::messages::offset_for_leader_epoch::{
+    EpochEndOffset as WireEpochEnd, OffsetForLeaderTopicResult,
+};
 use crate::protocol::{EncodeError, Message, Reader, Writer};
 use crate::records::{ControlRecordType, RecordBatchBuilder, RecordsErrorKind};
 use proptest::prelude::*;
@@ -309,7 +312,8 @@ fn one_fetch_per_leader_covering_its_partitions() {
     assert_eq!(request.max_bytes, 5000);
     assert_eq!(request.max_wait_ms, 250);
     assert_eq!(request.isolation_level, 1);
-    assert_eq!((request.session_id, request.session_epoch), (0, -1));
+    // A full Fetch asking for a new session (KIP-227).
+    assert_eq!((request.session_id, request.session_epoch), (0, 0));
     assert_eq!(request.rack_id, "rack-a");
     let p = &request.topics[0].partitions[0];
     assert_eq!(p.partition_max_bytes, 700);
@@ -424,9 +428,9 @@ fn partitions_without_position_wait_for_their_committed_offset() {
     assert!(f.poll_requests(Instant::now(), &md).is_empty());
     assert_eq!(f.position(&tp("t", 0)), None);
 
-    assert!(f.set_committed(&tp("t", 0), Some((42, Some(3)))));
+    assert!(f.set_committed(&tp("t", 0), Some((42, None))));
     assert_eq!(f.needs_committed(), [tp("t", 1)]);
-    assert_eq!(f.positions(), BTreeMap::from([(tp("t", 0), (42, Some(3)))]));
+    assert_eq!(f.positions(), BTreeMap::from([(tp("t", 0), (42, None))]));
     let planned = f.poll_requests(Instant::now(), &md);
     assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 42)]);
     // Not twice.
@@ -1900,5 +1904,497 @@ proptest! {
             let _ = f.take_errors();
             now += Duration::from_millis(1500);
         }
+    }
+}
+
+// ===== log truncation (KIP-320) =====
+
+/// Metadata for `t-0` led by `leader` at `epoch`.
+fn led(leader: i32, epoch: i32) -> Metadata {
+    let mut md = metadata(&[("t", 0, leader)]);
+    md.topics
+        .get_mut("t")
+        .unwrap()
+        .partitions
+        .get_mut(&0)
+        .unwrap()
+        .leader_epoch = epoch;
+    md
+}
+
+/// `(topic, partition, current_leader_epoch, leader_epoch)`.
+type Asked = Vec<(String, i32, i32, i32)>;
+
+/// The only OffsetForLeaderEpoch planned: `(broker, partitions, token)`.
+fn validation(planned: &Planned) -> (i32, Asked, FetchToken) {
+    let list: Vec<_> = planned
+        .iter()
+        .filter(|(_, body, _)| body.api_key() == ApiKey::OffsetForLeaderEpoch)
+        .collect();
+    assert_eq!(list.len(), 1, "one OffsetForLeaderEpoch expected");
+    let (broker, body, token) = list[0];
+    let request = OffsetForLeaderEpochRequest::decode(
+        &mut Reader::new(write_body(body.as_ref(), 4).unwrap()),
+        4,
+    )
+    .unwrap();
+    assert_eq!(request.replica_id, -1, "a consumer");
+    let parts = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    t.topic.clone(),
+                    p.partition,
+                    p.current_leader_epoch,
+                    p.leader_epoch,
+                )
+            })
+        })
+        .collect();
+    (*broker, parts, *token)
+}
+
+/// An OffsetForLeaderEpoch answer for `t-0`.
+fn epoch_end(code: ErrorCode, epoch: i32, end_offset: i64) -> Response {
+    let body = OffsetForLeaderEpochResponse {
+        topics: vec![OffsetForLeaderTopicResult {
+            topic: "t".into(),
+            partitions: vec![WireEpochEnd {
+                error_code: code.code(),
+                partition: 0,
+                leader_epoch: epoch,
+                end_offset,
+                ..WireEpochEnd::default()
+            }],
+            ..OffsetForLeaderTopicResult::default()
+        }],
+        ..OffsetForLeaderEpochResponse::default()
+    };
+    Response {
+        api: ApiKey::OffsetForLeaderEpoch,
+        version: 4,
+        broker: Some(2),
+        body: encode(&body, 4),
+    }
+}
+
+/// A fetcher on `t-0` that fetched and took offsets 0..10 (batch epoch 3)
+/// from broker 1 at leader epoch 7.
+fn consumed_ten(policy: OffsetReset) -> (Fetcher, Instant) {
+    let mut f = fetcher(
+        FetchConfig {
+            auto_offset_reset: policy,
+            ..config()
+        },
+        &[(tp("t", 0), 0)],
+    );
+    let now = Instant::now();
+    fetch_once(
+        &mut f,
+        now,
+        &led(1, 7),
+        vec![("t", vec![data(0, batch(0, 10))])],
+    );
+    assert_eq!(f.take_records(100).len(), 10);
+    assert_eq!(f.positions()[&tp("t", 0)], (10, Some(3)));
+    (f, now)
+}
+
+#[test]
+fn a_leader_change_validates_the_position_before_fetching_on() {
+    let (mut f, now) = consumed_ten(OffsetReset::Earliest);
+    // Same epoch: no validation, the next Fetch carries the last epoch.
+    let planned = f.poll_requests(now, &led(1, 7));
+    let request = decode_fetch(planned[0].1.as_ref(), 12);
+    assert_eq!(request.topics[0].partitions[0].last_fetched_epoch, 3);
+    assert_eq!(request.topics[0].partitions[0].current_leader_epoch, 7);
+    f.handle_response(now, planned[0].2, &fetch_response(12, vec![]));
+
+    // The leader moves to broker 2 at epoch 8: nothing is fetched until
+    // broker 2 says where epoch 3 ends.
+    let planned = f.poll_requests(now, &led(2, 8));
+    assert!(fetches(&planned).is_empty());
+    let (broker, parts, token) = validation(&planned);
+    assert_eq!(broker, 2);
+    assert_eq!(parts, [("t".into(), 0, 8, 3)]);
+    assert_eq!(f.position(&tp("t", 0)), Some(10), "kept while validating");
+    assert!(f.poll_requests(now, &led(2, 8)).is_empty(), "asked once");
+    let outcome = f.handle_response(now, token, &epoch_end(ErrorCode::None, 3, 10));
+    assert_eq!(outcome, FetchOutcome::default());
+    let planned = f.poll_requests(now, &led(2, 8));
+    assert_eq!(
+        fetches(&planned),
+        [(2, vec![("t".into(), 0, 10)], planned[0].2)]
+    );
+    assert!(f.take_errors().is_empty());
+}
+
+#[test]
+fn a_committed_position_with_an_epoch_is_validated_first() {
+    let mut f = Fetcher::new(config());
+    f.assign([tp("t", 0)]);
+    assert!(f.set_committed(&tp("t", 0), Some((42, Some(3)))));
+    assert_eq!(f.positions(), BTreeMap::from([(tp("t", 0), (42, Some(3)))]));
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &led(1, 7));
+    let (broker, parts, token) = validation(&planned);
+    assert_eq!((broker, parts), (1, vec![("t".into(), 0, 7, 3)]));
+    f.handle_response(now, token, &epoch_end(ErrorCode::None, 3, 50));
+    let planned = f.poll_requests(now, &led(1, 7));
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 42)]);
+    // A plain seek carries no epoch: nothing to validate (as Java).
+    f.handle_response(now, planned[0].2, &fetch_response(12, vec![]));
+    f.seek(&tp("t", 0), 5).unwrap();
+    let planned = f.poll_requests(now, &led(1, 9));
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 5)]);
+}
+
+#[test]
+fn truncation_below_the_position_moves_it_back_to_where_the_log_diverges() {
+    let (mut f, now) = consumed_ten(OffsetReset::Latest);
+    let (_, _, token) = validation(&f.poll_requests(now, &led(2, 8)));
+    // Broker 2's log holds epoch 3 only up to offset 6: 6..10 were lost.
+    f.handle_response(now, token, &epoch_end(ErrorCode::None, 3, 6));
+    assert_eq!(f.positions()[&tp("t", 0)], (6, Some(3)));
+    assert!(f.take_errors().is_empty());
+    let planned = f.poll_requests(now, &led(2, 8));
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 6)]);
+    // What the new log holds from 6 on is delivered, once.
+    f.handle_response(
+        now,
+        planned[0].2,
+        &fetch_response(12, vec![("t", vec![data(0, batch(6, 3))])]),
+    );
+    assert_eq!(t0_offsets(&f.take_records(100)), [6, 7, 8]);
+}
+
+#[test]
+fn truncation_without_a_reset_policy_is_a_typed_error_until_a_seek() {
+    let (mut f, now) = consumed_ten(OffsetReset::None);
+    let (_, _, token) = validation(&f.poll_requests(now, &led(2, 8)));
+    let outcome = f.handle_response(now, token, &epoch_end(ErrorCode::None, 3, 6));
+    assert_eq!(outcome.errors, 1);
+    let errors = f.take_errors();
+    assert_eq!(
+        errors,
+        [FetchError::LogTruncation {
+            partition: tp("t", 0),
+            offset: 10,
+            divergent_offset: Some(6),
+        }]
+    );
+    assert!(!errors[0].is_retriable());
+    assert!(errors[0].to_string().contains("t-0"), "{}", errors[0]);
+    assert!(errors[0].to_string().contains("offset 6"), "{}", errors[0]);
+    assert_eq!(f.position(&tp("t", 0)), Some(10), "nothing skipped");
+    assert!(f.poll_requests(now, &led(2, 8)).is_empty(), "halted");
+    f.seek(&tp("t", 0), 6).unwrap();
+    assert_eq!(
+        fetches(&f.poll_requests(now, &led(2, 8)))[0].1,
+        [("t".into(), 0, 6)]
+    );
+}
+
+#[test]
+fn an_epoch_the_leader_does_not_know_resets_per_policy() {
+    let (mut f, now) = consumed_ten(OffsetReset::Earliest);
+    let (_, _, token) = validation(&f.poll_requests(now, &led(2, 8)));
+    f.handle_response(now, token, &epoch_end(ErrorCode::None, -1, -1));
+    assert_eq!(f.position(&tp("t", 0)), None);
+    let planned = f.poll_requests(now, &led(2, 8));
+    let request = decode_list_offsets(planned[0].1.as_ref(), 7);
+    assert_eq!(request.topics[0].partitions[0].timestamp, -2);
+
+    let (mut f, now) = consumed_ten(OffsetReset::None);
+    let (_, _, token) = validation(&f.poll_requests(now, &led(2, 8)));
+    f.handle_response(now, token, &epoch_end(ErrorCode::None, -1, -1));
+    assert_eq!(
+        f.take_errors(),
+        [FetchError::LogTruncation {
+            partition: tp("t", 0),
+            offset: 10,
+            divergent_offset: None,
+        }]
+    );
+}
+
+#[test]
+fn validation_errors_refresh_metadata_and_retry_after_backoff() {
+    let (mut f, now) = consumed_ten(OffsetReset::Earliest);
+    let (_, _, token) = validation(&f.poll_requests(now, &led(2, 8)));
+    let outcome = f.handle_response(now, token, &epoch_end(ErrorCode::FencedLeaderEpoch, -1, -1));
+    assert!(outcome.refresh_metadata);
+    assert_eq!(outcome.errors, 0);
+    let due = f.next_deadline().expect("backing off");
+    assert!(f.poll_requests(now, &led(2, 8)).is_empty());
+    let (_, parts, token) = validation(&f.poll_requests(due, &led(2, 9)));
+    assert_eq!(parts, [("t".into(), 0, 9, 3)]);
+    // A lost connection: asked again after backoff.
+    let outcome = f.handle_failure(due, token, &lost());
+    assert!(outcome.refresh_metadata);
+    let due = f.next_deadline().expect("backing off");
+    let (_, _, token) = validation(&f.poll_requests(due, &led(2, 9)));
+    f.handle_response(due, token, &epoch_end(ErrorCode::None, 3, 10));
+    assert_eq!(
+        fetches(&f.poll_requests(due, &led(2, 9)))[0].1,
+        [("t".into(), 0, 10)]
+    );
+}
+
+#[test]
+fn a_broker_without_offset_for_leader_epoch_is_fetched_from_unvalidated() {
+    let (mut f, now) = consumed_ten(OffsetReset::None);
+    let (_, _, token) = validation(&f.poll_requests(now, &led(2, 8)));
+    let outcome = f.handle_failure(
+        now,
+        token,
+        &RequestError::NoCommonVersion(crate::protocol::NoCommonVersion {
+            api: ApiKey::OffsetForLeaderEpoch,
+            client: ApiKey::OffsetForLeaderEpoch.client_versions(),
+            broker: None,
+        }),
+    );
+    assert_eq!(outcome.errors, 0);
+    assert!(f.take_errors().is_empty());
+    assert_eq!(
+        fetches(&f.poll_requests(now, &led(2, 8)))[0].1,
+        [("t".into(), 0, 10)]
+    );
+}
+
+#[test]
+fn a_seek_while_validating_wins_over_the_answer() {
+    let (mut f, now) = consumed_ten(OffsetReset::None);
+    let (_, _, token) = validation(&f.poll_requests(now, &led(2, 8)));
+    f.seek(&tp("t", 0), 3).unwrap();
+    f.handle_response(now, token, &epoch_end(ErrorCode::None, 3, 1));
+    assert!(f.take_errors().is_empty());
+    assert_eq!(
+        fetches(&f.poll_requests(now, &led(2, 8)))[0].1,
+        [("t".into(), 0, 3)]
+    );
+}
+
+#[test]
+fn fenced_or_unknown_leader_epoch_in_a_fetch_validates_the_position() {
+    for code in [ErrorCode::FencedLeaderEpoch, ErrorCode::UnknownLeaderEpoch] {
+        let (mut f, now) = consumed_ten(OffsetReset::Earliest);
+        let outcome = fetch_once(&mut f, now, &led(1, 7), vec![("t", vec![error(0, code)])]);
+        assert!(outcome.refresh_metadata, "{code}");
+        let due = f.next_deadline().unwrap();
+        // Even if the metadata still says epoch 7.
+        let (broker, parts, _) = validation(&f.poll_requests(due, &led(1, 7)));
+        assert_eq!((broker, parts), (1, vec![("t".into(), 0, 7, 3)]), "{code}");
+    }
+}
+
+#[test]
+fn a_diverging_epoch_in_a_fetch_response_is_a_truncation() {
+    let diverged = |epoch: i32, end_offset: i64| PartitionData {
+        diverging_epoch: crate::protocol::messages::fetch::EpochEndOffset {
+            epoch,
+            end_offset,
+            ..Default::default()
+        },
+        ..data(0, Bytes::new())
+    };
+    let (mut f, now) = consumed_ten(OffsetReset::Earliest);
+    fetch_once(&mut f, now, &led(1, 7), vec![("t", vec![diverged(3, 4)])]);
+    assert_eq!(f.positions()[&tp("t", 0)], (4, Some(3)));
+    assert_eq!(
+        fetches(&f.poll_requests(now, &led(1, 7)))[0].1,
+        [("t".into(), 0, 4)]
+    );
+
+    let (mut f, now) = consumed_ten(OffsetReset::None);
+    let outcome = fetch_once(&mut f, now, &led(1, 7), vec![("t", vec![diverged(2, 4)])]);
+    assert_eq!(outcome.errors, 1);
+    assert_eq!(
+        f.take_errors(),
+        [FetchError::LogTruncation {
+            partition: tp("t", 0),
+            offset: 10,
+            divergent_offset: Some(4),
+        }]
+    );
+}
+
+#[test]
+fn last_fetched_epoch_is_left_out_below_fetch_v12() {
+    let (mut f, now) = consumed_ten(OffsetReset::Earliest);
+    let planned = f.poll_requests(now, &led(1, 7));
+    for (version, expected) in [(11, -1), (12, 3), (17, 3)] {
+        let request = decode_fetch(planned[0].1.as_ref(), version);
+        assert_eq!(request.topics[0].partitions[0].last_fetched_epoch, expected);
+    }
+}
+
+// ===== fetch sessions (KIP-227) =====
+
+/// A Fetch response at v12 that opens (or continues) session `id`.
+fn session_response(id: i32, code: ErrorCode, topics: Vec<(&str, Vec<PartitionData>)>) -> Response {
+    let mut r = fetch_response(12, topics);
+    let mut body: FetchResponse = r.decode().unwrap();
+    body.session_id = id;
+    body.error_code = code.code();
+    r.body = encode(&body, 12);
+    r
+}
+
+/// The session fields, listed partitions and forgotten partitions of a
+/// Fetch request (at v12).
+fn session_request(body: &dyn RequestBody) -> ((i32, i32), Parts, Vec<(String, i32)>) {
+    let request = decode_fetch(body, 12);
+    let forgotten = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic.clone(), *p)))
+        .collect();
+    (
+        (request.session_id, request.session_epoch),
+        fetched(body),
+        forgotten,
+    )
+}
+
+#[test]
+fn a_session_lists_only_what_changed_and_forgets_what_is_not_fetched() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1), ("t", 2, 1)]);
+    let mut f = fetcher(
+        config(),
+        &[(tp("t", 0), 0), (tp("t", 1), 0), (tp("t", 2), 0)],
+    );
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &md);
+    let (ids, parts, forgotten) = session_request(planned[0].1.as_ref());
+    assert_eq!(ids, (0, 0), "full, asking for a session");
+    assert_eq!(parts.len(), 3);
+    assert!(forgotten.is_empty());
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(77, ErrorCode::None, vec![("t", vec![data(1, batch(0, 2))])]),
+    );
+    assert_eq!(f.fetch_session(1), Some((77, 1)));
+    // t-1 has records buffered: not fetched, so forgotten; t-0 and t-2 did
+    // not change: not listed.
+    let planned = f.poll_requests(now, &md);
+    let (ids, parts, forgotten) = session_request(planned[0].1.as_ref());
+    assert_eq!(ids, (77, 1));
+    assert!(parts.is_empty(), "{parts:?}");
+    assert_eq!(forgotten, [("t".into(), 1)]);
+    // The broker answers for session partitions not listed.
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(77, ErrorCode::None, vec![("t", vec![data(2, batch(0, 1))])]),
+    );
+    assert_eq!(f.fetch_session(1), Some((77, 2)));
+    assert_eq!(offsets(&f.take_records(100)).len(), 3);
+    // Both moved on: listed again at their new offsets, t-0 still not.
+    let planned = f.poll_requests(now, &md);
+    let (ids, parts, forgotten) = session_request(planned[0].1.as_ref());
+    assert_eq!(ids, (77, 2));
+    assert_eq!(parts, [("t".into(), 1, 2), ("t".into(), 2, 1)]);
+    assert!(forgotten.is_empty());
+}
+
+#[test]
+fn session_errors_fall_back_to_a_full_fetch_at_once() {
+    for code in [
+        ErrorCode::FetchSessionIdNotFound,
+        ErrorCode::InvalidFetchSessionEpoch,
+    ] {
+        let md = metadata(&[("t", 0, 1)]);
+        let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+        let now = Instant::now();
+        let planned = f.poll_requests(now, &md);
+        f.handle_response(
+            now,
+            planned[0].2,
+            &session_response(5, ErrorCode::None, vec![]),
+        );
+        let planned = f.poll_requests(now, &md);
+        assert_eq!(session_request(planned[0].1.as_ref()).0, (5, 1));
+        let outcome = f.handle_response(now, planned[0].2, &session_response(0, code, vec![]));
+        assert_eq!(outcome, FetchOutcome::default(), "{code}: not reported");
+        assert_eq!(f.fetch_session(1), None);
+        let planned = f.poll_requests(now, &md);
+        let (ids, parts, _) = session_request(planned[0].1.as_ref());
+        assert_eq!((ids, parts), ((0, 0), vec![("t".into(), 0, 0)]), "{code}");
+    }
+}
+
+#[test]
+fn a_session_ends_with_its_connection_or_a_failed_request() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    f.set_leader_generations(&BTreeMap::from([(1, 3)]));
+    let planned = f.poll_requests(now, &md);
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(9, ErrorCode::None, vec![]),
+    );
+    f.set_leader_generations(&BTreeMap::from([(1, 3), (2, 1)]));
+    assert_eq!(f.fetch_session(1), Some((9, 1)), "same connection");
+    // The leader connection closed (reaped, or the broker closed it).
+    f.set_leader_generations(&BTreeMap::from([(1, 4)]));
+    assert_eq!(f.fetch_session(1), None);
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(session_request(planned[0].1.as_ref()).0, (0, 0));
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(10, ErrorCode::None, vec![]),
+    );
+    assert_eq!(f.fetch_session(1), Some((10, 1)));
+    let planned = f.poll_requests(now, &md);
+    f.handle_failure(now, planned[0].2, &lost());
+    assert_eq!(f.fetch_session(1), None);
+}
+
+#[test]
+fn without_sessions_every_fetch_is_full_and_sessionless() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(
+        FetchConfig {
+            sessions: false,
+            ..config()
+        },
+        &[(tp("t", 0), 0)],
+    );
+    let now = Instant::now();
+    for _ in 0..2 {
+        let planned = f.poll_requests(now, &md);
+        let (ids, parts, _) = session_request(planned[0].1.as_ref());
+        assert_eq!((ids, parts), ((0, -1), vec![("t".into(), 0, 0)]));
+        f.handle_response(
+            now,
+            planned[0].2,
+            &session_response(0, ErrorCode::None, vec![]),
+        );
+        assert_eq!(f.fetch_session(1), None);
+    }
+}
+
+#[test]
+fn a_broker_that_keeps_no_session_gets_full_fetches() {
+    // Session id 0 back (librdkafka's mock echoes the id asked for).
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    for _ in 0..2 {
+        let planned = f.poll_requests(now, &md);
+        let (ids, parts, _) = session_request(planned[0].1.as_ref());
+        assert_eq!((ids, parts), ((0, 0), vec![("t".into(), 0, 0)]));
+        f.handle_response(
+            now,
+            planned[0].2,
+            &session_response(0, ErrorCode::None, vec![]),
+        );
     }
 }

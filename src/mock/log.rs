@@ -200,6 +200,17 @@ impl PartitionLog {
             .next()
     }
 
+    /// Drops the batches that end after `offset`: the log then ends at the
+    /// last batch boundary at or below it (a leader's log truncated by an
+    /// unclean election). Returns the new end.
+    pub fn truncate_after(&mut self, offset: i64) -> i64 {
+        let keep = self.batches.partition_point(|b| b.next_offset <= offset);
+        for b in self.batches.drain(keep..) {
+            self.bytes -= b.bytes.len();
+        }
+        self.high_watermark()
+    }
+
     /// Drops the batches wholly below `offset` and moves the log start
     /// there (a retention or DeleteRecords cut).
     pub fn truncate_before(&mut self, offset: i64) {

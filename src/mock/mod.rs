@@ -444,9 +444,38 @@ impl MockCluster {
         }
         self.with_partition(topic, partition, |p| {
             p.leader = broker;
-            p.leader_epoch += 1;
+            p.bump_epoch();
             Ok(())
         })
+    }
+
+    /// Moves a partition's leadership to `broker`, whose copy of the log
+    /// ends at `end_offset`: the records from there on never reached it
+    /// and are gone (an unclean election, the case KIP-320 detects). The
+    /// log is cut at the batch boundary at or below `end_offset`, the
+    /// leader epoch grows, and the new epoch starts at the cut, so
+    /// OffsetForLeaderEpoch and Fetch (`diverging_epoch`, v12+) tell a
+    /// consumer past it where the log diverges. Returns the new log end.
+    pub fn set_leader_truncated(
+        &self,
+        topic: &str,
+        partition: i32,
+        broker: i32,
+        end_offset: i64,
+    ) -> Result<i64, MockError> {
+        if self.broker_addr(broker).is_none() {
+            return Err(MockError::UnknownBroker(broker));
+        }
+        self.with_partition(topic, partition, |p| {
+            p.leader = broker;
+            Ok(p.truncate_to(end_offset))
+        })
+    }
+
+    /// A partition's leader epoch.
+    pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.with_partition(topic, partition, |p| Ok(p.leader_epoch))
+            .ok()
     }
 
     /// The broker leading a partition (whether up or not).
@@ -586,7 +615,7 @@ impl MockCluster {
             st.brokers.get_mut(&broker).expect("checked").up = true;
             for t in st.topics.values_mut() {
                 for p in t.partitions.iter_mut().filter(|p| p.leader == broker) {
-                    p.leader_epoch += 1;
+                    p.bump_epoch();
                 }
             }
             Ok(())

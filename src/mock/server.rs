@@ -36,6 +36,7 @@ use crate::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
+use crate::protocol::messages::offset_for_leader_epoch::OffsetForLeaderEpochRequest;
 use crate::protocol::messages::produce::ProduceRequest;
 use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
 use crate::protocol::messages::Message;
@@ -349,6 +350,10 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes) -> Answer {
                 let error = st.take_error(broker, api);
                 Box::new(st.list_offsets(broker, &req, error))
             }
+            AnyRequest::OffsetForLeaderEpoch(req) => {
+                let error = st.take_error(broker, api);
+                Box::new(st.offset_for_leader_epoch(broker, &req, error))
+            }
             AnyRequest::CreateTopics(req) => {
                 let error = st.take_error(broker, api);
                 Box::new(st.create_topics(version, &req, error))
@@ -389,6 +394,7 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes) -> Answer {
         ApiKey::Metadata => body(frame).map(AnyRequest::Metadata),
         ApiKey::FindCoordinator => body(frame).map(AnyRequest::FindCoordinator),
         ApiKey::ListOffsets => body(frame).map(AnyRequest::ListOffsets),
+        ApiKey::OffsetForLeaderEpoch => body(frame).map(AnyRequest::OffsetForLeaderEpoch),
         ApiKey::CreateTopics => body(frame).map(AnyRequest::CreateTopics),
         ApiKey::Heartbeat => body(frame).map(AnyRequest::Heartbeat),
         ApiKey::LeaveGroup => body(frame).map(AnyRequest::LeaveGroup),
@@ -449,6 +455,7 @@ enum AnyRequest {
     Metadata(MetadataRequest),
     FindCoordinator(FindCoordinatorRequest),
     ListOffsets(ListOffsetsRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     CreateTopics(CreateTopicsRequest),
     Heartbeat(HeartbeatRequest),
     LeaveGroup(LeaveGroupRequest),

@@ -18,7 +18,8 @@ use crate::protocol::messages::create_topics::{
     CreatableTopicResult, CreateTopicsRequest, CreateTopicsResponse,
 };
 use crate::protocol::messages::fetch::{
-    FetchRequest, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+    EpochEndOffset as DivergingEpoch, FetchRequest, FetchResponse, FetchableTopicResponse,
+    LeaderIdAndEpoch, PartitionData,
 };
 use crate::protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -30,6 +31,10 @@ use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
     MetadataResponseTopic,
 };
+use crate::protocol::messages::offset_for_leader_epoch::{
+    EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+};
 use crate::protocol::messages::produce::{
     PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
 };
@@ -37,10 +42,11 @@ use crate::protocol::{ApiKey, VersionRange};
 
 /// The APIs the mock serves, at the versions this crate's protocol layer
 /// implements.
-pub(crate) const SERVED: [ApiKey; 13] = [
+pub(crate) const SERVED: [ApiKey; 14] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
+    ApiKey::OffsetForLeaderEpoch,
     ApiKey::Metadata,
     ApiKey::OffsetCommit,
     ApiKey::OffsetFetch,
@@ -81,6 +87,59 @@ pub(crate) struct Partition {
     pub leader: i32,
     pub leader_epoch: i32,
     pub log: PartitionLog,
+    /// The leader epoch cache: each epoch with the offset its leader
+    /// started at, oldest first (Kafka's `LeaderEpochFileCache`; an epoch
+    /// starts at the log end when its leader is elected).
+    pub epochs: Vec<(i32, i64)>,
+}
+
+impl Partition {
+    pub fn new(leader: i32) -> Self {
+        Partition {
+            leader,
+            leader_epoch: 0,
+            log: PartitionLog::default(),
+            epochs: vec![(0, 0)],
+        }
+    }
+
+    /// A new leader epoch, starting at the log end.
+    pub fn bump_epoch(&mut self) {
+        self.leader_epoch += 1;
+        self.epochs
+            .push((self.leader_epoch, self.log.high_watermark()));
+    }
+
+    /// Cuts the log back to `offset` (at the batch boundary at or below
+    /// it) and starts a new epoch there: what a leader that never had the
+    /// later records would hold after an unclean election. Returns the new
+    /// log end.
+    pub fn truncate_to(&mut self, offset: i64) -> i64 {
+        let end = self.log.truncate_after(offset);
+        self.epochs.retain(|&(_, start)| start <= end);
+        self.bump_epoch();
+        end
+    }
+
+    /// The largest epoch at or below `requested` and the offset where it
+    /// ends (the start of the next epoch, or the log end for the current
+    /// one): Kafka's `LeaderEpochFileCache.endOffsetFor`. `(-1, -1)` when
+    /// `requested` is newer than every epoch known.
+    pub fn end_offset_for(&self, requested: i32) -> (i32, i64) {
+        if requested == self.leader_epoch {
+            return (requested, self.log.high_watermark());
+        }
+        let Some(&(_, next_start)) = self.epochs.iter().find(|(e, _)| *e > requested) else {
+            return (-1, -1);
+        };
+        let floor = self
+            .epochs
+            .iter()
+            .rev()
+            .find(|(e, _)| *e <= requested)
+            .map_or(requested, |(e, _)| *e);
+        (floor, next_start)
+    }
 }
 
 /// One topic.
@@ -194,11 +253,7 @@ impl State {
             if !self.brokers.contains_key(&leader) {
                 return Err(ErrorCode::InvalidReplicaAssignment);
             }
-            parts.push(Partition {
-                leader,
-                leader_epoch: 0,
-                log: PartitionLog::default(),
-            });
+            parts.push(Partition::new(leader));
         }
         self.next_topic += 1;
         let mut id = [0u8; 16];
@@ -496,6 +551,62 @@ impl State {
         }
     }
 
+    // ---------------------------------------------------------------------
+    // OffsetForLeaderEpoch
+
+    /// Where each asked epoch ends on this leader (KIP-101, KIP-320).
+    pub fn offset_for_leader_epoch(
+        &self,
+        broker: i32,
+        req: &OffsetForLeaderEpochRequest,
+        error: Option<ErrorCode>,
+    ) -> OffsetForLeaderEpochResponse {
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| OffsetForLeaderTopicResult {
+                topic: t.topic.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut out = EpochEndOffset {
+                            partition: p.partition,
+                            leader_epoch: -1,
+                            end_offset: -1,
+                            ..Default::default()
+                        };
+                        let part = self
+                            .topics
+                            .get(&t.topic)
+                            .and_then(|topic| topic.partitions.get(p.partition as usize));
+                        let code = match (error, part) {
+                            (Some(code), _) => code,
+                            (None, None) => ErrorCode::UnknownTopicOrPartition,
+                            (None, Some(part)) => {
+                                match self.check_leader(broker, part, p.current_leader_epoch) {
+                                    Err(code) => code,
+                                    Ok(()) => {
+                                        (out.leader_epoch, out.end_offset) =
+                                            part.end_offset_for(p.leader_epoch);
+                                        ErrorCode::None
+                                    }
+                                }
+                            }
+                        };
+                        out.error_code = code.code();
+                        out
+                    })
+                    .collect(),
+                unknown_tagged_fields: Vec::new(),
+            })
+            .collect();
+        OffsetForLeaderEpochResponse {
+            topics,
+            ..Default::default()
+        }
+    }
+
     /// Whether `broker` leads `part` at the epoch the client believes in
     /// (-1: not checked), per KIP-320.
     fn check_leader(&self, broker: i32, part: &Partition, epoch: i32) -> Result<(), ErrorCode> {
@@ -563,7 +674,24 @@ impl State {
                                 out.high_watermark = log.high_watermark();
                                 out.last_stable_offset = log.high_watermark();
                                 out.log_start_offset = log.log_start_offset();
-                                if p.fetch_offset < log.log_start_offset()
+                                // v12+: a `last_fetched_epoch` is checked against the
+                                // epoch cache, as Kafka's `Partition.fetchRecords`
+                                // does (KIP-320 for consumers).
+                                let end = (p.last_fetched_epoch >= 0)
+                                    .then(|| part.end_offset_for(p.last_fetched_epoch));
+                                if matches!(end, Some((_, -1))) {
+                                    ErrorCode::OffsetOutOfRange
+                                } else if let Some((epoch, end_offset)) = end.filter(|&(e, o)| {
+                                    e < p.last_fetched_epoch || o < p.fetch_offset
+                                }) {
+                                    out.diverging_epoch = DivergingEpoch {
+                                        epoch,
+                                        end_offset,
+                                        ..Default::default()
+                                    };
+                                    errors = true;
+                                    ErrorCode::None
+                                } else if p.fetch_offset < log.log_start_offset()
                                     || p.fetch_offset > log.high_watermark()
                                 {
                                     ErrorCode::OffsetOutOfRange
@@ -754,4 +882,52 @@ pub(crate) fn partition_exists(
     topics
         .get(topic)
         .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::RecordBatchBuilder;
+
+    fn ten() -> Bytes {
+        let mut b = RecordBatchBuilder::new(0);
+        for i in 0..10 {
+            b.append(i, None, Some(b"v"), &[]).unwrap();
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn the_epoch_cache_says_where_each_epoch_ends() {
+        let mut p = Partition::new(1);
+        p.log.append(&ten(), p.leader_epoch).unwrap(); // 0..10 at epoch 0
+        assert_eq!(p.end_offset_for(0), (0, 10));
+        p.bump_epoch(); // epoch 1 from 10
+        p.log.append(&ten(), p.leader_epoch).unwrap(); // 10..20
+        p.bump_epoch(); // epoch 2 from 20, nothing written yet
+        assert_eq!(p.end_offset_for(0), (0, 10));
+        assert_eq!(p.end_offset_for(1), (1, 20));
+        assert_eq!(p.end_offset_for(2), (2, 20));
+        assert_eq!(p.end_offset_for(3), (-1, -1), "an epoch not seen yet");
+    }
+
+    #[test]
+    fn truncation_cuts_at_a_batch_boundary_and_starts_an_epoch_there() {
+        let mut p = Partition::new(1);
+        for _ in 0..5 {
+            p.log.append(&ten(), p.leader_epoch).unwrap(); // 0..50 at epoch 0
+        }
+        assert_eq!(p.truncate_to(35), 30);
+        assert_eq!(p.log.high_watermark(), 30);
+        assert_eq!(p.leader_epoch, 1);
+        // A consumer at 50 in epoch 0 learns the log diverges at 30.
+        assert_eq!(p.end_offset_for(0), (0, 30));
+        p.log.append(&ten(), p.leader_epoch).unwrap(); // 30..40 at epoch 1
+        assert_eq!(p.end_offset_for(1), (1, 40));
+        // A second cut drops the epochs that started after it.
+        p.bump_epoch(); // epoch 2 from 40
+        assert_eq!(p.truncate_to(20), 20);
+        assert_eq!(p.epochs, [(0, 0), (3, 20)]);
+        assert_eq!(p.end_offset_for(1), (0, 20));
+    }
 }
