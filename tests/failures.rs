@@ -11,20 +11,12 @@ mod common;
 
 use common::clusters::{standard, TestCluster};
 use common::peers::config;
-use common::read_request;
+use common::raw::broker_dropping_joins;
 use lazykafka::events::{ConnectionError, Purpose};
-use lazykafka::protocol::frame::encode_response;
-use lazykafka::protocol::messages::api_versions::{ApiVersionRange, ApiVersionsResponse};
-use lazykafka::protocol::messages::find_coordinator::FindCoordinatorResponse;
-use lazykafka::protocol::messages::metadata::{
-    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-};
 use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, Error, ErrorCode, TopicPartition};
-use std::io::Write;
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::TcpListener;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How long a test waits for the error it expects: the issue is seconds.
@@ -246,96 +238,6 @@ on_both_mocks!(
     unknown_topic_and_partition_assigned,
     commit_refused_for_group_authorization,
 );
-
-/// A broker that answers ApiVersions, Metadata (itself as broker 1, leader
-/// of `t`-0) and FindCoordinator (itself), and closes the connection in
-/// answer to every JoinGroup, as a proxy or an authorizer might. Counts the
-/// connections it accepts.
-fn broker_dropping_joins() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(s) = stream else { return };
-            count.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || serve(s, addr.port()));
-        }
-    });
-    (addr.to_string(), accepted)
-}
-
-fn serve(mut s: TcpStream, port: u16) {
-    while let Some(h) = read_request(&mut s) {
-        let (v, c) = (h.api_version, h.correlation_id);
-        let frame = match ApiKey::from_code(h.api_key) {
-            Some(ApiKey::ApiVersions) => encode_response(
-                &ApiVersionsResponse {
-                    api_keys: [
-                        ApiKey::ApiVersions,
-                        ApiKey::Metadata,
-                        ApiKey::FindCoordinator,
-                        ApiKey::JoinGroup,
-                    ]
-                    .iter()
-                    .map(|k| ApiVersionRange {
-                        api_key: k.code(),
-                        min_version: k.client_versions().min,
-                        // FindCoordinator v0-3: one coordinator, no batch.
-                        max_version: if *k == ApiKey::FindCoordinator {
-                            3
-                        } else {
-                            k.client_versions().max
-                        },
-                        unknown_tagged_fields: Vec::new(),
-                    })
-                    .collect(),
-                    ..ApiVersionsResponse::default()
-                },
-                v,
-                c,
-            ),
-            Some(ApiKey::Metadata) => encode_response(
-                &MetadataResponse {
-                    brokers: vec![MetadataResponseBroker {
-                        node_id: 1,
-                        host: "127.0.0.1".into(),
-                        port: i32::from(port),
-                        ..MetadataResponseBroker::default()
-                    }],
-                    topics: vec![MetadataResponseTopic {
-                        name: Some("t".into()),
-                        partitions: vec![MetadataResponsePartition {
-                            partition_index: 0,
-                            leader_id: 1,
-                            ..MetadataResponsePartition::default()
-                        }],
-                        ..MetadataResponseTopic::default()
-                    }],
-                    ..MetadataResponse::default()
-                },
-                v,
-                c,
-            ),
-            Some(ApiKey::FindCoordinator) => encode_response(
-                &FindCoordinatorResponse {
-                    node_id: 1,
-                    host: "127.0.0.1".into(),
-                    port: i32::from(port),
-                    ..FindCoordinatorResponse::default()
-                },
-                v,
-                c,
-            ),
-            // JoinGroup, or anything else: hang up.
-            _ => return,
-        };
-        if s.write_all(&frame.unwrap()).is_err() {
-            return;
-        }
-    }
-}
 
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
 #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]

@@ -121,11 +121,62 @@ async fn coordinator_outage<C: TestCluster>() {
     );
 }
 
+/// CPU over `span` of polling `consumer` (errors the consumer goes on
+/// after are fine): under 0.3 s per second, where a busy loop takes about
+/// one.
+async fn assert_quiet(consumer: &mut Consumer, span: Duration, what: &str) {
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    while t0.elapsed() < span {
+        poll_through_faults(consumer, Duration::from_millis(100)).await;
+    }
+    let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+    eprintln!("{what}: {cpu:.3} s of CPU in {wall:.1} s");
+    assert!(cpu < 0.3 * wall, "{what}: {cpu:.3} s of CPU in {wall:.1} s");
+}
+
+/// Idle (caught up, nothing to fetch), waiting for a dead broker (nothing
+/// listens), and waiting on a broker that drops every JoinGroup: each
+/// waits on timers and sockets, not in a loop.
+async fn waiting_states() {
+    let mock: MockCluster = standard();
+    produce_range(&mock.bootstrap(), "t", 2, 0..4, "none");
+    let mut idle = Consumer::new(config(&mock.bootstrap(), None).build().unwrap()).unwrap();
+    idle.assign([
+        lazykafka::TopicPartition::new("t", 0),
+        lazykafka::TopicPartition::new("t", 1),
+    ])
+    .unwrap();
+    assert_eq!(consume(&mut idle, 4).await, 4);
+    assert_quiet(&mut idle, Duration::from_secs(2), "idle").await;
+    idle.close().await.expect("close");
+
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let mut dead = Consumer::new(config(&closed, Some("g")).build().unwrap()).unwrap();
+    dead.subscribe(["t"]).unwrap();
+    assert_quiet(&mut dead, Duration::from_secs(2), "dead broker").await;
+    drop(dead);
+
+    let (dropping, _) = common::raw::broker_dropping_joins();
+    let mut dropped = Consumer::new(config(&dropping, Some("g")).build().unwrap()).unwrap();
+    dropped.subscribe(["t"]).unwrap();
+    assert_quiet(
+        &mut dropped,
+        Duration::from_secs(2),
+        "broker dropping joins",
+    )
+    .await;
+    drop(dropped);
+}
+
 #[test]
 fn a_coordinator_outage_on_one_executor_thread() {
     let scenario = async {
         coordinator_outage::<common::mock::RawMock>().await;
         coordinator_outage::<MockCluster>().await;
+        waiting_states().await;
     };
     #[cfg(not(feature = "runtime-tokio"))]
     {

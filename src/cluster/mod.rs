@@ -134,6 +134,10 @@ pub enum Target {
     Coordinator,
     /// A broker by id, over its leader connection.
     Broker(i32),
+    /// The bootstrap connection itself, whichever broker it reached: for
+    /// tools that speak to one broker directly (`runtime::BrokerConnection`)
+    /// and send it any API. The consumer never uses it.
+    Bootstrap,
 }
 
 /// What the runtime must do.
@@ -266,6 +270,7 @@ impl fmt::Display for RequestError {
                     Target::AnyBroker => "any broker".to_owned(),
                     Target::Coordinator => "the group coordinator".to_owned(),
                     Target::Broker(id) => format!("broker {id}'s leader connection"),
+                    Target::Bootstrap => "the bootstrap connection".to_owned(),
                 };
                 write!(f, "a {api} request may not be sent to {to}")
             }
@@ -314,6 +319,10 @@ pub enum Problem {
 /// connection would hold up the heartbeats behind it, and `AnyBroker` may
 /// pick the coordinator connection or a broker that leads nothing asked.
 fn check_route(api: ApiKey, target: Target) -> Result<(), RequestError> {
+    if target == Target::Bootstrap {
+        // A tool's one connection to one broker: it asks what it asks.
+        return Ok(());
+    }
     let allowed = match api {
         ApiKey::JoinGroup
         | ApiKey::SyncGroup
@@ -1001,6 +1010,14 @@ impl Cluster {
     ) -> Result<Option<ConnectionId>, RequestError> {
         match target {
             Target::AnyBroker => Ok(self.least_loaded(now)),
+            Target::Bootstrap => match self
+                .conns
+                .values()
+                .find(|c| c.purpose == Purpose::Bootstrap)
+            {
+                Some(c) => Ok(Some(c.id)),
+                None => Ok(self.open_bootstrap(now)),
+            },
             Target::Coordinator => {
                 if self.config.group_id.is_none() {
                     return Err(RequestError::NoGroup);

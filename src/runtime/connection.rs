@@ -165,7 +165,7 @@ impl BrokerConnection {
         let api = R::API_KEY.name();
         let id = self
             .driver
-            .request(Target::AnyBroker, Box::new(request.clone()));
+            .request(Target::Bootstrap, Box::new(request.clone()));
         // The cluster times the request out; the margin only bounds the
         // wait should it not.
         let response = self

@@ -1,0 +1,316 @@
+//! The connection contract (docs/connections.md), each promise checked so
+//! that breaking it fails every run, on librdkafka's mock and on
+//! `lazykafka::mock`:
+//!
+//! - the census comes from `/proc` (this process's TCP sockets to the
+//!   brokers' ports), not from the library's own report;
+//! - waits are conditions with deadlines: "no socket appears within
+//!   300 ms" gives a wrongly started task time to connect;
+//! - the topology leaves nothing to chance: one bootstrap address, broker
+//!   4, which leads nothing and coordinates nothing; leaders 1 and 3;
+//!   coordinator 2 — so retirement is retirement, not a lucky promotion;
+//! - where each request went is read from the brokers' own request logs.
+
+mod common;
+
+use common::clusters::TestCluster;
+use common::peers::{config, poll_through_faults, produce_range, WAIT};
+use common::{client_sockets, wait_for, CLOSE_WAIT, ESTABLISHED};
+use lazykafka::mock::MockCluster;
+use lazykafka::protocol::ApiKey;
+use lazykafka::{Consumer, TopicPartition};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// How long a wrongly started task gets to open a socket.
+const QUIET: Duration = Duration::from_millis(300);
+
+const BOOTSTRAP: i32 = 4;
+const COORDINATOR: i32 = 2;
+const LEADERS: [i32; 2] = [1, 3];
+
+/// Four brokers: `t`-0 led by 1, `t`-1 by 3, group `g` coordinated by 2;
+/// broker 4 has no part and is the only bootstrap address.
+fn topology<C: TestCluster>() -> C {
+    let mock = C::start(4);
+    mock.create_topic("t", &LEADERS);
+    mock.set_coordinator("g", COORDINATOR);
+    mock
+}
+
+fn bootstrap<C: TestCluster>(mock: &C) -> String {
+    mock.bootstraps()[(BOOTSTRAP - 1) as usize].clone()
+}
+
+/// The brokers this process holds established client sockets to, from
+/// `/proc` (broker ids from the ports).
+fn census<C: TestCluster>(mock: &C) -> BTreeSet<i32> {
+    let ports = mock.ports();
+    client_sockets(&ports)
+        .iter()
+        .filter(|s| s.state == ESTABLISHED)
+        .map(|s| ports.iter().position(|p| *p == s.remote_port).unwrap() as i32 + 1)
+        .collect()
+}
+
+/// The brokers that received requests of `api`.
+fn receivers<C: TestCluster>(mock: &C, api: ApiKey) -> BTreeSet<i32> {
+    mock.requests()
+        .into_iter()
+        .filter(|(_, k)| *k == api.code())
+        .map(|(b, _)| b)
+        .collect()
+}
+
+async fn consume_all(consumer: &mut Consumer, n: usize) {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = 0;
+    while seen < n && Instant::now() < deadline {
+        seen += poll_through_faults(consumer, Duration::from_millis(100))
+            .await
+            .len();
+    }
+    assert_eq!(seen, n, "records");
+}
+
+/// Promise 1: `new`, `subscribe`, `assign`, `pause`, `seek` and the getters
+/// open nothing, and neither does dropping a consumer that never polled.
+async fn nothing_before_the_first_poll<C: TestCluster>() {
+    let mock: C = topology();
+    let name = mock.name();
+    let mut grouped = Consumer::new(config(&bootstrap(&mock), Some("g")).build().unwrap()).unwrap();
+    grouped.subscribe(["t"]).unwrap();
+    let _ = (
+        grouped.subscription(),
+        grouped.assignment(),
+        grouped.connections(),
+    );
+    let mut manual = Consumer::new(config(&bootstrap(&mock), None).build().unwrap()).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    manual.assign([tp.clone()]).unwrap();
+    manual.seek(&tp, 3).unwrap();
+    manual.pause([&tp]);
+    manual.resume([&tp]);
+    let _ = (
+        manual.position(&tp),
+        manual.paused(),
+        manual.broker_counters(),
+    );
+    let appeared = wait_for(QUIET, || !census(&mock).is_empty());
+    assert!(
+        !appeared,
+        "{name}: a socket before the first poll: {:?}",
+        census(&mock)
+    );
+    assert!(mock.requests().is_empty(), "{name}: {:?}", mock.requests());
+    drop(grouped);
+    drop(manual);
+    assert!(!wait_for(QUIET, || !census(&mock).is_empty()), "{name}");
+    assert!(mock.requests().is_empty(), "{name}: {:?}", mock.requests());
+}
+
+/// Promises 2-5 for a group consumer: the bootstrap connection carries the
+/// first Metadata and FindCoordinator and is then retired; group requests
+/// go to the coordinator only, Fetch to the leaders only; once leaders are
+/// known Metadata goes over a leader connection; the census ends at the
+/// coordinator and the two leaders.
+async fn a_group_consumer_routes_every_request<C: TestCluster>() {
+    let mock: C = topology();
+    let name = mock.name();
+    produce_range(&mock.bootstrap(), "t", 2, 0..20, "none");
+    mock.clear_requests();
+    let mut consumer = Consumer::new(
+        config(&bootstrap(&mock), Some("g"))
+            .metadata_max_age(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    consume_all(&mut consumer, 20).await;
+
+    let first_find = mock
+        .requests()
+        .into_iter()
+        .find(|(_, k)| *k == ApiKey::FindCoordinator.code());
+    assert_eq!(
+        first_find.map(|(b, _)| b),
+        Some(BOOTSTRAP),
+        "{name}: FindCoordinator goes to the bootstrap broker first"
+    );
+    for api in [ApiKey::JoinGroup, ApiKey::SyncGroup, ApiKey::OffsetFetch] {
+        assert_eq!(
+            receivers(&mock, api),
+            BTreeSet::from([COORDINATOR]),
+            "{name}: {api} only to the coordinator"
+        );
+    }
+    assert_eq!(
+        receivers(&mock, ApiKey::Fetch),
+        BTreeSet::from(LEADERS),
+        "{name}: Fetch only to the leaders"
+    );
+    let expected = BTreeSet::from([1, COORDINATOR, 3]);
+    assert!(
+        wait_for(WAIT, || census(&mock) == expected),
+        "{name}: sockets {:?}, expected coordinator and leaders, bootstrap retired",
+        census(&mock)
+    );
+
+    // From now on Metadata (refreshed every 300 ms) goes over a leader
+    // connection: not to the coordinator, never to the retired bootstrap.
+    mock.clear_requests();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        poll_through_faults(&mut consumer, Duration::from_millis(100)).await;
+    }
+    let metadata = receivers(&mock, ApiKey::Metadata);
+    assert!(!metadata.is_empty(), "{name}: no Metadata refresh in 2 s");
+    assert!(
+        metadata.is_subset(&BTreeSet::from(LEADERS)),
+        "{name}: Metadata went to {metadata:?}"
+    );
+    assert!(
+        mock.requests().iter().all(|(b, _)| *b != BOOTSTRAP),
+        "{name}: requests to the retired bootstrap broker: {:?}",
+        mock.requests()
+    );
+    assert_eq!(
+        receivers(&mock, ApiKey::Heartbeat),
+        BTreeSet::from([COORDINATOR]),
+        "{name}: heartbeats only to the coordinator"
+    );
+    assert_eq!(census(&mock), expected, "{name}");
+    consumer.close().await.unwrap();
+    assert!(
+        wait_for(WAIT, || census(&mock).is_empty()),
+        "{name}: sockets after close: {:?}",
+        census(&mock)
+    );
+}
+
+/// The same for manual assignment: no coordinator connection at all, the
+/// bootstrap connection retired once a leader connection is ready.
+async fn a_manual_consumer_holds_leader_connections_only<C: TestCluster>() {
+    let mock: C = topology();
+    let name = mock.name();
+    produce_range(&mock.bootstrap(), "t", 2, 0..20, "none");
+    mock.clear_requests();
+    let mut consumer = Consumer::new(config(&bootstrap(&mock), None).build().unwrap()).unwrap();
+    consumer
+        .assign([TopicPartition::new("t", 0), TopicPartition::new("t", 1)])
+        .unwrap();
+    consume_all(&mut consumer, 20).await;
+    let expected = BTreeSet::from(LEADERS);
+    assert!(
+        wait_for(WAIT, || census(&mock) == expected),
+        "{name}: sockets {:?}, expected the leaders only",
+        census(&mock)
+    );
+    assert!(
+        mock.requests().iter().all(|(b, _)| *b != COORDINATOR),
+        "{name}: requests to broker 2, which leads nothing: {:?}",
+        mock.requests()
+    );
+    consumer.close().await.unwrap();
+}
+
+/// One consumer's life: created, polled until it has every record, closed
+/// (or not), dropped.
+async fn round<C: TestCluster>(mock: &C, close: bool) {
+    let mut consumer = Consumer::new(config(&bootstrap(mock), None).build().unwrap()).unwrap();
+    consumer
+        .assign([TopicPartition::new("t", 0), TopicPartition::new("t", 1)])
+        .unwrap();
+    consume_all(&mut consumer, 4).await;
+    if close {
+        consumer.close().await.unwrap();
+    }
+    drop(consumer);
+}
+
+/// Sockets and descriptors: consumers created, polled, closed and
+/// dropped (and dropped without `close`) many times leave nothing behind.
+async fn consumers_leave_no_socket_or_descriptor_behind<C: TestCluster>() {
+    let mock: C = topology();
+    let name = mock.name();
+    produce_range(&mock.bootstrap(), "t", 2, 0..4, "none");
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    // One round first, so lazily made process-wide resources (runtime
+    // threads, resolver) are in the baseline.
+    round(&mock, true).await;
+    assert!(wait_for(WAIT, || census(&mock).is_empty()), "{name}");
+    let baseline = fds();
+    for i in 0..20 {
+        round(&mock, i % 2 == 0).await;
+    }
+    assert!(
+        wait_for(WAIT, || census(&mock).is_empty() && fds() <= baseline),
+        "{name}: {} descriptors (baseline {baseline}), sockets {:?}",
+        fds(),
+        census(&mock)
+    );
+    let ports = mock.ports();
+    assert!(
+        client_sockets(&ports).iter().all(|s| s.state != CLOSE_WAIT),
+        "{name}: {:?}",
+        client_sockets(&ports)
+    );
+}
+
+mod librdkafka_mock {
+    use super::*;
+    use common::mock::RawMock;
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn nothing_before_the_first_poll() {
+        super::nothing_before_the_first_poll::<RawMock>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn a_group_consumer_routes_every_request() {
+        super::a_group_consumer_routes_every_request::<RawMock>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn a_manual_consumer_holds_leader_connections_only() {
+        super::a_manual_consumer_holds_leader_connections_only::<RawMock>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn consumers_leave_no_socket_or_descriptor_behind() {
+        super::consumers_leave_no_socket_or_descriptor_behind::<RawMock>().await
+    }
+}
+
+mod lazykafka_mock {
+    use super::*;
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn nothing_before_the_first_poll() {
+        super::nothing_before_the_first_poll::<MockCluster>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn a_group_consumer_routes_every_request() {
+        super::a_group_consumer_routes_every_request::<MockCluster>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn a_manual_consumer_holds_leader_connections_only() {
+        super::a_manual_consumer_holds_leader_connections_only::<MockCluster>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn consumers_leave_no_socket_or_descriptor_behind() {
+        super::consumers_leave_no_socket_or_descriptor_behind::<MockCluster>().await
+    }
+}
