@@ -7,6 +7,7 @@ pub mod clusters;
 pub mod examples;
 pub mod mock;
 pub mod peers;
+pub mod tls;
 
 /// The address of the real broker (tansu) the test command started, from
 /// `LAZYKAFKA_TEST_BROKER`.
