@@ -345,7 +345,7 @@ fn decrypt_pkcs8(
         .find(end_marker)
         .map(|i| begin + i + end_marker.len())
         .ok_or_else(|| config_error(property, "an ENCRYPTED PRIVATE KEY block is not closed"))?;
-    let (label, der) = pkcs8::der::pem::decode_vec(text[begin..end].as_bytes())
+    let (label, der) = pkcs8::der::pem::decode_vec(&text.as_bytes()[begin..end])
         .map_err(|e| config_error(property, format!("not a PEM block: {e}")))?;
     debug_assert_eq!(label, "ENCRYPTED PRIVATE KEY");
     let info = pkcs8::EncryptedPrivateKeyInfo::from_der(&der)

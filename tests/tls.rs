@@ -373,3 +373,90 @@ async fn consumes_through_stunnel_with_a_client_certificate() {
     assert!(after < PROMPT, "reported after {after:?}");
     assert!(message.contains("alert"), "{message}");
 }
+
+/// The `consume` example takes the TLS properties through `--property`.
+/// (The example runs on async-std only.)
+#[cfg(not(feature = "runtime-tokio"))]
+#[test]
+fn the_consume_example_reads_over_tls_with_properties() {
+    let pki = Pki::new("test CA");
+    let mock = tls_mock(&pki.leaf(&["127.0.0.1"]), 5);
+    let dir = TempDir::new("tls-example");
+    let ca = dir.write("ca.pem", &pki.ca_pem());
+    let mut child = std::process::Command::new(common::examples::example_bin("consume"))
+        .args(["--bootstrap", &mock.bootstrap_servers(), "--topic", "t"])
+        .args(["--from-beginning", "--count", "5"])
+        .args(["--property", "security.protocol=SSL"])
+        .args(["--property", &format!("ssl.ca.location={}", ca.display())])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exited = common::wait_for(Duration::from_secs(30), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        exited && out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.lines().count(), 5, "{stdout}");
+    assert!(stdout.contains("value-4"), "{stdout}");
+}
+
+/// A leader whose certificate fails (here: dialled by the IP address the
+/// metadata advertises, with a certificate for `localhost` only) is an
+/// `Error::Connection` naming the broker, at its first failure: a slow
+/// reconnect backoff shows that the error came before any second attempt.
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+async fn a_leader_failing_tls_is_reported_at_its_first_failure() {
+    let pki = Pki::new("test CA");
+    let leaf = pki.leaf(&["localhost"]);
+    let mock = MockCluster::builder()
+        .brokers(2)
+        .tls(leaf.cert_pem, leaf.key_pem)
+        .build()
+        .unwrap();
+    mock.create_topic_with_leaders("t", &[2]).unwrap();
+    let bootstrap = format!("localhost:{}", mock.broker_addr(1).unwrap().port());
+    let leader = mock.broker_addr(2).unwrap().to_string();
+    let mut consumer = assigned(
+        ssl(&bootstrap, &pki.ca_pem())
+            .reconnect_backoff(Duration::from_secs(2))
+            .reconnect_backoff_max(Duration::from_secs(2)),
+    )
+    .await;
+    let leader_connects = || {
+        mock.events()
+            .iter()
+            .filter(|e| e.broker == 2 && matches!(e.kind, MockEventKind::Connected { .. }))
+            .count()
+    };
+    let (e, after) = first_error(&mut consumer).await;
+    assert_eq!(leader_connects(), 1, "reported after a second attempt: {e}");
+    assert!(after < PROMPT, "reported after {after:?}");
+    match &e {
+        Error::Connection {
+            broker,
+            addr,
+            purpose,
+            cause: ConnectionError::Tls { message },
+        } => {
+            assert_eq!(*broker, Some(2));
+            assert_eq!(addr, &leader);
+            assert_eq!(*purpose, lazykafka::events::Purpose::Leader);
+            assert!(message.contains("not valid for name"), "{message}");
+        }
+        other => panic!("expected a leader TLS error, got {other:?}"),
+    }
+    assert!(e.to_string().contains(&leader), "{e}");
+    assert!(!e.is_retriable(), "{e}");
+    consumer.close().await.unwrap();
+}
