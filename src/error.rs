@@ -202,7 +202,11 @@ impl Error {
     /// retries in the background).
     pub fn is_retriable(&self) -> bool {
         match self {
-            Error::BrokersUnreachable { .. } => true,
+            // A failed TLS handshake fails again until the certificates
+            // or the configuration change.
+            Error::BrokersUnreachable { attempts } => !attempts
+                .iter()
+                .all(|(_, cause)| matches!(cause, crate::events::ConnectionError::Tls { .. })),
             Error::Topic { code, .. } => code.is_retriable(),
             Error::UnknownPartition { .. } => true,
             Error::Group { code, stopped, .. } => {
@@ -214,10 +218,13 @@ impl Error {
             | Error::ConnectionClosed { .. } => true,
             Error::Broker { code, .. } => code.is_retriable(),
             Error::Request { source, .. } => source.is_retriable(),
-            // A broker that broke the protocol will do it again.
-            Error::Connection { cause, .. } => {
-                !matches!(cause, crate::events::ConnectionError::Protocol { .. })
-            }
+            // A broker that broke the protocol will do it again, and a
+            // certificate that failed verification will fail it again.
+            Error::Connection { cause, .. } => !matches!(
+                cause,
+                crate::events::ConnectionError::Protocol { .. }
+                    | crate::events::ConnectionError::Tls { .. }
+            ),
             Error::Timeout { .. } => true,
             Error::Closed => false,
             Error::Fetch(e) => e.is_retriable(),

@@ -119,6 +119,14 @@ pub enum ConnectionError {
         /// What was wrong.
         message: String,
     },
+    /// The TLS handshake failed: the broker's certificate is not trusted,
+    /// has expired or does not name the host dialled, the broker refused
+    /// the handshake (an alert), or it is not a TLS listener. Retrying
+    /// does not help until the certificates or the configuration change.
+    Tls {
+        /// rustls' description of the failure.
+        message: String,
+    },
     /// This client closed the connection with requests still in flight
     /// (the coordinator moved, or the client shut down).
     ClosedByClient {
@@ -128,8 +136,19 @@ pub enum ConnectionError {
 }
 
 impl ConnectionError {
-    /// Sorts an operating-system error (from connect, read or write).
+    /// Sorts an operating-system error (from connect, read or write), or a
+    /// TLS error a TLS stream reported through `std::io` (such as an alert
+    /// from a broker that refused this client's certificate, which under
+    /// TLS 1.3 arrives after the client finished its handshake).
     pub fn from_io(e: &std::io::Error) -> Self {
+        if let Some(tls) = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return ConnectionError::Tls {
+                message: format!("TLS error: {tls}"),
+            };
+        }
         match e.kind() {
             std::io::ErrorKind::ConnectionRefused => ConnectionError::Refused {
                 message: e.to_string(),
@@ -170,6 +189,7 @@ impl fmt::Display for ConnectionError {
             ConnectionError::Io { message, .. } => f.write_str(message),
             ConnectionError::RequestTimeout { api } => write!(f, "{api} request timed out"),
             ConnectionError::Protocol { message } => f.write_str(message),
+            ConnectionError::Tls { message } => f.write_str(message),
             ConnectionError::ClosedByClient { reason } => {
                 write!(f, "closed by this client ({reason})")
             }

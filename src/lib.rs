@@ -98,8 +98,9 @@ pub mod protocol;
 pub mod records;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod runtime;
+pub mod tls;
 
-pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
+pub use config::{ConsumerConfig, IsolationLevel, OffsetReset, SecurityProtocol};
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use consumer::{Consumer, RebalanceListener, Revocation};
 pub use error::{Error, ErrorCode};

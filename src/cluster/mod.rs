@@ -1487,12 +1487,13 @@ impl Cluster {
         ));
         if c.purpose == Purpose::Bootstrap {
             self.check_bootstrap_unreachable(now);
-        } else if due && failures >= 2 {
+        } else if due && (failures >= 2 || matches!(error, ConnectionError::Tls { .. })) {
             // From the second failure in a row: a connection that worked
             // and broke once (a broker restarting, an idle close racing a
             // request) is reconnected at once and is no news; one whose
             // reconnect fails too, or that keeps breaking before answering,
-            // is.
+            // is. A failed TLS handshake is news at once: a certificate
+            // does not become trusted by waiting.
             self.backoff.get_mut(&c.addr).expect("inserted").reported = Some(now);
             self.problems.push_back(Problem::BrokerUnreachable {
                 broker: c.broker,

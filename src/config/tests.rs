@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::{EndpointIdentification, SecurityProtocol};
 use std::collections::HashMap;
 
 const BASE: [(&str, &str); 2] = [("bootstrap.servers", "localhost:9092"), ("group.id", "g")];
@@ -49,8 +50,8 @@ const CASES: &[Case] = &[
     Case {
         property: "bootstrap.servers",
         default: Some("localhost:9092"), // from BASE
-        valid: " a:1, [::1]:2,,PLAINTEXT://b.example.com:3 ",
-        valid_rendered: "a:1,[::1]:2,b.example.com:3",
+        valid: " a:1, [::1]:2,,PLAINTEXT://b.example.com:3,SSL://c:4 ",
+        valid_rendered: "a:1,[::1]:2,b.example.com:3,c:4",
         invalid: &[
             ("kafka", "bootstrap.servers", &["\"kafka\"", "host:port"]),
             (" , ", "bootstrap.servers", &["no broker address"]),
@@ -60,7 +61,7 @@ const CASES: &[Case] = &[
             (":9092", "bootstrap.servers", &["host is empty"]),
             ("[::1:9092", "bootstrap.servers", &["unclosed"]),
             ("a b:9092", "bootstrap.servers", &["characters"]),
-            ("ssl://a:9092", "bootstrap.servers", &["PLAINTEXT"]),
+            ("http://a:9092", "bootstrap.servers", &["security protocol"]),
         ],
     },
     Case {
@@ -402,23 +403,153 @@ const CASES: &[Case] = &[
     Case {
         property: "security.protocol",
         default: Some("PLAINTEXT"),
-        valid: "plaintext",
-        valid_rendered: "PLAINTEXT",
-        invalid: &[("SSL", "security.protocol", &["\"SSL\"", "only PLAINTEXT"])],
+        valid: "sasl_ssl",
+        valid_rendered: "SASL_SSL",
+        invalid: &[(
+            "TLS",
+            "security.protocol",
+            &["\"TLS\"", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"],
+        )],
+    },
+    Case {
+        property: "ssl.ca.location",
+        default: None,
+        valid: " /etc/kafka/ca.pem ",
+        valid_rendered: "/etc/kafka/ca.pem",
+        invalid: &[],
+    },
+    Case {
+        property: "ssl.ca.pem",
+        default: None,
+        valid: "-----BEGIN CERTIFICATE-----",
+        valid_rendered: "-----BEGIN CERTIFICATE-----",
+        invalid: &[],
+    },
+    Case {
+        property: "ssl.certificate.location",
+        default: None,
+        valid: "/etc/kafka/client.pem",
+        valid_rendered: "/etc/kafka/client.pem",
+        invalid: &[],
+    },
+    Case {
+        property: "ssl.certificate.pem",
+        default: None,
+        valid: "-----BEGIN CERTIFICATE-----",
+        valid_rendered: "-----BEGIN CERTIFICATE-----",
+        invalid: &[],
+    },
+    Case {
+        property: "ssl.key.location",
+        default: None,
+        valid: "/etc/kafka/client.key",
+        valid_rendered: "/etc/kafka/client.key",
+        invalid: &[],
+    },
+    // The two secrets are never rendered (`valid_rendered` is unused).
+    Case {
+        property: "ssl.key.pem",
+        default: None,
+        valid: "-----BEGIN PRIVATE KEY-----",
+        valid_rendered: "",
+        invalid: &[],
+    },
+    Case {
+        property: "ssl.key.password",
+        default: None,
+        valid: "s3cret",
+        valid_rendered: "",
+        invalid: &[],
+    },
+    Case {
+        property: "ssl.endpoint.identification.algorithm",
+        default: Some("https"),
+        valid: "NONE",
+        valid_rendered: "none",
+        invalid: &[(
+            "http",
+            "ssl.endpoint.identification.algorithm",
+            &["\"http\"", "https or none"],
+        )],
+    },
+    Case {
+        property: "enable.ssl.certificate.verification",
+        default: Some("true"),
+        valid: "false",
+        valid_rendered: "false",
+        invalid: &[(
+            "no",
+            "enable.ssl.certificate.verification",
+            &["true or false"],
+        )],
     },
 ];
+
+fn is_secret(property: &str) -> bool {
+    ConsumerConfig::SECRET_PROPERTIES.contains(&property)
+}
 
 #[test]
 fn the_table_covers_every_property() {
     let covered: Vec<&str> = CASES.iter().map(|c| c.property).collect();
     assert_eq!(covered, ConsumerConfig::PROPERTIES);
-    let rendered: Vec<&str> = with(&[("group.instance.id", "i"), ("client.rack", "r")])
-        .unwrap()
-        .to_properties()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    assert_eq!(rendered, ConsumerConfig::PROPERTIES);
+    // Every property but the secrets is rendered, in the table's order:
+    // the files from one configuration, the PEM texts (which exclude the
+    // files) from another.
+    let keys = |extra: &[(&str, &str)]| -> Vec<&'static str> {
+        with(extra)
+            .unwrap()
+            .to_properties()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    };
+    let common = [("group.instance.id", "i"), ("client.rack", "r")];
+    let files = keys(
+        &[
+            &common[..],
+            &[
+                ("ssl.ca.location", "a"),
+                ("ssl.certificate.location", "b"),
+                ("ssl.key.location", "c"),
+                ("ssl.key.password", "d"),
+            ],
+        ]
+        .concat(),
+    );
+    let pems = keys(
+        &[
+            &common[..],
+            &[
+                ("ssl.ca.pem", "a"),
+                ("ssl.certificate.pem", "b"),
+                ("ssl.key.pem", "c"),
+                ("ssl.key.password", "d"),
+            ],
+        ]
+        .concat(),
+    );
+    let expected = |skip: &[&str]| -> Vec<&str> {
+        ConsumerConfig::PROPERTIES
+            .iter()
+            .copied()
+            .filter(|p| !is_secret(p) && !skip.contains(p))
+            .collect()
+    };
+    assert_eq!(
+        files,
+        expected(&["ssl.ca.pem", "ssl.certificate.pem"]),
+        "with files"
+    );
+    assert_eq!(
+        pems,
+        expected(&[
+            "ssl.ca.location",
+            "ssl.certificate.location",
+            "ssl.key.location"
+        ]),
+        "with PEM texts"
+    );
 }
 
 #[test]
@@ -439,9 +570,10 @@ fn every_property_parses() {
     for case in CASES {
         let config = with(&[(case.property, case.valid)])
             .unwrap_or_else(|e| panic!("{}={:?}: {e}", case.property, case.valid));
+        let expected = (!is_secret(case.property)).then_some(case.valid_rendered);
         assert_eq!(
             rendered(&config, case.property).as_deref(),
-            Some(case.valid_rendered),
+            expected,
             "{}",
             case.property
         );
@@ -520,6 +652,96 @@ fn typed_getters_return_the_defaults() {
         c.receive_message_max_bytes() as usize,
         crate::protocol::DEFAULT_MAX_FRAME_SIZE
     );
+    assert_eq!(c.security_protocol(), SecurityProtocol::Plaintext);
+    assert_eq!(c.ssl_ca_location(), None);
+    assert_eq!(c.ssl_ca_pem(), None);
+    assert_eq!(c.ssl_certificate_location(), None);
+    assert_eq!(c.ssl_certificate_pem(), None);
+    assert_eq!(c.ssl_key_location(), None);
+    assert_eq!(c.ssl_key_pem(), None);
+    assert_eq!(c.ssl_key_password(), None);
+    assert_eq!(
+        c.ssl_endpoint_identification_algorithm(),
+        EndpointIdentification::Https
+    );
+    assert!(c.enable_ssl_certificate_verification());
+}
+
+#[test]
+fn security_protocols_say_whether_they_use_tls_and_sasl() {
+    let cases = [
+        ("plaintext", SecurityProtocol::Plaintext, false, false),
+        ("Ssl", SecurityProtocol::Ssl, true, false),
+        (
+            "sasl_plaintext",
+            SecurityProtocol::SaslPlaintext,
+            false,
+            true,
+        ),
+        ("SASL_SSL", SecurityProtocol::SaslSsl, true, true),
+    ];
+    for (text, protocol, tls, sasl) in cases {
+        let parsed: SecurityProtocol = text.parse().unwrap();
+        assert_eq!(parsed, protocol);
+        assert_eq!(parsed.to_string(), text.to_ascii_uppercase());
+        assert_eq!(
+            (parsed.uses_tls(), parsed.uses_sasl()),
+            (tls, sasl),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_file_and_a_pem_text_for_the_same_thing_are_refused() {
+    for (location, pem) in [
+        ("ssl.ca.location", "ssl.ca.pem"),
+        ("ssl.certificate.location", "ssl.certificate.pem"),
+        ("ssl.key.location", "ssl.key.pem"),
+    ] {
+        assert_config_error(
+            with(&[(location, "/x"), (pem, "-----BEGIN-----")]),
+            pem,
+            &[location, "only one"],
+        );
+    }
+}
+
+#[test]
+fn secrets_are_never_shown() {
+    const KEY: &str = "-----BEGIN PRIVATE KEY-----\nTOPSECRETKEYBYTES\n-----END PRIVATE KEY-----";
+    const PASSWORD: &str = "hunter2-password";
+    let builder = ConsumerConfig::builder()
+        .bootstrap_servers("localhost:9093")
+        .security_protocol(SecurityProtocol::Ssl)
+        .ssl_certificate_pem("-----BEGIN CERTIFICATE-----")
+        .ssl_key_pem(KEY)
+        .ssl_key_password(PASSWORD);
+    let config = builder.clone().build().unwrap();
+    let from_properties = with(&[
+        ("security.protocol", "SSL"),
+        ("ssl.certificate.pem", "-----BEGIN CERTIFICATE-----"),
+        ("ssl.key.pem", KEY),
+        ("ssl.key.password", PASSWORD),
+    ])
+    .unwrap();
+    assert_eq!(config.ssl_key_pem(), Some(KEY));
+    assert_eq!(from_properties.ssl_key_password(), Some(PASSWORD));
+    let shown = [
+        format!("{builder:?}"),
+        format!("{config:?}"),
+        format!("{config:#?}"),
+        format!("{from_properties:?}"),
+        format!("{:?}", config.to_properties()),
+    ];
+    for text in &shown {
+        assert!(!text.contains("TOPSECRET"), "the key shows in {text}");
+        assert!(!text.contains(PASSWORD), "the password shows in {text}");
+    }
+    assert!(shown[1].contains("<redacted>"), "{}", shown[1]);
+    // The rendered properties read back, less the secrets.
+    let rendered = config.to_properties();
+    assert!(rendered.iter().all(|(k, _)| !k.starts_with("ssl.key.p")));
 }
 
 #[test]
@@ -560,9 +782,23 @@ fn typed_setters_match_the_properties() {
         .allow_auto_create_topics(false)
         .exclude_internal_topics(false)
         .receive_message_max_bytes(5000)
+        .security_protocol(SecurityProtocol::SaslSsl)
+        .ssl_ca_location("/ca")
+        .ssl_certificate_pem("cert")
+        .ssl_key_pem("key")
+        .ssl_key_password("pw")
+        .ssl_endpoint_identification_algorithm(EndpointIdentification::None)
+        .enable_ssl_certificate_verification(false)
         .build()
         .unwrap();
     let from_properties = ConsumerConfig::from_properties([
+        ("security.protocol", "SASL_SSL"),
+        ("ssl.ca.location", "/ca"),
+        ("ssl.certificate.pem", "cert"),
+        ("ssl.key.pem", "key"),
+        ("ssl.key.password", "pw"),
+        ("ssl.endpoint.identification.algorithm", "none"),
+        ("enable.ssl.certificate.verification", "false"),
         ("bootstrap.servers", "a:1,b:2"),
         ("group.id", "g"),
         ("group.instance.id", "i"),
@@ -602,9 +838,14 @@ fn typed_setters_match_the_properties() {
     assert_eq!(typed, from_properties);
     assert_eq!(typed.rebalance_protocol(), RebalanceProtocol::Cooperative);
     assert_eq!(typed.isolation_level().wire_value(), 1);
-    // And back again.
+    // And back again: the rendered properties lack the secrets, which are
+    // added as an application adds them, from where it keeps them.
+    let secrets = [
+        ("ssl.key.pem", "key".to_owned()),
+        ("ssl.key.password", "pw".to_owned()),
+    ];
     assert_eq!(
-        ConsumerConfig::from_properties(typed.to_properties()).unwrap(),
+        ConsumerConfig::from_properties(typed.to_properties().into_iter().chain(secrets)).unwrap(),
         typed
     );
 }

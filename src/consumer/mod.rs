@@ -132,6 +132,8 @@ type CommitCallback = Box<dyn FnOnce(Result<(), Error>) + Send>;
 /// ```
 pub struct Consumer {
     config: ConsumerConfig,
+    /// The TLS settings every connection uses, when the protocol has TLS.
+    tls: Option<crate::tls::TlsConnector>,
     engine: Option<Engine>,
     /// State kept until the first poll hands it to the engine.
     pending: Option<ConsumerCore>,
@@ -170,7 +172,13 @@ fn seed() -> u64 {
 impl Consumer {
     /// A consumer for `config`. Opens no socket, resolves no name and starts
     /// no task.
+    ///
+    /// Under TLS (`security.protocol` `SSL` or `SASL_SSL`) it reads the
+    /// certificate and key files and, without a configured CA, the system's
+    /// root certificates, so that a missing file or an unusable PEM is an
+    /// [`Error::Config`] here rather than a failure of every connection.
     pub fn new(config: ConsumerConfig) -> Result<Self, Error> {
+        let tls = crate::tls::TlsConnector::from_config(&config)?;
         let now = Instant::now();
         let mut cc = ClusterConfig::new(config.bootstrap_servers().iter().map(|b| b.to_string()));
         cc.client_id = Some(config.client_id().to_owned());
@@ -216,6 +224,7 @@ impl Consumer {
         core.set_topic_propagation(config.topic_metadata_propagation_max());
         Ok(Consumer {
             config,
+            tls,
             engine: None,
             pending: Some(core),
             listener: None,
@@ -358,6 +367,7 @@ impl Consumer {
         if let Some(core) = self.pending.take() {
             let options = SocketOptions {
                 keepalive: self.config.socket_keepalive(),
+                tls: self.tls.clone(),
             };
             self.engine = Some(Engine::start(core, options, self.events.clone()));
         }

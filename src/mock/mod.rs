@@ -93,6 +93,9 @@ pub enum MockError {
     Records(RecordsError),
     /// A socket could not be bound.
     Io(std::io::Error),
+    /// The certificate or key given to [`MockClusterBuilder::tls`] cannot
+    /// be used.
+    Tls(String),
 }
 
 impl fmt::Display for MockError {
@@ -109,6 +112,7 @@ impl fmt::Display for MockError {
             MockError::Refused(code) => write!(f, "mock cluster: refused with {}", code.name()),
             MockError::Records(e) => write!(f, "mock cluster: records: {e}"),
             MockError::Io(e) => write!(f, "mock cluster: {e}"),
+            MockError::Tls(e) => write!(f, "mock cluster: TLS: {e}"),
         }
     }
 }
@@ -225,9 +229,64 @@ pub struct MockClusterBuilder {
     initial_rebalance_delay: Duration,
     min_session_timeout: Duration,
     max_session_timeout: Duration,
+    tls: Option<MockTls>,
+}
+
+/// A certificate and key for the mock's TLS listeners (PEM).
+#[derive(Clone)]
+struct MockTls {
+    cert_chain_pem: String,
+    key_pem: String,
+}
+
+impl fmt::Debug for MockTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The key is a secret even in a test.
+        f.debug_struct("MockTls").finish_non_exhaustive()
+    }
+}
+
+impl MockTls {
+    fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, MockError> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = CertificateDer::pem_slice_iter(self.cert_chain_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| MockError::Tls(format!("certificate chain: {e}")))?;
+        if chain.is_empty() {
+            return Err(MockError::Tls("no PEM certificate given".into()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
+            .map_err(|_| MockError::Tls("no PEM private key given".into()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| MockError::Tls(e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| MockError::Tls(e.to_string()))?;
+        Ok(Arc::new(config))
+    }
 }
 
 impl MockClusterBuilder {
+    /// Every broker listens with TLS (Kafka's `SSL` listener), presenting
+    /// `cert_chain_pem` (the broker's certificate first, then any
+    /// intermediates) and proving it with `key_pem` (PKCS#8, PKCS#1 or
+    /// SEC1). Clients connect with `security.protocol=SSL` and a CA that
+    /// signed the certificate; the addresses in
+    /// [`MockCluster::bootstrap_servers`] are `127.0.0.1`, so the
+    /// certificate should name that IP address (or clients dial
+    /// `localhost` with a certificate for it, or skip the name check).
+    /// Client certificates are not asked for.
+    pub fn tls(mut self, cert_chain_pem: impl Into<String>, key_pem: impl Into<String>) -> Self {
+        self.tls = Some(MockTls {
+            cert_chain_pem: cert_chain_pem.into(),
+            key_pem: key_pem.into(),
+        });
+        self
+    }
+
     /// The number of brokers (ids 1..=n; at least 1).
     pub fn brokers(mut self, n: i32) -> Self {
         self.brokers = n;
@@ -253,6 +312,7 @@ impl MockClusterBuilder {
 
     /// Binds the brokers and starts serving.
     pub fn build(self) -> Result<MockCluster, MockError> {
+        let tls = self.tls.as_ref().map(MockTls::server_config).transpose()?;
         let n = self.brokers.max(1);
         let mut sockets = Vec::new();
         let mut brokers = BTreeMap::new();
@@ -295,6 +355,7 @@ impl MockClusterBuilder {
             }),
             changed: Condvar::new(),
             conns: Mutex::new(HashMap::new()),
+            tls,
         });
         let mut listeners = HashMap::new();
         for (id, listener) in sockets {
@@ -342,6 +403,7 @@ impl MockCluster {
             initial_rebalance_delay: Duration::ZERO,
             min_session_timeout: Duration::from_millis(100),
             max_session_timeout: Duration::from_secs(30 * 60),
+            tls: None,
         }
     }
 

@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub changed: Condvar,
     /// Open connections, to shut them from outside their thread.
     pub conns: Mutex<HashMap<u64, Conn>>,
+    /// Every listener speaks TLS with this configuration, when set.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// An open connection as seen from outside its thread.
@@ -173,19 +175,53 @@ fn accept(shared: &Arc<Shared>, broker: i32, stream: TcpStream) {
     let shared = shared.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("mock-conn-{id}"))
-        .spawn(move || serve_connection(&shared, broker, id, stream));
+        .spawn(move || {
+            // Blocking reads wake every READ_SLICE to look at idle
+            // deadlines; under TLS the handshake runs inside the first
+            // reads, with the same slices.
+            let _ = stream.set_read_timeout(Some(READ_SLICE));
+            match shared.tls.clone() {
+                None => serve_connection(&shared, broker, id, stream),
+                Some(config) => match rustls::ServerConnection::new(config) {
+                    Ok(tls) => {
+                        serve_connection(&shared, broker, id, rustls::StreamOwned::new(tls, stream))
+                    }
+                    Err(e) => {
+                        log::debug!("mock broker {broker}: no TLS for connection {id}: {e}");
+                        let _ = stream.shutdown(Shutdown::Both);
+                    }
+                },
+            }
+        });
     if spawned.is_err() {
         log::debug!("mock broker {broker}: no thread for connection {id}");
     }
 }
 
+/// A connection's byte stream: plain TCP, or TLS over it.
+trait Transport: Read + Write {
+    /// The TCP socket underneath.
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl Transport for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl Transport for rustls::StreamOwned<rustls::ServerConnection, TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        self.get_ref()
+    }
+}
+
 /// Reads requests and answers them until either side closes.
-fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: TcpStream) {
+fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: impl Transport) {
     let decoder = FrameDecoder::new(MAX_REQUEST);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut last_activity = Instant::now();
-    let _ = stream.set_read_timeout(Some(READ_SLICE));
     let closed_by = 'conn: loop {
         // Answer every whole request already read.
         loop {
@@ -193,7 +229,12 @@ fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: TcpS
                 Ok(Some(frame)) => {
                     match answer(shared, broker, id, frame) {
                         Answer::Reply(bytes) => {
-                            if stream.write_all(&bytes).is_err() {
+                            // The flush sends what TLS still holds.
+                            if stream
+                                .write_all(&bytes)
+                                .and_then(|()| stream.flush())
+                                .is_err()
+                            {
                                 break 'conn None;
                             }
                         }
@@ -226,7 +267,7 @@ fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: TcpS
             Err(_) => break None,
         }
     };
-    let _ = stream.shutdown(Shutdown::Both);
+    let _ = stream.tcp().shutdown(Shutdown::Both);
     let conn = shared.conns().remove(&id);
     let by = match (closed_by, conn.and_then(|c| c.closing)) {
         (_, Some(reason)) => ClosedBy::Broker(reason),

@@ -1,7 +1,9 @@
-//! The [`Runtime`] on async-std (feature `runtime-async-std`, the default).
+//! The [`Runtime`] on async-std (feature `runtime-async-std`, the default);
+//! TLS through futures-rustls.
 
-use super::rt::{BoxFuture, Runtime, Socket, SocketHandle};
+use super::rt::{configure, BoxFuture, ConnectError, Runtime, Setup, Socket, SocketHandle};
 use async_std::net::{TcpStream, ToSocketAddrs};
+use futures::AsyncReadExt;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,15 +26,33 @@ impl Runtime for AsyncStd {
         Box::pin(async move { Ok(addr.as_str().to_socket_addrs().await?.collect()) })
     }
 
-    fn connect(&self, addr: SocketAddr) -> BoxFuture<io::Result<Socket>> {
+    fn connect(&self, addr: SocketAddr, setup: Setup) -> BoxFuture<Result<Socket, ConnectError>> {
         Box::pin(async move {
-            let stream = TcpStream::connect(addr).await?;
-            // An async-std stream is a shared handle on one socket: each
-            // half and the handle hold a clone.
+            let stream = TcpStream::connect(addr).await.map_err(ConnectError::Io)?;
+            configure(socket2::SockRef::from(&stream), setup.keepalive)
+                .map_err(ConnectError::Io)?;
+            // An async-std stream is a shared handle on one socket: the
+            // handle holds a clone, and so does each half of a plain
+            // connection.
+            let handle = Arc::new(Handle(stream.clone()));
+            let Some(tls) = setup.tls else {
+                return Ok(Socket {
+                    read: Box::new(stream.clone()),
+                    write: Box::new(stream),
+                    handle,
+                });
+            };
+            let tls_stream = futures_rustls::TlsConnector::from(tls.config)
+                .connect(tls.server_name, stream)
+                .await
+                .map_err(|e| ConnectError::tls(&e))?;
+            // The TLS state is one object: its halves share it through a
+            // lock that is held only while a half is polled.
+            let (read, write) = tls_stream.split();
             Ok(Socket {
-                read: Box::new(stream.clone()),
-                write: Box::new(stream.clone()),
-                handle: Arc::new(Handle(stream)),
+                read: Box::new(read),
+                write: Box::new(write),
+                handle,
             })
         })
     }

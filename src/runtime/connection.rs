@@ -27,6 +27,9 @@ pub struct ConnectOptions {
     pub keepalive: bool,
     /// The largest response frame accepted, checked before it is buffered.
     pub max_frame_size: usize,
+    /// The TLS handshake to run after the TCP connect (`None`: plain TCP);
+    /// the setup timeout covers both.
+    pub tls: Option<crate::tls::TlsConnector>,
 }
 
 impl Default for ConnectOptions {
@@ -37,6 +40,7 @@ impl Default for ConnectOptions {
             request_timeout: Duration::from_millis(30_000),
             keepalive: true,
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            tls: None,
         }
     }
 }
@@ -67,7 +71,8 @@ impl fmt::Debug for BrokerConnection {
 impl BrokerConnection {
     /// Resolves `addr` (`host:port`), connects to the first address that
     /// answers (every resolved address is tried in turn), sets TCP_NODELAY
-    /// and keepalive, and runs the ApiVersions exchange.
+    /// and keepalive, runs the TLS handshake when `options.tls` asks for
+    /// it, and runs the ApiVersions exchange.
     pub async fn connect(addr: &str, options: ConnectOptions) -> Result<Self, Error> {
         let mut config = ClusterConfig::new([addr]);
         config.client_id = options.client_id.clone();
@@ -86,6 +91,7 @@ impl BrokerConnection {
             Cluster::new(config, now, 0),
             SocketOptions {
                 keepalive: options.keepalive,
+                tls: options.tls.clone(),
             },
         );
         let conn = driver

@@ -1,8 +1,9 @@
 //! The seam between this crate and an async runtime: spawning a task, a
-//! timer, resolving a name, and a TCP connection split into a read half, a
-//! write half and a handle on the socket itself (for socket options, and
-//! for a shutdown that needs no `.await`, so that `Drop` can close every
-//! socket without blocking).
+//! timer, resolving a name, and a connection (TCP, or TLS over TCP) split
+//! into a read half, a write half and a handle on the TCP socket itself
+//! (for socket options, and for a shutdown that needs no `.await`, so that
+//! `Drop` can close every socket without blocking; under TLS that shutdown
+//! skips the close_notify alert, which a broker does not need).
 //!
 //! Two implementations exist, chosen by cargo feature: `runtime-async-std`
 //! ([`super::async_std_rt`]) and `runtime-tokio` ([`super::tokio_rt`]).
@@ -31,9 +32,26 @@ pub(crate) trait Runtime: Send + Sync + fmt::Debug + 'static {
     fn sleep(&self, duration: Duration) -> BoxFuture<()>;
     /// Resolves `host:port` into every address it names.
     fn resolve(&self, addr: String) -> BoxFuture<io::Result<Vec<SocketAddr>>>;
-    /// Opens a TCP connection to `addr` (options are set afterwards through
-    /// [`Socket::handle`]).
-    fn connect(&self, addr: SocketAddr) -> BoxFuture<io::Result<Socket>>;
+    /// Opens a TCP connection to `addr`, sets its options, and, when
+    /// `setup.tls` asks for it, runs the TLS handshake over it.
+    fn connect(&self, addr: SocketAddr, setup: Setup) -> BoxFuture<Result<Socket, ConnectError>>;
+}
+
+/// How a new connection is set up after the TCP connect.
+#[derive(Debug, Clone)]
+pub(crate) struct Setup {
+    /// Turn on SO_KEEPALIVE.
+    pub keepalive: bool,
+    /// The TLS handshake to run, if any.
+    pub tls: Option<TlsSetup>,
+}
+
+/// One TLS handshake: the client configuration and the name of the
+/// broker as dialled (sent as SNI and checked against its certificate).
+#[derive(Debug, Clone)]
+pub(crate) struct TlsSetup {
+    pub config: Arc<rustls::ClientConfig>,
+    pub server_name: rustls::pki_types::ServerName<'static>,
 }
 
 /// The socket itself, shared by both halves of a [`Socket`]: for socket
@@ -90,6 +108,16 @@ pub(crate) enum ConnectError {
     Resolve(io::Error),
     /// Connecting failed; the error of the last address tried.
     Io(io::Error),
+    /// TCP connected, and the TLS handshake failed (the message names the
+    /// cause).
+    Tls(String),
+}
+
+impl ConnectError {
+    /// A failed handshake, from the error the TLS stream gave.
+    pub fn tls(e: &io::Error) -> Self {
+        ConnectError::Tls(crate::tls::handshake_error(e))
+    }
 }
 
 impl ConnectError {
@@ -101,6 +129,9 @@ impl ConnectError {
                 message: e.to_string(),
             },
             ConnectError::Io(e) => crate::events::ConnectionError::from_io(e),
+            ConnectError::Tls(message) => crate::events::ConnectionError::Tls {
+                message: message.clone(),
+            },
         }
     }
 }
@@ -110,6 +141,7 @@ impl fmt::Display for ConnectError {
         match self {
             ConnectError::Timeout => f.write_str("connection setup timed out"),
             ConnectError::Resolve(e) | ConnectError::Io(e) => e.fmt(f),
+            ConnectError::Tls(message) => f.write_str(message),
         }
     }
 }
@@ -126,16 +158,27 @@ pub(crate) async fn timeout<T>(
     }
 }
 
-/// Opens a TCP connection the way every connection of this crate is
-/// opened: the name resolved at connect time, every resolved address tried
-/// in turn (`client.dns.lookup=use_all_dns_ips`), one setup timeout across
-/// them all, TCP_NODELAY, and SO_KEEPALIVE when asked.
+/// Opens a connection the way every connection of this crate is opened:
+/// the name resolved at connect time, every resolved address tried in turn
+/// (`client.dns.lookup=use_all_dns_ips`), TCP_NODELAY, SO_KEEPALIVE when
+/// asked, then the TLS handshake with `tls` (SNI and the certificate check
+/// use the host of `addr`, as dialled), one setup timeout across it all
+/// (`socket.connection.setup.timeout.ms` covers TCP and TLS).
 pub(crate) async fn connect_socket(
     rt: &dyn Runtime,
     addr: &str,
     setup_timeout: Duration,
     keepalive: bool,
+    tls: Option<&crate::tls::TlsConnector>,
 ) -> Result<(Socket, SocketAddr), ConnectError> {
+    let tls = match tls {
+        Some(connector) => Some(TlsSetup {
+            config: connector.client_config(),
+            server_name: crate::tls::server_name(addr).map_err(ConnectError::Tls)?,
+        }),
+        None => None,
+    };
+    let setup = Setup { keepalive, tls };
     let deadline = Instant::now() + setup_timeout;
     // A literal address needs no resolver (on tokio the resolver is a
     // blocking-pool thread).
@@ -151,25 +194,28 @@ pub(crate) async fn connect_socket(
         io::ErrorKind::NotFound,
         "the name resolved to no address",
     ));
+    let mut tls_error = None;
     for candidate in candidates {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(ConnectError::Timeout);
+            return Err(tls_error.unwrap_or(ConnectError::Timeout));
         }
-        match timeout(rt, left, rt.connect(candidate)).await {
-            Some(Ok(socket)) => {
-                configure(&*socket.handle, keepalive).map_err(ConnectError::Io)?;
-                return Ok((socket, candidate));
-            }
-            Some(Err(e)) => last_error = ConnectError::Io(e),
-            None => return Err(ConnectError::Timeout),
+        match timeout(rt, left, rt.connect(candidate, setup.clone())).await {
+            Some(Ok(socket)) => return Ok((socket, candidate)),
+            // The next address may work; if none does, a failed handshake
+            // says more than a later refusal (the address that answered
+            // is the one with the wrong certificate).
+            Some(Err(e @ ConnectError::Tls(_))) => tls_error = tls_error.or(Some(e)),
+            Some(Err(e)) => last_error = e,
+            None => return Err(tls_error.unwrap_or(ConnectError::Timeout)),
         }
     }
-    Err(last_error)
+    Err(tls_error.unwrap_or(last_error))
 }
 
-fn configure(handle: &dyn SocketHandle, keepalive: bool) -> io::Result<()> {
-    let socket = handle.sock_ref();
+/// Sets the options every socket gets, before any byte crosses it (so the
+/// TLS handshake runs with TCP_NODELAY too).
+pub(crate) fn configure(socket: socket2::SockRef<'_>, keepalive: bool) -> io::Result<()> {
     socket.set_tcp_nodelay(true)?;
     if keepalive {
         socket.set_keepalive(true)?;

@@ -9,6 +9,7 @@ use super::rt::{connect_socket, Runtime, Socket, SocketHandle};
 use crate::cluster::{Action, Cluster};
 use crate::events::{ConnectionError, ConnectionId};
 use crate::protocol::frame::frame_size;
+use crate::tls::TlsConnector;
 use bytes::BytesMut;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::io::{AsyncRead, AsyncWrite};
@@ -31,15 +32,22 @@ pub(crate) enum SocketInput {
 }
 
 /// Socket-level settings the cluster does not decide.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SocketOptions {
     /// Turn on SO_KEEPALIVE (`socket.keepalive.enable`).
     pub keepalive: bool,
+    /// Run a TLS handshake on every new socket, before anything else
+    /// crosses it (`security.protocol` `SSL` or `SASL_SSL`); `None` for
+    /// plain TCP.
+    pub tls: Option<TlsConnector>,
 }
 
 impl Default for SocketOptions {
     fn default() -> Self {
-        SocketOptions { keepalive: true }
+        SocketOptions {
+            keepalive: true,
+            tls: None,
+        }
     }
 }
 
@@ -126,9 +134,12 @@ impl Sockets {
             } => {
                 let tx = self.tx.clone();
                 let keepalive = self.options.keepalive;
+                let tls = self.options.tls.clone();
                 let rt = self.rt.clone();
                 self.rt.spawn(Box::pin(async move {
-                    let input = match connect_socket(&*rt, &addr, timeout, keepalive).await {
+                    let connected =
+                        connect_socket(&*rt, &addr, timeout, keepalive, tls.as_ref()).await;
+                    let input = match connected {
                         Ok((socket, peer)) => SocketInput::Connected(socket, peer),
                         Err(e) => SocketInput::ConnectFailed(e.cause()),
                     };
@@ -138,11 +149,13 @@ impl Sockets {
             }
             Action::Transmit { conn, bytes } => {
                 let writer = self.writers.get_mut(&conn)?;
-                writer
-                    .write_all(&bytes)
-                    .await
-                    .err()
-                    .map(|e| (conn, ConnectionError::from_io(&e)))
+                // The flush matters under TLS only: the TLS writer may keep
+                // encrypted bytes it could not write at once until flushed.
+                let written = match writer.write_all(&bytes).await {
+                    Ok(()) => writer.flush().await,
+                    Err(e) => Err(e),
+                };
+                written.err().map(|e| (conn, ConnectionError::from_io(&e)))
             }
             Action::Close { conn } => {
                 self.writers.remove(&conn);

@@ -83,6 +83,15 @@ impl RawMock {
         unsafe { sys::rd_kafka_mock_broker_set_rtt(self.mc, broker, rtt_ms) };
     }
 
+    /// Advertises `broker` as `host:port` in Metadata and FindCoordinator
+    /// (it still listens where it did): for a TLS front such as stunnel.
+    pub fn advertise(&self, broker: i32, host: &str, port: u16) {
+        let host = CString::new(host).unwrap();
+        unsafe {
+            sys::rd_kafka_mock_broker_set_host_port(self.mc, broker, host.as_ptr(), i32::from(port))
+        };
+    }
+
     pub fn broker_down(&self, broker: i32) {
         unsafe { sys::rd_kafka_mock_broker_set_down(self.mc, broker) };
     }
