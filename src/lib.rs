@@ -96,6 +96,7 @@ pub mod group;
 pub mod mock;
 pub mod protocol;
 pub mod records;
+pub mod sasl;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod runtime;
 
