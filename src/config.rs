@@ -14,6 +14,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+mod security;
+
+pub use security::SecurityProtocol;
+use security::{
+    SaslProperties, ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG,
+    SASL_PASSWORD, SASL_USERNAME, SECRET_PROPERTIES, SECURITY_PROTOCOL,
+};
+
 // Defined in `fetch`, which acts on it, so that `fetch` does not depend on
 // this module (and through its `Error` on every layer).
 pub use crate::fetch::OffsetReset;
@@ -216,7 +224,6 @@ const ALLOW_AUTO_CREATE_TOPICS: &str = "allow.auto.create.topics";
 const EXCLUDE_INTERNAL_TOPICS: &str = "exclude.internal.topics";
 const RECEIVE_MESSAGE_MAX_BYTES: &str = "receive.message.max.bytes";
 const CLIENT_DNS_LOOKUP: &str = "client.dns.lookup";
-const SECURITY_PROTOCOL: &str = "security.protocol";
 
 /// The largest value of a property sent in an `int32` field or kept in a
 /// Java `int`.
@@ -303,15 +310,17 @@ pub struct ConsumerConfig {
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: u32,
+    security_protocol: SecurityProtocol,
+    sasl: SaslProperties,
 }
 
 impl ConsumerConfig {
     /// Every property name [`from_properties`](Self::from_properties)
-    /// accepts. Two have a single accepted value and no getter:
-    /// `client.dns.lookup` (`use_all_dns_ips`: names are resolved at connect
-    /// time and every address is tried) and `security.protocol`
-    /// (`PLAINTEXT`); they are accepted so that a Java properties file that
-    /// sets them loads.
+    /// accepts (and `sasl.mechanisms`, librdkafka's name for
+    /// `sasl.mechanism`). `client.dns.lookup` has a single accepted value
+    /// (`use_all_dns_ips`: names are resolved at connect time and every
+    /// address is tried) and no getter; it is accepted so that a Java
+    /// properties file that sets it loads.
     pub const PROPERTIES: &'static [&'static str] = &[
         BOOTSTRAP_SERVERS,
         GROUP_ID,
@@ -349,6 +358,11 @@ impl ConsumerConfig {
         RECEIVE_MESSAGE_MAX_BYTES,
         CLIENT_DNS_LOOKUP,
         SECURITY_PROTOCOL,
+        SASL_MECHANISM,
+        SASL_USERNAME,
+        SASL_PASSWORD,
+        SASL_OAUTHBEARER_CONFIG,
+        ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT,
     ];
 
     /// A builder with every property at its default; only
@@ -411,8 +425,28 @@ impl ConsumerConfig {
     /// Every property with its value, as strings that
     /// [`from_properties`](Self::from_properties) reads back into an equal
     /// configuration. Unset optional properties (`group.id`,
-    /// `group.instance.id`, `client.rack`) are left out. Handy for logging
-    /// the effective configuration.
+    /// `group.instance.id`, `client.rack`, `sasl.mechanism`,
+    /// `sasl.username`, `sasl.oauthbearer.config`) are left out. Handy for
+    /// logging the effective configuration: secrets are left out too
+    /// (`sasl.password`; an OAUTHBEARER token provider is code, not a
+    /// property), so a configuration with them reads back only once they
+    /// are set again.
+    ///
+    /// ```
+    /// use lazykafka::ConsumerConfig;
+    ///
+    /// let config = ConsumerConfig::from_properties([
+    ///     ("bootstrap.servers", "localhost:9092"),
+    ///     ("security.protocol", "SASL_PLAINTEXT"),
+    ///     ("sasl.mechanism", "SCRAM-SHA-256"),
+    ///     ("sasl.username", "alice"),
+    ///     ("sasl.password", "alice-secret"),
+    /// ])?;
+    /// let listed = format!("{:?}", config.to_properties());
+    /// assert!(listed.contains("alice") && !listed.contains("alice-secret"));
+    /// assert!(!format!("{config:?}").contains("alice-secret"));
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
     pub fn to_properties(&self) -> Vec<(&'static str, String)> {
         let ms = |d: Duration| d.as_millis().to_string();
         let mut out = vec![(
@@ -501,8 +535,10 @@ impl ConsumerConfig {
                 self.receive_message_max_bytes.to_string(),
             ),
             (CLIENT_DNS_LOOKUP, "use_all_dns_ips".to_owned()),
-            (SECURITY_PROTOCOL, "PLAINTEXT".to_owned()),
+            (SECURITY_PROTOCOL, self.security_protocol.to_string()),
         ]);
+        self.sasl.render(&mut out);
+        debug_assert!(out.iter().all(|(k, _)| !SECRET_PROPERTIES.contains(k)));
         out
     }
 
@@ -719,6 +755,50 @@ impl ConsumerConfig {
     pub fn receive_message_max_bytes(&self) -> u32 {
         self.receive_message_max_bytes
     }
+
+    /// `security.protocol`: `PLAINTEXT` (the default), `SSL`,
+    /// `SASL_PLAINTEXT` or `SASL_SSL`.
+    pub fn security_protocol(&self) -> SecurityProtocol {
+        self.security_protocol
+    }
+
+    /// `sasl.mechanism` (librdkafka: `sasl.mechanisms`), if set.
+    pub fn sasl_mechanism(&self) -> Option<crate::sasl::Mechanism> {
+        self.sasl.mechanism
+    }
+
+    /// `sasl.username`, if set.
+    pub fn sasl_username(&self) -> Option<&str> {
+        self.sasl.username.as_deref()
+    }
+
+    /// `sasl.password`, if set (its `Debug` and `Display` show
+    /// `[redacted]`).
+    pub fn sasl_password(&self) -> Option<&crate::sasl::Secret> {
+        self.sasl.password.as_ref()
+    }
+
+    /// `sasl.oauthbearer.config`, if set.
+    pub fn sasl_oauthbearer_config(&self) -> Option<&str> {
+        self.sasl.oauthbearer_config.as_deref()
+    }
+
+    /// `enable.sasl.oauthbearer.unsecure.jwt` (default `false`).
+    pub fn enable_sasl_oauthbearer_unsecure_jwt(&self) -> bool {
+        self.sasl.unsecure_jwt
+    }
+
+    /// The OAUTHBEARER token provider, if set.
+    pub fn oauthbearer_token_provider(&self) -> Option<&crate::sasl::OAuthTokenProvider> {
+        self.sasl.token_provider.as_ref()
+    }
+
+    /// How connections authenticate: `None` unless `security.protocol`
+    /// uses SASL. For OAUTHBEARER with unsecured tokens, the provider that
+    /// makes them.
+    pub fn sasl_config(&self) -> Option<crate::sasl::SaslConfig> {
+        self.sasl.cluster_config(self.security_protocol)
+    }
 }
 
 impl<'de> Deserialize<'de> for ConsumerConfig {
@@ -848,6 +928,8 @@ pub struct ConsumerConfigBuilder {
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: Option<u32>,
+    security_protocol: SecurityProtocol,
+    sasl: SaslProperties,
 }
 
 impl Default for ConsumerConfigBuilder {
@@ -897,6 +979,8 @@ impl ConsumerConfigBuilder {
             allow_auto_create_topics: true,
             exclude_internal_topics: true,
             receive_message_max_bytes: None,
+            security_protocol: SecurityProtocol::Plaintext,
+            sasl: SaslProperties::default(),
         }
     }
 
@@ -986,16 +1070,11 @@ impl ConsumerConfigBuilder {
                     ));
                 }
             }
-            SECURITY_PROTOCOL => {
-                if !v.eq_ignore_ascii_case("plaintext") {
-                    return Err(invalid(
-                        p,
-                        v,
-                        "only PLAINTEXT is supported (no TLS or SASL yet)",
-                    ));
-                }
-            }
-            _ => return Err(unknown_property(property)),
+            SECURITY_PROTOCOL => self.security_protocol = v.parse()?,
+            _ => match self.sasl.set(property, v) {
+                Some(result) => result?,
+                None => return Err(unknown_property(property)),
+            },
         }
         Ok(self)
     }
@@ -1226,6 +1305,79 @@ impl ConsumerConfigBuilder {
         self
     }
 
+    /// `security.protocol`.
+    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
+        self.security_protocol = protocol;
+        self
+    }
+
+    /// `sasl.mechanism`: required with `SASL_PLAINTEXT` and `SASL_SSL`.
+    pub fn sasl_mechanism(mut self, mechanism: crate::sasl::Mechanism) -> Self {
+        self.sasl.mechanism = Some(mechanism);
+        self
+    }
+
+    /// `sasl.username` (PLAIN, SCRAM).
+    pub fn sasl_username(mut self, username: impl Into<String>) -> Self {
+        self.sasl.username = Some(username.into());
+        self
+    }
+
+    /// `sasl.password` (PLAIN, SCRAM). Kept out of `Debug` and
+    /// [`ConsumerConfig::to_properties`].
+    pub fn sasl_password(mut self, password: impl Into<String>) -> Self {
+        self.sasl.password = Some(crate::sasl::Secret::new(password.into()));
+        self
+    }
+
+    /// `sasl.oauthbearer.config`: for unsecured OAUTHBEARER tokens,
+    /// `principal=NAME` and optionally `lifeSeconds=N` (3600), `scope=S`,
+    /// `extension_KEY=VALUE`, separated by spaces (librdkafka's syntax).
+    pub fn sasl_oauthbearer_config(mut self, config: impl Into<String>) -> Self {
+        let config = config.into();
+        self.sasl.oauthbearer_config = (!config.is_empty()).then_some(config);
+        self
+    }
+
+    /// `enable.sasl.oauthbearer.unsecure.jwt`: make unsecured
+    /// (`"alg":"none"`) OAUTHBEARER tokens from `sasl.oauthbearer.config`,
+    /// for test brokers that accept them.
+    pub fn enable_sasl_oauthbearer_unsecure_jwt(mut self, enable: bool) -> Self {
+        self.sasl.unsecure_jwt = enable;
+        self
+    }
+
+    /// Where OAUTHBEARER tokens come from: `provider` is called when a
+    /// connection authenticates and the last token has used 80% of its
+    /// lifetime; an `Err` fails that authentication with its message. See
+    /// [`OAuthTokenProvider`](crate::sasl::OAuthTokenProvider).
+    ///
+    /// ```
+    /// use lazykafka::sasl::{Mechanism, OAuthToken};
+    /// use lazykafka::config::SecurityProtocol;
+    /// use lazykafka::ConsumerConfig;
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers("localhost:9092")
+    ///     .security_protocol(SecurityProtocol::SaslPlaintext)
+    ///     .sasl_mechanism(Mechanism::OAuthBearer)
+    ///     .oauthbearer_token_provider(|| {
+    ///         // Fetch (or take from a cache) a token for this client.
+    ///         Ok(OAuthToken::new("eyJhbGciOi...", Duration::from_secs(3600)))
+    ///     })
+    ///     .build()?;
+    /// assert!(config.sasl_config().is_some());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn oauthbearer_token_provider(
+        mut self,
+        provider: impl Fn() -> Result<crate::sasl::OAuthToken, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.sasl.token_provider = Some(crate::sasl::OAuthTokenProvider::new(provider));
+        self
+    }
+
     /// Checks every value and how they agree, and returns the
     /// configuration; an [`Error::Config`] names the first property that is
     /// wrong.
@@ -1383,6 +1535,8 @@ impl ConsumerConfigBuilder {
                 ),
             ));
         }
+        b.sasl.check(b.security_protocol)?;
+
         // librdkafka's rule: a whole Fetch response must fit in a frame.
         // Unset, the limit grows to fit; set, it must be large enough.
         let fetch_frame = b.fetch_max_bytes.saturating_add(FETCH_RESPONSE_OVERHEAD);
@@ -1446,6 +1600,8 @@ impl ConsumerConfigBuilder {
             allow_auto_create_topics: b.allow_auto_create_topics,
             exclude_internal_topics: b.exclude_internal_topics,
             receive_message_max_bytes,
+            security_protocol: b.security_protocol,
+            sasl: b.sasl,
         })
     }
 }
@@ -1587,8 +1743,10 @@ fn unknown_property(property: &str) -> Error {
         ("topic.metadata.refresh.interval.ms", METADATA_MAX_AGE_MS),
         ("socket.timeout.ms", REQUEST_TIMEOUT_MS),
     ];
-    let reason = if property.starts_with("ssl.") || property.starts_with("sasl.") {
-        "TLS and SASL are not supported yet".to_owned()
+    let reason = if property.starts_with("ssl.") {
+        "TLS is not supported yet".to_owned()
+    } else if property.starts_with("sasl.kerberos.") {
+        "GSSAPI (Kerberos) is not supported".to_owned()
     } else if property == "key.deserializer" || property == "value.deserializer" {
         "records are handed out as bytes; deserialize them in the application".to_owned()
     } else if let Some((_, known)) = ALIASES.iter().find(|(alias, _)| *alias == property) {

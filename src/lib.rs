@@ -96,9 +96,9 @@ pub mod group;
 pub mod mock;
 pub mod protocol;
 pub mod records;
-pub mod sasl;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod runtime;
+pub mod sasl;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]

@@ -397,21 +397,92 @@ const CASES: &[Case] = &[
         default: Some("PLAINTEXT"),
         valid: "plaintext",
         valid_rendered: "PLAINTEXT",
-        invalid: &[("SSL", "security.protocol", &["\"SSL\"", "only PLAINTEXT"])],
+        invalid: &[
+            ("TLS", "security.protocol", &["\"TLS\"", "SASL_PLAINTEXT"]),
+            ("SSL", "security.protocol", &["\"SSL\"", "not supported"]),
+            // SASL needs a mechanism (and credentials): see sasl_* below.
+            ("sasl_plaintext", "sasl.mechanism", &["required", "GSSAPI"]),
+        ],
+    },
+    Case {
+        property: "sasl.mechanism",
+        default: None,
+        // Ignored without a SASL security.protocol, as Java does, but kept.
+        valid: "scram-sha-512",
+        valid_rendered: "SCRAM-SHA-512",
+        invalid: &[
+            ("GSSAPI", "sasl.mechanism", &["\"GSSAPI\"", "Kerberos"]),
+            ("MD5", "sasl.mechanism", &["\"MD5\"", "SCRAM-SHA-256"]),
+        ],
+    },
+    Case {
+        property: "sasl.username",
+        default: None,
+        valid: " alice ",
+        valid_rendered: "alice",
+        invalid: &[],
+    },
+    Case {
+        property: "sasl.password",
+        default: None,
+        valid: "hunter2",
+        valid_rendered: SECRET,
+        invalid: &[],
+    },
+    Case {
+        property: "sasl.oauthbearer.config",
+        default: None,
+        valid: " principal=admin lifeSeconds=60 ",
+        valid_rendered: "principal=admin lifeSeconds=60",
+        invalid: &[
+            (
+                "principal",
+                "sasl.oauthbearer.config",
+                &["\"principal\"", "key=value"],
+            ),
+            ("lifeSeconds=-1", "sasl.oauthbearer.config", &["positive"]),
+        ],
+    },
+    Case {
+        property: "enable.sasl.oauthbearer.unsecure.jwt",
+        default: Some("false"),
+        valid: "TRUE",
+        valid_rendered: "true",
+        invalid: &[(
+            "yes",
+            "enable.sasl.oauthbearer.unsecure.jwt",
+            &["true or false"],
+        )],
     },
 ];
+
+/// `valid_rendered` of a secret: `to_properties` leaves it out.
+const SECRET: &str = "(never rendered)";
 
 #[test]
 fn the_table_covers_every_property() {
     let covered: Vec<&str> = CASES.iter().map(|c| c.property).collect();
     assert_eq!(covered, ConsumerConfig::PROPERTIES);
-    let rendered: Vec<&str> = with(&[("group.instance.id", "i"), ("client.rack", "r")])
-        .unwrap()
-        .to_properties()
-        .into_iter()
-        .map(|(k, _)| k)
+    let rendered: Vec<&str> = with(&[
+        ("group.instance.id", "i"),
+        ("client.rack", "r"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "u"),
+        ("sasl.password", "p"),
+        ("sasl.oauthbearer.config", "principal=p"),
+    ])
+    .unwrap()
+    .to_properties()
+    .into_iter()
+    .map(|(k, _)| k)
+    .collect();
+    // Every property but the secrets, which are never rendered.
+    let expected: Vec<&str> = ConsumerConfig::PROPERTIES
+        .iter()
+        .copied()
+        .filter(|p| !SECRET_PROPERTIES.contains(p))
         .collect();
-    assert_eq!(rendered, ConsumerConfig::PROPERTIES);
+    assert_eq!(rendered, expected);
 }
 
 #[test]
@@ -432,9 +503,10 @@ fn every_property_parses() {
     for case in CASES {
         let config = with(&[(case.property, case.valid)])
             .unwrap_or_else(|e| panic!("{}={:?}: {e}", case.property, case.valid));
+        let expected = (case.valid_rendered != SECRET).then_some(case.valid_rendered);
         assert_eq!(
             rendered(&config, case.property).as_deref(),
-            Some(case.valid_rendered),
+            expected,
             "{}",
             case.property
         );
@@ -551,6 +623,12 @@ fn typed_setters_match_the_properties() {
         .allow_auto_create_topics(false)
         .exclude_internal_topics(false)
         .receive_message_max_bytes(5000)
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl_mechanism(crate::sasl::Mechanism::ScramSha256)
+        .sasl_username("alice")
+        .sasl_password("alice-secret")
+        .sasl_oauthbearer_config("principal=p")
+        .enable_sasl_oauthbearer_unsecure_jwt(false)
         .build()
         .unwrap();
     let from_properties = ConsumerConfig::from_properties([
@@ -587,16 +665,139 @@ fn typed_setters_match_the_properties() {
         ("allow.auto.create.topics", "false"),
         ("exclude.internal.topics", "false"),
         ("receive.message.max.bytes", "5000"),
+        ("security.protocol", "SASL_PLAINTEXT"),
+        // librdkafka's name for sasl.mechanism.
+        ("sasl.mechanisms", "SCRAM-SHA-256"),
+        ("sasl.username", "alice"),
+        ("sasl.password", "alice-secret"),
+        ("sasl.oauthbearer.config", "principal=p"),
+        ("enable.sasl.oauthbearer.unsecure.jwt", "false"),
     ])
     .unwrap();
     assert_eq!(typed, from_properties);
     assert_eq!(typed.rebalance_protocol(), RebalanceProtocol::Cooperative);
     assert_eq!(typed.isolation_level().wire_value(), 1);
-    // And back again.
-    assert_eq!(
-        ConsumerConfig::from_properties(typed.to_properties()).unwrap(),
-        typed
+    // And back again, once the secret left out is set again.
+    let mut back = typed.to_properties();
+    back.push(("sasl.password", "alice-secret".to_owned()));
+    assert_eq!(ConsumerConfig::from_properties(back).unwrap(), typed);
+}
+
+const SASL: [(&str, &str); 1] = [("security.protocol", "SASL_PLAINTEXT")];
+
+fn with_sasl(extra: &[(&str, &str)]) -> Result<ConsumerConfig, Error> {
+    ConsumerConfig::from_properties(BASE.iter().chain(&SASL).chain(extra).copied())
+}
+
+#[test]
+fn sasl_needs_a_mechanism_and_its_credentials() {
+    assert_config_error(with_sasl(&[]), "sasl.mechanism", &["required"]);
+    for m in ["PLAIN", "SCRAM-SHA-256", "scram-sha-512"] {
+        assert_config_error(
+            with_sasl(&[("sasl.mechanism", m), ("sasl.password", "p")]),
+            "sasl.username",
+            &["required"],
+        );
+        assert_config_error(
+            with_sasl(&[("sasl.mechanism", m), ("sasl.username", "u")]),
+            "sasl.password",
+            &["required"],
+        );
+        let config = with_sasl(&[
+            ("sasl.mechanism", m),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+        ])
+        .unwrap();
+        let sasl = config.sasl_config().unwrap();
+        assert_eq!(sasl.mechanism.name(), m.to_uppercase());
+        assert_eq!((sasl.username.as_str(), sasl.password.expose()), ("u", "p"));
+    }
+    // OAUTHBEARER: a provider, or unsecured tokens with a principal.
+    assert_config_error(
+        with_sasl(&[("sasl.mechanism", "OAUTHBEARER")]),
+        "sasl.mechanism",
+        &["token provider", "enable.sasl.oauthbearer.unsecure.jwt"],
     );
+    assert_config_error(
+        with_sasl(&[
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+        ]),
+        "sasl.oauthbearer.config",
+        &["principal"],
+    );
+    let unsecured = with_sasl(&[
+        ("sasl.mechanism", "OAUTHBEARER"),
+        ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+        ("sasl.oauthbearer.config", "principal=admin lifeSeconds=60"),
+    ])
+    .unwrap();
+    let provider = unsecured.sasl_config().unwrap().token_provider.unwrap();
+    let token = provider.token().unwrap();
+    assert_eq!(token.lifetime(), Duration::from_secs(60));
+    assert_eq!(
+        crate::sasl::parse_unsecured_jws(token.value().expose())
+            .unwrap()
+            .0,
+        "admin"
+    );
+    let both = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl_mechanism(crate::sasl::Mechanism::OAuthBearer)
+        .oauthbearer_token_provider(|| Err("none".into()))
+        .enable_sasl_oauthbearer_unsecure_jwt(true)
+        .build();
+    assert_config_error(
+        both,
+        "enable.sasl.oauthbearer.unsecure.jwt",
+        &["one or the other"],
+    );
+    // Without SASL, the sasl.* properties are ignored (Java and librdkafka
+    // do the same): a shared properties file may carry them.
+    let plain = with(&[("sasl.mechanism", "PLAIN")]).unwrap();
+    assert_eq!(plain.sasl_config(), None);
+}
+
+#[test]
+fn secrets_never_show_in_debug_properties_or_errors() {
+    let secret = "hunter2-do-not-log";
+    let builder = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl_mechanism(crate::sasl::Mechanism::Plain)
+        .sasl_username("alice")
+        .sasl_password(secret);
+    assert!(!format!("{builder:?}").contains(secret));
+    let config = builder.build().unwrap();
+    assert_eq!(config.sasl_password().unwrap().expose(), secret);
+    assert!(!format!("{config:?}").contains(secret));
+    assert!(!format!("{:?}", config.sasl_config()).contains(secret));
+    let listed = config.to_properties();
+    assert!(!format!("{listed:?}").contains(secret));
+    assert!(listed.iter().all(|(k, _)| *k != "sasl.password"));
+    let json = serde_json::to_string(&listed.into_iter().collect::<BTreeMap<_, _>>()).unwrap();
+    assert!(!json.contains(secret));
+    // A config error about another property does not echo the password.
+    let err = with_sasl(&[("sasl.mechanism", "PLAIN"), ("sasl.password", secret)]).unwrap_err();
+    assert!(!err.to_string().contains(secret), "{err}");
+    // OAUTHBEARER tokens: the provider and its tokens print no token.
+    let config = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl_mechanism(crate::sasl::Mechanism::OAuthBearer)
+        .oauthbearer_token_provider(move || {
+            Ok(crate::sasl::OAuthToken::new(secret, Duration::from_secs(1)))
+        })
+        .build()
+        .unwrap();
+    let token = config
+        .oauthbearer_token_provider()
+        .unwrap()
+        .token()
+        .unwrap();
+    assert!(!format!("{config:?} {token:?}").contains(secret));
 }
 
 #[test]
@@ -798,8 +999,9 @@ fn unknown_properties_are_errors_with_hints() {
         ("fetch.wait.max.ms", "did you mean \"fetch.max.wait.ms\"?"),
         ("auto.commit.enable", "did you mean \"enable.auto.commit\"?"),
         ("socket.timeout.ms", "did you mean \"request.timeout.ms\"?"),
-        ("ssl.keystore.location", "TLS and SASL"),
-        ("sasl.mechanism", "TLS and SASL"),
+        ("ssl.keystore.location", "TLS is not supported"),
+        ("sasl.kerberos.service.name", "Kerberos"),
+        ("sasl.usernme", "did you mean \"sasl.username\"?"),
         ("value.deserializer", "as bytes"),
         ("linger.ms", "unknown property"),
     ];

@@ -196,9 +196,7 @@ pub struct OAuthTokenProvider(Arc<ProviderFn>);
 
 impl OAuthTokenProvider {
     /// Wraps `provider`.
-    pub fn new(
-        provider: impl Fn() -> Result<OAuthToken, String> + Send + Sync + 'static,
-    ) -> Self {
+    pub fn new(provider: impl Fn() -> Result<OAuthToken, String> + Send + Sync + 'static) -> Self {
         OAuthTokenProvider(Arc::new(provider))
     }
 
@@ -377,7 +375,8 @@ impl SaslSession {
     /// Takes the broker's bytes from a SaslAuthenticate response that
     /// carried no error.
     pub fn step(&mut self, server: &[u8]) -> Result<SaslStep, String> {
-        let text = || std::str::from_utf8(server).map_err(|_| "the server's SASL message is not UTF-8");
+        let text =
+            || std::str::from_utf8(server).map_err(|_| "the server's SASL message is not UTF-8");
         match self {
             SaslSession::Plain | SaslSession::OAuthBearer => Ok(SaslStep::Done),
             SaslSession::ScramSha256(c) => scram_step(c, text()?),
@@ -410,6 +409,16 @@ pub(crate) fn oauthbearer_message(token: &OAuthToken) -> Vec<u8> {
     }
     m.push('\x01');
     m.into_bytes()
+}
+
+/// Fills `buf` from the operating system's random source (the default
+/// [`ClusterConfig::random_bytes`](crate::cluster::ClusterConfig::random_bytes)).
+/// Should that fail, `buf` is left as it is; the cluster mixes its own
+/// generator in too.
+pub fn os_random(buf: &mut [u8]) {
+    if let Err(e) = getrandom::fill(buf) {
+        log::warn!("the operating system's random source failed: {e}");
+    }
 }
 
 /// A SCRAM client nonce: 24 random bytes, base64 (printable, no `,`, as

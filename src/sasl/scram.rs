@@ -72,6 +72,7 @@ fn escape_name(name: &str) -> String {
     name.replace('=', "=3D").replace(',', "=2C")
 }
 
+#[cfg(any(test, feature = "mock"))]
 fn unescape_name(name: &str) -> Option<String> {
     let mut out = String::new();
     let mut rest = name;
@@ -139,7 +140,9 @@ enum ClientState {
     ExpectServerFirst,
     /// client-final sent; waiting for server-final, which must carry this
     /// signature.
-    ExpectServerFinal { server_signature: Vec<u8> },
+    ExpectServerFinal {
+        server_signature: Vec<u8>,
+    },
     Done,
 }
 
@@ -238,6 +241,7 @@ impl<D: EagerHash> ScramClient<D> {
     }
 }
 
+#[cfg(any(test, feature = "mock"))]
 /// What a SCRAM server stores for a user (RFC 5802 §2.2 and §3): never the
 /// password itself.
 #[derive(Clone, PartialEq, Eq)]
@@ -248,6 +252,7 @@ pub(crate) struct ScramCredential {
     pub server_key: Vec<u8>,
 }
 
+#[cfg(any(test, feature = "mock"))]
 impl fmt::Debug for ScramCredential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ScramCredential")
@@ -256,6 +261,7 @@ impl fmt::Debug for ScramCredential {
     }
 }
 
+#[cfg(any(test, feature = "mock"))]
 impl ScramCredential {
     /// The credential for `password`, salted with `salt`.
     pub fn new<D: EagerHash>(password: &str, salt: &[u8], iterations: u32) -> Self {
@@ -269,6 +275,7 @@ impl ScramCredential {
     }
 }
 
+#[cfg(any(test, feature = "mock"))]
 /// Where a server exchange is.
 #[derive(Debug)]
 enum ServerState {
@@ -282,6 +289,7 @@ enum ServerState {
     Done,
 }
 
+#[cfg(any(test, feature = "mock"))]
 /// Why a server exchange failed, as RFC 5802 §7 names the errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ScramServerError {
@@ -293,6 +301,7 @@ pub(crate) enum ScramServerError {
     InvalidProof(String),
 }
 
+#[cfg(any(test, feature = "mock"))]
 impl fmt::Display for ScramServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -303,6 +312,7 @@ impl fmt::Display for ScramServerError {
     }
 }
 
+#[cfg(any(test, feature = "mock"))]
 /// The server side of one SCRAM exchange (the mock cluster's).
 #[derive(Debug)]
 pub(crate) struct ScramServer<D> {
@@ -310,6 +320,7 @@ pub(crate) struct ScramServer<D> {
     hash: PhantomData<D>,
 }
 
+#[cfg(any(test, feature = "mock"))]
 impl<D: EagerHash> ScramServer<D> {
     /// A new exchange.
     pub fn new() -> Self {
@@ -383,7 +394,11 @@ impl<D: EagerHash> ScramServer<D> {
         let without_proof = &message[..message.len() - proof.len() - 3];
         match attrs.as_slice() {
             [('c', _), ('r', r), ..] if *r == nonce => {}
-            _ => return Err(ScramServerError::Malformed("nonce or channel binding".into())),
+            _ => {
+                return Err(ScramServerError::Malformed(
+                    "nonce or channel binding".into(),
+                ))
+            }
         }
         let proof = BASE64_STANDARD
             .decode(proof)
@@ -391,7 +406,8 @@ impl<D: EagerHash> ScramServer<D> {
         let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
         let client_signature = hmac::<D>(&credential.stored_key, auth_message.as_bytes());
         let client_key = xor(&proof, &client_signature);
-        if proof.len() != credential.stored_key.len() || hash::<D>(&client_key) != credential.stored_key
+        if proof.len() != credential.stored_key.len()
+            || hash::<D>(&client_key) != credential.stored_key
         {
             return Err(ScramServerError::InvalidProof(user));
         }
