@@ -132,9 +132,11 @@ fn parse_oauthbearer_config(value: &str) -> Result<UnsecuredJwtConfig, Error> {
                 Some(name) if !name.is_empty() => {
                     c.extensions.insert(name.to_owned(), v.to_owned());
                 }
-                _ => return Err(bad(format!(
+                _ => {
+                    return Err(bad(format!(
                     "unknown key {k:?}; expected principal, lifeSeconds, scope or extension_NAME"
-                ))),
+                )))
+                }
             },
         }
     }
