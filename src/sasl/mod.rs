@@ -10,7 +10,10 @@
 //! on the same connection before it ends. See `docs/security.md`.
 //!
 //! This module is pure: the exchanges take and return bytes; the
-//! [`cluster`](crate::cluster) state machine carries them.
+//! [`cluster`](crate::cluster) state machine carries them. What follows is
+//! `docs/security.md`.
+//!
+#![doc = include_str!("../../docs/security.md")]
 
 pub(crate) mod scram;
 
