@@ -183,7 +183,7 @@ fn assert_nothing_before_authentication(mock: &MockCluster) {
 #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn our_consumer_authenticates_with_every_mechanism() {
     let provider_calls = Arc::new(AtomicUsize::new(0));
-    let settings: Vec<(&str, Box<dyn Fn(&str) -> lazykafka::ConsumerConfig>)> = vec![
+    let settings: Vec<(&str, MakeConfig)> = vec![
         (
             "PLAIN",
             Box::new(|b| with_password(b, Mechanism::Plain, PASSWORD)),
@@ -258,6 +258,9 @@ async fn our_consumer_authenticates_with_every_mechanism() {
     // it is fresh.
     assert!(provider_calls.load(Ordering::SeqCst) >= 1);
 }
+
+/// Makes a consumer's configuration for a bootstrap address.
+type MakeConfig = Box<dyn Fn(&str) -> lazykafka::ConsumerConfig>;
 
 fn with_password(
     bootstrap: &str,

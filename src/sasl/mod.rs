@@ -487,13 +487,8 @@ pub(crate) fn parse_unsecured_jws(token: &str) -> Result<(String, Option<f64>), 
         .and_then(|v| v.strip_prefix('"')?.split('"').next().map(str::to_owned))
         .filter(|s| !s.is_empty())
         .ok_or("the token has no sub claim")?;
-    let exp = json_field(&claims, "exp").and_then(|v| {
-        v.split(|c: char| c == ',' || c == '}')
-            .next()?
-            .trim()
-            .parse()
-            .ok()
-    });
+    let exp =
+        json_field(&claims, "exp").and_then(|v| v.split([',', '}']).next()?.trim().parse().ok());
     Ok((sub, exp))
 }
 
