@@ -266,6 +266,7 @@ fn event_line(e: &ConnectionEvent) -> String {
         EventKind::Opened => ("opened", None),
         EventKind::ConnectFailed { .. } => ("connect_failed", None),
         EventKind::Ready => ("ready", None),
+        EventKind::Authenticated { .. } => ("authenticated", None),
         EventKind::Promoted => ("promoted", None),
         EventKind::Retired => ("retired", None),
         EventKind::Closed { reason, .. } => ("closed", Some(reason.to_string())),

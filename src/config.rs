@@ -15,6 +15,13 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+mod security;
+
+use security::{
+    SaslProperties, ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG,
+    SASL_PASSWORD, SASL_USERNAME, SECURITY_PROTOCOL,
+};
+
 // Defined in `fetch`, which acts on it, so that `fetch` does not depend on
 // this module (and through its `Error` on every layer).
 pub use crate::fetch::OffsetReset;
@@ -350,7 +357,6 @@ const ALLOW_AUTO_CREATE_TOPICS: &str = "allow.auto.create.topics";
 const EXCLUDE_INTERNAL_TOPICS: &str = "exclude.internal.topics";
 const RECEIVE_MESSAGE_MAX_BYTES: &str = "receive.message.max.bytes";
 const CLIENT_DNS_LOOKUP: &str = "client.dns.lookup";
-const SECURITY_PROTOCOL: &str = "security.protocol";
 const SSL_CA_LOCATION: &str = "ssl.ca.location";
 const SSL_CA_PEM: &str = "ssl.ca.pem";
 const SSL_CERTIFICATE_LOCATION: &str = "ssl.certificate.location";
@@ -457,13 +463,15 @@ pub struct ConsumerConfig {
     ssl_key_password: Option<Secret>,
     ssl_endpoint_identification_algorithm: EndpointIdentification,
     enable_ssl_certificate_verification: bool,
+    sasl: SaslProperties,
 }
 
 impl ConsumerConfig {
     /// Every property name [`from_properties`](Self::from_properties)
-    /// accepts. One has a single accepted value and no getter:
-    /// `client.dns.lookup` (`use_all_dns_ips`: names are resolved at connect
-    /// time and every address is tried); it is accepted so that a Java
+    /// accepts (and `sasl.mechanisms`, librdkafka's name for
+    /// `sasl.mechanism`). `client.dns.lookup` has a single accepted value
+    /// (`use_all_dns_ips`: names are resolved at connect time and every
+    /// address is tried) and no getter; it is accepted so that a Java
     /// properties file that sets it loads.
     pub const PROPERTIES: &'static [&'static str] = &[
         BOOTSTRAP_SERVERS,
@@ -512,12 +520,18 @@ impl ConsumerConfig {
         SSL_KEY_PASSWORD,
         SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
         ENABLE_SSL_CERTIFICATE_VERIFICATION,
+        SASL_MECHANISM,
+        SASL_USERNAME,
+        SASL_PASSWORD,
+        SASL_OAUTHBEARER_CONFIG,
+        ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT,
     ];
 
     /// The properties whose values are secrets: never rendered by
     /// [`to_properties`](Self::to_properties) nor shown by `Debug`, and
     /// never quoted in an error.
-    pub const SECRET_PROPERTIES: &'static [&'static str] = &[SSL_KEY_PEM, SSL_KEY_PASSWORD];
+    pub const SECRET_PROPERTIES: &'static [&'static str] =
+        &[SSL_KEY_PEM, SSL_KEY_PASSWORD, SASL_PASSWORD];
 
     /// A builder with every property at its default; only
     /// `bootstrap.servers` must be set.
@@ -579,10 +593,30 @@ impl ConsumerConfig {
     /// Every property with its value, as strings that
     /// [`from_properties`](Self::from_properties) reads back into an equal
     /// configuration, except for the secrets
-    /// ([`SECRET_PROPERTIES`](Self::SECRET_PROPERTIES): `ssl.key.pem` and
-    /// `ssl.key.password`), which are left out so that the output can be
-    /// logged. Unset optional properties (`group.id`, `group.instance.id`,
-    /// `client.rack`, the `ssl.*` files and PEM texts) are left out too.
+    /// ([`SECRET_PROPERTIES`](Self::SECRET_PROPERTIES): `ssl.key.pem`,
+    /// `ssl.key.password` and `sasl.password`; an OAUTHBEARER token provider
+    /// is code, not a property), which are left out so that the output can
+    /// be logged: a configuration with them reads back only once they are
+    /// set again. Unset optional properties (`group.id`,
+    /// `group.instance.id`, `client.rack`, the `ssl.*` files and PEM texts,
+    /// `sasl.mechanism`, `sasl.username`, `sasl.oauthbearer.config`) are
+    /// left out too.
+    ///
+    /// ```
+    /// use lazykafka::ConsumerConfig;
+    ///
+    /// let config = ConsumerConfig::from_properties([
+    ///     ("bootstrap.servers", "localhost:9092"),
+    ///     ("security.protocol", "SASL_PLAINTEXT"),
+    ///     ("sasl.mechanism", "SCRAM-SHA-256"),
+    ///     ("sasl.username", "alice"),
+    ///     ("sasl.password", "alice-secret"),
+    /// ])?;
+    /// let listed = format!("{:?}", config.to_properties());
+    /// assert!(listed.contains("alice") && !listed.contains("alice-secret"));
+    /// assert!(!format!("{config:?}").contains("alice-secret"));
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
     pub fn to_properties(&self) -> Vec<(&'static str, String)> {
         let ms = |d: Duration| d.as_millis().to_string();
         let mut out = vec![(
@@ -697,6 +731,10 @@ impl ConsumerConfig {
                 self.enable_ssl_certificate_verification.to_string(),
             ),
         ]);
+        self.sasl.render(&mut out);
+        debug_assert!(out
+            .iter()
+            .all(|(k, _)| !Self::SECRET_PROPERTIES.contains(k)));
         out
     }
 
@@ -985,6 +1023,44 @@ impl ConsumerConfig {
     pub fn enable_ssl_certificate_verification(&self) -> bool {
         self.enable_ssl_certificate_verification
     }
+
+    /// `sasl.mechanism` (librdkafka: `sasl.mechanisms`), if set.
+    pub fn sasl_mechanism(&self) -> Option<crate::sasl::Mechanism> {
+        self.sasl.mechanism
+    }
+
+    /// `sasl.username`, if set.
+    pub fn sasl_username(&self) -> Option<&str> {
+        self.sasl.username.as_deref()
+    }
+
+    /// `sasl.password`, if set (its `Debug` and `Display` show
+    /// `[redacted]`).
+    pub fn sasl_password(&self) -> Option<&crate::sasl::Secret> {
+        self.sasl.password.as_ref()
+    }
+
+    /// `sasl.oauthbearer.config`, if set.
+    pub fn sasl_oauthbearer_config(&self) -> Option<&str> {
+        self.sasl.oauthbearer_config.as_deref()
+    }
+
+    /// `enable.sasl.oauthbearer.unsecure.jwt` (default `false`).
+    pub fn enable_sasl_oauthbearer_unsecure_jwt(&self) -> bool {
+        self.sasl.unsecure_jwt
+    }
+
+    /// The OAUTHBEARER token provider, if set.
+    pub fn oauthbearer_token_provider(&self) -> Option<&crate::sasl::OAuthTokenProvider> {
+        self.sasl.token_provider.as_ref()
+    }
+
+    /// How connections authenticate: `None` unless `security.protocol`
+    /// uses SASL. For OAUTHBEARER with unsecured tokens, the provider that
+    /// makes them.
+    pub fn sasl_config(&self) -> Option<crate::sasl::SaslConfig> {
+        self.sasl.cluster_config(self.security_protocol)
+    }
 }
 
 impl<'de> Deserialize<'de> for ConsumerConfig {
@@ -1125,6 +1201,7 @@ pub struct ConsumerConfigBuilder {
     ssl_key_password: Option<Secret>,
     ssl_endpoint_identification_algorithm: EndpointIdentification,
     enable_ssl_certificate_verification: bool,
+    sasl: SaslProperties,
 }
 
 impl Default for ConsumerConfigBuilder {
@@ -1185,6 +1262,7 @@ impl ConsumerConfigBuilder {
             ssl_key_password: None,
             ssl_endpoint_identification_algorithm: EndpointIdentification::Https,
             enable_ssl_certificate_verification: true,
+            sasl: SaslProperties::default(),
         }
     }
 
@@ -1300,7 +1378,10 @@ impl ConsumerConfigBuilder {
             ENABLE_SSL_CERTIFICATE_VERIFICATION => {
                 self.enable_ssl_certificate_verification = parse_bool(p, v)?
             }
-            _ => return Err(unknown_property(property)),
+            _ => match self.sasl.set(property, v) {
+                Some(result) => result?,
+                None => return Err(unknown_property(property)),
+            },
         }
         Ok(self)
     }
@@ -1597,6 +1678,73 @@ impl ConsumerConfigBuilder {
         self
     }
 
+    /// `sasl.mechanism`: required with `SASL_PLAINTEXT` and `SASL_SSL`.
+    pub fn sasl_mechanism(mut self, mechanism: crate::sasl::Mechanism) -> Self {
+        self.sasl.mechanism = Some(mechanism);
+        self
+    }
+
+    /// `sasl.username` (PLAIN, SCRAM).
+    pub fn sasl_username(mut self, username: impl Into<String>) -> Self {
+        self.sasl.username = Some(username.into());
+        self
+    }
+
+    /// `sasl.password` (PLAIN, SCRAM). Kept out of `Debug` and
+    /// [`ConsumerConfig::to_properties`].
+    pub fn sasl_password(mut self, password: impl Into<String>) -> Self {
+        self.sasl.password = Some(crate::sasl::Secret::new(password.into()));
+        self
+    }
+
+    /// `sasl.oauthbearer.config`: for unsecured OAUTHBEARER tokens,
+    /// `principal=NAME` and optionally `lifeSeconds=N` (3600), `scope=S`,
+    /// `extension_KEY=VALUE`, separated by spaces (librdkafka's syntax).
+    pub fn sasl_oauthbearer_config(mut self, config: impl Into<String>) -> Self {
+        let config = config.into();
+        self.sasl.oauthbearer_config = (!config.is_empty()).then_some(config);
+        self
+    }
+
+    /// `enable.sasl.oauthbearer.unsecure.jwt`: make unsecured
+    /// (`"alg":"none"`) OAUTHBEARER tokens from `sasl.oauthbearer.config`,
+    /// for test brokers that accept them.
+    pub fn enable_sasl_oauthbearer_unsecure_jwt(mut self, enable: bool) -> Self {
+        self.sasl.unsecure_jwt = enable;
+        self
+    }
+
+    /// Where OAUTHBEARER tokens come from: `provider` is called when a
+    /// connection authenticates and the last token has used 80% of its
+    /// lifetime; an `Err` fails that authentication with its message. See
+    /// [`OAuthTokenProvider`](crate::sasl::OAuthTokenProvider).
+    ///
+    /// ```
+    /// use lazykafka::sasl::{Mechanism, OAuthToken};
+    /// use lazykafka::config::SecurityProtocol;
+    /// use lazykafka::ConsumerConfig;
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers("localhost:9092")
+    ///     .security_protocol(SecurityProtocol::SaslPlaintext)
+    ///     .sasl_mechanism(Mechanism::OAuthBearer)
+    ///     .oauthbearer_token_provider(|| {
+    ///         // Fetch (or take from a cache) a token for this client.
+    ///         Ok(OAuthToken::new("eyJhbGciOi...", Duration::from_secs(3600)))
+    ///     })
+    ///     .build()?;
+    /// assert!(config.sasl_config().is_some());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn oauthbearer_token_provider(
+        mut self,
+        provider: impl Fn() -> Result<crate::sasl::OAuthToken, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.sasl.token_provider = Some(crate::sasl::OAuthTokenProvider::new(provider));
+        self
+    }
+
     /// Checks every value and how they agree, and returns the
     /// configuration; an [`Error::Config`] names the first property that is
     /// wrong.
@@ -1754,6 +1902,8 @@ impl ConsumerConfigBuilder {
                 ),
             ));
         }
+        b.sasl.check(b.security_protocol)?;
+
         // librdkafka's rule: a whole Fetch response must fit in a frame.
         // Unset, the limit grows to fit; set, it must be large enough.
         let fetch_frame = b.fetch_max_bytes.saturating_add(FETCH_RESPONSE_OVERHEAD);
@@ -1855,6 +2005,7 @@ impl ConsumerConfigBuilder {
             ssl_key_password: b.ssl_key_password,
             ssl_endpoint_identification_algorithm: b.ssl_endpoint_identification_algorithm,
             enable_ssl_certificate_verification: b.enable_ssl_certificate_verification,
+            sasl: b.sasl,
         })
     }
 }
@@ -2000,8 +2151,11 @@ fn unknown_property(property: &str) -> Error {
         ("topic.metadata.refresh.interval.ms", METADATA_MAX_AGE_MS),
         ("socket.timeout.ms", REQUEST_TIMEOUT_MS),
     ];
-    let reason = if property.starts_with("ssl.") || property.starts_with("sasl.") {
-        "TLS and SASL are not supported yet".to_owned()
+    let reason = if property.starts_with("ssl.keystore.") || property.starts_with("ssl.truststore.")
+    {
+        "Java keystores are not read: give PEM files (ssl.certificate.location, ssl.key.location, ssl.ca.location)".to_owned()
+    } else if property.starts_with("sasl.kerberos.") {
+        "GSSAPI (Kerberos) is not supported".to_owned()
     } else if property == "key.deserializer" || property == "value.deserializer" {
         "records are handed out as bytes; deserialize them in the application".to_owned()
     } else if let Some((_, known)) = ALIASES.iter().find(|(alias, _)| *alias == property) {

@@ -130,6 +130,28 @@ pub enum Error {
         /// What happened.
         cause: ConnectionError,
     },
+    /// SASL authentication with a broker failed: the broker refused the
+    /// credentials (SASL_AUTHENTICATION_FAILED, with the broker's
+    /// message), does not enable the mechanism (UNSUPPORTED_SASL_MECHANISM,
+    /// with the mechanisms it enables), refused the OAUTHBEARER token (or
+    /// the token provider failed), or could not prove it knows the SCRAM
+    /// password. Reported at the first failure, and again only after the
+    /// broker accepted us or after [`REPORT_AGAIN_AFTER`]. Not retriable:
+    /// it will not pass until the credentials (or the broker's) change;
+    /// the consumer still tries the address every
+    /// `reconnect.backoff.max.ms`, so a fix on the broker's side is
+    /// picked up. The same cause reaches the connection events as
+    /// [`ConnectionError::Authentication`].
+    Authentication {
+        /// The broker id, when known (`None` for a bootstrap address).
+        broker: Option<i32>,
+        /// The address dialled.
+        addr: String,
+        /// The mechanism (`PLAIN`, `SCRAM-SHA-256`, ...).
+        mechanism: String,
+        /// What the broker said, or what was wrong with its answer.
+        message: String,
+    },
     /// A subscribed or assigned topic is unknown to the cluster (or
     /// refused to this client) for longer than
     /// `topic.metadata.propagation.max.ms`. The consumer keeps asking for
@@ -218,14 +240,17 @@ impl Error {
             | Error::ConnectionClosed { .. } => true,
             Error::Broker { code, .. } => code.is_retriable(),
             Error::Request { source, .. } => source.is_retriable(),
-            // A broker that broke the protocol will do it again, and a
-            // certificate that failed verification will fail it again.
+            // A broker that broke the protocol will do it again; a
+            // certificate that failed verification, or credentials that were
+            // refused, fail again.
             Error::Connection { cause, .. } => !matches!(
                 cause,
                 crate::events::ConnectionError::Protocol { .. }
                     | crate::events::ConnectionError::Tls { .. }
+                    | crate::events::ConnectionError::Authentication { .. }
             ),
             Error::Timeout { .. } => true,
+            Error::Authentication { .. } => false,
             Error::Closed => false,
             Error::Fetch(e) => e.is_retriable(),
             Error::Seek(_) => false,
@@ -301,6 +326,18 @@ impl fmt::Display for Error {
                     None => write!(f, "{purpose} connection to {addr}")?,
                 }
                 write!(f, ": {cause}")
+            }
+            Error::Authentication {
+                broker,
+                addr,
+                mechanism,
+                message,
+            } => {
+                match broker {
+                    Some(b) => write!(f, "broker {b} ({addr})")?,
+                    None => write!(f, "{addr}")?,
+                }
+                write!(f, ": SASL {mechanism} authentication failed: {message}")
             }
             Error::Topic { topic, code } => write!(f, "topic {topic:?}: {code}"),
             Error::UnknownPartition {

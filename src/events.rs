@@ -133,6 +133,18 @@ pub enum ConnectionError {
         /// Why.
         reason: CloseReason,
     },
+    /// SASL authentication failed: the broker refused the credentials
+    /// (SASL_AUTHENTICATION_FAILED, with its message), does not enable the
+    /// mechanism (UNSUPPORTED_SASL_MECHANISM, with the ones it enables), or
+    /// failed to prove it knows the SCRAM password. Retrying does not help
+    /// until the configuration (or the broker's) changes.
+    Authentication {
+        /// The mechanism (`PLAIN`, `SCRAM-SHA-256`, ...).
+        mechanism: String,
+        /// What the broker said, or what was wrong with its answer. Never
+        /// holds a secret.
+        message: String,
+    },
 }
 
 impl ConnectionError {
@@ -193,6 +205,9 @@ impl fmt::Display for ConnectionError {
             ConnectionError::ClosedByClient { reason } => {
                 write!(f, "closed by this client ({reason})")
             }
+            ConnectionError::Authentication { mechanism, message } => {
+                write!(f, "SASL {mechanism} authentication failed: {message}")
+            }
         }
     }
 }
@@ -212,8 +227,26 @@ pub enum EventKind {
         /// Why.
         error: ConnectionError,
     },
-    /// API versions are negotiated; requests can flow.
+    /// API versions are negotiated (and SASL authentication, when
+    /// configured, succeeded); requests can flow.
     Ready,
+    /// SASL authentication succeeded: the first one, just before
+    /// [`EventKind::Ready`], or a re-authentication of a ready connection
+    /// (KIP-368).
+    Authenticated {
+        /// The mechanism.
+        mechanism: String,
+        /// The session lifetime the broker set (SaslAuthenticate v1+), after
+        /// which the client authenticates again on the same connection.
+        #[serde(
+            rename = "session_lifetime_ms",
+            serialize_with = "opt_millis",
+            skip_serializing_if = "Option::is_none"
+        )]
+        session_lifetime: Option<Duration>,
+        /// Whether it renewed the session of a ready connection.
+        reauthentication: bool,
+    },
     /// A bootstrap connection turned out to reach a needed leader and is
     /// kept as that leader's connection instead of opening another socket.
     Promoted,
@@ -253,6 +286,13 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
     s.serialize_u64(d.as_millis() as u64)
 }
 
+fn opt_millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+        None => s.serialize_none(),
+    }
+}
+
 impl fmt::Display for ConnectionEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = self.at.as_secs_f64() * 1000.0;
@@ -271,6 +311,22 @@ impl fmt::Display for ConnectionEvent {
             EventKind::Opened => f.write_str("opened"),
             EventKind::ConnectFailed { error } => write!(f, "connect failed: {error}"),
             EventKind::Ready => f.write_str("ready"),
+            EventKind::Authenticated {
+                mechanism,
+                session_lifetime,
+                reauthentication,
+            } => {
+                f.write_str(if *reauthentication {
+                    "re-authenticated"
+                } else {
+                    "authenticated"
+                })?;
+                write!(f, " ({mechanism}")?;
+                if let Some(t) = session_lifetime {
+                    write!(f, ", session {} ms", t.as_millis())?;
+                }
+                f.write_str(")")
+            }
             EventKind::Promoted => f.write_str("promoted"),
             EventKind::Retired => f.write_str("retired"),
             EventKind::Closed {
@@ -293,6 +349,10 @@ pub enum ConnectionState {
     Connecting,
     /// Connected; ApiVersions exchange in progress.
     Handshake,
+    /// SASL authentication in progress (SaslHandshake, SaslAuthenticate):
+    /// the first one, or a re-authentication (KIP-368) during which the
+    /// connection's requests wait.
+    Authenticating,
     /// Requests can flow.
     Ready,
 }

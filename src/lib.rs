@@ -98,6 +98,7 @@ pub mod protocol;
 pub mod records;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod runtime;
+pub mod sasl;
 pub mod tls;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset, SecurityProtocol};

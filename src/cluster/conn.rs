@@ -36,14 +36,36 @@ impl<R: crate::protocol::Request + Send + fmt::Debug> RequestBody for R {
 }
 
 /// Where a connection is in its life.
+///
+/// ```text
+///   Connecting --TCP--> Handshake --ApiVersions--> Ready
+///                           |                      ^  |
+///                           | (SASL configured)    |  | session lifetime
+///                           v                      |  v (KIP-368)
+///                       Authenticating ------------+  Authenticating{reauth}
+///                       SaslHandshake v1, SaslAuthenticate...
+/// ```
 #[derive(Debug)]
 pub(crate) enum Phase {
     /// Waiting for the TCP connect to complete, until `deadline`.
     Connecting { deadline: Instant },
     /// Connected; the ApiVersions exchange runs.
     Handshake { exchange: ApiVersionsExchange },
-    /// Versions negotiated.
-    Ready { versions: ApiVersionTable },
+    /// SASL authentication runs: SaslHandshake is in flight while
+    /// `session` is `None`, then SaslAuthenticate round trips. Nothing else
+    /// is sent meanwhile.
+    Authenticating {
+        versions: ApiVersionTable,
+        session: Option<crate::sasl::SaslSession>,
+        /// Whether this renews the session of a connection that was ready.
+        reauth: bool,
+    },
+    /// Versions negotiated (and authenticated, with SASL).
+    Ready {
+        versions: ApiVersionTable,
+        /// When the SASL session must be renewed (KIP-368), if it ends.
+        reauth_at: Option<Instant>,
+    },
 }
 
 /// A request on the wire, waiting for its response.
@@ -113,6 +135,9 @@ pub(crate) struct Conn {
     pub peer: Option<SocketAddr>,
     pub in_flight: VecDeque<InFlight>,
     pub queue: VecDeque<Queued>,
+    /// The end of `socket.connection.setup.timeout.ms` for the whole setup
+    /// (TCP, ApiVersions, SASL), until the connection first becomes ready.
+    pub setup_deadline: Option<Instant>,
     /// Last time bytes crossed the socket (or it was started).
     pub last_activity: Instant,
     /// Whether it answered a request other than ApiVersions.
@@ -143,6 +168,7 @@ impl Conn {
             peer: None,
             in_flight: VecDeque::new(),
             queue: VecDeque::new(),
+            setup_deadline: Some(connect_deadline),
             last_activity: now,
             answered: false,
             recv: BytesMut::new(),
@@ -155,6 +181,7 @@ impl Conn {
         match self.phase {
             Phase::Connecting { .. } => ConnectionState::Connecting,
             Phase::Handshake { .. } => ConnectionState::Handshake,
+            Phase::Authenticating { .. } => ConnectionState::Authenticating,
             Phase::Ready { .. } => ConnectionState::Ready,
         }
     }
@@ -163,9 +190,21 @@ impl Conn {
         matches!(self.phase, Phase::Ready { .. })
     }
 
+    /// Ready, or renewing its SASL session (KIP-368): requests given to it
+    /// go out once that is done, so it counts as live for least-loaded
+    /// choice.
+    pub fn is_usable(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Ready { .. } | Phase::Authenticating { reauth: true, .. }
+        )
+    }
+
     pub fn versions(&self) -> Option<&ApiVersionTable> {
         match &self.phase {
-            Phase::Ready { versions } => Some(versions),
+            Phase::Ready { versions, .. } | Phase::Authenticating { versions, .. } => {
+                Some(versions)
+            }
             _ => None,
         }
     }

@@ -87,6 +87,13 @@ pub struct ClusterConfig {
     pub max_frame_size: usize,
     /// `allow.auto.create.topics`, sent in Metadata requests.
     pub allow_auto_create_topics: bool,
+    /// SASL authentication of every connection (`SASL_PLAINTEXT`,
+    /// `SASL_SSL`); `None` for none.
+    pub sasl: Option<crate::sasl::SaslConfig>,
+    /// Fills a buffer with random bytes, for SCRAM client nonces
+    /// ([`os_random`](crate::sasl::os_random) by default; tests pass their
+    /// own).
+    pub random_bytes: fn(&mut [u8]),
 }
 
 impl ClusterConfig {
@@ -117,6 +124,8 @@ impl ClusterConfig {
             max_in_flight: 5,
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             allow_auto_create_topics: true,
+            sasl: None,
+            random_bytes: crate::sasl::os_random,
         }
     }
 }
@@ -309,6 +318,22 @@ pub enum Problem {
         /// What happened.
         cause: ConnectionError,
     },
+    /// SASL authentication with a broker failed (wrong credentials, a
+    /// mechanism the broker does not enable, a token refused). Reported
+    /// at the first failure, since it will not pass by itself; the address
+    /// is then tried again only every `reconnect.backoff.max.ms`.
+    AuthenticationFailed {
+        /// The broker id, when known.
+        broker: Option<i32>,
+        /// The address.
+        addr: String,
+        /// What the connection was for.
+        purpose: Purpose,
+        /// The mechanism.
+        mechanism: String,
+        /// What the broker said, or what was wrong with its answer.
+        message: String,
+    },
 }
 
 /// Whether a request of `api` may go to `target` (DESIGN §1.2c-d). Group
@@ -354,10 +379,27 @@ fn check_route(api: ApiKey, target: Target) -> Result<(), RequestError> {
 /// Who is waiting for a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Origin {
+    /// ApiVersions, sent when the connection opens.
     Handshake,
+    /// SaslHandshake, then SaslAuthenticate, before the connection is
+    /// ready (or while it renews its session).
+    SaslHandshake,
+    SaslAuthenticate,
     Metadata,
     FindCoordinator,
     User(RequestId),
+}
+
+impl Origin {
+    /// Whether the request sets the connection up: its answer does not
+    /// show that the broker serves requests (so it does not end a run of
+    /// failures).
+    fn is_setup(self) -> bool {
+        matches!(
+            self,
+            Origin::Handshake | Origin::SaslHandshake | Origin::SaslAuthenticate
+        )
+    }
 }
 
 #[derive(Debug)]
@@ -454,6 +496,9 @@ pub struct Cluster {
     /// The last connection failure, in words, for requests that time out
     /// waiting for a connection.
     last_failure: Option<String>,
+    /// The last OAUTHBEARER token and when it came, reused until 80% of
+    /// its lifetime has passed.
+    oauth_token: Option<(crate::sasl::OAuthToken, Instant)>,
     shut_down: bool,
 }
 
@@ -494,6 +539,7 @@ impl Cluster {
             problems: VecDeque::new(),
             bootstrap_reported: None,
             last_failure: None,
+            oauth_token: None,
             shut_down: false,
         }
     }
@@ -731,6 +777,19 @@ impl Cluster {
             if let Phase::Connecting { deadline } = c.phase {
                 consider(Some(deadline));
             }
+            if !c.is_usable() {
+                consider(c.setup_deadline);
+            }
+            if let Phase::Ready {
+                reauth_at: Some(t), ..
+            } = c.phase
+            {
+                // With requests in flight, the last response starts the
+                // re-authentication, not time.
+                if c.in_flight.is_empty() {
+                    consider(Some(t));
+                }
+            }
             consider(c.next_request_deadline());
             consider(self.idle_deadline(c));
         }
@@ -870,6 +929,7 @@ impl Cluster {
         self.expire(now);
         self.schedule_internal_requests(now);
         self.dispatch_waiting(now);
+        self.reauthenticate(now);
         self.flush_queues(now);
         self.retire_bootstrap(now);
         self.reap_idle(now);
@@ -887,6 +947,26 @@ impl Cluster {
             let c = self.conns.remove(&id).expect("present");
             self.actions.push_back(Action::Close { conn: id });
             self.connect_failed(now, c, ConnectionError::SetupTimeout);
+        }
+        // Connected, but the setup (ApiVersions, SASL) did not finish within
+        // the setup timeout, which covers it all.
+        let slow: Vec<ConnectionId> = self
+            .conns
+            .values()
+            .filter(|c| {
+                !matches!(c.phase, Phase::Connecting { .. })
+                    && !c.is_usable()
+                    && c.setup_deadline.is_some_and(|t| now >= t)
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in slow {
+            self.close(
+                now,
+                id,
+                CloseReason::Error,
+                Some(ConnectionError::SetupTimeout),
+            );
         }
         // Requests past request.timeout.ms: the connection is closed, as the
         // Java client does, since the broker may never answer in order again.
@@ -1094,7 +1174,7 @@ impl Cluster {
         let pick = |purpose: Purpose, ready_only: bool| {
             self.conns
                 .values()
-                .filter(|c| c.purpose == purpose && (!ready_only || c.is_ready()))
+                .filter(|c| c.purpose == purpose && (!ready_only || c.is_usable()))
                 .min_by_key(|c| (c.load(), c.id))
                 .map(|c| c.id)
         };
@@ -1177,9 +1257,17 @@ impl Cluster {
             let mut sent = 0u64;
             let client_id = self.config.client_id.clone();
             let c = self.conns.get_mut(&id).expect("present");
-            let Phase::Ready { versions } = &c.phase else {
+            let Phase::Ready {
+                versions,
+                reauth_at,
+            } = &c.phase
+            else {
                 continue;
             };
+            if reauth_at.is_some_and(|t| now >= t) {
+                // KIP-368: the session is being renewed; requests wait.
+                continue;
+            }
             let versions = versions.clone();
             while c.in_flight.len() < self.config.max_in_flight {
                 let Some(q) = c.queue.pop_front() else { break };
@@ -1272,15 +1360,31 @@ impl Cluster {
     // ===== responses =====
 
     fn send_handshake(&mut self, now: Instant, conn: ConnectionId, version: i16) {
-        let client_id = self.config.client_id.clone();
-        let deadline = now + self.config.request_timeout;
-        let c = self.conns.get_mut(&conn).expect("present");
         let request =
             crate::protocol::messages::api_versions::ApiVersionsRequest::from_this_client();
+        self.send_setup(now, conn, Origin::Handshake, &request, version);
+    }
+
+    /// Sends a request that sets the connection up (ApiVersions, SASL)
+    /// ahead of anything queued: it is encoded here and never stored, so
+    /// SASL messages (which carry secrets) live no longer than the write.
+    fn send_setup(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        origin: Origin,
+        request: &dyn RequestBody,
+        version: i16,
+    ) {
+        let client_id = self.config.client_id.clone();
+        let deadline = now + self.config.request_timeout;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         match c.encode(
             now,
-            Origin::Handshake,
-            &request,
+            origin,
+            request,
             version,
             client_id.as_deref(),
             deadline,
@@ -1301,6 +1405,315 @@ impl Cluster {
         }
     }
 
+    /// The connection may carry requests: versions negotiated and, with
+    /// SASL, authenticated.
+    fn became_ready(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        versions: crate::protocol::ApiVersionTable,
+        reauth_at: Option<Instant>,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.phase = Phase::Ready {
+            versions,
+            reauth_at,
+        };
+        c.setup_deadline = None;
+        self.emit(now, conn, EventKind::Ready);
+    }
+
+    /// Starts SASL on `conn` (KIP-43, KIP-152): SaslHandshake v1 names the
+    /// mechanism; the SaslAuthenticate exchange follows its answer.
+    fn start_authentication(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        versions: crate::protocol::ApiVersionTable,
+        reauth: bool,
+    ) {
+        let Some(sasl) = self.config.sasl.as_ref() else {
+            return;
+        };
+        let mechanism = sasl.mechanism;
+        // v0 would mean raw SASL tokens outside Kafka's framing (before
+        // KIP-152); this client speaks only v1, with SaslAuthenticate.
+        let handshake = versions
+            .version(ApiKey::SaslHandshake)
+            .ok()
+            .filter(|v| *v >= 1);
+        let authenticate = versions.version(ApiKey::SaslAuthenticate).ok();
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.phase = Phase::Authenticating {
+            versions,
+            session: None,
+            reauth,
+        };
+        match (handshake, authenticate) {
+            (Some(v), Some(_)) => {
+                let request = crate::protocol::messages::sasl_handshake::SaslHandshakeRequest {
+                    mechanism: mechanism.name().to_owned(),
+                };
+                self.send_setup(now, conn, Origin::SaslHandshake, &request, v);
+            }
+            _ => self.authentication_failed(
+                now,
+                conn,
+                "the broker does not support SaslHandshake v1 and SaslAuthenticate \
+                 (KIP-152); is this a SASL listener of Kafka 1.0 or later?"
+                    .to_owned(),
+            ),
+        }
+    }
+
+    /// Closes `conn` for a failed authentication; [`Cluster::failed`]
+    /// reports it and backs the address off.
+    fn authentication_failed(&mut self, now: Instant, conn: ConnectionId, message: String) {
+        let mechanism = self
+            .config
+            .sasl
+            .as_ref()
+            .map_or("?", |s| s.mechanism.name())
+            .to_owned();
+        self.close(
+            now,
+            conn,
+            CloseReason::Error,
+            Some(ConnectionError::Authentication { mechanism, message }),
+        );
+    }
+
+    fn handle_sasl_handshake(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        version: i16,
+        body: Bytes,
+    ) {
+        use crate::protocol::messages::sasl_handshake::SaslHandshakeResponse;
+        let response = match crate::protocol::messages::decode_response_body::<SaslHandshakeResponse>(
+            body, version,
+        ) {
+            Ok((r, _)) => r,
+            Err(e) => {
+                return self.close(
+                    now,
+                    conn,
+                    CloseReason::Error,
+                    Some(ConnectionError::protocol(format_args!(
+                        "cannot decode SaslHandshake response: {e}"
+                    ))),
+                )
+            }
+        };
+        let Some(sasl) = self.config.sasl.clone() else {
+            return;
+        };
+        if response.error_code != 0 {
+            let code = crate::error::ErrorCode::from_code(response.error_code);
+            let message = if code == crate::error::ErrorCode::UnsupportedSaslMechanism {
+                format!(
+                    "the broker does not enable {}; it enables [{}] ({code})",
+                    sasl.mechanism,
+                    response.mechanisms.join(", ")
+                )
+            } else {
+                format!("SaslHandshake refused: {code}")
+            };
+            return self.authentication_failed(now, conn, message);
+        }
+        let token = if sasl.mechanism == crate::sasl::Mechanism::OAuthBearer {
+            match self.oauth_token(now, &sasl) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    return self.authentication_failed(
+                        now,
+                        conn,
+                        format!("the OAUTHBEARER token provider failed: {e}"),
+                    )
+                }
+            }
+        } else {
+            None
+        };
+        let mut random = [0u8; 24];
+        (self.config.random_bytes)(&mut random);
+        // Mixed with the cluster's own generator: a broken OS source alone
+        // does not make nonces repeat.
+        for chunk in random.chunks_mut(8) {
+            let r = self.rng.next_u64().to_le_bytes();
+            for (b, x) in chunk.iter_mut().zip(r) {
+                *b ^= x;
+            }
+        }
+        let nonce = crate::sasl::nonce(random);
+        match crate::sasl::SaslSession::start(&sasl, &nonce, token.as_ref()) {
+            Ok((session, first)) => {
+                if let Some(Phase::Authenticating { session: s, .. }) =
+                    self.conns.get_mut(&conn).map(|c| &mut c.phase)
+                {
+                    *s = Some(session);
+                }
+                self.send_sasl_authenticate(now, conn, first);
+            }
+            Err(e) => self.authentication_failed(now, conn, e),
+        }
+    }
+
+    /// The OAUTHBEARER token: the last one while less than 80% of its
+    /// lifetime has passed, else a new one from the provider.
+    fn oauth_token(
+        &mut self,
+        now: Instant,
+        sasl: &crate::sasl::SaslConfig,
+    ) -> Result<crate::sasl::OAuthToken, String> {
+        if let Some((token, at)) = &self.oauth_token {
+            if now.saturating_duration_since(*at) < token.lifetime().mul_f64(0.8) {
+                return Ok(token.clone());
+            }
+        }
+        let provider = sasl
+            .token_provider
+            .as_ref()
+            .ok_or("no OAUTHBEARER token provider is configured")?;
+        let token = provider.token()?;
+        self.oauth_token = Some((token.clone(), now));
+        Ok(token)
+    }
+
+    fn send_sasl_authenticate(&mut self, now: Instant, conn: ConnectionId, bytes: Vec<u8>) {
+        let Some(version) = self
+            .conns
+            .get(&conn)
+            .and_then(|c| c.versions())
+            .and_then(|v| v.version(ApiKey::SaslAuthenticate).ok())
+        else {
+            return;
+        };
+        let request = crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest {
+            auth_bytes: bytes.into(),
+            ..Default::default()
+        };
+        self.send_setup(now, conn, Origin::SaslAuthenticate, &request, version);
+    }
+
+    fn handle_sasl_authenticate(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        version: i16,
+        body: Bytes,
+    ) {
+        use crate::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
+        let response = match crate::protocol::messages::decode_response_body::<
+            SaslAuthenticateResponse,
+        >(body, version)
+        {
+            Ok((r, _)) => r,
+            Err(e) => {
+                return self.close(
+                    now,
+                    conn,
+                    CloseReason::Error,
+                    Some(ConnectionError::protocol(format_args!(
+                        "cannot decode SaslAuthenticate response: {e}"
+                    ))),
+                )
+            }
+        };
+        if response.error_code != 0 {
+            let code = crate::error::ErrorCode::from_code(response.error_code);
+            let message = match response.error_message.filter(|m| !m.is_empty()) {
+                Some(m) => format!("{m} ({code})"),
+                None => code.to_string(),
+            };
+            return self.authentication_failed(now, conn, message);
+        }
+        let Some(Phase::Authenticating {
+            session: Some(session),
+            ..
+        }) = self.conns.get_mut(&conn).map(|c| &mut c.phase)
+        else {
+            return;
+        };
+        match session.step(&response.auth_bytes) {
+            Ok(crate::sasl::SaslStep::Send(next)) => self.send_sasl_authenticate(now, conn, next),
+            Ok(crate::sasl::SaslStep::Done) => {
+                let lifetime = (response.session_lifetime_ms > 0)
+                    .then(|| Duration::from_millis(response.session_lifetime_ms as u64));
+                self.authenticated(now, conn, lifetime);
+            }
+            Err(e) => self.authentication_failed(now, conn, e),
+        }
+    }
+
+    /// The broker accepted the credentials. With a session lifetime, the
+    /// next authentication is due at 85-95% of it, as the Java client
+    /// picks (KIP-368: time for the round trips, and jitter so that many
+    /// connections do not renew at once).
+    fn authenticated(&mut self, now: Instant, conn: ConnectionId, lifetime: Option<Duration>) {
+        let reauth_at = lifetime.map(|l| now + l.mul_f64(0.85 + 0.10 * self.rng.unit()));
+        let mechanism = self
+            .config
+            .sasl
+            .as_ref()
+            .map_or("?", |s| s.mechanism.name())
+            .to_owned();
+        let Some(Phase::Authenticating {
+            versions, reauth, ..
+        }) = self.conns.get(&conn).map(|c| &c.phase)
+        else {
+            return;
+        };
+        let (versions, reauth) = (versions.clone(), *reauth);
+        self.emit(
+            now,
+            conn,
+            EventKind::Authenticated {
+                mechanism,
+                session_lifetime: lifetime,
+                reauthentication: reauth,
+            },
+        );
+        if reauth {
+            let c = self.conns.get_mut(&conn).expect("present");
+            c.phase = Phase::Ready {
+                versions,
+                reauth_at,
+            };
+        } else {
+            self.became_ready(now, conn, versions, reauth_at);
+        }
+    }
+
+    /// KIP-368: a ready connection whose SASL session is due for renewal
+    /// authenticates again once its requests in flight are answered (new
+    /// ones wait in its queue meanwhile), on the same socket.
+    fn reauthenticate(&mut self, now: Instant) {
+        let due: Vec<ConnectionId> = self
+            .conns
+            .values()
+            .filter(|c| {
+                c.in_flight.is_empty()
+                    && matches!(c.phase, Phase::Ready { reauth_at: Some(t), .. } if now >= t)
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in due {
+            let c = self.conns.get_mut(&id).expect("present");
+            let Phase::Ready { versions, .. } = &c.phase else {
+                continue;
+            };
+            let versions = versions.clone();
+            log::debug!("connection {id} to {}: renewing its SASL session", c.addr);
+            self.start_authentication(now, id, versions, true);
+        }
+    }
+
     fn handle_response(
         &mut self,
         now: Instant,
@@ -1310,7 +1723,7 @@ impl Cluster {
         version: i16,
         body: Bytes,
     ) {
-        if origin != Origin::Handshake {
+        if !origin.is_setup() {
             self.answered(conn);
         }
         match origin {
@@ -1324,8 +1737,11 @@ impl Cluster {
                 match exchange.handle_response(body) {
                     Ok(ExchangeStep::Retry(v)) => self.send_handshake(now, conn, v),
                     Ok(ExchangeStep::Done(versions)) => {
-                        c.phase = Phase::Ready { versions };
-                        self.emit(now, conn, EventKind::Ready);
+                        if self.config.sasl.is_some() {
+                            self.start_authentication(now, conn, versions, false);
+                        } else {
+                            self.became_ready(now, conn, versions, None);
+                        }
                     }
                     Err(e) => self.close(
                         now,
@@ -1335,6 +1751,8 @@ impl Cluster {
                     ),
                 }
             }
+            Origin::SaslHandshake => self.handle_sasl_handshake(now, conn, version, body),
+            Origin::SaslAuthenticate => self.handle_sasl_authenticate(now, conn, version, body),
             Origin::Metadata => match metadata::parse(version, body) {
                 Ok(md) => {
                     self.metadata_refresh.succeeded();
@@ -1440,7 +1858,7 @@ impl Cluster {
                 self.metadata_wanted = true;
             }
             Origin::FindCoordinator => self.coordinator_refresh.in_flight = false,
-            Origin::Handshake => {}
+            Origin::Handshake | Origin::SaslHandshake | Origin::SaslAuthenticate => {}
         }
     }
 
@@ -1473,10 +1891,18 @@ impl Cluster {
         };
         entry.last_error = Some(error.clone());
         let failures = entry.failures;
+        let authentication = matches!(error, ConnectionError::Authentication { .. });
+        // Refused credentials will be refused again: straight to the
+        // longest backoff, not a tight reconnect loop.
+        let backoff_failures = if authentication {
+            u32::MAX
+        } else {
+            entry.failures
+        };
         let delay = self
             .config
             .reconnect_backoff
-            .delay(entry.failures, self.rng.unit());
+            .delay(backoff_failures, self.rng.unit());
         entry.until = Some(now + delay);
         let due = entry
             .reported
@@ -1485,7 +1911,19 @@ impl Cluster {
             "{} connection to {} failed: {error}",
             c.purpose, c.addr
         ));
-        if c.purpose == Purpose::Bootstrap {
+        if let ConnectionError::Authentication { mechanism, message } = error {
+            // At the first failure: it will not pass by itself.
+            if due {
+                self.backoff.get_mut(&c.addr).expect("inserted").reported = Some(now);
+                self.problems.push_back(Problem::AuthenticationFailed {
+                    broker: c.broker,
+                    addr: c.addr.clone(),
+                    purpose: c.purpose,
+                    mechanism: mechanism.clone(),
+                    message: message.clone(),
+                });
+            }
+        } else if c.purpose == Purpose::Bootstrap {
             self.check_bootstrap_unreachable(now);
         } else if due && (failures >= 2 || matches!(error, ConnectionError::Tls { .. })) {
             // From the second failure in a row: a connection that worked

@@ -41,6 +41,42 @@ struct Sim {
     responses: BTreeMap<RequestId, Result<Response, RequestError>>,
     /// Whether connects complete at once.
     auto_connect: bool,
+    /// SASL on the brokers, when set.
+    sasl: Option<SimSasl>,
+    /// Answers to held SASL requests, delivered by [`Sim::release`].
+    parked: Vec<(ConnectionId, Bytes)>,
+}
+
+/// SASL on the simulated brokers: PLAIN and SCRAM-SHA-256 for one user.
+struct SimSasl {
+    mechanisms: Vec<crate::sasl::Mechanism>,
+    user: String,
+    password: String,
+    /// `session_lifetime_ms` of SaslAuthenticate responses.
+    lifetime_ms: i64,
+    /// SCRAM exchanges in progress, per connection.
+    scram: BTreeMap<
+        ConnectionId,
+        (
+            crate::sasl::scram::ScramServer<sha2::Sha256>,
+            Option<crate::sasl::scram::ScramCredential>,
+        ),
+    >,
+}
+
+impl SimSasl {
+    fn new(user: &str, password: &str) -> Self {
+        SimSasl {
+            mechanisms: vec![
+                crate::sasl::Mechanism::Plain,
+                crate::sasl::Mechanism::ScramSha256,
+            ],
+            user: user.into(),
+            password: password.into(),
+            lifetime_ms: 0,
+            scram: BTreeMap::new(),
+        }
+    }
 }
 
 fn config(bootstrap: &[&str], group: Option<&str>) -> ClusterConfig {
@@ -68,6 +104,8 @@ impl Sim {
             events: Vec::new(),
             responses: BTreeMap::new(),
             auto_connect: true,
+            sasl: None,
+            parked: Vec::new(),
         }
     }
 
@@ -100,11 +138,18 @@ impl Sim {
                             let size = i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
                             let frame = buf.slice(4..4 + size);
                             buf = buf.slice(4 + size..);
-                            let mut r = Reader::new(frame);
+                            let mut r = Reader::new(frame.clone());
                             let header = RequestHeader::decode(&mut r).unwrap();
                             let api = ApiKey::from_code(header.api_key).unwrap();
                             self.log.push((conn, addr.clone(), api));
-                            if !self.held.contains(&api) {
+                            if matches!(api, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) {
+                                let answer = self.answer_sasl(conn, &header, api, frame);
+                                if self.held.contains(&api) {
+                                    self.parked.push((conn, answer));
+                                } else {
+                                    answers.push(answer);
+                                }
+                            } else if !self.held.contains(&api) {
                                 answers.push(self.answer(&header, api));
                             }
                         }
@@ -131,6 +176,94 @@ impl Sim {
                 return;
             }
         }
+    }
+
+    /// Answers SaslHandshake and SaslAuthenticate as a Kafka broker with
+    /// [`SimSasl`] does.
+    fn answer_sasl(
+        &mut self,
+        conn: ConnectionId,
+        header: &RequestHeader,
+        api: ApiKey,
+        frame: Bytes,
+    ) -> Bytes {
+        use crate::protocol::frame::decode_request;
+        use crate::protocol::messages::sasl_authenticate::{
+            SaslAuthenticateRequest, SaslAuthenticateResponse,
+        };
+        use crate::protocol::messages::sasl_handshake::{
+            SaslHandshakeRequest, SaslHandshakeResponse,
+        };
+        use crate::sasl::scram::{ScramCredential, ScramServer};
+        let (v, corr) = (header.api_version, header.correlation_id);
+        let sasl = self.sasl.as_mut().expect("SASL requests only with SimSasl");
+        let enabled: Vec<String> = sasl.mechanisms.iter().map(|m| m.name().into()).collect();
+        if api == ApiKey::SaslHandshake {
+            let (_, req) = decode_request::<SaslHandshakeRequest>(frame).unwrap();
+            let ok = enabled.contains(&req.mechanism);
+            if req.mechanism == "SCRAM-SHA-256" {
+                sasl.scram.insert(conn, (ScramServer::new(), None));
+            }
+            let resp = SaslHandshakeResponse {
+                error_code: if ok { 0 } else { 33 },
+                mechanisms: enabled,
+            };
+            return encode_response(&resp, v, corr).unwrap();
+        }
+        let (_, req) = decode_request::<SaslAuthenticateRequest>(frame).unwrap();
+        let text = String::from_utf8(req.auth_bytes.to_vec()).unwrap();
+        let failed = |m: &str| SaslAuthenticateResponse {
+            error_code: 58,
+            error_message: Some(m.into()),
+            ..Default::default()
+        };
+        let lifetime_ms = sasl.lifetime_ms;
+        let (user, password) = (sasl.user.clone(), sasl.password.clone());
+        let done = |bytes: Vec<u8>| SaslAuthenticateResponse {
+            auth_bytes: bytes.into(),
+            session_lifetime_ms: lifetime_ms,
+            ..Default::default()
+        };
+        let resp = match sasl.scram.get_mut(&conn) {
+            None => {
+                if text == format!("\0{user}\0{password}") {
+                    done(Vec::new())
+                } else {
+                    failed("Authentication failed: Invalid username or password")
+                }
+            }
+            Some((server, credential @ None)) => {
+                let stored = ScramCredential::new::<sha2::Sha256>(&password, b"salt", 4096);
+                let (first, cred) = server
+                    .client_first(&text, "snonce", |u| (u == user).then_some(stored))
+                    .unwrap();
+                *credential = Some(cred);
+                SaslAuthenticateResponse {
+                    auth_bytes: first.into_bytes().into(),
+                    ..Default::default()
+                }
+            }
+            Some((server, Some(cred))) => {
+                let cred = cred.clone();
+                let outcome = server.client_final(&text, &cred);
+                sasl.scram.remove(&conn);
+                match outcome {
+                    Ok((fin, _)) => done(fin.into_bytes()),
+                    Err(_) => failed("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"),
+                }
+            }
+        };
+        encode_response(&resp, v, corr).unwrap()
+    }
+
+    /// Delivers the answers to held SASL requests.
+    fn release(&mut self) {
+        self.held.remove(&ApiKey::SaslHandshake);
+        self.held.remove(&ApiKey::SaslAuthenticate);
+        for (conn, answer) in std::mem::take(&mut self.parked) {
+            self.c.handle_received(self.now, conn, &answer);
+        }
+        self.pump();
     }
 
     fn answer(&self, header: &RequestHeader, api: ApiKey) -> Bytes {
@@ -854,4 +987,293 @@ fn group_and_leader_requests_go_out_on_their_own_connections() {
             .unwrap_or_else(|| panic!("{api} was not sent"));
         assert_eq!((purposes[conn], at.as_str()), (purpose, addr), "{api}");
     }
+}
+
+// ===== SASL =====
+
+fn sasl_config(mechanism: crate::sasl::Mechanism, password: &str) -> ClusterConfig {
+    let mut c = config(&["b2:9092"], None);
+    c.sasl = Some(crate::sasl::SaslConfig::password(
+        mechanism, "alice", password,
+    ));
+    // A fixed "random" source: the nonce is an input of the state machine.
+    c.random_bytes = |buf| buf.fill(7);
+    c
+}
+
+fn sasl_sim(mechanism: crate::sasl::Mechanism, password: &str) -> Sim {
+    let mut sim = Sim::new(sasl_config(mechanism, password));
+    sim.sasl = Some(SimSasl::new("alice", "alice-secret"));
+    sim
+}
+
+/// The APIs sent on `conn`, in order.
+fn apis_on(sim: &Sim, conn: ConnectionId) -> Vec<ApiKey> {
+    sim.log
+        .iter()
+        .filter(|(c, _, _)| *c == conn)
+        .map(|(_, _, api)| *api)
+        .collect()
+}
+
+fn state_of(sim: &Sim, conn: ConnectionId) -> crate::events::ConnectionState {
+    sim.c
+        .connections(sim.now)
+        .into_iter()
+        .find(|c| c.id == conn)
+        .expect("live")
+        .state
+}
+
+#[test]
+fn sasl_runs_after_api_versions_and_nothing_is_sent_before_it_succeeds() {
+    use crate::events::ConnectionState;
+    let mut sim = sasl_sim(crate::sasl::Mechanism::Plain, "alice-secret");
+    sim.held.insert(ApiKey::SaslAuthenticate);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    let id = sim.request(Target::AnyBroker);
+    let conn = *sim.sockets.keys().next().unwrap();
+    // Metadata and the request wait in the queue while authentication runs.
+    assert_eq!(
+        apis_on(&sim, conn),
+        [
+            ApiKey::ApiVersions,
+            ApiKey::SaslHandshake,
+            ApiKey::SaslAuthenticate
+        ]
+    );
+    assert_eq!(state_of(&sim, conn), ConnectionState::Authenticating);
+    assert!(sim.responses.is_empty());
+    assert!(!sim.events.iter().any(|e| e.kind == EventKind::Ready));
+    sim.release();
+    assert_eq!(
+        apis_on(&sim, conn)[3..].iter().collect::<BTreeSet<_>>(),
+        [ApiKey::Metadata, ApiKey::ApiVersions].iter().collect()
+    );
+    assert!(sim.responses[&id].is_ok());
+    assert_eq!(state_of(&sim, conn), ConnectionState::Ready);
+    // Authenticated comes just before Ready.
+    let kinds: Vec<&EventKind> = sim.events.iter().map(|e| &e.kind).collect();
+    let ready = kinds.iter().position(|k| **k == EventKind::Ready).unwrap();
+    assert!(matches!(
+        kinds[ready - 1],
+        EventKind::Authenticated {
+            reauthentication: false,
+            session_lifetime: None,
+            ..
+        }
+    ));
+    // The password is in no event, log line or state dump.
+    assert!(!format!("{:?} {:?}", sim.events, sim.c).contains("alice-secret"));
+}
+
+#[test]
+fn scram_sha_256_authenticates_in_two_round_trips() {
+    let mut sim = sasl_sim(crate::sasl::Mechanism::ScramSha256, "alice-secret");
+    let id = sim.request(Target::AnyBroker);
+    assert!(sim.responses[&id].is_ok());
+    let conn = *sim.sockets.keys().next().unwrap();
+    assert_eq!(
+        apis_on(&sim, conn),
+        [
+            ApiKey::ApiVersions,
+            ApiKey::SaslHandshake,
+            ApiKey::SaslAuthenticate,
+            ApiKey::SaslAuthenticate,
+            ApiKey::ApiVersions
+        ]
+    );
+    assert!(sim.c.poll_problem().is_none());
+}
+
+/// A wrong password: reported at the first failure, with the broker's
+/// message, and the address backed off to `reconnect.backoff.max.ms`
+/// (1 s ± 20%), not reconnected in a loop; reported again only after
+/// REPORT_AGAIN_AFTER.
+#[test]
+fn a_wrong_password_is_reported_at_once_and_backed_off_to_the_max() {
+    for mechanism in [
+        crate::sasl::Mechanism::Plain,
+        crate::sasl::Mechanism::ScramSha256,
+    ] {
+        let mut sim = sasl_sim(mechanism, "wrong");
+        // Metadata is wanted all along, as a consumer's is.
+        sim.c.set_topics(["t".to_owned()]);
+        let id = sim.request(Target::AnyBroker);
+        assert!(sim.sockets.is_empty(), "closed after the refusal");
+        match sim.c.poll_problem() {
+            Some(Problem::AuthenticationFailed {
+                addr,
+                mechanism: m,
+                message,
+                purpose,
+                ..
+            }) => {
+                assert_eq!((addr.as_str(), purpose), ("b2:9092", Purpose::Bootstrap));
+                assert_eq!(m, mechanism.name());
+                assert!(message.contains("Authentication failed"), "{message}");
+                assert!(message.contains("SASL_AUTHENTICATION_FAILED"), "{message}");
+            }
+            other => panic!("{mechanism}: {other:?}"),
+        }
+        assert!(sim.c.poll_problem().is_none());
+        let closed = sim.events.iter().find_map(|e| match &e.kind {
+            EventKind::Closed {
+                error: Some(e @ ConnectionError::Authentication { .. }),
+                ..
+            } => Some(e.clone()),
+            _ => None,
+        });
+        assert!(closed.is_some(), "the event carries the cause");
+        let connects = |sim: &Sim| {
+            sim.events
+                .iter()
+                .filter(|e| e.kind == EventKind::Connecting)
+                .count()
+        };
+        // No reconnect before 800 ms; one by 1200 ms.
+        sim.advance(Duration::from_millis(799));
+        assert_eq!(connects(&sim), 1);
+        sim.advance(Duration::from_millis(401));
+        assert_eq!(connects(&sim), 2);
+        // The second failure is not reported again...
+        assert!(sim.c.poll_problem().is_none());
+        // ...until REPORT_AGAIN_AFTER has passed.
+        let mut reported = false;
+        let end = sim.now + crate::error::REPORT_AGAIN_AFTER + Duration::from_secs(2);
+        while sim.now < end && !reported {
+            sim.advance(Duration::from_millis(100));
+            reported = matches!(
+                sim.c.poll_problem(),
+                Some(Problem::AuthenticationFailed { .. })
+            );
+        }
+        assert!(reported);
+        // Every attempt was at least 800 ms apart: about 60 in 60 s.
+        assert!((50..=80).contains(&connects(&sim)), "{}", connects(&sim));
+        // The request waited for a connection and then timed out, naming
+        // the cause.
+        match &sim.responses[&id] {
+            Err(RequestError::Timeout {
+                last_error: Some(e),
+                ..
+            }) => assert!(e.contains("authentication failed"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_unknown_mechanism_names_the_ones_the_broker_enables() {
+    let mut sim = sasl_sim(crate::sasl::Mechanism::ScramSha512, "alice-secret");
+    sim.request(Target::AnyBroker);
+    match sim.c.poll_problem() {
+        Some(Problem::AuthenticationFailed { message, .. }) => {
+            assert!(
+                message.contains("does not enable SCRAM-SHA-512")
+                    && message.contains("[PLAIN, SCRAM-SHA-256]")
+                    && message.contains("UNSUPPORTED_SASL_MECHANISM"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // No SaslAuthenticate was sent.
+    assert!(!sim
+        .log
+        .iter()
+        .any(|(_, _, api)| *api == ApiKey::SaslAuthenticate));
+}
+
+#[test]
+fn the_setup_timeout_covers_authentication() {
+    let mut sim = sasl_sim(crate::sasl::Mechanism::Plain, "alice-secret");
+    sim.held.insert(ApiKey::SaslAuthenticate);
+    sim.request(Target::AnyBroker);
+    assert_eq!(sim.sockets.len(), 1);
+    // socket.connection.setup.timeout.ms is 10 s ± 20%, well inside the
+    // 30 s request timeout.
+    sim.advance(Duration::from_secs(12));
+    assert!(sim.sockets.is_empty());
+    let cause = sim.events.iter().find_map(|e| match &e.kind {
+        EventKind::Closed { error, .. } => error.clone(),
+        _ => None,
+    });
+    assert_eq!(cause, Some(ConnectionError::SetupTimeout));
+}
+
+/// KIP-368: with a session lifetime, the client authenticates again on
+/// the same connection at 85-95% of it; requests made meanwhile wait
+/// until it is done.
+#[test]
+fn the_session_is_renewed_on_the_same_connection_before_it_ends() {
+    use crate::events::ConnectionState;
+    let mut cfg = sasl_config(crate::sasl::Mechanism::ScramSha256, "alice-secret");
+    cfg.connections_max_idle = None;
+    let mut sim = Sim::new(cfg);
+    let mut sasl = SimSasl::new("alice", "alice-secret");
+    sasl.lifetime_ms = 10_000;
+    sim.sasl = Some(sasl);
+    sim.request(Target::AnyBroker);
+    let conn = *sim.sockets.keys().next().unwrap();
+    let handshakes = |sim: &Sim| {
+        apis_on(sim, conn)
+            .iter()
+            .filter(|a| **a == ApiKey::SaslHandshake)
+            .count()
+    };
+    assert_eq!(handshakes(&sim), 1);
+    // The re-authentication is a deadline of its own.
+    let due = sim.c.poll_timeout().expect("a re-authentication deadline");
+    let after = due - sim.now;
+    assert!(
+        after >= Duration::from_millis(8_500) && after <= Duration::from_millis(9_500),
+        "{after:?}"
+    );
+    sim.advance(Duration::from_millis(8_499));
+    assert_eq!(handshakes(&sim), 1);
+    // The broker holds the renewal's SaslAuthenticate: a request made
+    // meanwhile is not sent.
+    sim.held.insert(ApiKey::SaslAuthenticate);
+    sim.advance(after - Duration::from_millis(8_499));
+    assert_eq!(handshakes(&sim), 2);
+    assert_eq!(state_of(&sim, conn), ConnectionState::Authenticating);
+    let before = sim.log.len();
+    let id = sim.request(Target::AnyBroker);
+    assert_eq!(
+        sim.log[before..]
+            .iter()
+            .map(|(_, _, a)| *a)
+            .collect::<Vec<_>>(),
+        Vec::<ApiKey>::new(),
+        "nothing but SASL while the session is renewed, and no new socket"
+    );
+    sim.release();
+    assert!(sim.responses[&id].is_ok());
+    assert_eq!(sim.sockets.keys().copied().collect::<Vec<_>>(), [conn]);
+    let renewed = sim.events.iter().any(|e| {
+        matches!(
+            e.kind,
+            EventKind::Authenticated {
+                reauthentication: true,
+                ..
+            }
+        ) && e.connection == conn
+    });
+    assert!(renewed);
+    // Only one Connecting event: the socket stayed.
+    assert_eq!(
+        sim.events
+            .iter()
+            .filter(|e| e.kind == EventKind::Connecting)
+            .count(),
+        1
+    );
+    // And the next renewal is scheduled again.
+    let next = sim.c.poll_timeout().expect("the next renewal") - sim.now;
+    assert!(next >= Duration::from_millis(8_500), "{next:?}");
+    let steps = step_through_deadlines(&mut sim, Duration::from_secs(60));
+    assert!((5..=8).contains(&steps), "{steps} renewals in 60 s");
+    assert_eq!(sim.sockets.len(), 1);
 }

@@ -403,13 +403,17 @@ const CASES: &[Case] = &[
     Case {
         property: "security.protocol",
         default: Some("PLAINTEXT"),
-        valid: "sasl_ssl",
-        valid_rendered: "SASL_SSL",
-        invalid: &[(
-            "TLS",
-            "security.protocol",
-            &["\"TLS\"", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"],
-        )],
+        valid: "ssl",
+        valid_rendered: "SSL",
+        invalid: &[
+            (
+                "TLS",
+                "security.protocol",
+                &["\"TLS\"", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"],
+            ),
+            // SASL needs a mechanism (and credentials): see sasl_* below.
+            ("sasl_plaintext", "sasl.mechanism", &["required", "GSSAPI"]),
+        ],
     },
     Case {
         property: "ssl.ca.location",
@@ -483,6 +487,56 @@ const CASES: &[Case] = &[
             &["true or false"],
         )],
     },
+    Case {
+        property: "sasl.mechanism",
+        default: None,
+        // Ignored without a SASL security.protocol, as Java does, but kept.
+        valid: "scram-sha-512",
+        valid_rendered: "SCRAM-SHA-512",
+        invalid: &[
+            ("GSSAPI", "sasl.mechanism", &["\"GSSAPI\"", "Kerberos"]),
+            ("MD5", "sasl.mechanism", &["\"MD5\"", "SCRAM-SHA-256"]),
+        ],
+    },
+    Case {
+        property: "sasl.username",
+        default: None,
+        valid: " alice ",
+        valid_rendered: "alice",
+        invalid: &[],
+    },
+    Case {
+        property: "sasl.password",
+        default: None,
+        valid: "hunter2",
+        valid_rendered: "",
+        invalid: &[],
+    },
+    Case {
+        property: "sasl.oauthbearer.config",
+        default: None,
+        valid: " principal=admin lifeSeconds=60 ",
+        valid_rendered: "principal=admin lifeSeconds=60",
+        invalid: &[
+            (
+                "principal",
+                "sasl.oauthbearer.config",
+                &["\"principal\"", "key=value"],
+            ),
+            ("lifeSeconds=-1", "sasl.oauthbearer.config", &["positive"]),
+        ],
+    },
+    Case {
+        property: "enable.sasl.oauthbearer.unsecure.jwt",
+        default: Some("false"),
+        valid: "TRUE",
+        valid_rendered: "true",
+        invalid: &[(
+            "yes",
+            "enable.sasl.oauthbearer.unsecure.jwt",
+            &["true or false"],
+        )],
+    },
 ];
 
 fn is_secret(property: &str) -> bool {
@@ -504,7 +558,14 @@ fn the_table_covers_every_property() {
             .map(|(k, _)| k)
             .collect()
     };
-    let common = [("group.instance.id", "i"), ("client.rack", "r")];
+    let common = [
+        ("group.instance.id", "i"),
+        ("client.rack", "r"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "u"),
+        ("sasl.password", "p"),
+        ("sasl.oauthbearer.config", "principal=p"),
+    ];
     let files = keys(
         &[
             &common[..],
@@ -789,6 +850,11 @@ fn typed_setters_match_the_properties() {
         .ssl_key_password("pw")
         .ssl_endpoint_identification_algorithm(EndpointIdentification::None)
         .enable_ssl_certificate_verification(false)
+        .sasl_mechanism(crate::sasl::Mechanism::ScramSha256)
+        .sasl_username("alice")
+        .sasl_password("alice-secret")
+        .sasl_oauthbearer_config("principal=p")
+        .enable_sasl_oauthbearer_unsecure_jwt(false)
         .build()
         .unwrap();
     let from_properties = ConsumerConfig::from_properties([
@@ -833,6 +899,12 @@ fn typed_setters_match_the_properties() {
         ("allow.auto.create.topics", "false"),
         ("exclude.internal.topics", "false"),
         ("receive.message.max.bytes", "5000"),
+        // librdkafka's name for sasl.mechanism.
+        ("sasl.mechanisms", "SCRAM-SHA-256"),
+        ("sasl.username", "alice"),
+        ("sasl.password", "alice-secret"),
+        ("sasl.oauthbearer.config", "principal=p"),
+        ("enable.sasl.oauthbearer.unsecure.jwt", "false"),
     ])
     .unwrap();
     assert_eq!(typed, from_properties);
@@ -843,11 +915,129 @@ fn typed_setters_match_the_properties() {
     let secrets = [
         ("ssl.key.pem", "key".to_owned()),
         ("ssl.key.password", "pw".to_owned()),
+        ("sasl.password", "alice-secret".to_owned()),
     ];
     assert_eq!(
         ConsumerConfig::from_properties(typed.to_properties().into_iter().chain(secrets)).unwrap(),
         typed
     );
+}
+
+const SASL: [(&str, &str); 1] = [("security.protocol", "SASL_PLAINTEXT")];
+
+fn with_sasl(extra: &[(&str, &str)]) -> Result<ConsumerConfig, Error> {
+    ConsumerConfig::from_properties(BASE.iter().chain(&SASL).chain(extra).copied())
+}
+
+#[test]
+fn sasl_needs_a_mechanism_and_its_credentials() {
+    assert_config_error(with_sasl(&[]), "sasl.mechanism", &["required"]);
+    for m in ["PLAIN", "SCRAM-SHA-256", "scram-sha-512"] {
+        assert_config_error(
+            with_sasl(&[("sasl.mechanism", m), ("sasl.password", "p")]),
+            "sasl.username",
+            &["required"],
+        );
+        assert_config_error(
+            with_sasl(&[("sasl.mechanism", m), ("sasl.username", "u")]),
+            "sasl.password",
+            &["required"],
+        );
+        let config = with_sasl(&[
+            ("sasl.mechanism", m),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+        ])
+        .unwrap();
+        let sasl = config.sasl_config().unwrap();
+        assert_eq!(sasl.mechanism.name(), m.to_uppercase());
+        assert_eq!((sasl.username.as_str(), sasl.password.expose()), ("u", "p"));
+    }
+    // OAUTHBEARER: a provider, or unsecured tokens with a principal.
+    assert_config_error(
+        with_sasl(&[("sasl.mechanism", "OAUTHBEARER")]),
+        "sasl.mechanism",
+        &["token provider", "enable.sasl.oauthbearer.unsecure.jwt"],
+    );
+    assert_config_error(
+        with_sasl(&[
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+        ]),
+        "sasl.oauthbearer.config",
+        &["principal"],
+    );
+    let unsecured = with_sasl(&[
+        ("sasl.mechanism", "OAUTHBEARER"),
+        ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+        ("sasl.oauthbearer.config", "principal=admin lifeSeconds=60"),
+    ])
+    .unwrap();
+    let provider = unsecured.sasl_config().unwrap().token_provider.unwrap();
+    let token = provider.token().unwrap();
+    assert_eq!(token.lifetime(), Duration::from_secs(60));
+    assert_eq!(
+        crate::sasl::parse_unsecured_jws(token.value().expose())
+            .unwrap()
+            .0,
+        "admin"
+    );
+    let both = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl_mechanism(crate::sasl::Mechanism::OAuthBearer)
+        .oauthbearer_token_provider(|| Err("none".into()))
+        .enable_sasl_oauthbearer_unsecure_jwt(true)
+        .build();
+    assert_config_error(
+        both,
+        "enable.sasl.oauthbearer.unsecure.jwt",
+        &["one or the other"],
+    );
+    // Without SASL, the sasl.* properties are ignored (Java and librdkafka
+    // do the same): a shared properties file may carry them.
+    let plain = with(&[("sasl.mechanism", "PLAIN")]).unwrap();
+    assert_eq!(plain.sasl_config(), None);
+}
+
+#[test]
+fn secrets_never_show_in_debug_properties_or_errors() {
+    let secret = "hunter2-do-not-log";
+    let builder = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl_mechanism(crate::sasl::Mechanism::Plain)
+        .sasl_username("alice")
+        .sasl_password(secret);
+    assert!(!format!("{builder:?}").contains(secret));
+    let config = builder.build().unwrap();
+    assert_eq!(config.sasl_password().unwrap().expose(), secret);
+    assert!(!format!("{config:?}").contains(secret));
+    assert!(!format!("{:?}", config.sasl_config()).contains(secret));
+    let listed = config.to_properties();
+    assert!(!format!("{listed:?}").contains(secret));
+    assert!(listed.iter().all(|(k, _)| *k != "sasl.password"));
+    let json = serde_json::to_string(&listed.into_iter().collect::<BTreeMap<_, _>>()).unwrap();
+    assert!(!json.contains(secret));
+    // A config error about another property does not echo the password.
+    let err = with_sasl(&[("sasl.mechanism", "PLAIN"), ("sasl.password", secret)]).unwrap_err();
+    assert!(!err.to_string().contains(secret), "{err}");
+    // OAUTHBEARER tokens: the provider and its tokens print no token.
+    let config = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl_mechanism(crate::sasl::Mechanism::OAuthBearer)
+        .oauthbearer_token_provider(move || {
+            Ok(crate::sasl::OAuthToken::new(secret, Duration::from_secs(1)))
+        })
+        .build()
+        .unwrap();
+    let token = config
+        .oauthbearer_token_provider()
+        .unwrap()
+        .token()
+        .unwrap();
+    assert!(!format!("{config:?} {token:?}").contains(secret));
 }
 
 #[test]
@@ -1049,8 +1239,9 @@ fn unknown_properties_are_errors_with_hints() {
         ("fetch.wait.max.ms", "did you mean \"fetch.max.wait.ms\"?"),
         ("auto.commit.enable", "did you mean \"enable.auto.commit\"?"),
         ("socket.timeout.ms", "did you mean \"request.timeout.ms\"?"),
-        ("ssl.keystore.location", "TLS and SASL"),
-        ("sasl.mechanism", "TLS and SASL"),
+        ("ssl.keystore.location", "PEM files"),
+        ("sasl.kerberos.service.name", "Kerberos"),
+        ("sasl.usernme", "did you mean \"sasl.username\"?"),
         ("value.deserializer", "as bytes"),
         ("linger.ms", "unknown property"),
     ];

@@ -483,6 +483,19 @@ impl ConsumerCore {
                     purpose,
                     cause,
                 },
+                Problem::AuthenticationFailed {
+                    broker,
+                    addr,
+                    mechanism,
+                    message,
+                    ..
+                } => Error::Authentication {
+                    broker,
+                    addr,
+                    mechanism,
+                    message,
+                },
+                // `Problem` is non-exhaustive for other crates only.
             };
             self.report(error);
         }

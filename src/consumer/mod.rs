@@ -195,6 +195,7 @@ impl Consumer {
         cc.max_in_flight = config.max_in_flight_requests_per_connection().max(1) as usize;
         cc.max_frame_size = config.receive_message_max_bytes() as usize;
         cc.allow_auto_create_topics = config.allow_auto_create_topics();
+        cc.sasl = config.sasl_config();
         let cluster = Cluster::new(cc, now, seed());
         let membership = config.group_id().map(|group| {
             Membership::new(MembershipConfig {

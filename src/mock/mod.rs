@@ -4,6 +4,7 @@
 
 mod group;
 mod log;
+mod sasl;
 mod server;
 mod state;
 
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 pub use group::{GroupSnapshot, GroupState, MemberSnapshot};
+pub use sasl::MockSasl;
 
 use crate::error::ErrorCode;
 use crate::protocol::{ApiKey, VersionRange};
@@ -169,6 +171,16 @@ pub enum MockEventKind {
         /// The client id from the request header.
         client_id: Option<String>,
     },
+    /// A connection authenticated with SASL (or renewed its session,
+    /// KIP-368).
+    Authenticated {
+        /// The connection.
+        connection: u64,
+        /// The mechanism.
+        mechanism: crate::sasl::Mechanism,
+        /// Who it authenticated as.
+        principal: String,
+    },
     /// A connection closed.
     Closed {
         /// The connection.
@@ -204,6 +216,17 @@ pub enum BrokerClose {
     BadRequest,
     /// The cluster was dropped.
     Shutdown,
+    /// SASL is on and a request other than ApiVersions, SaslHandshake or
+    /// SaslAuthenticate came before the connection authenticated (Kafka
+    /// closes the connection then).
+    Unauthenticated,
+    /// SASL authentication failed: the broker sent its refusal
+    /// (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED) and closed
+    /// the connection, as Kafka does.
+    AuthenticationFailed,
+    /// A request came after the connection's SASL session ended without a
+    /// re-authentication (KIP-368).
+    SessionExpired,
 }
 
 /// A request as logged, with the API resolved.
@@ -225,6 +248,7 @@ pub struct MockRequest {
 /// Settings fixed when a cluster starts.
 #[derive(Debug, Clone)]
 pub struct MockClusterBuilder {
+    sasl: Option<MockSasl>,
     brokers: i32,
     initial_rebalance_delay: Duration,
     min_session_timeout: Duration,
@@ -310,6 +334,14 @@ impl MockClusterBuilder {
         self
     }
 
+    /// Turns SASL on for every broker (as `SASL_PLAINTEXT` listeners): a
+    /// client must authenticate with one of the enabled mechanisms before
+    /// any request but ApiVersions is served. See [`MockSasl`].
+    pub fn sasl(mut self, sasl: MockSasl) -> Self {
+        self.sasl = Some(sasl);
+        self
+    }
+
     /// Binds the brokers and starts serving.
     pub fn build(self) -> Result<MockCluster, MockError> {
         let tls = self.tls.as_ref().map(MockTls::server_config).transpose()?;
@@ -348,6 +380,7 @@ impl MockClusterBuilder {
                 errors: HashMap::new(),
                 versions: HashMap::new(),
                 auto_create_partitions: None,
+                sasl: self.sasl.map(sasl::SaslState::new),
                 events: Vec::new(),
                 next_connection: 0,
                 next_topic: 0,
@@ -399,6 +432,7 @@ impl MockCluster {
     /// Settings for a cluster: one broker, no initial rebalance delay.
     pub fn builder() -> MockClusterBuilder {
         MockClusterBuilder {
+            sasl: None,
             brokers: 1,
             initial_rebalance_delay: Duration::ZERO,
             min_session_timeout: Duration::from_millis(100),
@@ -817,6 +851,15 @@ impl MockCluster {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Changes the SASL session lifetime given to the next
+    /// authentications (KIP-368; `None`: sessions do not end). No effect
+    /// on a cluster built without [`MockClusterBuilder::sasl`].
+    pub fn set_sasl_session_lifetime(&self, lifetime: Option<Duration>) {
+        if let Some(sasl) = self.shared.lock().sasl.as_mut() {
+            sasl.session_lifetime = lifetime;
+        }
     }
 
     /// The connections open now, as `(connection id, broker)`.

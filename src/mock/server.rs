@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 use super::group::{Groups, Step, Ticket};
+use super::sasl::{self as mock_sasl, ConnAuth, Gate};
 use super::state::{self, State};
 use super::{BrokerClose, ClosedBy, MockEventKind};
 use crate::error::ErrorCode;
@@ -38,6 +39,8 @@ use crate::protocol::messages::offset_fetch::{
 };
 use crate::protocol::messages::offset_for_leader_epoch::OffsetForLeaderEpochRequest;
 use crate::protocol::messages::produce::ProduceRequest;
+use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
+use crate::protocol::messages::sasl_handshake::SaslHandshakeRequest;
 use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
 use crate::protocol::messages::Message;
 use crate::protocol::{ApiKey, FrameDecoder, Reader, RequestHeader};
@@ -222,12 +225,13 @@ fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: impl
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut last_activity = Instant::now();
+    let mut auth = ConnAuth::new(shared.lock().sasl.is_some());
     let closed_by = 'conn: loop {
         // Answer every whole request already read.
         loop {
             match decoder.decode(&mut buf) {
                 Ok(Some(frame)) => {
-                    match answer(shared, broker, id, frame) {
+                    match answer(shared, broker, id, frame, &mut auth) {
                         Answer::Reply(bytes) => {
                             // The flush sends what TLS still holds.
                             if stream
@@ -237,6 +241,10 @@ fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: impl
                             {
                                 break 'conn None;
                             }
+                        }
+                        Answer::ReplyThenClose(bytes, reason) => {
+                            let _ = stream.write_all(&bytes).and_then(|()| stream.flush());
+                            break 'conn Some(reason);
                         }
                         Answer::Silent => {}
                         Answer::Close(reason) => break 'conn Some(reason),
@@ -287,6 +295,8 @@ fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: impl
 /// What to do after a request.
 enum Answer {
     Reply(Bytes),
+    /// A refusal after which the broker closes the connection (SASL).
+    ReplyThenClose(Bytes, BrokerClose),
     /// Produce with `acks=0`: Kafka sends nothing back.
     Silent,
     Close(BrokerClose),
@@ -299,6 +309,16 @@ fn reply<M: Message>(body: &M, version: i16, correlation_id: i32) -> Answer {
             log::debug!("mock: cannot encode {:?} v{version}: {e}", M::API_KEY);
             Answer::Close(BrokerClose::BadRequest)
         }
+    }
+}
+
+/// A SASL answer, closing the connection after a refusal (as Kafka does).
+fn sasl_reply<M: Message>(body: M, close: bool, version: i16, correlation_id: i32) -> Answer {
+    match reply(&body, version, correlation_id) {
+        Answer::Reply(bytes) if close => {
+            Answer::ReplyThenClose(bytes, BrokerClose::AuthenticationFailed)
+        }
+        other => other,
     }
 }
 
@@ -329,7 +349,7 @@ fn pause(shared: &Shared, delay: Duration) {
     }
 }
 
-fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes) -> Answer {
+fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes, auth: &mut ConnAuth) -> Answer {
     let now = Instant::now();
     let Ok(header) = RequestHeader::decode(&mut Reader::new(frame.clone())) else {
         return Answer::Close(BrokerClose::BadRequest);
@@ -354,6 +374,9 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes) -> Answer {
         (delay, served)
     };
     pause(shared, delay);
+    if let Gate::Close(reason) = mock_sasl::gate(auth, ApiKey::from_code(header.api_key), now) {
+        return Answer::Close(reason);
+    }
     let Some((api, range)) = served else {
         return Answer::Close(BrokerClose::BadRequest);
     };
@@ -454,6 +477,41 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes) -> Answer {
                     } else {
                         reply(&resp, version, corr)
                     }
+                }
+                Err(a) => a,
+            };
+        }
+        ApiKey::SaslHandshake => {
+            return match body::<SaslHandshakeRequest>(frame) {
+                Ok(req) => {
+                    let st = shared.lock();
+                    let a = mock_sasl::handshake(st.sasl.as_ref(), auth, &req);
+                    drop(st);
+                    sasl_reply(a.response, a.close, version, corr)
+                }
+                Err(a) => a,
+            };
+        }
+        ApiKey::SaslAuthenticate => {
+            return match body::<SaslAuthenticateRequest>(frame) {
+                Ok(req) => {
+                    let mut st = shared.lock();
+                    let now = Instant::now();
+                    let a = mock_sasl::authenticate(st.sasl.as_ref(), auth, version, &req, now);
+                    if let Some((mechanism, principal)) = a.authenticated {
+                        st.record(
+                            now,
+                            broker,
+                            MockEventKind::Authenticated {
+                                connection: conn,
+                                mechanism,
+                                principal,
+                            },
+                        );
+                    }
+                    drop(st);
+                    shared.changed.notify_all();
+                    sasl_reply(a.response, a.close, version, corr)
                 }
                 Err(a) => a,
             };

@@ -42,7 +42,7 @@ use crate::protocol::{ApiKey, VersionRange};
 
 /// The APIs the mock serves, at the versions this crate's protocol layer
 /// implements.
-pub(crate) const SERVED: [ApiKey; 14] = [
+pub(crate) const SERVED: [ApiKey; 16] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
@@ -57,6 +57,10 @@ pub(crate) const SERVED: [ApiKey; 14] = [
     ApiKey::SyncGroup,
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
+    // Answered with ILLEGAL_SASL_STATE when SASL is off, as Kafka does on a
+    // PLAINTEXT listener.
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
 ];
 
 /// The most partitions a topic of the mock may have.
@@ -164,6 +168,8 @@ pub(crate) struct State {
     /// Partitions a topic created on demand gets (Metadata with
     /// `allow_auto_topic_creation`); `None` disables auto-creation.
     pub auto_create_partitions: Option<i32>,
+    /// SASL users and settings; `None`: no SASL.
+    pub sasl: Option<super::sasl::SaslState>,
     pub events: Vec<MockEvent>,
     pub next_connection: u64,
     pub next_topic: u64,
@@ -185,12 +191,13 @@ impl State {
         if !SERVED.contains(&api) {
             return None;
         }
-        Some(
-            self.versions
-                .get(&api.code())
-                .copied()
-                .unwrap_or(api.client_versions()),
-        )
+        // SaslHandshake v0 would be followed by raw SASL tokens outside
+        // Kafka's framing (before KIP-152); the mock serves v1 only.
+        let default = match api {
+            ApiKey::SaslHandshake => VersionRange::new(1, 1),
+            _ => api.client_versions(),
+        };
+        Some(self.versions.get(&api.code()).copied().unwrap_or(default))
     }
 
     /// Takes the next injected error for `api` on `broker`, if any: the

@@ -80,7 +80,12 @@ fn the_server_name_is_the_host_dialled() {
 }
 
 fn base() -> crate::config::ConsumerConfigBuilder {
-    ConsumerConfig::builder().bootstrap_servers("localhost:9093")
+    // SASL settings are ignored without a SASL protocol, and needed with one.
+    ConsumerConfig::builder()
+        .bootstrap_servers("localhost:9093")
+        .sasl_mechanism(crate::sasl::Mechanism::Plain)
+        .sasl_username("u")
+        .sasl_password("p")
 }
 
 #[test]
