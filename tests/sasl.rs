@@ -449,3 +449,68 @@ async fn a_short_session_is_renewed_on_the_same_connection() {
     consumer.close().await.unwrap();
     assert!(wait_for(WAIT, || mock.open_connections().is_empty()));
 }
+
+/// SASL over TLS: the mock with a TLS listener and SCRAM users;
+/// librdkafka's consumer (a peer judging the mock) and ours both
+/// authenticate over TLS and read every record.
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+async fn sasl_ssl_authenticates_over_tls() {
+    let pki = common::tls::Pki::new("test CA");
+    let leaf = pki.leaf(&["localhost", "127.0.0.1"]);
+    let mock = MockCluster::builder()
+        .tls(leaf.cert_pem.clone(), leaf.key_pem.clone())
+        .sasl(MockSasl::new().user(USER, PASSWORD))
+        .build()
+        .unwrap();
+    mock.create_topic("t", 1).unwrap();
+    produce(&mock, 10);
+    let dir = common::tls::TempDir::new("sasl_ssl");
+    let ca = dir.write("ca.pem", &pki.ca_pem());
+
+    // librdkafka: SASL_SSL with SCRAM-SHA-512.
+    let rd: BaseConsumer = rd_config(&mock.bootstrap_servers(), Mechanism::ScramSha512, PASSWORD)
+        .set("security.protocol", "SASL_SSL")
+        .set("ssl.ca.location", ca.to_str().unwrap())
+        .set("group.id", "rd")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("t", 0, Offset::Beginning).unwrap();
+    rd.assign(&tpl).unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut rd_seen = 0;
+    while rd_seen < 10 && Instant::now() < deadline {
+        if let Some(m) = rd.poll(Duration::from_millis(100)) {
+            m.expect("librdkafka over SASL_SSL");
+            rd_seen += 1;
+        }
+    }
+    assert_eq!(rd_seen, 10, "librdkafka read every record over SASL_SSL");
+    drop(rd);
+
+    // Ours: the same, with SCRAM-SHA-256.
+    let mut consumer = Consumer::new(
+        config(&mock.bootstrap_servers(), None)
+            .security_protocol(SecurityProtocol::SaslSsl)
+            .ssl_ca_location(&ca)
+            .sasl_mechanism(Mechanism::ScramSha256)
+            .sasl_username(USER)
+            .sasl_password(PASSWORD)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+    assert_eq!(consume(&mut consumer, 10).await.len(), 10);
+    let mechanisms: BTreeSet<Mechanism> = authenticated(&mock)
+        .into_iter()
+        .map(|(_, m, _)| m)
+        .collect();
+    assert_eq!(
+        mechanisms,
+        BTreeSet::from([Mechanism::ScramSha512, Mechanism::ScramSha256])
+    );
+    assert_nothing_before_authentication(&mock);
+    consumer.close().await.unwrap();
+}
