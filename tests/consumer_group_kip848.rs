@@ -1,7 +1,8 @@
 //! The consumer group protocol of KIP-848 (`group.protocol=consumer`) with
-//! a librdkafka consumer speaking it in the same group, on librdkafka's
-//! mock cluster (the bundled librdkafka 2.12 serves ConsumerGroupHeartbeat
-//! v1 with a server-side range assignor): the split, the hand-over when one
+//! a librdkafka consumer speaking it in the same group, each case on
+//! librdkafka's mock cluster (the bundled librdkafka 2.12 serves
+//! ConsumerGroupHeartbeat v1 with a server-side range assignor) and on
+//! `lazykafka::mock`, with the same assertions: the split, the hand-over when one
 //! member leaves, no record lost, no JoinGroup/SyncGroup at all, every
 //! ConsumerGroupHeartbeat to the coordinator only (request logs), fencing
 //! and fatal errors injected, static membership.
@@ -9,11 +10,11 @@
 #[macro_use]
 mod common;
 
-use common::mock::RawMock;
+use common::clusters::TestCluster;
 use common::peers::{logs, produce, RdConsumer, WAIT};
 use lazykafka::group::GroupProtocol;
+use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, ConsumerConfig, Error, ErrorCode, OffsetReset};
-use rdkafka_sys::rd_kafka_resp_err_t as RdErr;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -22,20 +23,23 @@ const CLASSIC_GROUP_APIS: [i16; 4] = [11, 14, 12, 13]; // JoinGroup, SyncGroup, 
 const OFFSET_COMMIT: i16 = 8;
 const COORDINATOR: i32 = 2;
 
+on_both_mocks!(
+    splits_and_hands_over_with_a_librdkafka_member_losing_no_record,
+    a_fenced_member_loses_its_partitions_and_rejoins,
+    a_fatal_heartbeat_error_is_returned_from_poll,
+    a_static_member_rejoins_to_the_same_partitions,
+);
+
 /// One test at a time: each waits on the mock's group timers.
 static ONE_AT_A_TIME: async_std::sync::Mutex<()> = async_std::sync::Mutex::new(());
 
 /// Three brokers, `t` with four partitions led by brokers 1 and 3, group
 /// `g` coordinated by broker 2, heartbeats every 300 ms, requests tracked.
-fn cluster() -> RawMock {
-    let mock = RawMock::new(3);
-    mock.create_topic("t", 4);
-    for (p, b) in [(0, 1), (1, 3), (2, 1), (3, 3)] {
-        mock.set_leader("t", p, b);
-    }
-    mock.set_group_coordinator("g", COORDINATOR);
+fn cluster<C: TestCluster>() -> C {
+    let mock = C::start(3);
+    mock.create_topic("t", &[1, 3, 1, 3]);
+    mock.set_coordinator("g", COORDINATOR);
     mock.set_consumer_group_timing(300, 6_000);
-    mock.start_tracking();
     mock
 }
 
@@ -83,7 +87,7 @@ async fn poll_until(
 
 /// Every ConsumerGroupHeartbeat went to the coordinator, and no classic
 /// group request was sent by anyone.
-fn assert_group_traffic(mock: &RawMock) {
+fn assert_group_traffic<C: TestCluster>(mock: &C) {
     let requests = mock.requests();
     let heartbeats: Vec<i32> = requests
         .iter()
@@ -99,19 +103,21 @@ fn assert_group_traffic(mock: &RawMock) {
         .iter()
         .filter(|(_, api)| CLASSIC_GROUP_APIS.contains(api))
         .collect();
-    assert!(classic.is_empty(), "classic group requests: {classic:?}");
+    assert!(
+        classic.is_empty(),
+        "{}: classic group requests: {classic:?}",
+        mock.name()
+    );
     assert!(requests
         .iter()
         .filter(|(_, api)| *api == OFFSET_COMMIT)
         .all(|(b, _)| *b == COORDINATOR));
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
-async fn splits_and_hands_over_with_a_librdkafka_member_losing_no_record() {
+async fn splits_and_hands_over_with_a_librdkafka_member_losing_no_record<C: TestCluster>() {
     let _one = ONE_AT_A_TIME.lock().await;
     logs::capture();
-    let mock = cluster();
+    let mock = cluster::<C>();
     let bootstrap = mock.bootstraps().join(",");
     produce(&bootstrap, "t", 4, 40, "none");
     let mut ours = consumer(&bootstrap, None);
@@ -156,12 +162,10 @@ async fn splits_and_hands_over_with_a_librdkafka_member_losing_no_record() {
     ours.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
-async fn a_fenced_member_loses_its_partitions_and_rejoins() {
+async fn a_fenced_member_loses_its_partitions_and_rejoins<C: TestCluster>() {
     let _one = ONE_AT_A_TIME.lock().await;
     logs::capture();
-    let mock = cluster();
+    let mock = cluster::<C>();
     let bootstrap = mock.bootstraps().join(",");
     let mut ours = consumer(&bootstrap, None);
     ours.subscribe(["t"]).unwrap();
@@ -171,16 +175,15 @@ async fn a_fenced_member_loses_its_partitions_and_rejoins() {
     })
     .await;
     mock.clear_requests();
-    mock.push_request_errors(
-        CONSUMER_GROUP_HEARTBEAT,
-        &[RdErr::RD_KAFKA_RESP_ERR_FENCED_MEMBER_EPOCH],
+    // The log is shared by the tests of this process: count from here.
+    let fenced = || logs::find(log::Level::Info, "partitions lost, rejoining").len();
+    let before = fenced();
+    mock.push_errors(
+        ApiKey::ConsumerGroupHeartbeat,
+        ErrorCode::FencedMemberEpoch,
+        1,
     );
-    poll_until(&mut ours, &mut seen, "fenced, then back", |_, _| {
-        logs::find(log::Level::Info, "FENCED_MEMBER_EPOCH").len()
-            + logs::find(log::Level::Info, "fenced").len()
-            > 0
-    })
-    .await;
+    poll_until(&mut ours, &mut seen, "fenced", |_, _| fenced() > before).await;
     poll_until(&mut ours, &mut seen, "rejoined with all four", |c, _| {
         partitions(c).len() == 4
     })
@@ -189,15 +192,14 @@ async fn a_fenced_member_loses_its_partitions_and_rejoins() {
     ours.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
-async fn a_fatal_heartbeat_error_is_returned_from_poll() {
+async fn a_fatal_heartbeat_error_is_returned_from_poll<C: TestCluster>() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let mock = cluster();
+    let mock = cluster::<C>();
     let bootstrap = mock.bootstraps().join(",");
-    mock.push_request_errors(
-        CONSUMER_GROUP_HEARTBEAT,
-        &[RdErr::RD_KAFKA_RESP_ERR_GROUP_MAX_SIZE_REACHED],
+    mock.push_errors(
+        ApiKey::ConsumerGroupHeartbeat,
+        ErrorCode::GroupMaxSizeReached,
+        1,
     );
     let mut ours = consumer(&bootstrap, None);
     ours.subscribe(["t"]).unwrap();
@@ -222,12 +224,10 @@ async fn a_fatal_heartbeat_error_is_returned_from_poll() {
     assert!(ours.assignment().is_empty());
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
-async fn a_static_member_rejoins_to_the_same_partitions() {
+async fn a_static_member_rejoins_to_the_same_partitions<C: TestCluster>() {
     let _one = ONE_AT_A_TIME.lock().await;
     logs::capture();
-    let mock = cluster();
+    let mock = cluster::<C>();
     let bootstrap = mock.bootstraps().join(",");
     let mut ours = consumer(&bootstrap, Some("pod-1"));
     ours.subscribe(["t"]).unwrap();

@@ -42,7 +42,7 @@ use crate::protocol::{ApiKey, VersionRange};
 
 /// The APIs the mock serves, at the versions this crate's protocol layer
 /// implements.
-pub(crate) const SERVED: [ApiKey; 14] = [
+pub(crate) const SERVED: [ApiKey; 15] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
@@ -57,6 +57,7 @@ pub(crate) const SERVED: [ApiKey; 14] = [
     ApiKey::SyncGroup,
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
+    ApiKey::ConsumerGroupHeartbeat,
 ];
 
 /// The most partitions a topic of the mock may have.
@@ -157,6 +158,8 @@ pub(crate) struct State {
     pub topics: BTreeMap<String, Topic>,
     pub coordinators: HashMap<String, i32>,
     pub groups: Groups,
+    /// Consumer groups of the KIP-848 protocol.
+    pub consumer_groups: super::consumer_group::ConsumerGroups,
     /// Errors to answer the next requests of an API with, on any broker.
     pub errors: HashMap<i16, VecDeque<ErrorCode>>,
     /// Versions narrowed by the test (`MockCluster::set_api_versions`).

@@ -148,7 +148,6 @@ impl RawMock {
 
     /// The heartbeat interval and session timeout the consumer groups of
     /// KIP-848 get (librdkafka's mock defaults: 3 s and 45 s).
-    #[allow(dead_code)]
     pub fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32) {
         unsafe {
             sys::rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(self.mc, heartbeat_ms);
