@@ -8,6 +8,7 @@
 
 use crate::error::Error;
 use crate::group::{AssignmentStrategy, RebalanceProtocol};
+pub use crate::group::{GroupProtocol, RemoteAssignor};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -324,6 +325,16 @@ impl FromStr for BrokerAddress {
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 const GROUP_ID: &str = "group.id";
 const GROUP_INSTANCE_ID: &str = "group.instance.id";
+const GROUP_PROTOCOL: &str = "group.protocol";
+const GROUP_REMOTE_ASSIGNOR: &str = "group.remote.assignor";
+/// Properties of the classic protocol only: under `group.protocol=consumer`
+/// the coordinator owns the session timeout, the heartbeat interval and the
+/// assignment (KIP-848).
+const CLASSIC_ONLY: [&str; 3] = [
+    SESSION_TIMEOUT_MS,
+    HEARTBEAT_INTERVAL_MS,
+    PARTITION_ASSIGNMENT_STRATEGY,
+];
 const CLIENT_ID: &str = "client.id";
 const CLIENT_RACK: &str = "client.rack";
 const AUTO_OFFSET_RESET: &str = "auto.offset.reset";
@@ -421,6 +432,8 @@ pub struct ConsumerConfig {
     bootstrap_servers: Vec<BrokerAddress>,
     group_id: Option<String>,
     group_instance_id: Option<String>,
+    group_protocol: GroupProtocol,
+    group_remote_assignor: Option<RemoteAssignor>,
     client_id: String,
     client_rack: Option<String>,
     auto_offset_reset: OffsetReset,
@@ -477,6 +490,8 @@ impl ConsumerConfig {
         BOOTSTRAP_SERVERS,
         GROUP_ID,
         GROUP_INSTANCE_ID,
+        GROUP_PROTOCOL,
+        GROUP_REMOTE_ASSIGNOR,
         CLIENT_ID,
         CLIENT_RACK,
         AUTO_OFFSET_RESET,
@@ -636,6 +651,10 @@ impl ConsumerConfig {
                 .into_iter()
                 .filter_map(|(k, v)| v.clone().map(|v| (k, v))),
         );
+        out.push((GROUP_PROTOCOL, self.group_protocol.to_string()));
+        if let Some(assignor) = self.group_remote_assignor {
+            out.push((GROUP_REMOTE_ASSIGNOR, assignor.to_string()));
+        }
         out.push((CLIENT_ID, self.client_id.clone()));
         if let Some(rack) = &self.client_rack {
             out.push((CLIENT_RACK, rack.clone()));
@@ -735,7 +754,26 @@ impl ConsumerConfig {
         debug_assert!(out
             .iter()
             .all(|(k, _)| !Self::SECRET_PROPERTIES.contains(k)));
+        if self.group_protocol == GroupProtocol::Consumer {
+            // Not part of the consumer protocol: setting them there is an
+            // error, so they are left out to read back.
+            out.retain(|(k, _)| !CLASSIC_ONLY.contains(k));
+        }
         out
+    }
+
+    /// `group.protocol`: `classic` (default; JoinGroup, SyncGroup and
+    /// client-side assignors) or `consumer` (KIP-848: ConsumerGroupHeartbeat
+    /// and assignment by the coordinator, Kafka 4.0+).
+    pub fn group_protocol(&self) -> GroupProtocol {
+        self.group_protocol
+    }
+
+    /// `group.remote.assignor`: the coordinator-side assignor a member of
+    /// the consumer protocol asks for; `None` (default) lets the broker use
+    /// its default (`uniform` in Kafka).
+    pub fn group_remote_assignor(&self) -> Option<RemoteAssignor> {
+        self.group_remote_assignor
     }
 
     /// `bootstrap.servers`: the brokers to ask for the cluster's metadata
@@ -1159,6 +1197,8 @@ pub struct ConsumerConfigBuilder {
     bootstrap_servers: Option<String>,
     group_id: Option<String>,
     group_instance_id: Option<String>,
+    group_protocol: GroupProtocol,
+    group_remote_assignor: Option<RemoteAssignor>,
     client_id: String,
     client_rack: Option<String>,
     auto_offset_reset: OffsetReset,
@@ -1202,6 +1242,9 @@ pub struct ConsumerConfigBuilder {
     ssl_endpoint_identification_algorithm: EndpointIdentification,
     enable_ssl_certificate_verification: bool,
     sasl: SaslProperties,
+    /// Classic-only properties set explicitly, which `group.protocol=consumer`
+    /// refuses (as Java's `ConsumerConfig` does).
+    explicit: Vec<&'static str>,
 }
 
 impl Default for ConsumerConfigBuilder {
@@ -1217,6 +1260,8 @@ impl ConsumerConfigBuilder {
             bootstrap_servers: None,
             group_id: None,
             group_instance_id: None,
+            group_protocol: GroupProtocol::Classic,
+            group_remote_assignor: None,
             client_id: "lazykafka".to_owned(),
             client_rack: None,
             auto_offset_reset: OffsetReset::Latest,
@@ -1263,6 +1308,7 @@ impl ConsumerConfigBuilder {
             ssl_endpoint_identification_algorithm: EndpointIdentification::Https,
             enable_ssl_certificate_verification: true,
             sasl: SaslProperties::default(),
+            explicit: Vec::new(),
         }
     }
 
@@ -1294,6 +1340,22 @@ impl ConsumerConfigBuilder {
             BOOTSTRAP_SERVERS => self.bootstrap_servers = Some(v.to_owned()),
             GROUP_ID => self.group_id = Some(v.to_owned()),
             GROUP_INSTANCE_ID => self.group_instance_id = Some(v.to_owned()),
+            GROUP_PROTOCOL => {
+                self.group_protocol = v
+                    .parse()
+                    .map_err(|()| invalid(p, v, "expected classic or consumer"))?
+            }
+            GROUP_REMOTE_ASSIGNOR => {
+                // Java's default is null; "" reads as unset, as for client.rack.
+                self.group_remote_assignor = if v.is_empty() {
+                    None
+                } else {
+                    Some(
+                        v.parse()
+                            .map_err(|()| invalid(p, v, "expected uniform or range"))?,
+                    )
+                }
+            }
             CLIENT_ID => self.client_id = v.to_owned(),
             // Java's default is "", meaning no rack.
             CLIENT_RACK => self.client_rack = (!v.is_empty()).then(|| v.to_owned()),
@@ -1306,11 +1368,18 @@ impl ConsumerConfigBuilder {
             FETCH_MAX_BYTES => self.fetch_max_bytes = parse_u32(p, v)?,
             MAX_PARTITION_FETCH_BYTES => self.max_partition_fetch_bytes = parse_u32(p, v)?,
             MAX_POLL_RECORDS => self.max_poll_records = parse_u32(p, v)?,
-            SESSION_TIMEOUT_MS => self.session_timeout = parse_ms(p, v)?,
-            HEARTBEAT_INTERVAL_MS => self.heartbeat_interval = parse_ms(p, v)?,
+            SESSION_TIMEOUT_MS => {
+                self.session_timeout = parse_ms(p, v)?;
+                self.mark_explicit(SESSION_TIMEOUT_MS);
+            }
+            HEARTBEAT_INTERVAL_MS => {
+                self.heartbeat_interval = parse_ms(p, v)?;
+                self.mark_explicit(HEARTBEAT_INTERVAL_MS);
+            }
             MAX_POLL_INTERVAL_MS => self.max_poll_interval = parse_ms(p, v)?,
             PARTITION_ASSIGNMENT_STRATEGY => {
-                self.partition_assignment_strategy = parse_strategies(v)?
+                self.partition_assignment_strategy = parse_strategies(v)?;
+                self.mark_explicit(PARTITION_ASSIGNMENT_STRATEGY);
             }
             CONNECTIONS_MAX_IDLE_MS => {
                 self.connections_max_idle = if v == "-1" {
@@ -1419,6 +1488,25 @@ impl ConsumerConfigBuilder {
         self
     }
 
+    /// `group.protocol`: classic (default) or consumer (KIP-848).
+    pub fn group_protocol(mut self, protocol: GroupProtocol) -> Self {
+        self.group_protocol = protocol;
+        self
+    }
+
+    /// `group.remote.assignor`: the coordinator-side assignor of the
+    /// consumer protocol; only with `group.protocol=consumer`.
+    pub fn group_remote_assignor(mut self, assignor: RemoteAssignor) -> Self {
+        self.group_remote_assignor = Some(assignor);
+        self
+    }
+
+    fn mark_explicit(&mut self, property: &'static str) {
+        if !self.explicit.contains(&property) {
+            self.explicit.push(property);
+        }
+    }
+
     /// `client.id`.
     pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
         self.client_id = client_id.into();
@@ -1488,12 +1576,14 @@ impl ConsumerConfigBuilder {
     /// `session.timeout.ms`.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
+        self.mark_explicit(SESSION_TIMEOUT_MS);
         self
     }
 
     /// `heartbeat.interval.ms`; must be lower than `session.timeout.ms`.
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.heartbeat_interval = interval;
+        self.mark_explicit(HEARTBEAT_INTERVAL_MS);
         self
     }
 
@@ -1509,6 +1599,7 @@ impl ConsumerConfigBuilder {
         strategies: impl IntoIterator<Item = AssignmentStrategy>,
     ) -> Self {
         self.partition_assignment_strategy = strategies.into_iter().collect();
+        self.mark_explicit(PARTITION_ASSIGNMENT_STRATEGY);
         self
     }
 
@@ -1849,6 +1940,35 @@ impl ConsumerConfigBuilder {
             1,
         )?;
 
+        // Java's ConsumerConfig rule: a property of one protocol set under
+        // the other is a mistake worth saying, not something to ignore.
+        match b.group_protocol {
+            GroupProtocol::Consumer => {
+                if let Some(property) = CLASSIC_ONLY.iter().find(|p| b.explicit.contains(p)) {
+                    return Err(config_error(
+                        property,
+                        format!(
+                            "not supported with {GROUP_PROTOCOL}=consumer: the group coordinator \
+                             sets the session timeout, the heartbeat interval and the assignment \
+                             (KIP-848; choose a server-side assignor with {GROUP_REMOTE_ASSIGNOR})"
+                        ),
+                    ));
+                }
+            }
+            GroupProtocol::Classic => {
+                if let Some(assignor) = b.group_remote_assignor {
+                    return Err(invalid(
+                        GROUP_REMOTE_ASSIGNOR,
+                        assignor,
+                        format!(
+                            "not supported with {GROUP_PROTOCOL}=classic: classic groups assign \
+                             on the client ({PARTITION_ASSIGNMENT_STRATEGY}); set \
+                             {GROUP_PROTOCOL}=consumer"
+                        ),
+                    ));
+                }
+            }
+        }
         if b.partition_assignment_strategy.is_empty() {
             return Err(config_error(
                 PARTITION_ASSIGNMENT_STRATEGY,
@@ -1962,6 +2082,8 @@ impl ConsumerConfigBuilder {
             bootstrap_servers,
             group_id: b.group_id,
             group_instance_id: b.group_instance_id,
+            group_protocol: b.group_protocol,
+            group_remote_assignor: b.group_remote_assignor,
             client_id: b.client_id,
             // Java's default is "", meaning no rack.
             client_rack: b.client_rack.filter(|rack| !rack.is_empty()),

@@ -82,6 +82,37 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        property: "group.protocol",
+        default: Some("classic"),
+        valid: " CONSUMER ",
+        valid_rendered: "consumer",
+        invalid: &[(
+            "eager",
+            "group.protocol",
+            &["\"eager\"", "expected classic or consumer"],
+        )],
+    },
+    Case {
+        // Valid only with group.protocol=consumer, which
+        // `every_property_parses` adds for it.
+        property: "group.remote.assignor",
+        default: None,
+        valid: "Uniform",
+        valid_rendered: "uniform",
+        invalid: &[
+            (
+                "sticky",
+                "group.remote.assignor",
+                &["\"sticky\"", "expected uniform or range"],
+            ),
+            (
+                "range",
+                "group.remote.assignor",
+                &["not supported with group.protocol=classic"],
+            ),
+        ],
+    },
+    Case {
         property: "client.id",
         default: Some("lazykafka"),
         valid: " billing-app ",
@@ -594,9 +625,40 @@ fn the_table_covers_every_property() {
         ConsumerConfig::PROPERTIES
             .iter()
             .copied()
-            .filter(|p| !is_secret(p) && !skip.contains(p))
+            .filter(|p| !is_secret(p) && !skip.contains(p) && *p != "group.remote.assignor")
             .collect()
     };
+    // Under group.protocol=consumer the classic-only properties are left
+    // out (setting them there is an error) and the remote assignor is in.
+    let consumer = keys(
+        &[
+            &common[..],
+            &[
+                ("ssl.ca.location", "a"),
+                ("ssl.certificate.location", "b"),
+                ("ssl.key.location", "c"),
+                ("group.protocol", "consumer"),
+                ("group.remote.assignor", "range"),
+            ],
+        ]
+        .concat(),
+    );
+    let consumer_expected: Vec<&str> = ConsumerConfig::PROPERTIES
+        .iter()
+        .copied()
+        .filter(|p| {
+            !is_secret(p)
+                && ![
+                    "ssl.ca.pem",
+                    "ssl.certificate.pem",
+                    "session.timeout.ms",
+                    "heartbeat.interval.ms",
+                    "partition.assignment.strategy",
+                ]
+                .contains(p)
+        })
+        .collect();
+    assert_eq!(consumer, consumer_expected, "under group.protocol=consumer");
     assert_eq!(
         files,
         expected(&["ssl.ca.pem", "ssl.certificate.pem"]),
@@ -629,7 +691,12 @@ fn every_property_has_its_default() {
 #[test]
 fn every_property_parses() {
     for case in CASES {
-        let config = with(&[(case.property, case.valid)])
+        let needs: &[(&str, &str)] = if case.property == "group.remote.assignor" {
+            &[("group.protocol", "consumer")]
+        } else {
+            &[]
+        };
+        let config = with(&[needs, &[(case.property, case.valid)]].concat())
             .unwrap_or_else(|e| panic!("{}={:?}: {e}", case.property, case.valid));
         let expected = (!is_secret(case.property)).then_some(case.valid_rendered);
         assert_eq!(
@@ -642,6 +709,7 @@ fn every_property_parses() {
         let defaults = with(&[]).unwrap().to_properties();
         for (k, v) in config.to_properties() {
             if k != case.property
+                && !needs.iter().any(|(n, _)| *n == k)
                 && !(k == "reconnect.backoff.max.ms" && case.property == "reconnect.backoff.ms")
             {
                 let default = defaults.iter().find(|(d, _)| *d == k).map(|(_, v)| v);
@@ -1097,6 +1165,56 @@ fn without_a_group_auto_commit_is_off_and_cannot_be_turned_on() {
             .build(),
         "enable.auto.commit",
         &["group.id"],
+    );
+}
+
+#[test]
+fn classic_only_properties_are_refused_under_the_consumer_protocol() {
+    let consumer = ("group.protocol", "consumer");
+    // Unset, they are simply not used.
+    let config = with(&[consumer]).unwrap();
+    assert_eq!(config.group_protocol(), GroupProtocol::Consumer);
+    assert_eq!(config.group_remote_assignor(), None);
+    for (property, value) in [
+        ("session.timeout.ms", "45000"),
+        ("heartbeat.interval.ms", "3000"),
+        ("partition.assignment.strategy", "range"),
+    ] {
+        // Even at their defaults: set explicitly is a mistake to report.
+        assert_config_error(
+            with(&[consumer, (property, value)]),
+            property,
+            &["not supported with group.protocol=consumer", "KIP-848"],
+        );
+        // Under classic they are fine.
+        with(&[(property, value)]).unwrap();
+    }
+    let typed = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .group_id("g")
+        .group_protocol(GroupProtocol::Consumer)
+        .session_timeout(Duration::from_secs(10));
+    assert_config_error(
+        typed.build(),
+        "session.timeout.ms",
+        &["group.protocol=consumer"],
+    );
+    let ok = ConsumerConfig::builder()
+        .bootstrap_servers("a:1")
+        .group_id("g")
+        .group_protocol(GroupProtocol::Consumer)
+        .group_remote_assignor(RemoteAssignor::Range)
+        .build()
+        .unwrap();
+    assert_eq!(ok.group_remote_assignor(), Some(RemoteAssignor::Range));
+    assert_eq!(
+        ConsumerConfig::from_properties(ok.to_properties()).unwrap(),
+        ok
+    );
+    assert_config_error(
+        with(&[("group.remote.assignor", "uniform")]),
+        "group.remote.assignor",
+        &["group.protocol=classic", "partition.assignment.strategy"],
     );
 }
 

@@ -12,7 +12,8 @@ use super::offsets::{
 use crate::cluster::{Cluster, Problem, RequestBody, RequestError, RequestId, Response, Target};
 use crate::error::{Error, ErrorCode};
 use crate::fetch::{ConsumerRecord, FetchToken, Fetcher};
-use crate::group::membership::{GroupEvent, GroupRequestKind, MemberState, Membership};
+use crate::group::membership::{GroupEvent, GroupRequestKind};
+use crate::group::seam::GroupMembership;
 use crate::group::TopicPartition;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -49,7 +50,7 @@ pub type CommitResult = Result<(), Error>;
 #[derive(Debug)]
 pub(crate) struct ConsumerCore {
     pub cluster: Cluster,
-    pub membership: Option<Membership>,
+    pub membership: Option<GroupMembership>,
     pub fetcher: Fetcher,
     pub mode: Mode,
     group_id: Option<String>,
@@ -102,7 +103,7 @@ struct Missing {
 impl ConsumerCore {
     pub fn new(
         cluster: Cluster,
-        membership: Option<Membership>,
+        membership: Option<GroupMembership>,
         fetcher: Fetcher,
         auto_commit: Option<Duration>,
         max_poll_interval: Duration,
@@ -652,10 +653,8 @@ impl ConsumerCore {
             Mode::Subscribed(t) => t.clone(),
             Mode::Assigned(tps) => tps.iter().map(|tp| tp.topic.clone()).collect(),
         };
-        if let Some(m) = &self.membership {
-            if let MemberState::AwaitingMetadata(extra) = m.state() {
-                topics.extend(extra.iter().cloned());
-            }
+        if let Some(extra) = self.membership.as_ref().and_then(|m| m.awaiting_metadata()) {
+            topics.extend(extra.iter().cloned());
         }
         topics.extend(self.query_topics.iter().cloned());
         self.cluster.set_topics(topics);
@@ -775,19 +774,16 @@ impl ConsumerCore {
         if self.undelivered_revocations > 0 {
             return;
         }
-        let counts: BTreeMap<String, i32> = self
-            .cluster
-            .metadata()
-            .topics
-            .iter()
-            .filter(|(_, t)| t.error == ErrorCode::None)
-            .map(|(name, t)| (name.clone(), t.partitions.len() as i32))
-            .collect();
         let Some(m) = &mut self.membership else {
             return;
         };
-        let request = m.poll_request(now, &counts);
-        let awaiting = matches!(m.state(), MemberState::AwaitingMetadata(_));
+        let request = m.poll_request(now, self.cluster.metadata());
+        let awaiting = m.awaiting_metadata().is_some();
+        if m.take_metadata_wanted() {
+            // KIP-848 assigns by topic id: an id the metadata does not know
+            // yet is a topic created since the last refresh.
+            self.cluster.request_metadata_refresh(now);
+        }
         self.collect_group_events(now);
         if awaiting {
             self.update_topics();
@@ -1011,9 +1007,13 @@ impl ConsumerCore {
                         ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable => {
                             self.cluster.coordinator_unknown(now)
                         }
+                        // STALE_MEMBER_EPOCH (KIP-848, OffsetCommit v9):
+                        // the member's epoch moved on; a heartbeat at once
+                        // brings the current one for the next commit.
                         ErrorCode::RebalanceInProgress
                         | ErrorCode::IllegalGeneration
-                        | ErrorCode::UnknownMemberId => {
+                        | ErrorCode::UnknownMemberId
+                        | ErrorCode::StaleMemberEpoch => {
                             // News of a rebalance only for a stable member;
                             // one already rejoining (a commit of revoked
                             // partitions) would otherwise rejoin once more

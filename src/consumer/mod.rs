@@ -14,14 +14,19 @@ pub use offsets::OffsetAndEpoch;
 
 use self::core::{ConsumerCore, Mode};
 use crate::cluster::Target;
-use crate::cluster::{Cluster, ClusterConfig, ExponentialBackoff};
+use crate::cluster::{Cluster, ClusterConfig, ExponentialBackoff, Rng};
 use crate::config::ConsumerConfig;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
 use crate::fetch::{
     read_list_offsets, ConsumerRecord, FetchConfig, Fetcher, OffsetAndTimestamp, OffsetSpec,
 };
+use crate::group::consumer_membership::{
+    generate_member_id, ConsumerMembership, ConsumerMembershipConfig,
+};
 use crate::group::membership::{GroupEvent, Membership, MembershipConfig};
+use crate::group::seam::GroupMembership;
+use crate::group::GroupProtocol;
 use crate::group::TopicPartition;
 use crate::runtime::engine::Engine;
 use crate::runtime::SocketOptions;
@@ -197,18 +202,36 @@ impl Consumer {
         cc.allow_auto_create_topics = config.allow_auto_create_topics();
         cc.sasl = config.sasl_config();
         let cluster = Cluster::new(cc, now, seed());
-        let membership = config.group_id().map(|group| {
-            Membership::new(MembershipConfig {
-                group_id: group.to_owned(),
-                group_instance_id: config.group_instance_id().map(str::to_owned),
-                session_timeout: config.session_timeout(),
-                rebalance_timeout: config.max_poll_interval(),
-                heartbeat_interval: config.heartbeat_interval(),
-                strategies: config.partition_assignment_strategy().to_vec(),
-                rack: config.client_rack().map(str::to_owned),
-                retry_backoff: config.retry_backoff(),
-            })
-        });
+        let membership = config
+            .group_id()
+            .map(|group| match config.group_protocol() {
+                GroupProtocol::Classic => {
+                    GroupMembership::Classic(Membership::new(MembershipConfig {
+                        group_id: group.to_owned(),
+                        group_instance_id: config.group_instance_id().map(str::to_owned),
+                        session_timeout: config.session_timeout(),
+                        rebalance_timeout: config.max_poll_interval(),
+                        heartbeat_interval: config.heartbeat_interval(),
+                        strategies: config.partition_assignment_strategy().to_vec(),
+                        rack: config.client_rack().map(str::to_owned),
+                        retry_backoff: config.retry_backoff(),
+                    }))
+                }
+                GroupProtocol::Consumer => {
+                    let mut rng = Rng::new(seed());
+                    GroupMembership::Consumer(ConsumerMembership::new(
+                        ConsumerMembershipConfig {
+                            group_id: group.to_owned(),
+                            group_instance_id: config.group_instance_id().map(str::to_owned),
+                            rack: config.client_rack().map(str::to_owned),
+                            rebalance_timeout: config.max_poll_interval(),
+                            server_assignor: config.group_remote_assignor().map(|a| a.to_string()),
+                            retry_backoff: config.retry_backoff(),
+                        },
+                        generate_member_id([rng.next_u64(), rng.next_u64()]),
+                    ))
+                }
+            });
         let fetcher = Fetcher::new(fetch_config(&config, seed()));
         let auto_commit = (config.enable_auto_commit() && config.group_id().is_some())
             .then(|| config.auto_commit_interval());

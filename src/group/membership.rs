@@ -79,8 +79,11 @@ pub enum GroupRequestKind {
     Sync,
     /// Heartbeat.
     Heartbeat,
-    /// LeaveGroup.
+    /// LeaveGroup (classic), or the ConsumerGroupHeartbeat that leaves
+    /// (member epoch -1 or -2, KIP-848).
     Leave,
+    /// ConsumerGroupHeartbeat (KIP-848).
+    ConsumerHeartbeat,
 }
 
 /// An assignment change, for the application's rebalance listener.
@@ -132,6 +135,7 @@ impl GroupRequestKind {
             GroupRequestKind::Sync => "SyncGroup",
             GroupRequestKind::Heartbeat => "Heartbeat",
             GroupRequestKind::Leave => "LeaveGroup",
+            GroupRequestKind::ConsumerHeartbeat => "ConsumerGroupHeartbeat",
         }
     }
 }
@@ -438,6 +442,8 @@ impl Membership {
             GroupRequestKind::Leave => response
                 .decode::<LeaveGroupResponse>()
                 .map(|_| ResponseOutcome::default()),
+            // Not a request of this protocol (see `group::seam`).
+            GroupRequestKind::ConsumerHeartbeat => Ok(ResponseOutcome::default()),
         };
         match decoded {
             Ok(outcome) => outcome,

@@ -8,7 +8,9 @@
 #![doc = include_str!("../../docs/assignors.md")]
 
 pub mod assignor;
+pub mod consumer_membership;
 pub mod membership;
+pub mod seam;
 
 pub use assignor::{
     AssignmentStrategy, Assignor, CooperativeStickyAssignor, GroupAssignment, GroupMember,
@@ -16,6 +18,88 @@ pub use assignor::{
 };
 
 use std::fmt;
+use std::str::FromStr;
+
+/// Which group protocol a consumer speaks (`group.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GroupProtocol {
+    /// The classic protocol: JoinGroup, SyncGroup and Heartbeat, with the
+    /// assignment computed by the group leader (a client).
+    #[default]
+    Classic,
+    /// The consumer group protocol of KIP-848: ConsumerGroupHeartbeat only,
+    /// with the assignment computed by the coordinator (Kafka 4.0+).
+    Consumer,
+}
+
+impl GroupProtocol {
+    /// The property value: `classic` or `consumer`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupProtocol::Classic => "classic",
+            GroupProtocol::Consumer => "consumer",
+        }
+    }
+}
+
+impl fmt::Display for GroupProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for GroupProtocol {
+    type Err = ();
+
+    /// Parses `classic` or `consumer` (any case, as Java does).
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "classic" => Ok(GroupProtocol::Classic),
+            "consumer" => Ok(GroupProtocol::Consumer),
+            _ => Err(()),
+        }
+    }
+}
+
+/// The coordinator-side assignor a KIP-848 member asks for
+/// (`group.remote.assignor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RemoteAssignor {
+    /// `uniform`: spreads partitions evenly, sticky across rebalances
+    /// (Kafka's default).
+    Uniform,
+    /// `range`: co-partitions topics, like the classic range assignor.
+    Range,
+}
+
+impl RemoteAssignor {
+    /// The name sent as ServerAssignor.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemoteAssignor::Uniform => "uniform",
+            RemoteAssignor::Range => "range",
+        }
+    }
+}
+
+impl fmt::Display for RemoteAssignor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RemoteAssignor {
+    type Err = ();
+
+    /// Parses `uniform` or `range` (any case).
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "uniform" => Ok(RemoteAssignor::Uniform),
+            "range" => Ok(RemoteAssignor::Range),
+            _ => Err(()),
+        }
+    }
+}
 
 /// One partition of one topic.
 ///

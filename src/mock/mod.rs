@@ -2,6 +2,7 @@
 //!
 #![doc = include_str!("../../docs/mock-cluster.md")]
 
+mod consumer_group;
 mod group;
 mod log;
 mod sasl;
@@ -377,6 +378,7 @@ impl MockClusterBuilder {
                 topics: BTreeMap::new(),
                 coordinators: HashMap::new(),
                 groups,
+                consumer_groups: consumer_group::ConsumerGroups::default(),
                 errors: HashMap::new(),
                 versions: HashMap::new(),
                 auto_create_partitions: None,
@@ -589,6 +591,19 @@ impl MockCluster {
             st.coordinators.insert(group.to_owned(), broker);
             Ok(())
         })
+    }
+
+    /// The heartbeat interval and session timeout of consumer groups of
+    /// the KIP-848 protocol (Kafka's `group.consumer.heartbeat.interval.ms`
+    /// and `group.consumer.session.timeout.ms`; defaults 5 s and 45 s).
+    pub fn set_consumer_group_timing(
+        &self,
+        heartbeat_interval: Duration,
+        session_timeout: Duration,
+    ) {
+        let mut st = self.shared.lock();
+        st.consumer_groups.heartbeat_interval = heartbeat_interval;
+        st.consumer_groups.session_timeout = session_timeout;
     }
 
     /// The broker coordinating `group`.

@@ -21,6 +21,9 @@ use super::{BrokerClose, ClosedBy, MockEventKind};
 use crate::error::ErrorCode;
 use crate::protocol::frame::{decode_request, encode_response};
 use crate::protocol::messages::api_versions::ApiVersionsRequest;
+use crate::protocol::messages::consumer_group_heartbeat::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+};
 use crate::protocol::messages::create_topics::CreateTopicsRequest;
 use crate::protocol::messages::fetch::FetchRequest;
 use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
@@ -443,10 +446,49 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes, auth: &mut Conn
             AnyRequest::OffsetCommit(req) => {
                 Box::new(match group_error(st, broker, api, &req.group_id) {
                     Some(code) => commit_error(&req, code),
+                    None if st.consumer_groups.contains(&req.group_id) => {
+                        // A consumer group (KIP-848): the member epoch is
+                        // checked here; the offsets are stored as for a
+                        // group without members.
+                        match st.consumer_groups.validate_commit(
+                            &req.group_id,
+                            &req.member_id,
+                            req.generation_id_or_member_epoch,
+                        ) {
+                            Err(code) => commit_error(&req, code),
+                            Ok(()) => {
+                                let mut simple = req.clone();
+                                simple.generation_id_or_member_epoch = -1;
+                                simple.member_id = String::new();
+                                simple.group_instance_id = None;
+                                let topics = &st.topics;
+                                let exists =
+                                    |t: &str, p: i32| state::partition_exists(topics, t, p);
+                                st.groups.commit(now, version, &simple, &exists)
+                            }
+                        }
+                    }
                     None => {
                         let topics = &st.topics;
                         let exists = |t: &str, p: i32| state::partition_exists(topics, t, p);
                         st.groups.commit(now, version, &req, &exists)
+                    }
+                })
+            }
+            AnyRequest::ConsumerGroupHeartbeat(req) => {
+                Box::new(match group_error(st, broker, api, &req.group_id) {
+                    Some(code) => ConsumerGroupHeartbeatResponse {
+                        error_code: code.code(),
+                        member_epoch: -1,
+                        ..Default::default()
+                    },
+                    None => {
+                        let view = st
+                            .topics
+                            .iter()
+                            .map(|(name, t)| (name.clone(), (t.id, t.partitions.len() as i32)))
+                            .collect();
+                        st.consumer_groups.heartbeat(now, version, &req, &view)
                     }
                 })
             }
@@ -464,6 +506,7 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes, auth: &mut Conn
         ApiKey::LeaveGroup => body(frame).map(AnyRequest::LeaveGroup),
         ApiKey::OffsetCommit => body(frame).map(AnyRequest::OffsetCommit),
         ApiKey::OffsetFetch => body(frame).map(AnyRequest::OffsetFetch),
+        ApiKey::ConsumerGroupHeartbeat => body(frame).map(AnyRequest::ConsumerGroupHeartbeat),
         ApiKey::Produce => {
             return match body::<ProduceRequest>(frame) {
                 Ok(req) => {
@@ -534,7 +577,6 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes, auth: &mut Conn
                 Err(a) => a,
             };
         }
-        _ => return Answer::Close(BrokerClose::BadRequest),
     };
     match decoded {
         Ok(req) => {
@@ -560,6 +602,7 @@ enum AnyRequest {
     LeaveGroup(LeaveGroupRequest),
     OffsetCommit(OffsetCommitRequest),
     OffsetFetch(OffsetFetchRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
 }
 
 /// A response body of any API, framed at the request's version.

@@ -42,7 +42,7 @@ use crate::protocol::{ApiKey, VersionRange};
 
 /// The APIs the mock serves, at the versions this crate's protocol layer
 /// implements.
-pub(crate) const SERVED: [ApiKey; 16] = [
+pub(crate) const SERVED: [ApiKey; 17] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
@@ -57,6 +57,7 @@ pub(crate) const SERVED: [ApiKey; 16] = [
     ApiKey::SyncGroup,
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
+    ApiKey::ConsumerGroupHeartbeat,
     // Answered with ILLEGAL_SASL_STATE when SASL is off, as Kafka does on a
     // PLAINTEXT listener.
     ApiKey::SaslHandshake,
@@ -161,6 +162,8 @@ pub(crate) struct State {
     pub topics: BTreeMap<String, Topic>,
     pub coordinators: HashMap<String, i32>,
     pub groups: Groups,
+    /// Consumer groups of the KIP-848 protocol.
+    pub consumer_groups: super::consumer_group::ConsumerGroups,
     /// Errors to answer the next requests of an API with, on any broker.
     pub errors: HashMap<i16, VecDeque<ErrorCode>>,
     /// Versions narrowed by the test (`MockCluster::set_api_versions`).

@@ -63,6 +63,8 @@ pub trait TestCluster {
     fn set_leader(&self, topic: &str, partition: i32, broker: i32);
     /// Answers the next `count` requests of `api` with `code`.
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize);
+    /// The heartbeat interval and session timeout of KIP-848 groups.
+    fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32);
 
     /// The brokers' ports, in broker-id order.
     fn ports(&self) -> Vec<u16> {
@@ -143,9 +145,14 @@ impl TestCluster for RawMock {
         let err = match code {
             ErrorCode::GroupAuthorizationFailed => E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
             ErrorCode::TopicAuthorizationFailed => E::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+            ErrorCode::FencedMemberEpoch => E::RD_KAFKA_RESP_ERR_FENCED_MEMBER_EPOCH,
+            ErrorCode::GroupMaxSizeReached => E::RD_KAFKA_RESP_ERR_GROUP_MAX_SIZE_REACHED,
             other => panic!("no librdkafka name for {other} here yet"),
         };
         self.push_request_errors(api.code(), &vec![err; count]);
+    }
+    fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32) {
+        RawMock::set_consumer_group_timing(self, heartbeat_ms, session_ms)
     }
 }
 
@@ -191,5 +198,12 @@ impl TestCluster for MockCluster {
     }
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize) {
         MockCluster::push_errors(self, api, &vec![code; count])
+    }
+    fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32) {
+        MockCluster::set_consumer_group_timing(
+            self,
+            std::time::Duration::from_millis(heartbeat_ms as u64),
+            std::time::Duration::from_millis(session_ms as u64),
+        )
     }
 }

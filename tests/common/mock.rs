@@ -155,6 +155,15 @@ impl RawMock {
         };
     }
 
+    /// The heartbeat interval and session timeout the consumer groups of
+    /// KIP-848 get (librdkafka's mock defaults: 3 s and 45 s).
+    pub fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32) {
+        unsafe {
+            sys::rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(self.mc, heartbeat_ms);
+            sys::rd_kafka_mock_set_group_consumer_session_timeout_ms(self.mc, session_ms);
+        }
+    }
+
     /// Forgets the requests tracked so far (tracking goes on).
     pub fn clear_requests(&self) {
         unsafe { sys::rd_kafka_mock_clear_requests(self.mc) };

@@ -180,15 +180,36 @@ impl RdConsumer {
         properties: &[(&str, &str)],
     ) -> RdConsumer {
         let mut cc = ClientConfig::new();
-        cc.set("bootstrap.servers", bootstrap)
-            .set("group.id", group)
-            .set("auto.offset.reset", "earliest")
-            .set("enable.auto.commit", "false")
-            .set("session.timeout.ms", "6000")
+        cc.set("session.timeout.ms", "6000")
             .set("heartbeat.interval.ms", "500");
         for (k, v) in properties {
             cc.set(*k, *v);
         }
+        Self::run(cc, bootstrap, group, topic)
+    }
+
+    /// A member of `group` on `topic` speaking the consumer group protocol
+    /// (KIP-848, `group.protocol=consumer`): librdkafka refuses the
+    /// classic-only session and heartbeat settings there.
+    pub fn start_kip848(
+        bootstrap: &str,
+        group: &str,
+        topic: &str,
+        properties: &[(&str, &str)],
+    ) -> RdConsumer {
+        let mut cc = ClientConfig::new();
+        cc.set("group.protocol", "consumer");
+        for (k, v) in properties {
+            cc.set(*k, *v);
+        }
+        Self::run(cc, bootstrap, group, topic)
+    }
+
+    fn run(mut cc: ClientConfig, bootstrap: &str, group: &str, topic: &str) -> RdConsumer {
+        cc.set("bootstrap.servers", bootstrap)
+            .set("group.id", group)
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false");
         let consumer: BaseConsumer = cc.create().unwrap();
         consumer.subscribe(&[topic]).unwrap();
         let stop = Arc::new(AtomicBool::new(false));

@@ -1,0 +1,219 @@
+//! The group-protocol seam: the consumer drives one membership, classic
+//! (JoinGroup/SyncGroup/Heartbeat, client-side assignors) or consumer
+//! (KIP-848: ConsumerGroupHeartbeat, server-side assignors), through the
+//! same calls. Both machines are sans-IO; this enum only dispatches and
+//! adapts their inputs (the classic leader needs partition counts, the
+//! consumer member topic ids).
+
+use super::consumer_membership::{ConsumerMemberState, ConsumerMembership, HeartbeatBody};
+use super::membership::{
+    GroupEvent, GroupFailure, GroupRequestKind, MemberState, Membership, ResponseOutcome,
+};
+use super::{GroupProtocol, TopicPartition};
+use crate::cluster::{Metadata, RequestBody, RequestError, Response};
+use crate::protocol::ErrorCode;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// A group membership of either protocol.
+#[derive(Debug)]
+pub enum GroupMembership {
+    /// `group.protocol=classic`.
+    Classic(Membership),
+    /// `group.protocol=consumer` (KIP-848).
+    Consumer(ConsumerMembership),
+}
+
+impl GroupMembership {
+    /// The protocol.
+    pub fn protocol(&self) -> GroupProtocol {
+        match self {
+            GroupMembership::Classic(_) => GroupProtocol::Classic,
+            GroupMembership::Consumer(_) => GroupProtocol::Consumer,
+        }
+    }
+
+    /// `group.id`.
+    pub fn group_id(&self) -> &str {
+        match self {
+            GroupMembership::Classic(m) => m.group_id(),
+            GroupMembership::Consumer(m) => m.group_id(),
+        }
+    }
+
+    /// `group.instance.id`.
+    pub fn group_instance_id(&self) -> Option<&str> {
+        match self {
+            GroupMembership::Classic(m) => m.group_instance_id(),
+            GroupMembership::Consumer(m) => m.group_instance_id(),
+        }
+    }
+
+    /// The member id.
+    pub fn member_id(&self) -> &str {
+        match self {
+            GroupMembership::Classic(m) => m.member_id(),
+            GroupMembership::Consumer(m) => m.member_id(),
+        }
+    }
+
+    /// Sets the subscribed topics.
+    pub fn subscribe(&mut self, topics: BTreeSet<String>) {
+        match self {
+            GroupMembership::Classic(m) => m.subscribe(topics),
+            GroupMembership::Consumer(m) => m.subscribe(topics),
+        }
+    }
+
+    /// The group's view may be stale (an OffsetCommit was refused for the
+    /// generation or epoch): the classic member joins again; the consumer
+    /// member heartbeats at once, and the answer brings the current epoch
+    /// (KIP-848: the coordinator, not the member, starts rebalances).
+    pub fn request_rejoin(&mut self) {
+        match self {
+            GroupMembership::Classic(m) => m.request_rejoin(),
+            GroupMembership::Consumer(m) => m.heartbeat_now(),
+        }
+    }
+
+    /// The partitions this member owns.
+    pub fn assignment(&self) -> &BTreeSet<TopicPartition> {
+        match self {
+            GroupMembership::Classic(m) => m.assignment(),
+            GroupMembership::Consumer(m) => m.assignment(),
+        }
+    }
+
+    /// Whether the member is in the group, so that offsets can be
+    /// committed with its generation (classic) or member epoch (consumer).
+    pub fn is_stable(&self) -> bool {
+        match self {
+            GroupMembership::Classic(m) => m.is_stable(),
+            GroupMembership::Consumer(m) => m.is_stable(),
+        }
+    }
+
+    /// The generation (classic) or member epoch (consumer) and the member
+    /// id that OffsetCommit carries.
+    pub fn commit_generation(&self) -> Option<(i32, &str)> {
+        match self {
+            GroupMembership::Classic(m) => m.commit_generation(),
+            GroupMembership::Consumer(m) => m.commit_generation(),
+        }
+    }
+
+    /// The topics whose metadata the classic leader waits for, if any.
+    pub fn awaiting_metadata(&self) -> Option<&BTreeSet<String>> {
+        match self {
+            GroupMembership::Classic(m) => match m.state() {
+                MemberState::AwaitingMetadata(topics) => Some(topics),
+                _ => None,
+            },
+            GroupMembership::Consumer(_) => None,
+        }
+    }
+
+    /// Whether the member wants fresher metadata (the consumer member got
+    /// an assignment naming topic ids the metadata does not know); true
+    /// once per need.
+    pub fn take_metadata_wanted(&mut self) -> bool {
+        match self {
+            GroupMembership::Classic(_) => false,
+            GroupMembership::Consumer(m) => m.take_metadata_wanted(),
+        }
+    }
+
+    /// Whether the member stopped for good.
+    pub fn is_failed(&self) -> bool {
+        match self {
+            GroupMembership::Classic(m) => matches!(m.state(), MemberState::Failed(_)),
+            GroupMembership::Consumer(m) => matches!(m.state(), ConsumerMemberState::Failed(_)),
+        }
+    }
+
+    /// The next assignment change.
+    pub fn poll_event(&mut self) -> Option<GroupEvent> {
+        match self {
+            GroupMembership::Classic(m) => m.poll_event(),
+            GroupMembership::Consumer(m) => m.poll_event(),
+        }
+    }
+
+    /// Why the member stopped, once.
+    pub fn take_failure(&mut self) -> Option<GroupFailure> {
+        match self {
+            GroupMembership::Classic(m) => m.take_failure(),
+            GroupMembership::Consumer(m) => m.take_failure(),
+        }
+    }
+
+    /// When the member may have something to send.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match self {
+            GroupMembership::Classic(m) => m.next_deadline(),
+            GroupMembership::Consumer(m) => m.next_deadline(),
+        }
+    }
+
+    /// The next group request for the coordinator, given what the metadata
+    /// knows.
+    pub fn poll_request(
+        &mut self,
+        now: Instant,
+        metadata: &Metadata,
+    ) -> Option<(GroupRequestKind, Box<dyn RequestBody>)> {
+        match self {
+            GroupMembership::Classic(m) => {
+                let counts: BTreeMap<String, i32> = metadata
+                    .topics
+                    .iter()
+                    .filter(|(_, t)| t.error == ErrorCode::None)
+                    .map(|(name, t)| (name.clone(), t.partitions.len() as i32))
+                    .collect();
+                m.poll_request(now, &counts)
+            }
+            GroupMembership::Consumer(m) => {
+                let names: BTreeMap<[u8; 16], String> = metadata
+                    .topics
+                    .iter()
+                    .filter(|(_, t)| t.error == ErrorCode::None && t.topic_id != [0; 16])
+                    .map(|(name, t)| (t.topic_id, name.clone()))
+                    .collect();
+                m.poll_heartbeat(now, &names).map(|r| {
+                    (
+                        GroupRequestKind::ConsumerHeartbeat,
+                        Box::new(HeartbeatBody(r)) as Box<dyn RequestBody>,
+                    )
+                })
+            }
+        }
+    }
+
+    /// Reads the answer (or failure) of a request of kind `kind`.
+    pub fn handle_response(
+        &mut self,
+        now: Instant,
+        kind: GroupRequestKind,
+        result: Result<Response, RequestError>,
+    ) -> ResponseOutcome {
+        match self {
+            GroupMembership::Classic(m) => m.handle_response(now, kind, result),
+            // The answer to a leave is of no interest: the member is gone
+            // either way.
+            GroupMembership::Consumer(_) if kind == GroupRequestKind::Leave => {
+                ResponseOutcome::default()
+            }
+            GroupMembership::Consumer(m) => m.handle_response(now, result),
+        }
+    }
+
+    /// Leaves the group; returns the request that says so, if one is due.
+    pub fn leave(&mut self, reason: &str) -> Option<Box<dyn RequestBody>> {
+        match self {
+            GroupMembership::Classic(m) => m.leave(reason),
+            GroupMembership::Consumer(m) => m
+                .leave()
+                .map(|r| Box::new(HeartbeatBody(r)) as Box<dyn RequestBody>),
+        }
+    }
+}
