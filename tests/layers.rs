@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("protocol", &[]),
     ("records", &["protocol"]),
-    ("cluster", &["protocol", "events"]),
+    ("sasl", &[]),
+    ("cluster", &["protocol", "events", "sasl"]),
     ("group", &["protocol", "cluster"]),
     (
         "fetch",
