@@ -1514,8 +1514,8 @@ impl Cluster {
             return;
         };
         if response.error_code != 0 {
-            let code = crate::error::ErrorCode::from_code(response.error_code);
-            let message = if code == crate::error::ErrorCode::UnsupportedSaslMechanism {
+            let code = crate::protocol::ErrorCode::from_code(response.error_code);
+            let message = if code == crate::protocol::ErrorCode::UnsupportedSaslMechanism {
                 format!(
                     "the broker does not enable {}; it enables [{}] ({code})",
                     sasl.mechanism,
@@ -1626,7 +1626,7 @@ impl Cluster {
             }
         };
         if response.error_code != 0 {
-            let code = crate::error::ErrorCode::from_code(response.error_code);
+            let code = crate::protocol::ErrorCode::from_code(response.error_code);
             let message = match response.error_message.filter(|m| !m.is_empty()) {
                 Some(m) => format!("{m} ({code})"),
                 None => code.to_string(),

@@ -1141,7 +1141,7 @@ fn a_wrong_password_is_reported_at_once_and_backed_off_to_the_max() {
         assert!(sim.c.poll_problem().is_none());
         // ...until REPORT_AGAIN_AFTER has passed.
         let mut reported = false;
-        let end = sim.now + crate::error::REPORT_AGAIN_AFTER + Duration::from_secs(2);
+        let end = sim.now + REPORT_AGAIN_AFTER + Duration::from_secs(2);
         while sim.now < end && !reported {
             sim.advance(Duration::from_millis(100));
             reported = matches!(
