@@ -103,7 +103,7 @@ pub mod tls;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset, SecurityProtocol};
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
-pub use consumer::{Consumer, RebalanceListener, Revocation};
+pub use consumer::{Consumer, ConsumerMetrics, RebalanceListener, Revocation};
 pub use error::{Error, ErrorCode};
 pub use fetch::ConsumerRecord;
 pub use group::TopicPartition;
