@@ -107,3 +107,9 @@ pub use consumer::{Consumer, ConsumerMetrics, RebalanceListener, Revocation};
 pub use error::{Error, ErrorCode};
 pub use fetch::ConsumerRecord;
 pub use group::TopicPartition;
+
+/// The README's Rust code, compiled as a doc-test (`no_run`: it needs a
+/// cluster) so that the quick start keeps compiling.
+#[cfg(all(doctest, feature = "runtime-async-std"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
