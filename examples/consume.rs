@@ -15,6 +15,16 @@
 //!   where a partition with no committed offset starts.
 //! - `--count N`: stop after `N` records: commit them (with a group), close
 //!   and exit 0.
+//! - `--format F`: how records are printed: `json` (default, below),
+//!   `value` (the value's bytes and a newline, as `kcat -f '%s\n'`) or
+//!   `key-value` (key, a tab, value, newline; a missing key or value
+//!   prints as nothing).
+//! - `--offset O` (without `--group`): where every assigned partition
+//!   starts: `beginning`, `end`, `N` (offset N), `-N` (N records before
+//!   the end, at most from the beginning) or `@T` (the first record at or
+//!   after T ms since the Unix epoch; the end when there is none).
+//! - `--stats N`: `Consumer::metrics` as one JSON line on stderr every
+//!   `N` ms (lag per partition, broker counters, group state).
 //! - `--events`: connection events as JSON lines on stderr.
 //! - `--property KEY=VALUE` (repeatable): any consumer property, as
 //!   `ConsumerConfigBuilder::set` takes it. Properties are applied before
@@ -23,8 +33,9 @@
 //!
 //! Each flag taking a value accepts `--flag VALUE` and `--flag=VALUE`.
 //!
-//! Standard output carries one JSON object per record, in the order
-//! received:
+//! Standard output is written through a buffer flushed after each polled
+//! batch (not per record). With `--format json` it carries one JSON object
+//! per record, in the order received:
 //!
 //! ```text
 //! {"topic":"t","partition":0,"offset":42,"timestamp":1718000000000,"key":"k","value":"v"}
@@ -67,9 +78,9 @@ use serde::Serialize;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_async_std::Signals;
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const USAGE: &str = "\
 usage: consume --bootstrap HOST:PORT[,..] --topic T [--topic T ..] [flags]
@@ -81,17 +92,67 @@ usage: consume --bootstrap HOST:PORT[,..] --topic T [--topic T ..] [flags]
   --from-beginning            start where no offset is committed at the
                               earliest record (default: the latest)
   --count N                   stop after N records: commit, close, exit 0
+  --format json|value|key-value
+                              record format on stdout (default json)
+  --offset beginning|end|N|-N|@T
+                              where each partition starts (without --group)
+  --stats N                   metrics as a JSON line on stderr every N ms
   --events                    connection events as JSON lines on stderr
   --property KEY=VALUE        any consumer property (repeatable)
   --help                      this text
 
-Records go to stdout, one JSON object a line: topic, partition, offset,
-timestamp, key, value. SIGINT/SIGTERM commit (with a group), close and exit 0.
+Records go to stdout, by default one JSON object a line: topic, partition,
+offset, timestamp, key, value. SIGINT/SIGTERM commit (with a group), close
+and exit 0.
 Exit codes: 0 done, 1 consuming failed, 2 bad flags or properties.
 ";
 
 /// How long one `poll` waits before the loop looks around again.
 const POLL: Duration = Duration::from_millis(500);
+
+/// `--format`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    #[default]
+    Json,
+    Value,
+    KeyValue,
+}
+
+/// `--offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StartAt {
+    Beginning,
+    End,
+    Offset(i64),
+    FromEnd(i64),
+    Timestamp(i64),
+}
+
+fn parse_offset(v: &str) -> Result<StartAt, String> {
+    let bad = || format!("--offset: expected beginning, end, N, -N or @TIMESTAMP, got {v:?}");
+    match v {
+        "beginning" => Ok(StartAt::Beginning),
+        "end" => Ok(StartAt::End),
+        _ => {
+            if let Some(t) = v.strip_prefix('@') {
+                t.parse().map(StartAt::Timestamp).map_err(|_| bad())
+            } else if let Some(n) = v.strip_prefix('-') {
+                n.parse::<i64>()
+                    .ok()
+                    .filter(|n| *n >= 0)
+                    .map(StartAt::FromEnd)
+                    .ok_or_else(bad)
+            } else {
+                v.parse::<i64>()
+                    .ok()
+                    .filter(|n| *n >= 0)
+                    .map(StartAt::Offset)
+                    .ok_or_else(bad)
+            }
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 struct Args {
@@ -100,6 +161,9 @@ struct Args {
     group: Option<String>,
     from_beginning: bool,
     count: Option<u64>,
+    format: Format,
+    offset: Option<StartAt>,
+    stats: Option<Duration>,
     events: bool,
     properties: Vec<(String, String)>,
 }
@@ -116,7 +180,14 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
         };
         let takes_value = matches!(
             flag.as_str(),
-            "--bootstrap" | "--topic" | "--group" | "--count" | "--property"
+            "--bootstrap"
+                | "--topic"
+                | "--group"
+                | "--count"
+                | "--property"
+                | "--format"
+                | "--offset"
+                | "--stats"
         );
         let value = if takes_value {
             match inline {
@@ -148,6 +219,26 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
                     .map_err(|_| format!("--count: not a count: {value:?}"))?;
                 out.count = Some(n);
             }
+            "--format" => {
+                out.format = match value.as_str() {
+                    "json" => Format::Json,
+                    "value" => Format::Value,
+                    "key-value" => Format::KeyValue,
+                    other => {
+                        return Err(format!(
+                            "--format: expected json, value or key-value, got {other:?}"
+                        ))
+                    }
+                }
+            }
+            "--offset" => out.offset = Some(parse_offset(&value)?),
+            "--stats" => {
+                let ms: u64 =
+                    value.parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
+                        format!("--stats: not a positive number of ms: {value:?}")
+                    })?;
+                out.stats = Some(Duration::from_millis(ms));
+            }
             "--events" => out.events = true,
             "--property" => {
                 let (k, v) = value
@@ -164,6 +255,12 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
     out.bootstrap = bootstrap.ok_or("--bootstrap is required")?;
     if out.topics.is_empty() {
         return Err("at least one --topic is required".into());
+    }
+    let grouped = out.group.is_some() || out.properties.iter().any(|(k, _)| k == "group.id");
+    if out.offset.is_some() && grouped {
+        return Err(
+            "--offset is for manual assignment: a group starts at its committed offsets".into(),
+        );
     }
     Ok(Some(out))
 }
@@ -234,6 +331,23 @@ struct RecordLine<'a> {
     timestamp: i64,
     key: Option<String>,
     value: Option<String>,
+}
+
+/// Writes one record to `out` in `format`.
+fn write_record(out: &mut impl Write, format: Format, r: &ConsumerRecord) -> std::io::Result<()> {
+    match format {
+        Format::Json => writeln!(out, "{}", record_line(r)),
+        Format::Value => {
+            out.write_all(r.value().unwrap_or_default())?;
+            out.write_all(b"\n")
+        }
+        Format::KeyValue => {
+            out.write_all(r.key().unwrap_or_default())?;
+            out.write_all(b"\t")?;
+            out.write_all(r.value().unwrap_or_default())?;
+            out.write_all(b"\n")
+        }
+    }
 }
 
 fn record_line(r: &ConsumerRecord) -> String {
@@ -365,16 +479,32 @@ async fn consume(
                 Either::Right(_) => return Ok(Stop::Signal),
             }
         }
-        consumer.assign(all).map_err(failure)?;
+        consumer.assign(all.clone()).map_err(failure)?;
+        if let Some(start) = args.offset {
+            let placed = Box::pin(start_at(consumer, &all, start));
+            match select(placed, signals.next()).await {
+                Either::Left((placed, _)) => placed.map_err(failure)?,
+                Either::Right(_) => return Ok(Stop::Signal),
+            }
+        }
     }
 
     let mut printed: u64 = 0;
     let stdout = std::io::stdout();
+    let poll_wait = args.stats.map_or(POLL, |s| s.min(POLL));
+    let mut stats_due = args.stats.map(|s| Instant::now() + s);
     loop {
         if args.count.is_some_and(|n| printed >= n) {
             return Ok(Stop::Count);
         }
-        let records = match select(Box::pin(consumer.poll(POLL)), signals.next()).await {
+        if let (Some(every), Some(due)) = (args.stats, stats_due) {
+            if Instant::now() >= due {
+                let line = serde_json::to_string(&consumer.metrics()).unwrap_or_default();
+                let _ = writeln!(std::io::stderr(), "{line}");
+                stats_due = Some(due.max(Instant::now() - every) + every);
+            }
+        }
+        let records = match select(Box::pin(consumer.poll(poll_wait)), signals.next()).await {
             Either::Left((Ok(records), _)) => records,
             // The consumer goes on by itself after a retriable error (a
             // broker unreachable, a topic not there yet): say it and poll
@@ -387,7 +517,9 @@ async fn consume(
             Either::Left((Err(e), _)) => return Err(failure(e)),
             Either::Right(_) => return Ok(Stop::Signal),
         };
-        let mut out = stdout.lock();
+        // One buffer for the batch, flushed once after it: a write per
+        // record would be a system call per record.
+        let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
         let mut unprinted: BTreeMap<TopicPartition, i64> = BTreeMap::new();
         let mut stop = None;
         for r in &records {
@@ -399,7 +531,7 @@ async fn consume(
                     .or_insert(r.offset());
                 continue;
             }
-            match writeln!(out, "{}", record_line(r)) {
+            match write_record(&mut out, args.format, r) {
                 Ok(()) => printed += 1,
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
                     stop = Some(Stop::StdoutClosed);
@@ -413,11 +545,21 @@ async fn consume(
         match out.flush() {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                // Which of the batch's records got out is unknown: none
+                // counts as printed, so a commit covers none of them.
                 stop.get_or_insert(Stop::StdoutClosed);
+                for r in &records {
+                    unprinted
+                        .entry(TopicPartition::new(r.topic(), r.partition()))
+                        .and_modify(|o| *o = (*o).min(r.offset()))
+                        .or_insert(r.offset());
+                }
             }
             Err(e) => return Err(failure(format!("stdout: {e}"))),
         }
-        drop(out);
+        // The buffer is empty now (or its reader gone): drop it without a
+        // second flush.
+        let _ = out.into_parts();
         // Rewind past what was fetched but not printed, so the commit on
         // closing covers the printed records only.
         for (tp, offset) in &unprinted {
@@ -425,6 +567,41 @@ async fn consume(
         }
         if let Some(stop) = stop {
             return Ok(stop);
+        }
+    }
+}
+
+/// Moves every partition of `all` to where `--offset` says.
+async fn start_at(
+    consumer: &mut Consumer,
+    all: &[TopicPartition],
+    start: StartAt,
+) -> Result<(), lazykafka::Error> {
+    match start {
+        StartAt::Beginning => consumer.seek_to_beginning(all),
+        StartAt::End => consumer.seek_to_end(all),
+        StartAt::Offset(n) => all.iter().try_for_each(|tp| consumer.seek(tp, n)),
+        StartAt::FromEnd(n) => {
+            let ends = consumer.end_offsets(all.iter().cloned()).await?;
+            let starts = consumer.beginning_offsets(all.iter().cloned()).await?;
+            all.iter().try_for_each(|tp| {
+                let end = ends.get(tp).copied().unwrap_or(0);
+                let first = starts.get(tp).copied().unwrap_or(0);
+                consumer.seek(tp, end.saturating_sub(n).max(first))
+            })
+        }
+        StartAt::Timestamp(t) => {
+            let found = consumer
+                .offsets_for_times(all.iter().map(|tp| (tp.clone(), t)))
+                .await?;
+            for tp in all {
+                match found.get(tp).copied().flatten() {
+                    Some(hit) => consumer.seek(tp, hit.offset)?,
+                    // No record at or after the time: only new ones.
+                    None => consumer.seek_to_end([tp])?,
+                }
+            }
+            Ok(())
         }
     }
 }

@@ -155,7 +155,8 @@ step "cargo test (lifecycle and faults, ASYNC_STD_THREAD_COUNT=1)"
 ASYNC_STD_THREAD_COUNT=1 cargo test "${async_std_features[@]}" --test cluster_lifecycle --test faults
 
 # On tokio: everything but the group scenarios (consumer_group,
-# consumer_tansu_group, consume_example, lifecycle_example: minutes of
+# consumer_tansu_group, consume_example, group_example, lifecycle_example:
+# examples built for async-std, and minutes of
 # rebalances whose runtime-dependent part, the driver loop, the tests
 # below exercise too) and the pure layers (protocol, records: no runtime).
 step "cargo test ${tokio_features[*]} (tokio)"
@@ -164,7 +165,8 @@ if ! cargo test "${tokio_features[@]}" --lib \
     --test consumer_group_kip848 \
     --test one_thread --test tokio_threads --test bad_input --test mock_cluster --test failures --test truncation \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
-    --test records_peers --test tls --test sasl; then
+    --test records_peers --test tls --test sasl \
+    --test cancel_safety --test metrics --test offset_store; then
     show_tansu_log
     exit 1
 fi

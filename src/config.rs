@@ -340,6 +340,7 @@ const CLIENT_RACK: &str = "client.rack";
 const AUTO_OFFSET_RESET: &str = "auto.offset.reset";
 const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
 const AUTO_COMMIT_INTERVAL_MS: &str = "auto.commit.interval.ms";
+const ENABLE_AUTO_OFFSET_STORE: &str = "enable.auto.offset.store";
 const ISOLATION_LEVEL: &str = "isolation.level";
 const FETCH_MIN_BYTES: &str = "fetch.min.bytes";
 const FETCH_MAX_WAIT_MS: &str = "fetch.max.wait.ms";
@@ -439,6 +440,7 @@ pub struct ConsumerConfig {
     auto_offset_reset: OffsetReset,
     enable_auto_commit: bool,
     auto_commit_interval: Duration,
+    enable_auto_offset_store: bool,
     isolation_level: IsolationLevel,
     fetch_min_bytes: u32,
     fetch_max_wait: Duration,
@@ -497,6 +499,7 @@ impl ConsumerConfig {
         AUTO_OFFSET_RESET,
         ENABLE_AUTO_COMMIT,
         AUTO_COMMIT_INTERVAL_MS,
+        ENABLE_AUTO_OFFSET_STORE,
         ISOLATION_LEVEL,
         FETCH_MIN_BYTES,
         FETCH_MAX_WAIT_MS,
@@ -663,6 +666,10 @@ impl ConsumerConfig {
             (AUTO_OFFSET_RESET, self.auto_offset_reset.to_string()),
             (ENABLE_AUTO_COMMIT, self.enable_auto_commit.to_string()),
             (AUTO_COMMIT_INTERVAL_MS, ms(self.auto_commit_interval)),
+            (
+                ENABLE_AUTO_OFFSET_STORE,
+                self.enable_auto_offset_store.to_string(),
+            ),
             (ISOLATION_LEVEL, self.isolation_level.to_string()),
             (FETCH_MIN_BYTES, self.fetch_min_bytes.to_string()),
             (FETCH_MAX_WAIT_MS, ms(self.fetch_max_wait)),
@@ -818,6 +825,16 @@ impl ConsumerConfig {
     /// `auto.commit.interval.ms` (default 5 s).
     pub fn auto_commit_interval(&self) -> Duration {
         self.auto_commit_interval
+    }
+
+    /// `enable.auto.offset.store` (default `true`, as in librdkafka): every
+    /// record `poll` returns counts as processed, and commits (automatic,
+    /// [`Consumer::commit`](crate::Consumer::commit), on `close`) take the
+    /// consumed positions. With `false` they take only the offsets the
+    /// application stored with
+    /// [`Consumer::store_offset`](crate::Consumer::store_offset).
+    pub fn enable_auto_offset_store(&self) -> bool {
+        self.enable_auto_offset_store
     }
 
     /// `isolation.level` (default `read_uncommitted`).
@@ -986,8 +1003,11 @@ impl ConsumerConfig {
         self.allow_auto_create_topics
     }
 
-    /// `exclude.internal.topics`: never match internal topics such as
-    /// `__consumer_offsets` with a subscription pattern (default `true`).
+    /// `exclude.internal.topics` (default `true`): in the Java client, never
+    /// match internal topics such as `__consumer_offsets` with a
+    /// subscription pattern. This crate subscribes to topic names only
+    /// (there is no pattern subscription yet), so it is accepted, kept and
+    /// rendered for compatibility, and changes nothing.
     pub fn exclude_internal_topics(&self) -> bool {
         self.exclude_internal_topics
     }
@@ -1204,6 +1224,7 @@ pub struct ConsumerConfigBuilder {
     auto_offset_reset: OffsetReset,
     enable_auto_commit: Option<bool>,
     auto_commit_interval: Duration,
+    enable_auto_offset_store: bool,
     isolation_level: IsolationLevel,
     fetch_min_bytes: u32,
     fetch_max_wait: Duration,
@@ -1267,6 +1288,7 @@ impl ConsumerConfigBuilder {
             auto_offset_reset: OffsetReset::Latest,
             enable_auto_commit: None,
             auto_commit_interval: Duration::from_millis(5_000),
+            enable_auto_offset_store: true,
             isolation_level: IsolationLevel::ReadUncommitted,
             fetch_min_bytes: 1,
             fetch_max_wait: Duration::from_millis(500),
@@ -1362,6 +1384,7 @@ impl ConsumerConfigBuilder {
             AUTO_OFFSET_RESET => self.auto_offset_reset = v.parse()?,
             ENABLE_AUTO_COMMIT => self.enable_auto_commit = Some(parse_bool(p, v)?),
             AUTO_COMMIT_INTERVAL_MS => self.auto_commit_interval = parse_ms(p, v)?,
+            ENABLE_AUTO_OFFSET_STORE => self.enable_auto_offset_store = parse_bool(p, v)?,
             ISOLATION_LEVEL => self.isolation_level = v.parse()?,
             FETCH_MIN_BYTES => self.fetch_min_bytes = parse_u32(p, v)?,
             FETCH_MAX_WAIT_MS => self.fetch_max_wait = parse_ms(p, v)?,
@@ -1528,6 +1551,14 @@ impl ConsumerConfigBuilder {
     /// `enable.auto.commit`. `true` needs a `group.id`.
     pub fn enable_auto_commit(mut self, enable: bool) -> Self {
         self.enable_auto_commit = Some(enable);
+        self
+    }
+
+    /// `enable.auto.offset.store`: `false` makes commits take only the
+    /// offsets stored with
+    /// [`Consumer::store_offset`](crate::Consumer::store_offset).
+    pub fn enable_auto_offset_store(mut self, enable: bool) -> Self {
+        self.enable_auto_offset_store = enable;
         self
     }
 
@@ -2090,6 +2121,7 @@ impl ConsumerConfigBuilder {
             auto_offset_reset: b.auto_offset_reset,
             enable_auto_commit,
             auto_commit_interval: b.auto_commit_interval,
+            enable_auto_offset_store: b.enable_auto_offset_store,
             isolation_level: b.isolation_level,
             fetch_min_bytes: b.fetch_min_bytes,
             fetch_max_wait: b.fetch_max_wait,

@@ -97,6 +97,14 @@ pub enum Error {
     Seek(crate::fetch::SeekError),
     /// The consumer was closed.
     Closed,
+    /// An operation named a partition that is not assigned to the
+    /// consumer (`Consumer::store_offsets`).
+    NotAssigned {
+        /// The operation.
+        operation: &'static str,
+        /// The partition.
+        partition: crate::group::TopicPartition,
+    },
     /// An operation did not finish within `default.api.timeout.ms`.
     Timeout {
         /// What timed out.
@@ -254,6 +262,7 @@ impl Error {
             Error::Closed => false,
             Error::Fetch(e) => e.is_retriable(),
             Error::Seek(_) => false,
+            Error::NotAssigned { .. } => false,
             Error::Frame { .. }
             | Error::Decode { .. }
             | Error::Encode { .. }
@@ -290,6 +299,10 @@ impl fmt::Display for Error {
             Error::Closed => f.write_str("the consumer is closed"),
             Error::Fetch(e) => e.fmt(f),
             Error::Seek(e) => e.fmt(f),
+            Error::NotAssigned {
+                operation,
+                partition,
+            } => write!(f, "{operation}: {partition} is not assigned"),
             Error::Timeout {
                 what,
                 after,

@@ -405,6 +405,25 @@ pub struct BrokerCounters {
     /// Round-trip time of the last answered request.
     #[serde(rename = "last_rtt_us", serialize_with = "opt_micros")]
     pub last_rtt: Option<Duration>,
+    /// Responses received (requests answered).
+    pub responses: u64,
+    /// Requests that got no answer: their connection was lost or they
+    /// timed out.
+    pub request_errors: u64,
+    /// The shortest round trip of an answered request.
+    #[serde(rename = "rtt_min_us", serialize_with = "opt_micros")]
+    pub rtt_min: Option<Duration>,
+    /// The longest round trip of an answered request.
+    #[serde(rename = "rtt_max_us", serialize_with = "opt_micros")]
+    pub rtt_max: Option<Duration>,
+    /// The round trips of every answered request added up (divided by
+    /// `responses`: the mean, [`BrokerCounters::rtt_avg`]).
+    #[serde(rename = "rtt_total_us", serialize_with = "micros")]
+    pub rtt_total: Duration,
+}
+
+fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros() as u64)
 }
 
 fn opt_micros<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -415,6 +434,28 @@ fn opt_micros<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok,
 }
 
 impl BrokerCounters {
+    /// The mean round trip of the answered requests.
+    pub fn rtt_avg(&self) -> Option<Duration> {
+        u32::try_from(self.responses)
+            .ok()
+            .filter(|&n| n > 0)
+            .map(|n| self.rtt_total / n)
+    }
+
+    /// Failed connection attempts and connections that broke (closed by
+    /// the broker or on an error).
+    pub fn connection_errors(&self) -> u64 {
+        self.connect_failures + self.closed_peer + self.closed_error
+    }
+
+    pub(crate) fn count_rtt(&mut self, rtt: Duration) {
+        self.last_rtt = Some(rtt);
+        self.responses += 1;
+        self.rtt_total += rtt;
+        self.rtt_min = Some(self.rtt_min.map_or(rtt, |m| m.min(rtt)));
+        self.rtt_max = Some(self.rtt_max.map_or(rtt, |m| m.max(rtt)));
+    }
+
     pub(crate) fn count_close(&mut self, reason: CloseReason) {
         match reason {
             CloseReason::Idle => self.closed_idle += 1,

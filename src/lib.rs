@@ -103,7 +103,13 @@ pub mod tls;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset, SecurityProtocol};
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
-pub use consumer::{Consumer, RebalanceListener, Revocation};
+pub use consumer::{Consumer, ConsumerMetrics, RebalanceListener, Revocation};
 pub use error::{Error, ErrorCode};
 pub use fetch::ConsumerRecord;
 pub use group::TopicPartition;
+
+/// The README's Rust code, compiled as a doc-test (`no_run`: it needs a
+/// cluster) so that the quick start keeps compiling.
+#[cfg(all(doctest, feature = "runtime-async-std"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

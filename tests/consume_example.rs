@@ -651,3 +651,180 @@ fn tansu_count_group_resume_and_events() {
     let offsets: Vec<i64> = done.stdout.iter().map(|l| record(l).2).collect();
     assert_eq!(offsets, (6..10).collect::<Vec<i64>>());
 }
+
+#[test]
+fn formats_and_start_offsets() {
+    let mock = mock_cluster("t", "g");
+    let bootstrap = mock.bootstraps().join(",");
+    // Record i goes to partition i % 2 at offset i / 2.
+    produce_range(&bootstrap, "t", 2, 0..20, "none");
+    let base = |extra: &[&str]| {
+        let mut a = args(&["--bootstrap", &bootstrap, "--topic", "t"]);
+        a.extend(quick());
+        a.extend(args(extra));
+        a
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort_unstable();
+        v
+    };
+
+    // Offset 5 of each partition, values only.
+    let done = run(&base(&[
+        "--format", "value", "--offset", "5", "--count", "10",
+    ]));
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    let expected: Vec<String> = (10..20).map(|i| format!("value-{i}")).collect();
+    assert_eq!(sorted(done.stdout), sorted(expected));
+
+    // The last 2 of each partition, key TAB value.
+    let done = run(&base(&[
+        "--format=key-value",
+        "--offset=-2",
+        "--count",
+        "4",
+    ]));
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    let expected: Vec<String> = (16..20).map(|i| format!("key-{i}\tvalue-{i}")).collect();
+    assert_eq!(sorted(done.stdout), sorted(expected));
+
+    // More records back than there are: from the beginning.
+    let done = run(&base(&["--offset", "-100", "--count", "20"]));
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    let seen: BTreeSet<usize> = done.stdout.iter().map(|l| record(l).3).collect();
+    assert_eq!(seen, (0..20).collect());
+
+    // Bad values, and --offset with a group.
+    for bad in [
+        &["--offset", "x"][..],
+        &["--offset", "--5"],
+        &["--offset", "@soon"],
+        &["--format", "xml"],
+        &["--offset", "3", "--group", "g"],
+        &["--stats", "0"],
+    ] {
+        let done = run(&base(bad));
+        assert_eq!(done.code, Some(2), "{bad:?}: {:?}", done.stderr);
+        assert_eq!(done.stderr.len(), 1, "{bad:?}: {:?}", done.stderr);
+        assert!(done.stderr[0].starts_with("error: "), "{:?}", done.stderr);
+    }
+}
+
+/// `--offset @T` on `lazykafka::mock`, whose records carry the timestamps
+/// given: each partition starts at its first record at or after T.
+#[test]
+fn offset_at_a_timestamp() {
+    let mock = lazykafka::mock::MockCluster::new(1).unwrap();
+    mock.create_topic("t", 2).unwrap();
+    for p in 0..2 {
+        let records = (0..5).map(|i| {
+            lazykafka::mock::MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1))
+        });
+        mock.produce("t", p, records).unwrap();
+    }
+    let mut a = args(&[
+        "--bootstrap",
+        &mock.bootstrap_servers(),
+        "--topic",
+        "t",
+        "--format",
+        "value",
+        "--offset",
+        "@3500",
+        "--count",
+        "4",
+    ]);
+    a.extend(quick());
+    let done = run(&a);
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    let mut got = done.stdout;
+    got.sort_unstable();
+    assert_eq!(got, ["0-3", "0-4", "1-3", "1-4"]);
+}
+
+/// `--stats N`: metrics JSON lines on stderr; once everything is read the
+/// lag of both partitions is 0.
+#[test]
+fn stats_print_the_lag_as_json() {
+    let mock = mock_cluster("t", "g");
+    let bootstrap = mock.bootstraps().join(",");
+    produce_range(&bootstrap, "t", 2, 0..20, "none");
+    let mut a = args(&[
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        "t",
+        "--from-beginning",
+        "--stats",
+        "50",
+    ]);
+    a.extend(quick());
+    let mut running = start(&a);
+    assert!(running.wait_lines(20, WAIT), "{:?}", running.stdout_seen);
+    let caught_up = |lines: &[String]| {
+        lines.iter().any(|l| {
+            let Ok(v) = serde_json::from_str::<Value>(l) else {
+                return false;
+            };
+            let parts = v["partitions"].as_array().cloned().unwrap_or_default();
+            parts.len() == 2
+                && parts.iter().all(|p| p["lag"] == 0 && p["position"] == 10)
+                && v["total_lag"] == 0
+                && v["brokers"].as_object().is_some_and(|b| !b.is_empty())
+        })
+    };
+    assert!(
+        wait_for(WAIT, || caught_up(&running.stderr.lock().unwrap())),
+        "{:?}",
+        running.stderr.lock().unwrap()
+    );
+    running.terminate();
+    let done = running.finish(WAIT);
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+}
+
+/// A reader that goes away (`consume ... | head -1`): the next batch's
+/// write fails, and the example closes and exits 0.
+#[test]
+fn a_closed_stdout_ends_the_run_with_exit_zero() {
+    let mock = mock_cluster("t", "g");
+    let bootstrap = mock.bootstraps().join(",");
+    produce_range(&bootstrap, "t", 2, 0..4, "none");
+    let mut a = args(&[
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        "t",
+        "--from-beginning",
+    ]);
+    a.extend(quick());
+    let mut child = Command::new(example_bin("consume"))
+        .args(&a)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the example");
+    {
+        let mut first = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut first).unwrap();
+        assert!(first.contains(r#""topic":"t""#), "{first}");
+        // The read end closes here.
+    }
+    // The next records meet the closed pipe.
+    let mut status = None;
+    let mut more = 4;
+    let exited = wait_for(WAIT, || {
+        produce_range(&bootstrap, "t", 2, more..more + 2, "none");
+        more += 2;
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(exited, "the example went on after its stdout closed");
+    assert_eq!(status.unwrap().code(), Some(0));
+}

@@ -188,6 +188,81 @@ async fn a_waiting_fetch_is_answered_as_soon_as_records_arrive() {
     consumer.close().await.unwrap();
 }
 
+/// A consumer closed while its Fetch waits at the broker (`fetch.max.wait.ms`
+/// 500) leaves no connection open at the mock: the connection's thread sees
+/// the client's FIN at once instead of sitting out the wait. The deadline
+/// (200 ms) is well below the wait, so a mock that notices only when the
+/// Fetch is answered fails.
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+async fn the_mock_sees_a_closed_consumer_at_once_during_a_waiting_fetch() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic("t", 1).unwrap();
+    mock.produce("t", 0, [MockRecord::new("one")]).unwrap();
+    let bootstrap = mock.bootstrap_servers();
+    let mut consumer = Consumer::new(
+        config(&bootstrap, None)
+            .fetch_max_wait(Duration::from_millis(500))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+    let fetches = || {
+        mock.requests()
+            .iter()
+            .filter(|r| r.api == Some(ApiKey::Fetch))
+            .count()
+    };
+    let deadline = Instant::now() + WAIT;
+    let mut got = 0;
+    while got == 0 && Instant::now() < deadline {
+        got += consumer
+            .poll(Duration::from_millis(50))
+            .await
+            .unwrap()
+            .len();
+    }
+    assert_eq!(got, 1);
+    // Caught up: the next Fetch waits at the broker. Close right after it
+    // arrives, so most of its 500 ms are still to come.
+    let before = fetches();
+    while fetches() == before && Instant::now() < deadline {
+        assert!(consumer
+            .poll(Duration::from_millis(5))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    assert!(fetches() > before, "a Fetch is waiting at the broker");
+    assert!(!mock.open_connections().is_empty());
+    consumer.close().await.unwrap();
+    let closed_at = Instant::now();
+    let gone = wait_for(Duration::from_millis(200), || {
+        mock.open_connections().is_empty()
+    });
+    assert!(
+        gone,
+        "connections still open {:?} after close: {:?}",
+        closed_at.elapsed(),
+        mock.open_connections()
+    );
+    // The mock's log says the client closed them.
+    let closes: Vec<ClosedBy> = mock
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            MockEventKind::Closed { by, .. } => Some(by),
+            _ => None,
+        })
+        .collect();
+    assert!(!closes.is_empty());
+    assert!(
+        closes.iter().all(|by| *by == ClosedBy::Client),
+        "{closes:?}"
+    );
+}
+
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
 #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn offsets_for_times_and_the_ends_of_the_log() {

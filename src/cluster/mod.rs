@@ -691,7 +691,7 @@ impl Cluster {
             Ok(responses) => {
                 for (request, body) in responses {
                     let rtt = now.saturating_duration_since(request.sent_at);
-                    self.counter(&addr).last_rtt = Some(rtt);
+                    self.counter(&addr).count_rtt(rtt);
                     self.handle_response(
                         now,
                         conn,
@@ -1006,6 +1006,12 @@ impl Cluster {
             let (expired, kept): (Vec<Queued>, Vec<Queued>) =
                 c.queue.drain(..).partition(|q| now >= q.deadline);
             c.queue = kept.into();
+            if !expired.is_empty() {
+                self.counters
+                    .entry(c.addr.clone())
+                    .or_default()
+                    .request_errors += expired.len() as u64;
+            }
             for q in expired {
                 let api = q.body.api_key();
                 if let Origin::User(id) = q.origin {
@@ -2024,6 +2030,9 @@ impl Cluster {
         let lost = error
             .clone()
             .unwrap_or(ConnectionError::ClosedByClient { reason });
+        if reason != CloseReason::Shutdown {
+            self.counter(&c.addr).request_errors += c.in_flight.len() as u64;
+        }
         for request in c.in_flight.drain(..) {
             self.fail(
                 request.origin,

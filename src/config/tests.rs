@@ -155,6 +155,13 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        property: "enable.auto.offset.store",
+        default: Some("true"),
+        valid: "FALSE",
+        valid_rendered: "false",
+        invalid: &[("0", "enable.auto.offset.store", &["\"0\"", "true or false"])],
+    },
+    Case {
         property: "isolation.level",
         default: Some("read_uncommitted"),
         valid: "read_committed",

@@ -16,7 +16,7 @@ use crate::group::membership::{GroupEvent, GroupRequestKind};
 use crate::group::seam::GroupMembership;
 use crate::group::TopicPartition;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Identifies a commit the consumer started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,6 +90,16 @@ pub(crate) struct ConsumerCore {
     missing: BTreeMap<(String, Option<i32>), Missing>,
     /// The last failure reported, in words, for operations that time out.
     last_error: Option<String>,
+    /// `enable.auto.offset.store=false`: the offsets the application
+    /// stored, which commits take instead of the consumed positions.
+    offset_store: Option<BTreeMap<TopicPartition, OffsetAndEpoch>>,
+    /// Commits whose caller stopped waiting (a dropped `commit` future):
+    /// their outcome is dropped when it comes.
+    abandoned_commits: BTreeSet<CommitId>,
+    /// Completed rebalances (assignments received), and when the last one
+    /// completed.
+    rebalances: u64,
+    last_rebalance: Option<(Instant, SystemTime)>,
 }
 
 /// A topic or partition the metadata lacks.
@@ -140,6 +150,68 @@ impl ConsumerCore {
             propagation: Duration::from_secs(1),
             missing: BTreeMap::new(),
             last_error: None,
+            offset_store: None,
+            abandoned_commits: BTreeSet::new(),
+            rebalances: 0,
+            last_rebalance: None,
+        }
+    }
+
+    /// `enable.auto.offset.store=false`: commits take the offsets stored
+    /// with [`ConsumerCore::store_offsets`] only.
+    pub fn set_manual_offset_store(&mut self) {
+        self.offset_store = Some(BTreeMap::new());
+    }
+
+    /// Stores offsets (the next offset to consume) for the next commit.
+    /// Every partition must be assigned; nothing is stored otherwise.
+    pub fn store_offsets(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
+    ) -> Result<(), Error> {
+        let Some(store) = self.offset_store.as_mut() else {
+            return Err(Error::Config {
+                property: "enable.auto.offset.store".into(),
+                reason: "offsets are stored automatically; set enable.auto.offset.store=false to store them with store_offset".into(),
+            });
+        };
+        let assigned = self.fetcher.assignment();
+        if let Some(tp) = offsets.keys().find(|tp| !assigned.contains(*tp)) {
+            return Err(Error::NotAssigned {
+                operation: "store_offset",
+                partition: tp.clone(),
+            });
+        }
+        store.extend(offsets);
+        Ok(())
+    }
+
+    /// The offsets stored for the next commit (`None` with
+    /// `enable.auto.offset.store=true`).
+    pub fn stored_offsets(&self) -> Option<&BTreeMap<TopicPartition, OffsetAndEpoch>> {
+        self.offset_store.as_ref()
+    }
+
+    /// Forgets stored offsets of partitions no longer assigned (a partition
+    /// assigned again later starts from its committed offset, not from an
+    /// offset stored under an earlier assignment).
+    fn prune_offset_store(&mut self) {
+        if let Some(store) = self.offset_store.as_mut() {
+            let assigned = self.fetcher.assignment();
+            store.retain(|tp, _| assigned.contains(tp));
+        }
+    }
+
+    /// Completed rebalances and the time of the last one.
+    pub fn rebalances(&self) -> (u64, Option<(Instant, SystemTime)>) {
+        (self.rebalances, self.last_rebalance)
+    }
+
+    /// The caller stopped waiting for commit `id`: its outcome, when it
+    /// comes, is dropped (the commit itself may still land).
+    pub fn abandon_commit(&mut self, id: CommitId) {
+        if self.commit_results.remove(&id).is_none() {
+            self.abandoned_commits.insert(id);
         }
     }
 
@@ -181,6 +253,7 @@ impl ConsumerCore {
             }
         }
         self.mode = mode;
+        self.prune_offset_store();
         self.update_topics();
     }
 
@@ -215,7 +288,7 @@ impl ConsumerCore {
     ) -> CommitId {
         let id = CommitId(self.next_commit);
         self.next_commit += 1;
-        let offsets = offsets.unwrap_or_else(|| self.consumed_positions(None));
+        let offsets = offsets.unwrap_or_else(|| self.committable(None));
         self.send_commit(now, Some(id), offsets);
         id
     }
@@ -746,8 +819,9 @@ impl ConsumerCore {
                 let positions = self.consumed_positions(Some(revoked));
                 self.revoked_positions
                     .extend(positions.iter().map(|(tp, o)| (tp.clone(), o.offset)));
-                if self.auto_commit.is_some() && !positions.is_empty() {
-                    self.blocking_commit = self.send_commit(now, None, positions);
+                let offsets = self.committable(Some(revoked));
+                if self.auto_commit.is_some() && !offsets.is_empty() {
+                    self.blocking_commit = self.send_commit(now, None, offsets);
                 }
                 if self.hold_for_listener {
                     self.undelivered_revocations += 1;
@@ -755,6 +829,11 @@ impl ConsumerCore {
             }
             if let Some(m) = &self.membership {
                 self.fetcher.assign(m.assignment().iter().cloned());
+            }
+            self.prune_offset_store();
+            if matches!(e, GroupEvent::Assigned(_)) {
+                self.rebalances += 1;
+                self.last_rebalance = Some((now, SystemTime::now()));
             }
             self.group_events.push_back(e);
         }
@@ -901,9 +980,31 @@ impl ConsumerCore {
         self.next_auto_commit = Some(now + interval);
         let stable = self.membership.as_ref().is_some_and(|m| m.is_stable());
         if self.group_id.is_some() && (stable || matches!(self.mode, Mode::Assigned(_))) {
-            let offsets = self.consumed_positions(None);
+            let offsets = self.committable(None);
             if !offsets.is_empty() {
                 self.send_commit(now, None, offsets);
+            }
+        }
+    }
+
+    /// What a commit of owned partitions (all, or those in `only`) takes:
+    /// the consumed positions, or with `enable.auto.offset.store=false`
+    /// the offsets the application stored.
+    fn committable(
+        &self,
+        only: Option<&BTreeSet<TopicPartition>>,
+    ) -> BTreeMap<TopicPartition, OffsetAndEpoch> {
+        match &self.offset_store {
+            None => self.consumed_positions(only),
+            Some(stored) => {
+                let assigned = self.fetcher.assignment();
+                stored
+                    .iter()
+                    .filter(|(tp, _)| {
+                        assigned.contains(*tp) && only.is_none_or(|o| o.contains(*tp))
+                    })
+                    .map(|(tp, o)| (tp.clone(), *o))
+                    .collect()
             }
         }
     }
@@ -1040,6 +1141,7 @@ impl ConsumerCore {
             },
         };
         match (id, outcome) {
+            (Some(id), _) if self.abandoned_commits.remove(&id) => {}
             (Some(id), outcome) => {
                 self.commit_results.insert(id, outcome);
             }

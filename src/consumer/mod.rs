@@ -7,9 +7,11 @@
 //! membership alive (heartbeats) between polls.
 
 pub(crate) mod core;
+pub mod metrics;
 mod offsets;
 
 pub use self::core::CommitId;
+pub use metrics::ConsumerMetrics;
 pub use offsets::OffsetAndEpoch;
 
 use self::core::{ConsumerCore, Mode};
@@ -113,6 +115,56 @@ impl Revocation<'_> {
 }
 
 type CommitCallback = Box<dyn FnOnce(Result<(), Error>) + Send>;
+
+/// Forgets the outcome of a commit nobody waits for any more (its `commit`
+/// future was dropped, or it timed out), so outcomes do not pile up.
+struct AbandonCommit {
+    shared: Option<Arc<crate::runtime::engine::Shared>>,
+    id: CommitId,
+}
+
+impl AbandonCommit {
+    /// The outcome was taken (`true`), or the wait timed out (`false`:
+    /// the outcome still to come is dropped).
+    fn answered(mut self, taken: bool) {
+        if taken {
+            self.shared = None;
+        }
+    }
+}
+
+impl Drop for AbandonCommit {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.lock().abandon_commit(self.id);
+        }
+    }
+}
+
+/// The records a [`Consumer::stream`] took from the consumer and has not
+/// yielded yet. Dropped with the stream, it moves the positions of their
+/// partitions back to the first of them, so the next `poll` returns them
+/// again: dropping a stream loses no record.
+struct StreamState<'a> {
+    consumer: &'a mut Consumer,
+    buffered: std::collections::VecDeque<ConsumerRecord>,
+}
+
+impl Drop for StreamState<'_> {
+    fn drop(&mut self) {
+        let mut first: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+        for r in self.buffered.drain(..) {
+            first
+                .entry(TopicPartition::new(r.topic(), r.partition()))
+                .or_insert(r.offset());
+        }
+        for (tp, offset) in first {
+            // A partition revoked meanwhile is another member's now: its
+            // records are not ours to return.
+            let _ = self.consumer.seek(&tp, offset);
+        }
+    }
+}
 
 /// An async Kafka consumer.
 ///
@@ -246,6 +298,9 @@ impl Consumer {
         );
         let mut core = core;
         core.set_topic_propagation(config.topic_metadata_propagation_max());
+        if !config.enable_auto_offset_store() {
+            core.set_manual_offset_store();
+        }
         Ok(Consumer {
             config,
             tls,
@@ -436,6 +491,15 @@ impl Consumer {
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     ///
+    /// # Cancel safety
+    ///
+    /// `poll` is cancel-safe: a `poll` future dropped before it finished
+    /// (a timeout around it, the losing branch of a `select!`) took no
+    /// record, and the next `poll` returns the records it would have
+    /// returned. Records are taken from the fetched buffer only in the
+    /// step that returns them, never across an `.await`. The background
+    /// task goes on fetching and heartbeating meanwhile.
+    ///
     /// # Panics
     ///
     /// With the feature `runtime-tokio`, the first `poll` panics outside a
@@ -482,6 +546,12 @@ impl Consumer {
     /// The records as a stream, polling with `timeout` each time; errors end
     /// nothing: they are yielded and the stream goes on.
     ///
+    /// Cancel-safe: a dropped `next()` future loses nothing (the stream
+    /// keeps its place), and dropping the stream itself gives the records
+    /// it took from the consumer but did not yield back: their partitions
+    /// are sought back to the first of them, so the next `poll` (or
+    /// stream) returns them.
+    ///
     /// ```
     /// # // The same body on whichever runtime feature is enabled.
     /// # let body = async {
@@ -518,23 +588,24 @@ impl Consumer {
         &mut self,
         timeout: Duration,
     ) -> impl Stream<Item = Result<ConsumerRecord, Error>> + '_ {
-        futures::stream::unfold(
-            (self, std::collections::VecDeque::new()),
-            move |(consumer, mut buffered)| async move {
-                loop {
-                    if let Some(r) = buffered.pop_front() {
-                        return Some((Ok(r), (consumer, buffered)));
-                    }
-                    if consumer.closed {
-                        return None;
-                    }
-                    match consumer.poll(timeout).await {
-                        Ok(records) => buffered.extend(records),
-                        Err(e) => return Some((Err(e), (consumer, buffered))),
-                    }
+        let state = StreamState {
+            consumer: self,
+            buffered: std::collections::VecDeque::new(),
+        };
+        futures::stream::unfold(state, move |mut state| async move {
+            loop {
+                if let Some(r) = state.buffered.pop_front() {
+                    return Some((Ok(r), state));
                 }
-            },
-        )
+                if state.consumer.closed {
+                    return None;
+                }
+                match state.consumer.poll(timeout).await {
+                    Ok(records) => state.buffered.extend(records),
+                    Err(e) => return Some((Err(e), state)),
+                }
+            }
+        })
     }
 
     fn run_callbacks(&mut self) {
@@ -576,8 +647,18 @@ impl Consumer {
         }
     }
 
-    /// Commits the consumed positions of every assigned partition and waits
-    /// for the coordinator's answer.
+    /// Commits the consumed positions of every assigned partition (with
+    /// `enable.auto.offset.store=false`: the offsets stored with
+    /// [`Consumer::store_offset`]) and waits for the coordinator's answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// The OffsetCommit is sent when the future is first polled. Dropped
+    /// before the answer, the commit lands or not (there is no telling
+    /// which: read it back with [`Consumer::committed`], or commit again),
+    /// and the consumer stays usable: later polls and commits work, and
+    /// the dropped commit's outcome is discarded. The same holds for
+    /// [`Consumer::commit_offsets`].
     pub async fn commit(&mut self) -> Result<(), Error> {
         self.check_open()?;
         self.start();
@@ -613,10 +694,17 @@ impl Consumer {
     async fn wait_commit(&mut self, id: CommitId) -> Result<(), Error> {
         let timeout = self.config.default_api_timeout();
         let engine = self.engine.as_mut().expect("started");
+        // Dropped before the answer (a timeout, `select!`): the commit may
+        // still land, and its outcome is dropped when it comes.
+        let abandon = AbandonCommit {
+            shared: Some(engine.shared_arc()),
+            id,
+        };
         let result = engine
             .wait_for(timeout, |core| core.take_commit_result(id))
             .await
             .unwrap_or_else(|| Err(timed_out(engine, "commit", timeout)));
+        abandon.answered(!matches!(result, Err(Error::Timeout { .. })));
         self.run_callbacks();
         result
     }
@@ -1016,6 +1104,151 @@ impl Consumer {
     /// Counters per broker address.
     pub fn broker_counters(&self) -> BTreeMap<String, BrokerCounters> {
         self.read_core(|core| core.cluster.counters().clone())
+    }
+
+    /// A snapshot for monitoring: per assigned partition its position,
+    /// high watermark, last stable offset, lag and fetch counters; per
+    /// broker requests, bytes, round trips, connects and errors; the live
+    /// connections; the group's state, generation (or member epoch) and
+    /// rebalances. It asks no broker anything: the high watermark and the
+    /// last stable offset come with every Fetch answer, so the lag follows
+    /// the log while the consumer fetches (a partition whose fetched
+    /// records wait for `poll` is not fetched again until they are taken).
+    /// Serialisable with serde.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(1).unwrap();
+    /// # mock.create_topic("invoices", 1).unwrap();
+    /// # mock.produce("invoices", 0, [MockRecord::new("a"), MockRecord::new("b")]).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0)])?;
+    /// let mut seen = 0;
+    /// while seen < 2 {
+    ///     seen += consumer.poll(Duration::from_millis(200)).await?.len();
+    /// }
+    /// let metrics = consumer.metrics();
+    /// let p0 = &metrics.partitions[0];
+    /// assert_eq!((p0.position, p0.high_watermark, p0.lag), (Some(2), Some(2), Some(0)));
+    /// assert_eq!(p0.records_consumed, 2);
+    /// assert!(metrics.brokers.values().any(|b| b.responses > 0));
+    /// consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub fn metrics(&self) -> ConsumerMetrics {
+        let read_committed =
+            self.config.isolation_level() == crate::config::IsolationLevel::ReadCommitted;
+        self.read_core(|core| {
+            let now = Instant::now();
+            let partitions: Vec<metrics::PartitionMetrics> = core
+                .fetcher
+                .partition_stats()
+                .into_iter()
+                .map(|p| metrics::PartitionMetrics::new(p, read_committed))
+                .collect();
+            let group = core.membership.as_ref().map(|m| {
+                let (rebalances, last) = core.rebalances();
+                metrics::GroupMetrics {
+                    group: m.group_id().to_owned(),
+                    protocol: m.protocol().to_string(),
+                    state: m.state_name().to_owned(),
+                    member_id: m.member_id().to_owned(),
+                    generation: m.generation_or_epoch(),
+                    rebalances,
+                    last_rebalance_ms: last.map(|(_, t)| metrics::unix_ms(t)),
+                    last_rebalance_age_ms: last.map(|(at, _)| {
+                        u64::try_from(now.saturating_duration_since(at).as_millis())
+                            .unwrap_or(u64::MAX)
+                    }),
+                }
+            });
+            ConsumerMetrics {
+                at_ms: metrics::unix_ms(SystemTime::now()),
+                total_lag: partitions.iter().filter_map(|p| p.lag).sum(),
+                partitions,
+                brokers: core
+                    .cluster
+                    .counters()
+                    .iter()
+                    .map(|(addr, c)| (addr.clone(), c.into()))
+                    .collect(),
+                connections: core.cluster.connections(now),
+                group,
+            }
+        })
+    }
+
+    /// Stores the offset after `record` (its offset + 1, with its leader
+    /// epoch) as what the next commit takes for its partition: the record
+    /// was processed. Needs `enable.auto.offset.store=false` (with the
+    /// default `true`, commits take the consumed positions, and this is an
+    /// [`Error::Config`]); the partition must be assigned
+    /// ([`Error::NotAssigned`]). Auto-commit, [`Consumer::commit`],
+    /// [`Consumer::commit_async`], a commit while revoking (auto-commit)
+    /// and [`Consumer::close`] then commit only what was stored, as in
+    /// librdkafka. Stored offsets of a partition are forgotten when it is
+    /// no longer assigned. Opens nothing.
+    ///
+    /// ```
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers("127.0.0.1:9")
+    ///     .group_id("billing")
+    ///     .enable_auto_offset_store(false)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let tp = TopicPartition::new("invoices", 0);
+    /// consumer.assign([tp.clone()])?;
+    /// // After processing the record at offset 41:
+    /// consumer.store_offsets([(tp.clone(), 42)])?;
+    /// assert_eq!(consumer.stored_offsets()[&tp], 42);
+    /// assert!(consumer.store_offsets([(TopicPartition::new("other", 0), 1)]).is_err());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn store_offset(&mut self, record: &ConsumerRecord) -> Result<(), Error> {
+        let tp = TopicPartition::new(record.topic(), record.partition());
+        let o = OffsetAndEpoch {
+            offset: record.offset().saturating_add(1),
+            leader_epoch: record.leader_epoch(),
+        };
+        self.peek_core(|core, _| core.store_offsets(BTreeMap::from([(tp, o)])))
+    }
+
+    /// Stores offsets (the next offset to consume, per partition) for the
+    /// next commit, as [`Consumer::store_offset`] does for one record. All
+    /// or nothing: one partition not assigned stores none.
+    pub fn store_offsets(
+        &mut self,
+        offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
+    ) -> Result<(), Error> {
+        let offsets = at_offsets(offsets);
+        self.peek_core(|core, _| core.store_offsets(offsets))
+    }
+
+    /// The offsets stored with [`Consumer::store_offset`] for the next
+    /// commit (empty with `enable.auto.offset.store=true`).
+    pub fn stored_offsets(&self) -> BTreeMap<TopicPartition, i64> {
+        self.read_core(|core| {
+            core.stored_offsets()
+                .map(|s| s.iter().map(|(tp, o)| (tp.clone(), o.offset)).collect())
+                .unwrap_or_default()
+        })
     }
 
     /// A stream of connection events from now on. It keeps at most

@@ -288,6 +288,34 @@ pub struct FetchOutcome {
     pub errors: usize,
 }
 
+/// Counters of one assigned partition, kept while it stays assigned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionCounters {
+    /// Records decoded from Fetch answers at or after the position.
+    pub records_fetched: u64,
+    /// Bytes of record sets in Fetch answers (as sent: compressed).
+    pub bytes_fetched: u64,
+    /// Records handed to the application by `take_records` (`poll`).
+    pub records_consumed: u64,
+}
+
+/// A partition as [`Fetcher::partition_stats`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionStats {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// The next offset the application gets, when known.
+    pub position: Option<i64>,
+    /// The high watermark of the last good Fetch answer.
+    pub high_watermark: Option<i64>,
+    /// The last stable offset of the last good Fetch answer.
+    pub last_stable_offset: Option<i64>,
+    /// Whether the application paused it.
+    pub paused: bool,
+    /// Its counters.
+    pub counters: PartitionCounters,
+}
+
 /// A position: the next offset to return, and the leader epoch of the
 /// record before it (for OffsetCommit's `committed_leader_epoch`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,6 +524,10 @@ struct PartitionState {
     size_override: Option<i32>,
     /// The high watermark of the last good answer for this partition.
     high_watermark: Option<i64>,
+    /// The last stable offset of the last good answer (Fetch v4+).
+    last_stable_offset: Option<i64>,
+    /// Counters for [`Fetcher::partition_stats`].
+    stats: PartitionCounters,
     /// The leader epoch (from the metadata) the position is known to agree
     /// with: it was fetched, reset or validated under it. When the
     /// metadata shows another, the log may have been truncated by the
@@ -761,6 +793,8 @@ impl Fetcher {
                     retry: Retry::default(),
                     size_override: None,
                     high_watermark: None,
+                    last_stable_offset: None,
+                    stats: PartitionCounters::default(),
                     checked_epoch: None,
                 },
             );
@@ -914,6 +948,22 @@ impl Fetcher {
             }
             _ => None,
         })
+    }
+
+    /// What the fetcher knows of each assigned partition: position, the
+    /// offsets of the last Fetch answer, and counters.
+    pub fn partition_stats(&self) -> Vec<PartitionStats> {
+        self.partitions
+            .iter()
+            .map(|(tp, st)| PartitionStats {
+                partition: tp.clone(),
+                position: self.position(tp),
+                high_watermark: st.high_watermark,
+                last_stable_offset: st.last_stable_offset,
+                paused: st.paused,
+                counters: st.stats,
+            })
+            .collect()
     }
 
     /// Every known position, with the leader epoch of the record before it
@@ -1780,6 +1830,10 @@ impl Fetcher {
         }
         st.retry = Retry::default();
         st.high_watermark = (data.high_watermark >= 0).then_some(data.high_watermark);
+        st.last_stable_offset = (data.last_stable_offset >= 0).then_some(data.last_stable_offset);
+        if let Some(b) = &data.records {
+            st.stats.bytes_fetched += b.len() as u64;
+        }
         // `preferred_read_replica` (KIP-392) is not followed: fetching
         // stays on the leader.
         let Some(bytes) = data.records.filter(|b| !b.is_empty()) else {
@@ -1805,6 +1859,7 @@ impl Fetcher {
             &mut decoded,
         );
         let (records, end, error) = records_from(&tp, &decoded, result, pos.offset, pos.offset);
+        st.stats.records_fetched += records.len() as u64;
         if decoded.batches > 0 {
             st.size_override = None;
         } else if error.is_none() {
@@ -2149,6 +2204,7 @@ impl Fetcher {
                             buffer,
                             pos.offset,
                         );
+                        st.stats.records_fetched += buffer.records.len() as u64;
                         continue;
                     }
                     break;
@@ -2171,6 +2227,7 @@ impl Fetcher {
                 self.next_rank += 1;
                 st.rank = self.next_rank;
             }
+            st.stats.records_consumed += taken;
             if buffer.records.len() == 0 && buffer.error.is_none() && !buffer.undecoded.is_empty() {
                 // The next chunk now, so that the buffer is known to hold
                 // records (or is done with) before this call returns.
@@ -2181,6 +2238,7 @@ impl Fetcher {
                     buffer,
                     pos.offset,
                 );
+                st.stats.records_fetched += buffer.records.len() as u64;
             }
             if buffer.records.len() == 0 {
                 pos.offset = pos.offset.max(buffer.next_offset);

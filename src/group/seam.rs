@@ -57,6 +57,39 @@ impl GroupMembership {
         }
     }
 
+    /// Where the member stands, in one word: `unjoined`, `joining`,
+    /// `awaiting_metadata`, `syncing`, `reconciling`, `stable` or `failed`.
+    pub fn state_name(&self) -> &'static str {
+        use crate::group::consumer_membership::ConsumerMemberState as C;
+        use crate::group::membership::MemberState as M;
+        match self {
+            GroupMembership::Classic(m) => match m.state() {
+                M::Unjoined => "unjoined",
+                M::Joining => "joining",
+                M::AwaitingMetadata(_) => "awaiting_metadata",
+                M::Syncing => "syncing",
+                M::Stable => "stable",
+                M::Failed(_) => "failed",
+            },
+            GroupMembership::Consumer(m) => match m.state() {
+                C::Unjoined => "unjoined",
+                C::Joining => "joining",
+                C::Stable => "stable",
+                C::Reconciling => "reconciling",
+                C::Failed(_) => "failed",
+            },
+        }
+    }
+
+    /// The generation (classic; -1 out of a stable group) or the member
+    /// epoch (consumer; 0 before joining).
+    pub fn generation_or_epoch(&self) -> i32 {
+        match self {
+            GroupMembership::Classic(m) => m.generation(),
+            GroupMembership::Consumer(m) => m.member_epoch(),
+        }
+    }
+
     /// Sets the subscribed topics.
     pub fn subscribe(&mut self, topics: BTreeSet<String>) {
         match self {

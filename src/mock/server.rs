@@ -82,6 +82,17 @@ impl Shared {
         self.conns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether the client closed connection `conn` (its FIN is the next
+    /// thing to read), looked at without reading or blocking. Bytes still
+    /// unread (a pipelined request) count as open.
+    fn peer_closed(&self, conn: u64) -> bool {
+        let conns = self.conns();
+        let Some(c) = conns.get(&conn) else {
+            return false;
+        };
+        peer_closed(&c.stream)
+    }
+
     /// Closes the connections `which` selects from the broker's side.
     pub fn close_connections(&self, reason: BrokerClose, which: impl Fn(u64, &Conn) -> bool) {
         for (&id, conn) in self.conns().iter_mut() {
@@ -92,6 +103,23 @@ impl Shared {
         }
         self.changed.notify_all();
     }
+}
+
+/// Whether the peer of `stream` closed its side: a non-blocking peek reads
+/// end-of-stream. (A blocking `peek` would wait for the read timeout the
+/// connection's thread set on the shared socket.)
+#[cfg(unix)]
+fn peer_closed(stream: &TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+    let peeked = socket2::SockRef::from(stream)
+        .recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT);
+    matches!(peeked, Ok(0))
+}
+
+/// Elsewhere a held Fetch ends at its deadline only.
+#[cfg(not(unix))]
+fn peer_closed(_stream: &TcpStream) -> bool {
+    false
 }
 
 /// A broker's accept loop, running while the broker is up.
@@ -251,6 +279,7 @@ fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: impl
                         }
                         Answer::Silent => {}
                         Answer::Close(reason) => break 'conn Some(reason),
+                        Answer::PeerClosed => break 'conn None,
                     }
                     last_activity = Instant::now();
                 }
@@ -303,6 +332,9 @@ enum Answer {
     /// Produce with `acks=0`: Kafka sends nothing back.
     Silent,
     Close(BrokerClose),
+    /// The client closed the connection while its request was held (a
+    /// Fetch waiting for records): nothing to answer, the thread ends.
+    PeerClosed,
 }
 
 fn reply<M: Message>(body: &M, version: i16, correlation_id: i32) -> Answer {
@@ -561,7 +593,7 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes, auth: &mut Conn
         }
         ApiKey::Fetch => {
             return match body::<FetchRequest>(frame) {
-                Ok(req) => fetch(shared, broker, version, corr, &req),
+                Ok(req) => fetch(shared, broker, conn, (version, corr), &req),
                 Err(a) => a,
             };
         }
@@ -712,9 +744,23 @@ fn abandoned(st: &State, broker: i32) -> bool {
     st.shutdown || !st.is_up(broker)
 }
 
+/// How often a held Fetch looks whether its client is still there.
+const PEER_CHECK: Duration = Duration::from_millis(10);
+
 /// A Fetch: answered at once when it has `min_bytes` of records or an
 /// error, otherwise held until records arrive or `max_wait_ms` passes.
-fn fetch(shared: &Shared, broker: i32, version: i16, corr: i32, req: &FetchRequest) -> Answer {
+///
+/// While held it looks every [`PEER_CHECK`] whether the client closed the
+/// connection (a consumer's `close` while its leader connections wait):
+/// then the connection ends at once, as a broker's would when its reactor
+/// sees the FIN, rather than when the wait is over.
+fn fetch(
+    shared: &Shared,
+    broker: i32,
+    conn: u64,
+    (version, corr): (i16, i32),
+    req: &FetchRequest,
+) -> Answer {
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let mut st = shared.lock();
     let error = st.take_error(broker, ApiKey::Fetch);
@@ -728,9 +774,14 @@ fn fetch(shared: &Shared, broker: i32, version: i16, corr: i32, req: &FetchReque
         }
         st = shared
             .changed
-            .wait_timeout(st, deadline - now)
+            .wait_timeout(st, (deadline - now).min(PEER_CHECK))
             .unwrap_or_else(|e| e.into_inner())
             .0;
+        drop(st);
+        if shared.peer_closed(conn) {
+            return Answer::PeerClosed;
+        }
+        st = shared.lock();
     }
 }
 

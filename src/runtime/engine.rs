@@ -77,6 +77,11 @@ impl Engine {
         &self.shared
     }
 
+    /// The shared state, for a guard that outlives a borrow of the engine.
+    pub fn shared_arc(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
     /// Wakes the task after the state was changed from outside.
     pub fn kick(&self) {
         self.shared.kick.notify();

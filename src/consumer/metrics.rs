@@ -1,0 +1,209 @@
+//! [`Consumer::metrics`](crate::Consumer::metrics): a snapshot of what the
+//! consumer knows of its partitions, brokers and group, for monitoring.
+//!
+//! Nothing here asks a broker anything: positions move with `poll` and
+//! `seek`, the high watermark and the last stable offset come with every
+//! Fetch answer, broker counters with every request, the group state with
+//! every membership step. The snapshot serialises with serde (the
+//! `consume` example prints it as JSON with `--stats N`).
+
+use crate::events::{BrokerCounters, ConnectionInfo};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Everything [`Consumer::metrics`](crate::Consumer::metrics) reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ConsumerMetrics {
+    /// When the snapshot was taken, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// Each assigned partition, by topic then partition.
+    pub partitions: Vec<PartitionMetrics>,
+    /// The sum of the known lags of the assigned partitions.
+    pub total_lag: i64,
+    /// Counters per broker address, kept for the consumer's life.
+    pub brokers: BTreeMap<String, BrokerMetrics>,
+    /// The live connections.
+    pub connections: Vec<ConnectionInfo>,
+    /// The group membership, with a `group.id`.
+    pub group: Option<GroupMetrics>,
+}
+
+/// One assigned partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PartitionMetrics {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset of the next record `poll` returns, once known.
+    pub position: Option<i64>,
+    /// The high watermark of the last Fetch answer for it.
+    pub high_watermark: Option<i64>,
+    /// The last stable offset of the last Fetch answer for it.
+    pub last_stable_offset: Option<i64>,
+    /// Records between the position and the end of the log: the high
+    /// watermark (under `read_committed`, the last stable offset) minus the
+    /// position, never negative; `None` until both are known.
+    pub lag: Option<i64>,
+    /// Whether the application paused it.
+    pub paused: bool,
+    /// Records fetched (decoded from Fetch answers) since it was assigned.
+    pub records_fetched: u64,
+    /// Bytes of record sets fetched (as sent, compressed) since it was
+    /// assigned.
+    pub bytes_fetched: u64,
+    /// Records `poll` returned since it was assigned.
+    pub records_consumed: u64,
+}
+
+impl PartitionMetrics {
+    pub(crate) fn new(stats: crate::fetch::PartitionStats, read_committed: bool) -> Self {
+        let end = if read_committed {
+            stats.last_stable_offset
+        } else {
+            stats.high_watermark
+        };
+        let lag = match (end, stats.position) {
+            (Some(end), Some(position)) => Some(end.saturating_sub(position).max(0)),
+            _ => None,
+        };
+        PartitionMetrics {
+            topic: stats.partition.topic,
+            partition: stats.partition.partition,
+            position: stats.position,
+            high_watermark: stats.high_watermark,
+            last_stable_offset: stats.last_stable_offset,
+            lag,
+            paused: stats.paused,
+            records_fetched: stats.counters.records_fetched,
+            bytes_fetched: stats.counters.bytes_fetched,
+            records_consumed: stats.counters.records_consumed,
+        }
+    }
+}
+
+/// One broker address, over every connection the consumer had to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct BrokerMetrics {
+    /// The broker id, once known.
+    pub broker: Option<i32>,
+    /// Connection attempts.
+    pub connects: u64,
+    /// Failed attempts and connections that broke (closed by the broker
+    /// or on an error).
+    pub connection_errors: u64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests answered.
+    pub responses: u64,
+    /// Requests that got no answer (connection lost, timed out).
+    pub request_errors: u64,
+    /// Bytes written.
+    pub bytes_out: u64,
+    /// Bytes read.
+    pub bytes_in: u64,
+    /// Round trips of the answered requests.
+    pub latency: Latency,
+}
+
+impl From<&BrokerCounters> for BrokerMetrics {
+    fn from(c: &BrokerCounters) -> Self {
+        BrokerMetrics {
+            broker: c.broker,
+            connects: c.connects,
+            connection_errors: c.connection_errors(),
+            requests: c.requests,
+            responses: c.responses,
+            request_errors: c.request_errors,
+            bytes_out: c.bytes_out,
+            bytes_in: c.bytes_in,
+            latency: Latency {
+                min_us: c.rtt_min.map(micros),
+                avg_us: c.rtt_avg().map(micros),
+                max_us: c.rtt_max.map(micros),
+            },
+        }
+    }
+}
+
+/// Request round trips, in microseconds (`None` before the first answer).
+/// A Fetch's round trip includes the time the broker held it waiting for
+/// records (up to `fetch.max.wait.ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Latency {
+    /// The shortest.
+    pub min_us: Option<u64>,
+    /// The mean.
+    pub avg_us: Option<u64>,
+    /// The longest.
+    pub max_us: Option<u64>,
+}
+
+/// The group membership.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct GroupMetrics {
+    /// `group.id`.
+    pub group: String,
+    /// `classic` or `consumer`.
+    pub protocol: String,
+    /// `unjoined`, `joining`, `awaiting_metadata`, `syncing`,
+    /// `reconciling`, `stable` or `failed`.
+    pub state: String,
+    /// The member id (empty before the first join under `classic`).
+    pub member_id: String,
+    /// The generation (`classic`; -1 out of a stable group) or the member
+    /// epoch (`consumer`; 0 before joining).
+    pub generation: i32,
+    /// Rebalances completed (assignments received) since the consumer
+    /// started.
+    pub rebalances: u64,
+    /// When the last one completed, in milliseconds since the Unix epoch.
+    pub last_rebalance_ms: Option<u64>,
+    /// How long ago it completed, in milliseconds.
+    pub last_rebalance_age_ms: Option<u64>,
+}
+
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fetch::{PartitionCounters, PartitionStats};
+    use crate::group::TopicPartition;
+
+    fn stats(position: Option<i64>, hw: Option<i64>, lso: Option<i64>) -> PartitionStats {
+        PartitionStats {
+            partition: TopicPartition::new("t", 0),
+            position,
+            high_watermark: hw,
+            last_stable_offset: lso,
+            paused: false,
+            counters: PartitionCounters::default(),
+        }
+    }
+
+    #[test]
+    fn lag_is_the_high_watermark_or_under_read_committed_the_lso_minus_the_position() {
+        let lag = |s, rc| PartitionMetrics::new(s, rc).lag;
+        assert_eq!(lag(stats(Some(4), Some(10), Some(7)), false), Some(6));
+        assert_eq!(lag(stats(Some(4), Some(10), Some(7)), true), Some(3));
+        // Unknown either side: unknown lag; never negative.
+        assert_eq!(lag(stats(None, Some(10), Some(7)), false), None);
+        assert_eq!(lag(stats(Some(4), Some(10), None), true), None);
+        assert_eq!(lag(stats(Some(12), Some(10), Some(10)), false), Some(0));
+    }
+}
