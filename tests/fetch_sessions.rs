@@ -362,7 +362,7 @@ async fn a_reaped_connection_ends_the_session_and_a_full_fetch_starts_another() 
         .collect();
     assert!(full(&after[0]), "{:?}", after[0]);
     assert_ne!(after[0].response_session_id, 0);
-    assert!(after[1..].iter().all(|f| incremental(f)), "{after:?}");
+    assert!(after[1..].iter().all(incremental), "{after:?}");
     consumer.close().await.unwrap();
 }
 
