@@ -36,7 +36,17 @@
 //!   for tansu, which is much slower to fill and to serve;
 //! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
 //! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
-//!   `100B,100B-lz4,10KiB,scale`;
+//!   `100B,100B-lz4,10KiB,scale,sessions`;
+//! - `LAZYKAFKA_BENCH_STEADY_MS` (default 10000): the steady window of the
+//!   `sessions` case. That case (KIP-227 incremental fetch sessions) puts
+//!   2,000 × scale partitions (at least 30) over the 3 brokers of a mock,
+//!   2 records each, then a steady trickle of 100 records/s round the
+//!   partitions; once a client has read the first records it polls for the
+//!   steady window, and the bench reports the Fetch request bytes per
+//!   second the mock received in that window (`request_bytes`, sampled
+//!   every 50 ms) and the client's CPU per second, for lazykafka with
+//!   sessions (the default), lazykafka with `fetch.sessions.enable=false`
+//!   and librdkafka (no sessions);
 //! - `LAZYKAFKA_BENCH_PERF=DIR`: every timed child runs under
 //!   `perf record -g`, its profile written to `DIR` (the timings then
 //!   include perf's overhead: for profiles only);
@@ -264,6 +274,11 @@ mod parent {
         broker_ports: &'a [u16],
         /// Run under `strace -e trace=connect` to count connect() calls.
         strace: bool,
+        /// `fetch.sessions.enable` for lazykafka (`None`: its default).
+        sessions: Option<&'static str>,
+        /// After the first `records`, poll this long and report the CPU
+        /// and records of that window.
+        steady_ms: Option<u64>,
     }
 
     /// Profiles taken so far (`LAZYKAFKA_BENCH_PERF`).
@@ -313,6 +328,11 @@ mod parent {
             .env("LKB_PARTITIONS", job.partitions.to_string())
             .env("LKB_RECORDS", job.records.to_string())
             .env("LKB_PORTS", ports.join(","))
+            .env("LKB_SESSIONS", job.sessions.unwrap_or(""))
+            .env(
+                "LKB_STEADY_MS",
+                job.steady_ms.map_or(String::new(), |m| m.to_string()),
+            )
             .output()
             .expect("run child");
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -509,6 +529,8 @@ mod parent {
                         records: set.records,
                         broker_ports: ports,
                         strace: false,
+                        sessions: None,
+                        steady_ms: None,
                     });
                     if let Some(m) = mock {
                         m.add_requests(&mut r);
@@ -530,6 +552,8 @@ mod parent {
                 records: set.records,
                 broker_ports: ports,
                 strace: true,
+                sessions: None,
+                steady_ms: None,
             });
         }
     }
@@ -636,6 +660,8 @@ mod parent {
                     records,
                     broker_ports: &ports,
                     strace: false,
+                    sessions: None,
+                    steady_ms: None,
                 });
                 mock.add_requests(&mut r);
                 r["broker"] = json!("mock");
@@ -655,7 +681,162 @@ mod parent {
             records,
             broker_ports: &ports,
             strace: true,
+            sessions: None,
+            steady_ms: None,
         });
+    }
+
+    /// Many partitions, few records, then a trickle (KIP-227): Fetch bytes
+    /// and CPU per second in the steady window, lazykafka with and without
+    /// fetch sessions and librdkafka. Prints its own table.
+    fn sessions_case(s: &Settings, runs: &mut Vec<Value>) {
+        use lazykafka::protocol::ApiKey;
+        let partitions = ((2000.0 * s.scale).round() as i32).max(30);
+        let steady_ms: u64 = std::env::var("LAZYKAFKA_BENCH_STEADY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10_000);
+        let mock = Mock::new(3);
+        let topic = "many";
+        let leaders: Vec<i32> = (0..partitions).map(|p| p % 3 + 1).collect();
+        mock.cluster
+            .create_topic_with_leaders(topic, &leaders)
+            .expect("sessions topic");
+        for p in 0..partitions {
+            mock.cluster
+                .produce(topic, p, (0..2).map(|i| MockRecord::new(format!("r{i}"))))
+                .expect("fill");
+        }
+        let records = partitions as usize * 2;
+        let ports = mock.ports();
+        let bootstrap = mock.bootstrap();
+        let clients: [(&str, &'static str, Option<&'static str>); 3] = [
+            ("lazykafka", "lazykafka", Some("true")),
+            ("lazykafka-nosessions", "lazykafka", Some("false")),
+            ("librdkafka", "librdkafka", None),
+        ];
+        for round in 0..s.rounds {
+            for (label, client, sessions) in clients {
+                mock.clear_requests();
+                let stop = AtomicBool::new(false);
+                let samples: Mutex<Vec<(i64, u64)>> = Mutex::new(Vec::new());
+                let mut r = std::thread::scope(|scope| {
+                    // The trickle: 100 records/s round the partitions.
+                    scope.spawn(|| {
+                        let mut i = 0;
+                        while !stop.load(Ordering::Relaxed) {
+                            let _ =
+                                mock.cluster
+                                    .produce(topic, i % partitions, [MockRecord::new("t")]);
+                            i += 1;
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    });
+                    // Fetch request bytes, sampled on the children's clock.
+                    scope.spawn(|| {
+                        while !stop.load(Ordering::Relaxed) {
+                            let bytes = mock.cluster.request_bytes(ApiKey::Fetch);
+                            samples.lock().unwrap().push((mono_us(), bytes));
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    });
+                    let r = run_child(&Job {
+                        client,
+                        bootstrap: &bootstrap,
+                        topic,
+                        partitions,
+                        records,
+                        broker_ports: &ports,
+                        strace: false,
+                        sessions,
+                        steady_ms: Some(steady_ms),
+                    });
+                    stop.store(true, Ordering::Relaxed);
+                    r
+                });
+                if let (Some(from), Some(to)) =
+                    (r["steady_start_us"].as_i64(), r["steady_end_us"].as_i64())
+                {
+                    let samples = samples.into_inner().unwrap();
+                    // The last sample at or before each end of the window.
+                    let at = |t: i64| {
+                        samples
+                            .iter()
+                            .rev()
+                            .find(|(ts, _)| *ts <= t)
+                            .or(samples.first())
+                            .map_or((t, 0), |&(ts, b)| (ts, b))
+                    };
+                    let ((t0, b0), (t1, b1)) = (at(from), at(to));
+                    let window = (t1 - t0).max(1) as f64 / 1e6;
+                    r["fetch_bytes_per_s"] = json!((b1 - b0) as f64 / window);
+                    let fetches = mock
+                        .cluster
+                        .requests()
+                        .iter()
+                        .filter(|q| q.api == Some(ApiKey::Fetch))
+                        .filter(|q| {
+                            let t = mock.started_us + q.at.as_micros() as i64;
+                            t >= from && t <= to
+                        })
+                        .count();
+                    r["fetch_requests_per_s"] =
+                        json!(fetches as f64 / ((to - from).max(1) as f64 / 1e6));
+                }
+                r["broker"] = json!("mock");
+                r["case"] = json!("sessions");
+                r["client"] = json!(label);
+                r["round"] = json!(round);
+                r["partitions"] = json!(partitions);
+                eprintln!(
+                    "  mock   sessions  {label:<21} round {round}: {:>10.0} Fetch B/s, {:>6.1} Fetch/s, \
+                     cpu {:>6.1} ms/s, {} trickled records read",
+                    r["fetch_bytes_per_s"].as_f64().unwrap_or(f64::NAN),
+                    r["fetch_requests_per_s"].as_f64().unwrap_or(f64::NAN),
+                    r["steady_cpu_ms_per_s"].as_f64().unwrap_or(f64::NAN),
+                    r["steady_records"],
+                );
+                runs.push(r);
+            }
+        }
+        println!(
+            "\nmock / sessions: {partitions} partitions on 3 brokers, 2 records each, then \
+             100 records/s; steady window {steady_ms} ms\n  {:<32} {:>12} {:>12} {:>12} {:>9} {:>9}",
+            "median", "sessions", "no sessions", "librdkafka", "ses/rd", "ses/nos"
+        );
+        for (metric, label) in [
+            ("fetch_bytes_per_s", "Fetch request bytes/s"),
+            ("fetch_requests_per_s", "Fetch requests/s"),
+            ("steady_cpu_ms_per_s", "client CPU ms/s"),
+            ("steady_records", "records read in the window"),
+        ] {
+            let of = |client: &str| {
+                median(
+                    runs.iter()
+                        .filter(|r| r["case"] == "sessions" && r["client"] == client)
+                        .filter_map(|r| r[metric].as_f64())
+                        .collect(),
+                )
+            };
+            let (a, b, c) = (
+                of("lazykafka"),
+                of("lazykafka-nosessions"),
+                of("librdkafka"),
+            );
+            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
+            let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
+                _ => "-".into(),
+            };
+            println!(
+                "  {label:<32} {:>12} {:>12} {:>12} {:>9} {:>9}",
+                f(a),
+                f(b),
+                f(c),
+                ratio(a, c),
+                ratio(a, b)
+            );
+        }
     }
 
     fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -874,6 +1055,9 @@ mod parent {
         if s.wants("scale") {
             scale_case(&s, &mut runs);
         }
+        if s.wants("sessions") {
+            sessions_case(&s, &mut runs);
+        }
 
         let summary = summarise(&runs);
         print_table(&summary);
@@ -1089,6 +1273,33 @@ mod child {
         (census.process_cpu().saturating_sub(cpu0)).as_secs_f64() / wall
     }
 
+    /// The steady window of the `sessions` case (`LKB_STEADY_MS`): polls
+    /// (`poll_once` returns the records it got) for that long and reports
+    /// the window, its records and the CPU per second spent.
+    fn steady(
+        census: &Census,
+        mut poll_once: impl FnMut() -> usize,
+        extra: &mut serde_json::Map<String, Value>,
+    ) {
+        let Some(ms) = std::env::var("LKB_STEADY_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let (cpu0, t0, us0) = (census.process_cpu(), Instant::now(), mono_us());
+        let mut got = 0;
+        while t0.elapsed() < Duration::from_millis(ms) {
+            got += poll_once();
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        let cpu = census.process_cpu().saturating_sub(cpu0).as_secs_f64();
+        extra.insert("steady_start_us".into(), json!(us0));
+        extra.insert("steady_end_us".into(), json!(mono_us()));
+        extra.insert("steady_records".into(), json!(got));
+        extra.insert("steady_cpu_ms_per_s".into(), json!(cpu / wall * 1e3));
+    }
+
     /// The ports of a bootstrap list.
     fn ports_of(bootstrap: &str) -> Vec<u16> {
         bootstrap
@@ -1169,7 +1380,8 @@ mod child {
         extra: &mut serde_json::Map<String, Value>,
     ) -> Tally {
         use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
-        let config = ConsumerConfig::builder()
+        let sessions = std::env::var("LKB_SESSIONS").unwrap_or_default();
+        let mut config = ConsumerConfig::builder()
             .set_all([
                 ("bootstrap.servers", bootstrap),
                 ("client.id", "bench-lazykafka"),
@@ -1181,8 +1393,13 @@ mod child {
                 ("max.partition.fetch.bytes", MAX_PARTITION_FETCH_BYTES),
                 ("check.crcs", CHECK_CRCS),
             ])
-            .and_then(|b| b.build())
             .expect("lazykafka config");
+        if !sessions.is_empty() {
+            config = config
+                .set("fetch.sessions.enable", &sessions)
+                .expect("fetch.sessions.enable");
+        }
+        let config = config.build().expect("lazykafka config");
         let mut consumer = Consumer::new(config).expect("lazykafka consumer");
         consumer
             .assign((0..partitions).map(|p| TopicPartition::new(topic, p)))
@@ -1239,6 +1456,11 @@ mod child {
         });
         census.snapshot(&ports_of(bootstrap), &mut t);
         if !t.timed_out {
+            steady(
+                census,
+                || block_on!(consumer.poll(Duration::from_millis(100))).map_or(0, |b| b.len()),
+                extra,
+            );
             t.idle_cpu_per_s = Some(idle_cpu(census, || {
                 let _ = block_on!(consumer.poll(Duration::from_millis(100)));
             }));
@@ -1358,6 +1580,16 @@ mod child {
         }
         census.snapshot(&ports_of(bootstrap), &mut t);
         if !t.timed_out {
+            steady(
+                census,
+                || {
+                    usize::from(matches!(
+                        consumer.poll(Duration::from_millis(100)),
+                        Some(Ok(_))
+                    ))
+                },
+                extra,
+            );
             t.idle_cpu_per_s = Some(idle_cpu(census, || {
                 let _ = consumer.poll(Duration::from_millis(100));
             }));

@@ -988,9 +988,8 @@ impl ConsumerConfig {
 
     /// `fetch.sessions.enable`: use incremental fetch sessions (KIP-227)
     /// on each leader connection: after a full Fetch, requests list only
-    /// the partitions that changed. Off by default (`false`: every Fetch
-    /// is a full one outside any session) until the incremental path has
-    /// been run against a broker that keeps sessions; see
+    /// the partitions that changed. On by default, as in the Java client
+    /// (`false`: every Fetch is a full one outside any session); see
     /// `docs/fetching.md`.
     pub fn fetch_sessions(&self) -> bool {
         self.fetch_sessions
@@ -1315,7 +1314,7 @@ impl ConsumerConfigBuilder {
             retry_backoff: Duration::from_millis(100),
             max_in_flight_requests_per_connection: 5,
             check_crcs: true,
-            fetch_sessions: false,
+            fetch_sessions: true,
             allow_auto_create_topics: true,
             exclude_internal_topics: true,
             receive_message_max_bytes: None,

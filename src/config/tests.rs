@@ -390,9 +390,9 @@ const CASES: &[Case] = &[
     },
     Case {
         property: "fetch.sessions.enable",
-        default: Some("false"),
-        valid: "true",
-        valid_rendered: "true",
+        default: Some("true"),
+        valid: "false",
+        valid_rendered: "false",
         invalid: &[("off", "fetch.sessions.enable", &["\"off\""])],
     },
     Case {
@@ -781,7 +781,7 @@ fn typed_getters_return_the_defaults() {
     assert_eq!(c.retry_backoff(), ms(100));
     assert_eq!(c.max_in_flight_requests_per_connection(), 5);
     assert!(c.check_crcs());
-    assert!(!c.fetch_sessions());
+    assert!(c.fetch_sessions());
     assert!(c.allow_auto_create_topics());
     assert!(c.exclude_internal_topics());
     assert_eq!(

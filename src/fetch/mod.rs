@@ -1656,6 +1656,15 @@ impl Fetcher {
                 }
                 // A session id 0 back: the broker keeps no session (its
                 // cache is full, or it has none); every Fetch stays full.
+            } else if resp.session_id != session.id {
+                // The broker closed the session (KIP-227: an incremental
+                // Fetch that left it empty is served sessionless, id 0);
+                // the answer is still good, the next Fetch is full.
+                log::debug!(
+                    "fetch session {} with broker {broker} closed by the broker",
+                    session.id
+                );
+                self.sessions.remove(&broker);
             } else if let Some(s) = self.sessions.get_mut(&broker) {
                 s.epoch = if s.epoch == i32::MAX { 1 } else { s.epoch + 1 };
                 s.partitions = session.partitions;

@@ -2398,3 +2398,31 @@ fn a_broker_that_keeps_no_session_gets_full_fetches() {
         );
     }
 }
+
+#[test]
+fn a_session_the_broker_closes_is_dropped_and_the_answer_kept() {
+    // KIP-227: an incremental answer with session id 0 means the broker
+    // closed the session; the records in it are still good.
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &md);
+    f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(5, ErrorCode::None, vec![]),
+    );
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(session_request(planned[0].1.as_ref()).0, (5, 1));
+    let outcome = f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(0, ErrorCode::None, vec![("t", vec![data(0, batch(0, 2))])]),
+    );
+    assert_eq!(outcome.records_buffered, 2);
+    assert_eq!(f.fetch_session(1), None);
+    assert_eq!(f.take_records(10).len(), 2);
+    let planned = f.poll_requests(now, &md);
+    let (ids, parts, _) = session_request(planned[0].1.as_ref());
+    assert_eq!((ids, parts), ((0, 0), vec![("t".into(), 0, 2)]));
+}

@@ -3,6 +3,7 @@
 #![doc = include_str!("../../docs/mock-cluster.md")]
 
 mod consumer_group;
+mod fetch_session;
 mod group;
 mod log;
 mod sasl;
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+pub use fetch_session::MockFetchSession;
 pub use group::{GroupSnapshot, GroupState, MemberSnapshot};
 pub use sasl::MockSasl;
 
@@ -246,6 +248,39 @@ pub struct MockRequest {
     pub version: i16,
 }
 
+/// A Fetch request and its answer, as recorded once
+/// [`MockCluster::record_fetches`] is on. Topics are named even where the
+/// request named them by id (v13+; an empty name for an unknown id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MockFetch {
+    /// When it was answered, from the cluster's start.
+    pub at: Duration,
+    /// The broker that got it.
+    pub broker: i32,
+    /// The connection it came on.
+    pub connection: u64,
+    /// The Fetch version.
+    pub version: i16,
+    /// The request's size in bytes, with its size prefix.
+    pub size: usize,
+    /// The request's `session_id` (KIP-227; 0: none).
+    pub session_id: i32,
+    /// The request's `session_epoch`: 0 asks for a new session, -1 for
+    /// none, anything else continues the session (an incremental Fetch).
+    pub session_epoch: i32,
+    /// The partitions the request listed, as `(topic, partition)`.
+    pub listed: Vec<(String, i32)>,
+    /// The partitions it asked to forget (`forgotten_topics_data`).
+    pub forgotten: Vec<(String, i32)>,
+    /// The answer's top-level error.
+    pub error: ErrorCode,
+    /// The answer's `session_id`: the session made or continued, 0 for none.
+    pub response_session_id: i32,
+    /// The partitions in the answer.
+    pub answered: Vec<(String, i32)>,
+}
+
 /// Settings fixed when a cluster starts.
 #[derive(Debug, Clone)]
 pub struct MockClusterBuilder {
@@ -360,6 +395,7 @@ impl MockClusterBuilder {
                     delay: Duration::ZERO,
                     idle_timeout: None,
                     errors: HashMap::new(),
+                    fetch_sessions: fetch_session::FetchSessions::new(id),
                 },
             );
             sockets.push((id, listener));
@@ -384,6 +420,8 @@ impl MockClusterBuilder {
                 auto_create_partitions: None,
                 sasl: self.sasl.map(sasl::SaslState::new),
                 events: Vec::new(),
+                fetches: None,
+                request_bytes: HashMap::new(),
                 next_connection: 0,
                 next_topic: 0,
                 shutdown: false,
@@ -883,6 +921,73 @@ impl MockCluster {
         let mut open: Vec<(u64, i32)> = conns.iter().map(|(&id, c)| (id, c.broker)).collect();
         open.sort_unstable();
         open
+    }
+
+    /// Sets every broker's fetch session cache (KIP-227): at most `slots`
+    /// sessions (Kafka's `max.incremental.fetch.session.cache.slots`,
+    /// 1000 by default; 0 keeps none, so every Fetch is served
+    /// sessionless), and after how long unused a session may be evicted
+    /// for a new one, or how old one must be before a session with more
+    /// partitions may evict it (`min.incremental.fetch.session.eviction.ms`,
+    /// 120 s by default).
+    pub fn set_fetch_session_cache(&self, slots: usize, eviction: Duration) {
+        let _ = self.change(|st| {
+            for b in st.brokers.values_mut() {
+                b.fetch_sessions.slots = slots;
+                b.fetch_sessions.eviction = eviction;
+            }
+            Ok(())
+        });
+    }
+
+    /// Drops every fetch session of `broker`, or of every broker with
+    /// `None`, as an eviction would: their next incremental Fetch gets
+    /// `FETCH_SESSION_ID_NOT_FOUND`. Returns how many were dropped.
+    pub fn evict_fetch_sessions(&self, broker: Option<i32>) -> usize {
+        let mut st = self.shared.lock();
+        st.brokers
+            .iter_mut()
+            .filter(|(&id, _)| broker.is_none_or(|b| b == id))
+            .map(|(_, b)| b.fetch_sessions.clear())
+            .sum()
+    }
+
+    /// The fetch sessions the brokers keep, by broker and id.
+    pub fn fetch_sessions(&self) -> Vec<MockFetchSession> {
+        let st = self.shared.lock();
+        st.brokers
+            .iter()
+            .flat_map(|(&id, b)| b.fetch_sessions.snapshot(id))
+            .collect()
+    }
+
+    /// Starts (or stops) recording each Fetch served with what it listed,
+    /// forgot and got back ([`MockCluster::fetches`]). Off by default: a
+    /// consumer of many partitions sends many of them.
+    pub fn record_fetches(&self, on: bool) {
+        let mut st = self.shared.lock();
+        if !on {
+            st.fetches = None;
+        } else if st.fetches.is_none() {
+            st.fetches = Some(Vec::new());
+        }
+    }
+
+    /// The Fetch requests recorded since [`MockCluster::record_fetches`],
+    /// in the order they were answered.
+    pub fn fetches(&self) -> Vec<MockFetch> {
+        self.shared.lock().fetches.clone().unwrap_or_default()
+    }
+
+    /// Bytes of requests of `api` received so far by every broker (each
+    /// frame with its size prefix).
+    pub fn request_bytes(&self, api: ApiKey) -> u64 {
+        self.shared
+            .lock()
+            .request_bytes
+            .get(&api.code())
+            .copied()
+            .unwrap_or(0)
     }
 
     /// A group as its coordinator sees it.

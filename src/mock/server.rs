@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use super::fetch_session::{self, Context};
 use super::group::{Groups, Step, Ticket};
 use super::sasl::{self as mock_sasl, ConnAuth, Gate};
 use super::state::{self, State};
@@ -391,8 +392,11 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes, auth: &mut Conn
     };
     let version = header.api_version;
     let corr = header.correlation_id;
+    // The frame with its size prefix: what crossed the network.
+    let size = frame.len() + 4;
     let (delay, served) = {
         let mut st = shared.lock();
+        *st.request_bytes.entry(header.api_key).or_default() += size as u64;
         st.record(
             now,
             broker,
@@ -593,7 +597,7 @@ fn answer(shared: &Shared, broker: i32, conn: u64, frame: Bytes, auth: &mut Conn
         }
         ApiKey::Fetch => {
             return match body::<FetchRequest>(frame) {
-                Ok(req) => fetch(shared, broker, conn, (version, corr), &req),
+                Ok(req) => fetch(shared, (broker, conn), (version, corr, size), &req),
                 Err(a) => a,
             };
         }
@@ -748,7 +752,9 @@ fn abandoned(st: &State, broker: i32) -> bool {
 const PEER_CHECK: Duration = Duration::from_millis(10);
 
 /// A Fetch: answered at once when it has `min_bytes` of records or an
-/// error, otherwise held until records arrive or `max_wait_ms` passes.
+/// error, otherwise held until records arrive or `max_wait_ms` passes. A
+/// request with a fetch session (KIP-227) is served through the broker's
+/// session cache (`fetch_session.rs`).
 ///
 /// While held it looks every [`PEER_CHECK`] whether the client closed the
 /// connection (a consumer's `close` while its leader connections wait):
@@ -756,21 +762,41 @@ const PEER_CHECK: Duration = Duration::from_millis(10);
 /// sees the FIN, rather than when the wait is over.
 fn fetch(
     shared: &Shared,
-    broker: i32,
-    conn: u64,
-    (version, corr): (i16, i32),
+    (broker, conn): (i32, u64),
+    (version, corr, size): (i16, i32, usize),
     req: &FetchRequest,
 ) -> Answer {
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let mut st = shared.lock();
-    let error = st.take_error(broker, ApiKey::Fetch);
+    let mut error = st.take_error(broker, ApiKey::Fetch);
+    let Some(sessions) = st.brokers.get_mut(&broker).map(|b| &mut b.fetch_sessions) else {
+        return Answer::Close(BrokerClose::Down);
+    };
+    let context = match error {
+        Some(code) if fetch_session::is_session_error(code) => {
+            // Injected as the broker would answer it: at the top level, the
+            // session lost for FETCH_SESSION_ID_NOT_FOUND.
+            error = None;
+            if code == ErrorCode::FetchSessionIdNotFound {
+                sessions.remove(req.session_id);
+            }
+            Context::Error(code)
+        }
+        _ => sessions.new_context(Instant::now(), version, req),
+    };
+    let topics = match &context {
+        Context::Incremental { id, .. } => sessions.session_topics(*id),
+        _ => req.topics.clone(),
+    };
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
-    loop {
-        let (resp, bytes, errors) = st.fetch(broker, version, req, error);
+    let mut resp = loop {
+        if let Context::Error(code) = context {
+            break fetch_session::error_response(code);
+        }
+        let (resp, bytes, errors) = st.fetch(broker, version, req.max_bytes, &topics, error);
         let now = Instant::now();
         if errors || bytes >= min_bytes.max(1) || now >= deadline || abandoned(&st, broker) {
-            drop(st);
-            return reply(&resp, version, corr);
+            break resp;
         }
         st = shared
             .changed
@@ -782,7 +808,23 @@ fn fetch(
             return Answer::PeerClosed;
         }
         st = shared.lock();
+    };
+    let now = Instant::now();
+    if let Some(sessions) = st.brokers.get_mut(&broker).map(|b| &mut b.fetch_sessions) {
+        match context {
+            Context::Full => resp.session_id = sessions.create(now, version, req, &resp),
+            Context::Incremental { id, epoch } => sessions.finish_incremental(id, epoch, &mut resp),
+            Context::Sessionless | Context::Error(_) => {}
+        }
     }
+    if st.fetches.is_some() {
+        let record = st.describe_fetch(now, (broker, conn), version, size, req, &resp);
+        if let Some(log) = st.fetches.as_mut() {
+            log.push(record);
+        }
+    }
+    drop(st);
+    reply(&resp, version, corr)
 }
 
 fn join_group(

@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::fetch_session::FetchSessions;
 use super::group::Groups;
 use super::log::{AppendError, PartitionLog};
+use super::MockFetch;
 use super::{MockEvent, MockEventKind};
 use crate::error::ErrorCode;
 use crate::protocol::messages::api_versions::{ApiVersionRange, ApiVersionsResponse};
@@ -18,8 +20,8 @@ use crate::protocol::messages::create_topics::{
     CreatableTopicResult, CreateTopicsRequest, CreateTopicsResponse,
 };
 use crate::protocol::messages::fetch::{
-    EpochEndOffset as DivergingEpoch, FetchRequest, FetchResponse, FetchableTopicResponse,
-    LeaderIdAndEpoch, PartitionData,
+    EpochEndOffset as DivergingEpoch, FetchRequest, FetchResponse, FetchTopic,
+    FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
 use crate::protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -83,6 +85,8 @@ pub(crate) struct Broker {
     pub idle_timeout: Option<Duration>,
     /// Errors to answer the next requests of an API with, on this broker.
     pub errors: HashMap<i16, VecDeque<ErrorCode>>,
+    /// The broker's fetch session cache (KIP-227).
+    pub fetch_sessions: FetchSessions,
 }
 
 /// One partition.
@@ -174,6 +178,11 @@ pub(crate) struct State {
     /// SASL users and settings; `None`: no SASL.
     pub sasl: Option<super::sasl::SaslState>,
     pub events: Vec<MockEvent>,
+    /// The Fetch requests served, when recording is on
+    /// (`MockCluster::record_fetches`).
+    pub fetches: Option<Vec<MockFetch>>,
+    /// Request bytes received (frames with their size prefix), by API key.
+    pub request_bytes: HashMap<i16, u64>,
     pub next_connection: u64,
     pub next_topic: u64,
     pub shutdown: bool,
@@ -635,20 +644,22 @@ impl State {
     // ---------------------------------------------------------------------
     // Fetch
 
-    /// Answers a Fetch as it stands now, with the bytes of records in it and
+    /// Answers a Fetch of `topics` (the request's, or a fetch session's,
+    /// KIP-227) as it stands now, with the bytes of records in it and
     /// whether a partition had an error (an error answers at once).
     pub fn fetch(
         &self,
         broker: i32,
         version: i16,
-        req: &FetchRequest,
+        max_bytes: i32,
+        topics: &[FetchTopic],
         error: Option<ErrorCode>,
     ) -> (FetchResponse, usize, bool) {
         let mut total = 0usize;
         let mut errors = false;
-        let max_total = usize::try_from(req.max_bytes).unwrap_or(0);
+        let max_total = usize::try_from(max_bytes).unwrap_or(0);
         let mut responses = Vec::new();
-        for t in &req.topics {
+        for t in topics {
             let (name, topic) = if version >= 13 {
                 match self.topics.iter().find(|(_, topic)| topic.id == t.topic_id) {
                     Some((n, topic)) => (n.clone(), Some(topic)),
@@ -746,6 +757,66 @@ impl State {
             ..Default::default()
         };
         (response, total, errors)
+    }
+
+    /// A Fetch and its answer as [`super::MockCluster::fetches`] shows
+    /// them, topic ids (v13+) named.
+    pub fn describe_fetch(
+        &self,
+        now: Instant,
+        (broker, connection): (i32, u64),
+        version: i16,
+        size: usize,
+        req: &FetchRequest,
+        resp: &FetchResponse,
+    ) -> MockFetch {
+        let name = |topic: &str, id: &[u8; 16]| -> String {
+            if version >= 13 {
+                self.topics
+                    .iter()
+                    .find(|(_, t)| &t.id == id)
+                    .map_or_else(String::new, |(n, _)| n.clone())
+            } else {
+                topic.to_owned()
+            }
+        };
+        MockFetch {
+            at: now.saturating_duration_since(self.started),
+            broker,
+            connection,
+            version,
+            size,
+            session_id: req.session_id,
+            session_epoch: req.session_epoch,
+            listed: req
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    let n = name(&t.topic, &t.topic_id);
+                    t.partitions.iter().map(move |p| (n.clone(), p.partition))
+                })
+                .collect(),
+            forgotten: req
+                .forgotten_topics_data
+                .iter()
+                .flat_map(|t| {
+                    let n = name(&t.topic, &t.topic_id);
+                    t.partitions.iter().map(move |&p| (n.clone(), p))
+                })
+                .collect(),
+            error: ErrorCode::from_code(resp.error_code),
+            response_session_id: resp.session_id,
+            answered: resp
+                .responses
+                .iter()
+                .flat_map(|t| {
+                    let n = name(&t.topic, &t.topic_id);
+                    t.partitions
+                        .iter()
+                        .map(move |p| (n.clone(), p.partition_index))
+                })
+                .collect(),
+        }
     }
 
     // ---------------------------------------------------------------------
