@@ -403,7 +403,22 @@ async fn session_errors_and_evictions_fall_back_to_a_full_fetch() {
     let error = consume_until(&mut consumer, &mut seen, produced).await;
     assert!(error.is_none(), "{error:?}");
     let deadline = Instant::now() + WAIT;
-    while mock.pending_errors(ApiKey::Fetch) > 0 || mock.fetch_sessions().len() < 3 {
+    // Until every error was served and each broker answered a Fetch after
+    // its error (a session kept through INVALID_FETCH_SESSION_EPOCH means
+    // three sessions exist before the Fetch that follows the error).
+    let answered_after_error = |mock: &MockCluster| {
+        let fetches = mock.fetches();
+        (1..=3).all(|b| {
+            let ours: Vec<&MockFetch> = fetches.iter().filter(|f| f.broker == b).collect();
+            ours.iter()
+                .position(|f| f.error != ErrorCode::None)
+                .is_some_and(|at| ours.len() > at + 1)
+        })
+    };
+    while mock.pending_errors(ApiKey::Fetch) > 0
+        || mock.fetch_sessions().len() < 3
+        || !answered_after_error(&mock)
+    {
         assert!(Instant::now() < deadline, "{:?}", mock.fetch_sessions());
         take(
             consumer.poll(Duration::from_millis(50)).await.unwrap(),

@@ -314,3 +314,88 @@ mod lazykafka_mock {
         super::consumers_leave_no_socket_or_descriptor_behind::<MockCluster>().await
     }
 }
+
+/// Rule 10: every client socket sets TCP_NODELAY, and SO_KEEPALIVE unless
+/// `socket.keepalive.enable=false`, read back from the sockets themselves
+/// (`getsockopt` on this process's descriptors connected to the brokers).
+fn socket_options<C: TestCluster>(mock: &C) -> Vec<(bool, bool)> {
+    let ports = mock.ports();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: `addr` is large enough for any address; `fd` may not be a
+        // socket, in which case the call fails and it is skipped.
+        let peer = unsafe { libc::getpeername(fd, std::ptr::addr_of_mut!(addr).cast(), &mut len) };
+        if peer != 0 || i32::from(addr.ss_family) != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: the family says it is a sockaddr_in.
+        let sin: libc::sockaddr_in = unsafe { std::ptr::read(std::ptr::addr_of!(addr).cast()) };
+        if !ports.contains(&u16::from_be(sin.sin_port)) {
+            continue;
+        }
+        let flag = |level: i32, name: i32| {
+            let mut v: libc::c_int = 0;
+            let mut l = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: `v` and `l` are valid for an int option.
+            let r = unsafe {
+                libc::getsockopt(fd, level, name, std::ptr::addr_of_mut!(v).cast(), &mut l)
+            };
+            r == 0 && v != 0
+        };
+        out.push((
+            flag(libc::IPPROTO_TCP, libc::TCP_NODELAY),
+            flag(libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+        ));
+    }
+    out
+}
+
+async fn sockets_set_nodelay_and_keepalive<C: TestCluster>() {
+    let mock: C = topology();
+    let name = mock.name();
+    produce_range(&mock.bootstrap(), "t", 2, 0..4, "none");
+    for keepalive in [true, false] {
+        let mut consumer = Consumer::new(
+            config(&bootstrap(&mock), None)
+                .socket_keepalive(keepalive)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        consumer
+            .assign([TopicPartition::new("t", 0), TopicPartition::new("t", 1)])
+            .unwrap();
+        consume_all(&mut consumer, 4).await;
+        let options = socket_options(&mock);
+        assert!(!options.is_empty(), "{name}: no socket found");
+        assert!(
+            options
+                .iter()
+                .all(|&(nodelay, ka)| nodelay && ka == keepalive),
+            "{name}: (TCP_NODELAY, SO_KEEPALIVE) {options:?}, keepalive {keepalive}"
+        );
+        consumer.close().await.unwrap();
+        assert!(wait_for(WAIT, || census(&mock).is_empty()), "{name}");
+    }
+}
+
+mod socket_options {
+    use super::*;
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn librdkafka_mock() {
+        sockets_set_nodelay_and_keepalive::<common::mock::RawMock>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn lazykafka_mock() {
+        sockets_set_nodelay_and_keepalive::<MockCluster>().await
+    }
+}

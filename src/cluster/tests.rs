@@ -1277,3 +1277,49 @@ fn the_session_is_renewed_on_the_same_connection_before_it_ends() {
     assert!((5..=8).contains(&steps), "{steps} renewals in 60 s");
     assert_eq!(sim.sockets.len(), 1);
 }
+
+/// The bootstrap list is walked in its order, one address after the other,
+/// from a random start (DESIGN §1.2a): the attempts of a round are a
+/// rotation of the list.
+#[test]
+fn bootstrap_addresses_are_walked_in_order_from_a_random_start() {
+    let addrs: Vec<String> = (0..7).map(|i| format!("h{i}:9092")).collect();
+    let refs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let mut firsts = BTreeSet::new();
+    for seed in 0..20 {
+        let mut c = Cluster::new(config(&refs, None), Instant::now(), seed);
+        c.request(
+            Instant::now(),
+            Target::AnyBroker,
+            Box::new(ApiVersionsRequest::from_this_client()),
+        );
+        let first = std::iter::from_fn(|| c.poll_action()).find_map(|a| match a {
+            Action::Connect { addr, .. } => Some(addr),
+            _ => None,
+        });
+        firsts.insert(first.expect("a connect"));
+    }
+    assert!(firsts.len() >= 3, "the start is not random: {firsts:?}");
+
+    let mut sim = Sim::new(config(&refs, None));
+    sim.refused.extend(addrs.iter().cloned());
+    sim.request(Target::AnyBroker);
+    let mut order: Vec<usize> = Vec::new();
+    let end = sim.now + Duration::from_secs(10);
+    while order.len() < addrs.len() && sim.now < end {
+        for e in std::mem::take(&mut sim.events) {
+            if matches!(e.kind, EventKind::ConnectFailed { .. }) {
+                order.push(addrs.iter().position(|a| *a == e.addr).unwrap());
+            }
+        }
+        sim.advance(Duration::from_millis(10));
+    }
+    assert!(order.len() >= addrs.len(), "{order:?}");
+    for pair in order[..addrs.len()].windows(2) {
+        assert_eq!(
+            pair[1],
+            (pair[0] + 1) % addrs.len(),
+            "not the next address in the list: {order:?}"
+        );
+    }
+}
