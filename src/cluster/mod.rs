@@ -1165,6 +1165,8 @@ impl Cluster {
                     let c = self.conns.get_mut(&cid).expect("present");
                     c.purpose = Purpose::Leader;
                     c.broker = Some(id);
+                    let addr = c.addr.clone();
+                    self.counter(&addr).broker = Some(id);
                     self.emit(now, cid, EventKind::Promoted);
                     return Ok(Some(cid));
                 }
@@ -1848,6 +1850,15 @@ impl Cluster {
                     })
                     .map(|b| b.id);
             }
+        }
+        // The counters of an address follow the broker found behind it.
+        let named: Vec<(String, i32)> = self
+            .conns
+            .values()
+            .filter_map(|c| c.broker.map(|b| (c.addr.clone(), b)))
+            .collect();
+        for (addr, broker) in named {
+            self.counter(&addr).broker = Some(broker);
         }
         self.metadata = md;
         self.metadata_generation += 1;
