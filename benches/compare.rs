@@ -36,7 +36,7 @@
 //!   for tansu, which is much slower to fill and to serve;
 //! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
 //! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
-//!   `100B,100B-lz4,10KiB,scale,sessions`;
+//!   `100B,100B-lz4,10KiB,scale,sessions,tls`;
 //! - `LAZYKAFKA_BENCH_STEADY_MS` (default 10000): the steady window of the
 //!   `sessions` case. That case (KIP-227 incremental fetch sessions) puts
 //!   2,000 × scale partitions (at least 30) over the 3 brokers of a mock,
@@ -51,6 +51,14 @@
 //!   `perf record -g`, its profile written to `DIR` (the timings then
 //!   include perf's overhead: for profiles only);
 //! - `LAZYKAFKA_BENCH_STRACE=0`: no strace runs.
+//!
+//! The `tls` case is the 100 B data set (the same record count) on a
+//! second 3-broker mock with TLS listeners: a CA and a leaf certificate for
+//! `localhost` and `127.0.0.1` are made with rcgen at run time and written
+//! to a temp dir; both clients get `security.protocol=SSL` and
+//! `ssl.ca.location` (the CA file). When `100B` runs too, the bench also
+//! prints each client's TLS / plaintext CPU per record (`tls_vs_plain` in
+//! the JSON).
 //!
 //! lazykafka runs on async-std by default; built with
 //! `--no-default-features --features runtime-tokio,gzip,snappy,lz4,zstd,mock`
@@ -279,6 +287,8 @@ mod parent {
         /// After the first `records`, poll this long and report the CPU
         /// and records of that window.
         steady_ms: Option<u64>,
+        /// The CA file: both clients connect with `security.protocol=SSL`.
+        ca: Option<&'a str>,
     }
 
     /// Profiles taken so far (`LAZYKAFKA_BENCH_PERF`).
@@ -329,6 +339,7 @@ mod parent {
             .env("LKB_RECORDS", job.records.to_string())
             .env("LKB_PORTS", ports.join(","))
             .env("LKB_SESSIONS", job.sessions.unwrap_or(""))
+            .env("LKB_CA", job.ca.unwrap_or(""))
             .env(
                 "LKB_STEADY_MS",
                 job.steady_ms.map_or(String::new(), |m| m.to_string()),
@@ -385,7 +396,21 @@ mod parent {
 
     impl Mock {
         fn new(brokers: i32) -> Mock {
-            let cluster = MockCluster::new(brokers).expect("mock cluster");
+            Mock::with(MockCluster::new(brokers).expect("mock cluster"))
+        }
+
+        /// `brokers` brokers with TLS listeners serving `cert_pem`.
+        fn tls(brokers: i32, cert_pem: &str, key_pem: &str) -> Mock {
+            Mock::with(
+                MockCluster::builder()
+                    .brokers(brokers)
+                    .tls(cert_pem, key_pem)
+                    .build()
+                    .expect("TLS mock cluster"),
+            )
+        }
+
+        fn with(cluster: MockCluster) -> Mock {
             let (now, now_us) = (Instant::now(), mono_us());
             let started_us = now_us - now.duration_since(cluster.started()).as_micros() as i64;
             Mock {
@@ -510,6 +535,7 @@ mod parent {
         ports: &[u16],
         sets: &[DataSet],
         mock: Option<&Mock>,
+        ca: Option<&str>,
         runs: &mut Vec<Value>,
     ) {
         for set in sets {
@@ -531,6 +557,7 @@ mod parent {
                         strace: false,
                         sessions: None,
                         steady_ms: None,
+                        ca,
                     });
                     if let Some(m) = mock {
                         m.add_requests(&mut r);
@@ -554,6 +581,7 @@ mod parent {
                 strace: true,
                 sessions: None,
                 steady_ms: None,
+                ca,
             });
         }
     }
@@ -662,6 +690,7 @@ mod parent {
                     strace: false,
                     sessions: None,
                     steady_ms: None,
+                    ca: None,
                 });
                 mock.add_requests(&mut r);
                 r["broker"] = json!("mock");
@@ -683,6 +712,7 @@ mod parent {
             strace: true,
             sessions: None,
             steady_ms: None,
+            ca: None,
         });
     }
 
@@ -750,6 +780,7 @@ mod parent {
                         strace: false,
                         sessions,
                         steady_ms: Some(steady_ms),
+                        ca: None,
                     });
                     stop.store(true, Ordering::Relaxed);
                     r
@@ -836,6 +867,80 @@ mod parent {
                 ratio(a, c),
                 ratio(a, b)
             );
+        }
+    }
+
+    /// The 100 B data set on a second 3-broker mock with TLS listeners (a
+    /// CA and a leaf for `localhost` and `127.0.0.1`, made now); both
+    /// clients get the CA file and `security.protocol=SSL`.
+    fn tls_case(s: &Settings, runs: &mut Vec<Value>) {
+        use common::tls::{Pki, TempDir};
+        let pki = Pki::new("lazykafka bench CA");
+        let leaf = pki.leaf(&["localhost", "127.0.0.1"]);
+        let dir = TempDir::new("bench-tls");
+        let ca = dir.write("ca.pem", &pki.ca_pem());
+        let ca = ca.to_str().expect("a UTF-8 temp path");
+        let mut set = data_sets(s.scale)
+            .into_iter()
+            .find(|d| d.name == "100B")
+            .expect("the 100B data set");
+        set.name = "tls";
+        set.topic = "b100tls";
+        let mock = Mock::tls(3, &leaf.cert_pem, &leaf.key_pem);
+        let leaders: Vec<i32> = (0..set.partitions).map(|p| p % 3 + 1).collect();
+        mock.cluster
+            .create_topic_with_leaders(set.topic, &leaders)
+            .expect("create topic");
+        let t = Instant::now();
+        mock.fill(&set);
+        eprintln!(
+            "mock (TLS): filled {} × {} B ({}) in {:.1} s",
+            set.records,
+            set.value_len,
+            set.compression,
+            t.elapsed().as_secs_f64()
+        );
+        throughput(
+            s,
+            "mock",
+            &mock.bootstrap(),
+            &mock.ports(),
+            &[set],
+            Some(&mock),
+            Some(ca),
+            runs,
+        );
+    }
+
+    /// Each client's median CPU per record with TLS over its median without
+    /// (the `tls` and `100B` cases of the same run), printed; `null` when
+    /// either case did not run.
+    fn tls_vs_plain(summary: &[Value]) -> Value {
+        let cpu = |case: &str, client: &str| {
+            summary
+                .iter()
+                .find(|r| {
+                    r["broker"] == "mock" && r["case"] == case && r["metric"] == "cpu_us_per_record"
+                })
+                .and_then(|r| r[client].as_f64())
+        };
+        let mut out = serde_json::Map::new();
+        for client in ["lazykafka", "librdkafka"] {
+            if let (Some(tls), Some(plain)) = (cpu("tls", client), cpu("100B", client)) {
+                println!(
+                    "\nTLS / plaintext CPU µs/record, {client}: {tls:.3} / {plain:.3} = {:.2}",
+                    tls / plain
+                );
+                out.insert(
+                    client.into(),
+                    json!({"tls_us": tls, "plain_us": plain, "ratio": tls / plain}),
+                );
+            }
+        }
+        if out.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(out)
         }
     }
 
@@ -1009,6 +1114,7 @@ mod parent {
                 &mock.ports(),
                 &sets,
                 Some(&mock),
+                None,
                 &mut runs,
             );
         }
@@ -1041,6 +1147,7 @@ mod parent {
                         &[tansu.port],
                         &tsets,
                         None,
+                        None,
                         &mut runs,
                     );
                 }
@@ -1058,9 +1165,13 @@ mod parent {
         if s.wants("sessions") {
             sessions_case(&s, &mut runs);
         }
+        if s.wants("tls") {
+            tls_case(&s, &mut runs);
+        }
 
         let summary = summarise(&runs);
         print_table(&summary);
+        let tls_vs_plain = tls_vs_plain(&summary);
         let report = json!({
             "scale": s.scale,
             "tansu_scale": s.tansu_scale,
@@ -1076,6 +1187,7 @@ mod parent {
             })).collect::<Vec<_>>(),
             "notes": notes,
             "summary": summary,
+            "tls_vs_plain": tls_vs_plain,
             "runs": runs,
             "wall_s": started.elapsed().as_secs_f64(),
         });
@@ -1399,6 +1511,15 @@ mod child {
                 .set("fetch.sessions.enable", &sessions)
                 .expect("fetch.sessions.enable");
         }
+        let ca = std::env::var("LKB_CA").unwrap_or_default();
+        if !ca.is_empty() {
+            config = config
+                .set_all([
+                    ("security.protocol", "SSL"),
+                    ("ssl.ca.location", ca.as_str()),
+                ])
+                .expect("lazykafka TLS config");
+        }
         let config = config.build().expect("lazykafka config");
         let mut consumer = Consumer::new(config).expect("lazykafka consumer");
         consumer
@@ -1540,7 +1661,14 @@ mod child {
         let mut t = Tally::default();
         let deadline = Instant::now() + CHILD_TIMEOUT;
         t.first_poll_us = mono_us();
-        let consumer: BaseConsumer<StatsContext> = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        let ca = std::env::var("LKB_CA").unwrap_or_default();
+        if !ca.is_empty() {
+            config
+                .set("security.protocol", "SSL")
+                .set("ssl.ca.location", &ca);
+        }
+        let consumer: BaseConsumer<StatsContext> = config
             .set("bootstrap.servers", bootstrap)
             .set("client.id", "bench-librdkafka")
             // librdkafka's consumer needs a group for assign(); it looks up
