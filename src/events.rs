@@ -472,6 +472,12 @@ impl BrokerCounters {
 /// ([`ConnectionEvents::dropped`]).
 pub const EVENT_BUFFER: usize = 4096;
 
+// The queue and hub serve the runtime's consumer; without a runtime they
+// are built for their unit tests only.
+#[cfg_attr(
+    not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+    allow(dead_code)
+)]
 #[derive(Debug, Default)]
 struct EventQueue {
     buffer: std::collections::VecDeque<ConnectionEvent>,
@@ -526,11 +532,19 @@ impl futures::Stream for ConnectionEvents {
 }
 
 /// Hands every event to every live [`ConnectionEvents`] stream.
+#[cfg_attr(
+    not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+    allow(dead_code)
+)]
 #[derive(Debug, Default)]
 pub(crate) struct EventHub {
     streams: std::sync::Mutex<Vec<SharedQueue>>,
 }
 
+#[cfg_attr(
+    not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+    allow(dead_code)
+)]
 impl EventHub {
     fn streams(&self) -> std::sync::MutexGuard<'_, Vec<SharedQueue>> {
         self.streams

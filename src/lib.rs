@@ -17,6 +17,9 @@
 //!   resets for the assigned partitions, without IO;
 //! - [`group`]: consumer-group logic, pure: the partition assignors
 //!   (`range`, `roundrobin`, `cooperative-sticky`);
+//! - [`consumer`]: the consumer's state without IO (connections, group,
+//!   fetching and commits tied together, time as an argument), built in
+//!   every feature set, and around it [`Consumer`];
 //! - [`runtime`]: the only code that touches sockets and timers, on
 //!   async-std (the default feature `runtime-async-std`) or tokio (feature
 //!   `runtime-tokio`, without default features); exactly one of the two
@@ -86,7 +89,6 @@
 
 pub mod cluster;
 pub mod config;
-#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub mod consumer;
 pub mod error;
 pub mod events;

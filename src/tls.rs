@@ -124,6 +124,11 @@ impl TlsConnector {
     }
 
     /// The rustls configuration every handshake uses.
+    // Used by the runtime's handshake only.
+    #[cfg_attr(
+        not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+        allow(dead_code)
+    )]
     pub(crate) fn client_config(&self) -> Arc<ClientConfig> {
         self.config.clone()
     }
@@ -133,6 +138,11 @@ impl TlsConnector {
 /// the host part of the `host:port` the broker was dialled by (an IP
 /// address for a literal address, which rustls matches against IP SANs
 /// and does not send as SNI).
+// Used by the runtime's handshake only.
+#[cfg_attr(
+    not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+    allow(dead_code)
+)]
 pub(crate) fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
     let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
     let host = host
@@ -146,6 +156,11 @@ pub(crate) fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
 /// The message of a failed handshake, in words that name the cause (an
 /// unknown issuer, an expired certificate, a name mismatch, an alert from
 /// the broker).
+// Used by the runtime's handshake only.
+#[cfg_attr(
+    not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+    allow(dead_code)
+)]
 pub(crate) fn handshake_error(e: &std::io::Error) -> String {
     if let Some(tls) = e
         .get_ref()

@@ -2,6 +2,9 @@
 //! tansu broker and librdkafka's mock cluster. Their ranges differ, so the
 //! negotiated tables must differ in known ways.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use lazykafka::protocol::{ApiKey, ApiVersionTable, VersionRange};

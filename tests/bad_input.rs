@@ -5,6 +5,9 @@
 //! request with an error that names the fault, close only that connection,
 //! and go on with the other broker (librdkafka's mock).
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::read_request;

@@ -5,6 +5,9 @@
 //! not, and leaves the consumer usable. Every wait has a deadline; nothing
 //! sleeps and hopes.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 

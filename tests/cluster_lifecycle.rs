@@ -3,6 +3,9 @@
 //! and 3) with request tracking, and the tansu broker. At each step the test
 //! takes a census of this process's own sockets from /proc.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::clusters::{self, TestCluster};

@@ -12,6 +12,9 @@
 //! Also covers [`Consumer::partitions_for`], which the example uses to
 //! assign every partition when no group is given.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::examples::example_bin;

@@ -4,6 +4,9 @@
 //! with librdkafka consumers: tests/consumer_group.rs and
 //! tests/consumer_tansu_group.rs.)
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::clusters::{self, TestCluster};

@@ -4,6 +4,9 @@
 //! `auto.offset.reset` (earliest, latest, none) and OFFSET_OUT_OF_RANGE,
 //! and the `Stream` of records.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::client_sockets;

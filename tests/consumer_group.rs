@@ -4,6 +4,9 @@
 //! commits made in it, heartbeats between polls, `max.poll.interval.ms`,
 //! each assignor, static membership.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 

@@ -7,6 +7,9 @@
 //! ConsumerGroupHeartbeat to the coordinator only (request logs), fencing
 //! and fatal errors injected, static membership.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 

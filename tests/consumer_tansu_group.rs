@@ -3,6 +3,9 @@
 //! with commits, and hand over when one leaves. (tansu holds every JoinGroup
 //! for half the session timeout; the test uses 6 s sessions.)
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::peers::{config, produce, RdConsumer, WAIT};

@@ -5,6 +5,9 @@
 //! records, report partition 0's fault as a typed error naming the topic,
 //! partition and offset, never skip past it, and keep the connection.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use bytes::Bytes;

@@ -6,6 +6,9 @@
 //! `lazykafka::mock` alike; a broker that drops every JoinGroup is a raw
 //! server of the test's own.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 

@@ -2,6 +2,9 @@
 //! cluster and against `lazykafka::mock` with the same assertions: every
 //! data set is deterministic and every offset is accounted for at the end.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 

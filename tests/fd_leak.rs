@@ -3,6 +3,9 @@
 //! baseline. Alone in its test binary, so no other test opens descriptors
 //! meanwhile.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::wait_for;

@@ -8,6 +8,9 @@
 //! librdkafka's consumer, which never asks for a session, judges the
 //! mock's side: sessionless Fetches are served as before.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use lazykafka::error::ErrorCode;

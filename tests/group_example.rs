@@ -5,6 +5,9 @@
 //! what librdkafka reads back. The binary is built as in
 //! `tests/consume_example.rs` (`common::examples::example_bin`).
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::examples::example_bin;

@@ -2,6 +2,9 @@
 //! pure or sans-IO layer names only the crate modules below it. `error`
 //! wraps the errors of these layers, so a layer that used `crate::error`
 //! (or `config`, whose parsing returns that `Error`) would form a cycle.
+//! The consumer's core sits above `error` and `config` but below the
+//! runtime, and every one of these layers is free of async, sockets,
+//! threads and clock reads (time is an argument).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,6 +13,8 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("protocol", &[]),
     ("records", &["protocol"]),
+    // SASL's mechanisms (PLAIN, SCRAM, OAUTHBEARER) are pure; the cluster
+    // runs their exchanges on each new connection.
     ("sasl", &[]),
     ("cluster", &["protocol", "events", "sasl"]),
     ("group", &["protocol", "cluster"]),
@@ -17,6 +22,32 @@ const LAYERS: &[(&str, &[&str])] = &[
         "fetch",
         &["protocol", "records", "cluster", "group", "events"],
     ),
+];
+
+/// The consumer's sans-IO core (`src/consumer/`, files named here) and the
+/// crate modules it may use: never `runtime`, nor the `mock` its tests use.
+const CORE_FILES: &[&str] = &["consumer/core.rs", "consumer/offsets.rs"];
+const CORE_ALLOWED: &[&str] = &[
+    "protocol", "records", "cluster", "group", "fetch", "events", "error", "config",
+];
+
+/// The layers with no IO at all (`sasl` is left out: an OAUTHBEARER token
+/// provider, called by the application's side, may read the wall clock).
+const SANS_IO: &[&str] = &["protocol", "records", "cluster", "group", "fetch"];
+
+/// What code without IO never contains: async code, sockets, threads and
+/// clock reads.
+const IO_TOKENS: &[&str] = &[
+    "async fn",
+    "async move",
+    ".await",
+    "Instant::now(",
+    "SystemTime::now(",
+    "std::thread",
+    "std::net::Tcp",
+    "TcpStream",
+    "TcpListener",
+    "UdpSocket",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -74,6 +105,87 @@ fn each_layer_uses_only_the_layers_below_it() {
         }
     }
     assert!(violations.is_empty(), "{violations:#?}");
+}
+
+/// The lines of `source` that are code, before its unit tests (an inline
+/// `#[cfg(test)] mod ... {` at the end, which may read the clock to start
+/// a manual one), with their numbers.
+fn code_lines(source: &str) -> Vec<(usize, &str)> {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let next = lines.get(n + 1).map_or("", |l| l.trim());
+        if line.trim() == "#[cfg(test)]" && next.starts_with("mod ") && next.ends_with('{') {
+            break;
+        }
+        if !line.trim_start().starts_with("//") {
+            out.push((n + 1, *line));
+        }
+    }
+    out
+}
+
+/// The IO tokens in `source`'s code, with their lines. A token ending in a
+/// name must end where the name does (`.await`, not `.awaiting_metadata`).
+fn io_uses(source: &str) -> Vec<(usize, &'static str)> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for (n, line) in code_lines(source) {
+        for token in IO_TOKENS {
+            let whole = line.match_indices(token).any(|(i, _)| {
+                !token.ends_with(ident) || !line[i + token.len()..].starts_with(ident)
+            });
+            if whole {
+                found.push((n, *token));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_consumer_core_uses_no_runtime() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut violations = Vec::new();
+    for file in CORE_FILES {
+        let path = src.join(file);
+        let source = fs::read_to_string(&path).unwrap();
+        for (line, module) in crate_uses(&source) {
+            if !CORE_ALLOWED.contains(&module.as_str()) {
+                violations.push(format!("{}:{line}: crate::{module}", path.display()));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[test]
+fn the_sans_io_layers_have_no_async_sockets_threads_or_clock() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for layer in SANS_IO {
+        rust_files(&src.join(layer), &mut files);
+    }
+    files.extend(CORE_FILES.iter().map(|f| src.join(f)));
+    let mut violations = Vec::new();
+    for file in files {
+        // Whole test files drive a manual clock from a real start.
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let source = fs::read_to_string(&file).unwrap();
+        for (line, token) in io_uses(&source) {
+            violations.push(format!("{}:{line}: {token}", file.display()));
+        }
+    }
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[test]
+fn the_io_scan_sees_a_clock_read_and_skips_comments_and_unit_tests() {
+    let source = "let t = Instant::now();\nm.awaiting();\nf().await;\n// x.await\n\
+                  #[cfg(test)]\nmod tests {\n    async fn f() {}\n}\n";
+    assert_eq!(io_uses(source), vec![(1, "Instant::now("), (3, ".await")]);
 }
 
 #[test]

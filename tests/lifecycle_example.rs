@@ -3,6 +3,9 @@
 //! `--bootstrap`, on librdkafka's mock cluster, the same census of sockets
 //! per phase.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::clusters::{self, TestCluster};

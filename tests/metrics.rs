@@ -5,6 +5,9 @@
 //! and the snapshot serialises to JSON. Waits are condition-based with
 //! deadlines.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 

@@ -3,6 +3,9 @@
 //! producer and admin client write into it; and its fault injection and
 //! log, seen from lazykafka's consumer and connection manager.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::peers::{config, consume, expected, produce, values, WAIT};

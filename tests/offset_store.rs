@@ -3,6 +3,9 @@
 //! `close()` commit what the application stored (processed), not what it
 //! polled; with the default, storing is refused.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 

@@ -9,6 +9,9 @@
 //! One test function: async-std's executor reads its thread count once,
 //! when the first task is spawned in this process.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::clusters::{standard, TestCluster};

@@ -11,6 +11,9 @@
 //!   coordinator 2 — so retirement is retirement, not a lucky promotion;
 //! - where each request went is read from the brokers' own request logs.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::clusters::TestCluster;

@@ -2,6 +2,9 @@
 //! codec to a real broker (tansu, and librdkafka's mock cluster), and
 //! lazykafka fetches and decodes them; every key and value must come back.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::mock::RawMock;

@@ -5,6 +5,9 @@
 //! or an unknown mechanism, and renews a short session on the same
 //! connection (KIP-368).
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use common::peers::{config, consume, WAIT};

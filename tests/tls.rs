@@ -15,6 +15,9 @@
 //!
 //! Certificates are made by each test (rcgen).
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 

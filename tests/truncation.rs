@@ -5,6 +5,9 @@
 //! Every value is unique, so each scenario accounts for every record: none
 //! lost, none twice.
 
+// Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 mod common;
 
 use lazykafka::fetch::FetchError;

@@ -9,14 +9,21 @@
 use super::offsets::{
     read_commit, read_committed, CommitOffsets, CommittedOffsets, FetchCommitted, OffsetAndEpoch,
 };
-use crate::cluster::{Cluster, Problem, RequestBody, RequestError, RequestId, Response, Target};
+use crate::cluster::{
+    Cluster, ClusterConfig, ExponentialBackoff, Problem, RequestBody, RequestError, RequestId,
+    Response, Rng, Target,
+};
+use crate::config::ConsumerConfig;
 use crate::error::{Error, ErrorCode};
-use crate::fetch::{ConsumerRecord, FetchToken, Fetcher};
-use crate::group::membership::{GroupEvent, GroupRequestKind};
+use crate::fetch::{ConsumerRecord, FetchConfig, FetchToken, Fetcher};
+use crate::group::consumer_membership::{
+    generate_member_id, ConsumerMembership, ConsumerMembershipConfig,
+};
+use crate::group::membership::{GroupEvent, GroupRequestKind, Membership, MembershipConfig};
 use crate::group::seam::GroupMembership;
-use crate::group::TopicPartition;
+use crate::group::{GroupProtocol, TopicPartition};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Identifies a commit the consumer started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,7 +106,7 @@ pub(crate) struct ConsumerCore {
     /// Completed rebalances (assignments received), and when the last one
     /// completed.
     rebalances: u64,
-    last_rebalance: Option<(Instant, SystemTime)>,
+    last_rebalance: Option<Instant>,
 }
 
 /// A topic or partition the metadata lacks.
@@ -202,8 +209,9 @@ impl ConsumerCore {
         }
     }
 
-    /// Completed rebalances and the time of the last one.
-    pub fn rebalances(&self) -> (u64, Option<(Instant, SystemTime)>) {
+    /// Completed rebalances and when the last one completed (the core reads
+    /// no clock: the caller turns it into wall time).
+    pub fn rebalances(&self) -> (u64, Option<Instant>) {
         (self.rebalances, self.last_rebalance)
     }
 
@@ -213,6 +221,80 @@ impl ConsumerCore {
         if self.commit_results.remove(&id).is_none() {
             self.abandoned_commits.insert(id);
         }
+    }
+
+    /// The state of a consumer configured by `config`, created at `now`:
+    /// no connection yet, nothing assigned. `seed` spreads the bootstrap
+    /// choice, backoff jitter and member ids across processes; a fixed one
+    /// makes a run reproducible.
+    pub fn from_config(config: &ConsumerConfig, now: Instant, seed: u64) -> Self {
+        // Independent streams for the three users of randomness, so that
+        // the same seed never gives two of them the same numbers.
+        let mut seeds = Rng::new(seed);
+        let mut cc = ClusterConfig::new(config.bootstrap_servers().iter().map(|b| b.to_string()));
+        cc.client_id = Some(config.client_id().to_owned());
+        cc.group_id = config.group_id().map(str::to_owned);
+        cc.request_timeout = config.request_timeout();
+        cc.connections_max_idle = config.connections_max_idle();
+        cc.reconnect_backoff = backoff(config.reconnect_backoff(), config.reconnect_backoff_max());
+        cc.setup_timeout = backoff(
+            config.socket_connection_setup_timeout(),
+            config.socket_connection_setup_timeout_max(),
+        );
+        cc.retry_backoff = backoff(config.retry_backoff(), Duration::from_millis(1000));
+        cc.metadata_max_age = config.metadata_max_age();
+        cc.max_in_flight = config.max_in_flight_requests_per_connection().max(1) as usize;
+        cc.max_frame_size = config.receive_message_max_bytes() as usize;
+        cc.allow_auto_create_topics = config.allow_auto_create_topics();
+        cc.sasl = config.sasl_config();
+        let cluster = Cluster::new(cc, now, seeds.next_u64());
+        let membership = config
+            .group_id()
+            .map(|group| match config.group_protocol() {
+                GroupProtocol::Classic => {
+                    GroupMembership::Classic(Membership::new(MembershipConfig {
+                        group_id: group.to_owned(),
+                        group_instance_id: config.group_instance_id().map(str::to_owned),
+                        session_timeout: config.session_timeout(),
+                        rebalance_timeout: config.max_poll_interval(),
+                        heartbeat_interval: config.heartbeat_interval(),
+                        strategies: config.partition_assignment_strategy().to_vec(),
+                        rack: config.client_rack().map(str::to_owned),
+                        retry_backoff: config.retry_backoff(),
+                    }))
+                }
+                GroupProtocol::Consumer => {
+                    let mut rng = Rng::new(seeds.next_u64());
+                    GroupMembership::Consumer(ConsumerMembership::new(
+                        ConsumerMembershipConfig {
+                            group_id: group.to_owned(),
+                            group_instance_id: config.group_instance_id().map(str::to_owned),
+                            rack: config.client_rack().map(str::to_owned),
+                            rebalance_timeout: config.max_poll_interval(),
+                            server_assignor: config.group_remote_assignor().map(|a| a.to_string()),
+                            retry_backoff: config.retry_backoff(),
+                        },
+                        generate_member_id([rng.next_u64(), rng.next_u64()]),
+                    ))
+                }
+            });
+        let fetcher = Fetcher::new(fetch_config(config, seeds.next_u64()));
+        let auto_commit = (config.enable_auto_commit() && config.group_id().is_some())
+            .then(|| config.auto_commit_interval());
+        let join_timeout = config.max_poll_interval() + Duration::from_secs(5);
+        let mut core = ConsumerCore::new(
+            cluster,
+            membership,
+            fetcher,
+            auto_commit,
+            config.max_poll_interval(),
+            join_timeout.max(config.request_timeout()),
+        );
+        core.set_topic_propagation(config.topic_metadata_propagation_max());
+        if !config.enable_auto_offset_store() {
+            core.set_manual_offset_store();
+        }
+        core
     }
 
     /// Sets `topic.metadata.propagation.max.ms`.
@@ -833,7 +915,7 @@ impl ConsumerCore {
             self.prune_offset_store();
             if matches!(e, GroupEvent::Assigned(_)) {
                 self.rebalances += 1;
-                self.last_rebalance = Some((now, SystemTime::now()));
+                self.last_rebalance = Some(now);
             }
             self.group_events.push_back(e);
         }
@@ -1153,5 +1235,39 @@ impl ConsumerCore {
             }
             (None, Ok(())) => {}
         }
+    }
+}
+
+/// A backoff from `base` doubling to `max`, with ±20% jitter.
+fn backoff(base: Duration, max: Duration) -> ExponentialBackoff {
+    ExponentialBackoff {
+        base,
+        max: max.max(base),
+        jitter: 0.2,
+    }
+}
+
+/// The fetch layer's settings from the consumer's.
+fn fetch_config(config: &ConsumerConfig, seed: u64) -> FetchConfig {
+    let clamp = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+    FetchConfig {
+        min_bytes: clamp(config.fetch_min_bytes()),
+        max_bytes: clamp(config.fetch_max_bytes()),
+        max_wait: config.fetch_max_wait(),
+        max_partition_bytes: clamp(config.max_partition_fetch_bytes()),
+        isolation: match config.isolation_level() {
+            crate::config::IsolationLevel::ReadCommitted => {
+                crate::records::IsolationLevel::ReadCommitted
+            }
+            _ => crate::records::IsolationLevel::ReadUncommitted,
+        },
+        check_crcs: config.check_crcs(),
+        sessions: config.fetch_sessions(),
+        auto_offset_reset: config.auto_offset_reset(),
+        rack_id: config.client_rack().map(str::to_owned),
+        retry_backoff: backoff(config.retry_backoff(), Duration::from_millis(1000)),
+        request_timeout: config.request_timeout(),
+        seed,
+        ..FetchConfig::default()
     }
 }

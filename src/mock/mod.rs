@@ -4,11 +4,12 @@
 
 mod consumer_group;
 mod fetch_session;
-mod group;
+pub(crate) mod group;
 mod log;
-mod sasl;
+pub(crate) mod respond;
+pub(crate) mod sasl;
 mod server;
-mod state;
+pub(crate) mod state;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -26,9 +27,9 @@ pub use sasl::MockSasl;
 use crate::error::ErrorCode;
 use crate::protocol::{ApiKey, VersionRange};
 use crate::records::{Compression, RecordBatchBuilder, RecordsError};
-use group::{GroupSettings, Groups};
+use group::GroupSettings;
 use server::{Listener, Shared};
-use state::{Broker, State};
+use state::State;
 
 /// A record to produce into the mock from code.
 #[derive(Debug, Clone, Default)]
@@ -383,49 +384,21 @@ impl MockClusterBuilder {
         let tls = self.tls.as_ref().map(MockTls::server_config).transpose()?;
         let n = self.brokers.max(1);
         let mut sockets = Vec::new();
-        let mut brokers = BTreeMap::new();
+        let mut addrs = BTreeMap::new();
         for id in 1..=n {
             let listener = TcpListener::bind(("127.0.0.1", 0))?;
-            let addr = listener.local_addr()?;
-            brokers.insert(
-                id,
-                Broker {
-                    addr,
-                    up: true,
-                    delay: Duration::ZERO,
-                    idle_timeout: None,
-                    errors: HashMap::new(),
-                    fetch_sessions: fetch_session::FetchSessions::new(id),
-                },
-            );
+            addrs.insert(id, listener.local_addr()?);
             sockets.push((id, listener));
         }
-        let groups = Groups::new(GroupSettings {
+        let settings = GroupSettings {
             initial_rebalance_delay: self.initial_rebalance_delay,
             min_session_timeout: self.min_session_timeout,
             max_session_timeout: self.max_session_timeout,
-        });
-        let started = Instant::now();
+        };
+        let mut state = State::new(Instant::now(), addrs, settings);
+        state.sasl = self.sasl.map(sasl::SaslState::new);
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                started,
-                cluster_id: "lazykafka-mock".into(),
-                brokers,
-                topics: BTreeMap::new(),
-                coordinators: HashMap::new(),
-                groups,
-                consumer_groups: consumer_group::ConsumerGroups::default(),
-                errors: HashMap::new(),
-                versions: HashMap::new(),
-                auto_create_partitions: None,
-                sasl: self.sasl.map(sasl::SaslState::new),
-                events: Vec::new(),
-                fetches: None,
-                request_bytes: HashMap::new(),
-                next_connection: 0,
-                next_topic: 0,
-                shutdown: false,
-            }),
+            state: Mutex::new(state),
             changed: Condvar::new(),
             conns: Mutex::new(HashMap::new()),
             tls,

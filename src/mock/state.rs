@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::fetch_session::FetchSessions;
-use super::group::Groups;
+use super::group::{GroupSettings, Groups};
 use super::log::{AppendError, PartitionLog};
 use super::MockFetch;
 use super::{MockEvent, MockEventKind};
@@ -189,6 +189,44 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// A cluster of brokers at `addrs` (all up), with no topics or groups,
+    /// started at `started`.
+    pub fn new(started: Instant, addrs: BTreeMap<i32, SocketAddr>, groups: GroupSettings) -> Self {
+        let brokers = addrs
+            .into_iter()
+            .map(|(id, addr)| {
+                let broker = Broker {
+                    addr,
+                    up: true,
+                    delay: Duration::ZERO,
+                    idle_timeout: None,
+                    errors: HashMap::new(),
+                    fetch_sessions: FetchSessions::new(id),
+                };
+                (id, broker)
+            })
+            .collect();
+        State {
+            started,
+            cluster_id: "lazykafka-mock".into(),
+            brokers,
+            topics: BTreeMap::new(),
+            coordinators: HashMap::new(),
+            groups: Groups::new(groups),
+            consumer_groups: super::consumer_group::ConsumerGroups::default(),
+            errors: HashMap::new(),
+            versions: HashMap::new(),
+            auto_create_partitions: None,
+            sasl: None,
+            events: Vec::new(),
+            fetches: None,
+            request_bytes: HashMap::new(),
+            next_connection: 0,
+            next_topic: 0,
+            shutdown: false,
+        }
+    }
+
     /// Records an event.
     pub fn record(&mut self, now: Instant, broker: i32, kind: MockEventKind) {
         self.events.push(MockEvent {

@@ -1,0 +1,1323 @@
+//! The public [`Consumer`] on a runtime: the application's calls, handed to
+//! the sans-IO [`ConsumerCore`] while no socket exists and to the
+//! runtime's background task from the first [`Consumer::poll`] on.
+//!
+//! A consumer opens nothing until the application first calls
+//! [`Consumer::poll`]: `new`, `subscribe`, `assign`, `pause`, `resume`,
+//! `seek` and every getter work on local state only. The first `poll`
+//! starts a background task that owns the sockets and keeps the group
+//! membership alive (heartbeats) between polls.
+
+use super::core::{CommitId, ConsumerCore, Mode};
+use super::metrics::{self, ConsumerMetrics};
+use super::offsets::OffsetAndEpoch;
+use crate::cluster::Target;
+use crate::config::ConsumerConfig;
+use crate::error::Error;
+use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
+use crate::fetch::{read_list_offsets, ConsumerRecord, OffsetAndTimestamp, OffsetSpec};
+use crate::group::membership::GroupEvent;
+use crate::group::TopicPartition;
+use crate::runtime::engine::Engine;
+use crate::runtime::SocketOptions;
+use futures::Stream;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Told of partition assignment changes, from inside [`Consumer::poll`]
+/// (as the Java client's `ConsumerRebalanceListener`).
+///
+/// The group does not move on until `poll` has called the listener: a
+/// commit made in [`RebalanceListener::on_partitions_revoked`] through the
+/// [`Revocation`] lands before the partitions go to another member.
+pub trait RebalanceListener: Send {
+    /// Partitions newly assigned to this consumer. Called after every
+    /// completed rebalance, with an empty set when nothing new came (under
+    /// `cooperative-sticky`, partitions kept are not repeated), as the Java
+    /// client does (KIP-429).
+    fn on_partitions_assigned(&mut self, partitions: &BTreeSet<TopicPartition>) {
+        let _ = partitions;
+    }
+
+    /// Partitions given up in an orderly rebalance.
+    fn on_partitions_revoked(
+        &mut self,
+        partitions: &BTreeSet<TopicPartition>,
+        revocation: &mut Revocation<'_>,
+    ) {
+        let _ = (partitions, revocation);
+    }
+
+    /// Partitions lost (session expired, fenced): another member may own
+    /// them already, so committing for them would fail.
+    fn on_partitions_lost(&mut self, partitions: &BTreeSet<TopicPartition>) {
+        let _ = partitions;
+    }
+}
+
+/// What a [`RebalanceListener`] may do while partitions are revoked.
+pub struct Revocation<'a> {
+    core: &'a mut ConsumerCore,
+    now: Instant,
+    callbacks: &'a mut Vec<(CommitId, CommitCallback)>,
+}
+
+impl std::fmt::Debug for Revocation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Revocation")
+            .field("positions", self.core.revoked_positions())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Revocation<'_> {
+    /// The consumed positions the revoked partitions had.
+    pub fn positions(&self) -> BTreeMap<TopicPartition, i64> {
+        self.core.revoked_positions().clone()
+    }
+
+    /// Commits `offsets` before the group moves on. A refusal is logged at
+    /// warn level; use [`Revocation::commit_with`] to handle it.
+    pub fn commit(&mut self, offsets: BTreeMap<TopicPartition, i64>) {
+        self.commit_with(offsets, |result| {
+            if let Err(e) = result {
+                log::warn!("a commit made while revoking partitions failed: {e}");
+            }
+        });
+    }
+
+    /// Commits `offsets` before the group moves on; `callback` runs with
+    /// the outcome inside a later `poll` (or `close`), like
+    /// [`Consumer::commit_async`]'s.
+    pub fn commit_with(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, i64>,
+        callback: impl FnOnce(Result<(), Error>) + Send + 'static,
+    ) {
+        let offsets = at_offsets(offsets);
+        let id = self.core.commit(self.now, Some(offsets));
+        self.core.block_group_on_commit(id);
+        self.callbacks.push((id, Box::new(callback)));
+    }
+}
+
+type CommitCallback = Box<dyn FnOnce(Result<(), Error>) + Send>;
+
+/// Forgets the outcome of a commit nobody waits for any more (its `commit`
+/// future was dropped, or it timed out), so outcomes do not pile up.
+struct AbandonCommit {
+    shared: Option<Arc<crate::runtime::engine::Shared>>,
+    id: CommitId,
+}
+
+impl AbandonCommit {
+    /// The outcome was taken (`true`), or the wait timed out (`false`:
+    /// the outcome still to come is dropped).
+    fn answered(mut self, taken: bool) {
+        if taken {
+            self.shared = None;
+        }
+    }
+}
+
+impl Drop for AbandonCommit {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.lock().abandon_commit(self.id);
+        }
+    }
+}
+
+/// The records a [`Consumer::stream`] took from the consumer and has not
+/// yielded yet. Dropped with the stream, it moves the positions of their
+/// partitions back to the first of them, so the next `poll` returns them
+/// again: dropping a stream loses no record.
+struct StreamState<'a> {
+    consumer: &'a mut Consumer,
+    buffered: std::collections::VecDeque<ConsumerRecord>,
+}
+
+impl Drop for StreamState<'_> {
+    fn drop(&mut self) {
+        let mut first: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+        for r in self.buffered.drain(..) {
+            first
+                .entry(TopicPartition::new(r.topic(), r.partition()))
+                .or_insert(r.offset());
+        }
+        for (tp, offset) in first {
+            // A partition revoked meanwhile is another member's now: its
+            // records are not ours to return.
+            let _ = self.consumer.seek(&tp, offset);
+        }
+    }
+}
+
+/// An async Kafka consumer.
+///
+/// ```
+/// # // The same body on whichever runtime feature is enabled.
+/// # let body = async {
+/// use lazykafka::{Consumer, ConsumerConfig};
+///
+/// let config = ConsumerConfig::builder()
+///     .bootstrap_servers("127.0.0.1:9")
+///     .group_id("billing")
+///     .build()?;
+/// let mut consumer = Consumer::new(config)?; // no socket, no DNS, no task
+/// consumer.subscribe(["invoices"])?;         // still none
+/// assert!(consumer.connections().is_empty());
+/// # Ok::<(), lazykafka::Error>(())
+/// # };
+/// # #[cfg(feature = "runtime-async-std")]
+/// # async_std::task::block_on(body).unwrap();
+/// # #[cfg(feature = "runtime-tokio")]
+/// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+/// ```
+pub struct Consumer {
+    config: ConsumerConfig,
+    /// The TLS settings every connection uses, when the protocol has TLS.
+    tls: Option<crate::tls::TlsConnector>,
+    engine: Option<Engine>,
+    /// State kept until the first poll hands it to the engine.
+    pending: Option<ConsumerCore>,
+    listener: Option<Box<dyn RebalanceListener>>,
+    callbacks: Vec<(CommitId, CommitCallback)>,
+    events: Arc<EventHub>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("config", &self.config)
+            .field("started", &self.engine.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+fn seed() -> u64 {
+    // Only spreads bootstrap choices and jitter across processes; reading
+    // the wall clock here opens nothing.
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    t.as_nanos() as u64 ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+impl Consumer {
+    /// A consumer for `config`. Opens no socket, resolves no name and starts
+    /// no task.
+    ///
+    /// Under TLS (`security.protocol` `SSL` or `SASL_SSL`) it reads the
+    /// certificate and key files and, without a configured CA, the system's
+    /// root certificates, so that a missing file or an unusable PEM is an
+    /// [`Error::Config`] here rather than a failure of every connection.
+    pub fn new(config: ConsumerConfig) -> Result<Self, Error> {
+        let tls = crate::tls::TlsConnector::from_config(&config)?;
+        let core = ConsumerCore::from_config(&config, Instant::now(), seed());
+        Ok(Consumer {
+            config,
+            tls,
+            engine: None,
+            pending: Some(core),
+            listener: None,
+            callbacks: Vec::new(),
+            events: Arc::new(EventHub::default()),
+            closed: false,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    /// Runs `f` on the state, wherever it lives now, and wakes the
+    /// background task afterwards.
+    fn with_core<T>(&mut self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
+        let now = Instant::now();
+        match (&mut self.pending, &self.engine) {
+            (Some(core), _) => f(core, now),
+            (None, Some(engine)) => {
+                let t = f(&mut engine.shared().lock(), now);
+                engine.kick();
+                t
+            }
+            (None, None) => unreachable!("a consumer always has its state somewhere"),
+        }
+    }
+
+    /// Like [`Consumer::with_core`] without waking the background task: for
+    /// changes it need not act on. (Every wake-up makes the task report
+    /// progress, and progress wakes a waiting `poll`: if `poll` woke the task
+    /// on each check, the two would wake each other in a busy loop while
+    /// waiting for records.)
+    fn peek_core<T>(&mut self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
+        let now = Instant::now();
+        match (&mut self.pending, &self.engine) {
+            (Some(core), _) => f(core, now),
+            (None, Some(engine)) => f(&mut engine.shared().lock(), now),
+            (None, None) => unreachable!("a consumer always has its state somewhere"),
+        }
+    }
+
+    /// Wakes the background task, if it runs, after a change made with
+    /// [`Consumer::peek_core`].
+    fn kick(&self) {
+        if let Some(engine) = &self.engine {
+            engine.kick();
+        }
+    }
+
+    fn read_core<T>(&self, f: impl FnOnce(&ConsumerCore) -> T) -> T {
+        match (&self.pending, &self.engine) {
+            (Some(core), _) => f(core),
+            (None, Some(engine)) => f(&engine.shared().lock()),
+            (None, None) => unreachable!("a consumer always has its state somewhere"),
+        }
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.closed {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Subscribes to `topics` (group mode; needs `group.id`). Replaces any
+    /// earlier subscription or assignment. Opens nothing.
+    pub fn subscribe<T: Into<String>>(
+        &mut self,
+        topics: impl IntoIterator<Item = T>,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        if self.config.group_id().is_none() {
+            return Err(Error::Config {
+                property: "group.id".into(),
+                reason: "subscribe needs a group.id; use assign without one".into(),
+            });
+        }
+        let topics: BTreeSet<String> = topics.into_iter().map(Into::into).collect();
+        self.with_core(|core, now| core.set_mode(now, Mode::Subscribed(topics)));
+        Ok(())
+    }
+
+    /// Subscribes and registers a listener for assignment changes.
+    pub fn subscribe_with_listener<T: Into<String>>(
+        &mut self,
+        topics: impl IntoIterator<Item = T>,
+        listener: impl RebalanceListener + 'static,
+    ) -> Result<(), Error> {
+        self.listener = Some(Box::new(listener));
+        self.with_core(|core, _| core.set_hold_for_listener(true));
+        self.subscribe(topics)
+    }
+
+    /// Assigns partitions manually (no group membership). Opens nothing.
+    ///
+    /// ```
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)])?;
+    /// assert_eq!(consumer.assignment().len(), 2);
+    /// assert!(consumer.connections().is_empty()); // still nothing opened
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn assign(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
+        self.with_core(|core, now| core.set_mode(now, Mode::Assigned(partitions)));
+        Ok(())
+    }
+
+    /// Drops the subscription or assignment (leaving the group).
+    pub fn unsubscribe(&mut self) -> Result<(), Error> {
+        self.check_open()?;
+        self.with_core(|core, now| core.set_mode(now, Mode::Idle));
+        Ok(())
+    }
+
+    /// The partitions assigned now.
+    pub fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.read_core(|core| core.fetcher.assignment())
+    }
+
+    /// The topics subscribed to.
+    pub fn subscription(&self) -> BTreeSet<String> {
+        self.read_core(|core| match &core.mode {
+            Mode::Subscribed(t) => t.clone(),
+            _ => BTreeSet::new(),
+        })
+    }
+
+    fn start(&mut self) {
+        if let Some(core) = self.pending.take() {
+            let options = SocketOptions {
+                keepalive: self.config.socket_keepalive(),
+                tls: self.tls.clone(),
+            };
+            self.engine = Some(Engine::start(core, options, self.events.clone()));
+        }
+    }
+
+    /// Waits up to `timeout` for records and returns at most
+    /// `max.poll.records` of them (an empty batch when none came).
+    ///
+    /// The first call starts the connections: the least-loaded bootstrap
+    /// broker first, then the group coordinator, then each partition
+    /// leader. Rebalance listener callbacks and asynchronous commit
+    /// callbacks run inside this call.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(1).unwrap();
+    /// # mock.create_topic("invoices", 1).unwrap();
+    /// # mock.produce("invoices", 0, [MockRecord::new("paid")]).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0)])?;
+    /// let mut records = Vec::new();
+    /// while records.is_empty() {
+    ///     records = consumer.poll(Duration::from_millis(500)).await?;
+    /// }
+    /// assert_eq!(records[0].value(), Some(&b"paid"[..]));
+    /// consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// `poll` is cancel-safe: a `poll` future dropped before it finished
+    /// (a timeout around it, the losing branch of a `select!`) took no
+    /// record, and the next `poll` returns the records it would have
+    /// returned. Records are taken from the fetched buffer only in the
+    /// step that returns them, never across an `.await`. The background
+    /// task goes on fetching and heartbeating meanwhile.
+    ///
+    /// # Panics
+    ///
+    /// With the feature `runtime-tokio`, the first `poll` panics outside a
+    /// tokio runtime: it spawns the background task on the caller's
+    /// runtime.
+    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
+        self.check_open()?;
+        self.start();
+        let max = self.config.max_poll_records().max(1) as usize;
+        let deadline = Instant::now() + timeout;
+        loop {
+            // Progress from here on wakes the wait below.
+            if let Some(engine) = self.engine.as_mut() {
+                engine.drain_progress();
+            }
+            if self.peek_core(|core, now| core.polled(now)) {
+                self.kick();
+            }
+            self.run_callbacks();
+            // Taking records (or dropping buffered ones below the
+            // position) makes room for more fetches, and taking an error
+            // may let the fetcher go on: the task is woken then, and only
+            // then.
+            let (taken, had_buffered) = self.peek_core(|core, _| {
+                if let Some(e) = core.take_error() {
+                    return (Err(e), true);
+                }
+                let had = core.fetcher.has_buffered();
+                (Ok(core.take_records(max)), had)
+            });
+            if had_buffered || !matches!(&taken, Ok(records) if records.is_empty()) {
+                self.kick();
+                return taken;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(Vec::new());
+            }
+            let engine = self.engine.as_mut().expect("started above");
+            engine.next_progress(left).await;
+        }
+    }
+
+    /// The records as a stream, polling with `timeout` each time; errors end
+    /// nothing: they are yielded and the stream goes on.
+    ///
+    /// Cancel-safe: a dropped `next()` future loses nothing (the stream
+    /// keeps its place), and dropping the stream itself gives the records
+    /// it took from the consumer but did not yield back: their partitions
+    /// are sought back to the first of them, so the next `poll` (or
+    /// stream) returns them.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use futures::StreamExt;
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0)])?;
+    /// let first: Vec<_> = consumer.stream(Duration::from_millis(200)).take(3).collect().await;
+    /// let offsets: Vec<i64> = first.iter().map(|r| r.as_ref().unwrap().offset()).collect();
+    /// assert_eq!(offsets, [0, 1, 2]);
+    /// consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub fn stream(
+        &mut self,
+        timeout: Duration,
+    ) -> impl Stream<Item = Result<ConsumerRecord, Error>> + '_ {
+        let state = StreamState {
+            consumer: self,
+            buffered: std::collections::VecDeque::new(),
+        };
+        futures::stream::unfold(state, move |mut state| async move {
+            loop {
+                if let Some(r) = state.buffered.pop_front() {
+                    return Some((Ok(r), state));
+                }
+                if state.consumer.closed {
+                    return None;
+                }
+                match state.consumer.poll(timeout).await {
+                    Ok(records) => state.buffered.extend(records),
+                    Err(e) => return Some((Err(e), state)),
+                }
+            }
+        })
+    }
+
+    fn run_callbacks(&mut self) {
+        // Rebalance listener, on the application's side of the task.
+        while let Some(event) = self.peek_core(|core, _| core.take_group_event()) {
+            if let Some(listener) = self.listener.as_mut() {
+                let now = Instant::now();
+                let callbacks = &mut self.callbacks;
+                match (&mut self.pending, &self.engine) {
+                    (Some(core), _) => deliver(listener.as_mut(), &event, core, now, callbacks),
+                    (None, Some(engine)) => deliver(
+                        listener.as_mut(),
+                        &event,
+                        &mut engine.shared().lock(),
+                        now,
+                        callbacks,
+                    ),
+                    (None, None) => {}
+                }
+            }
+            self.with_core(|core, _| core.group_event_delivered());
+        }
+        self.run_commit_callbacks();
+    }
+
+    /// Runs the callbacks of commits that finished.
+    fn run_commit_callbacks(&mut self) {
+        let mut i = 0;
+        while i < self.callbacks.len() {
+            let id = self.callbacks[i].0;
+            match self.peek_core(|core, _| core.take_commit_result(id)) {
+                Some(result) => {
+                    self.kick();
+                    let (_, callback) = self.callbacks.swap_remove(i);
+                    callback(result);
+                }
+                None => i += 1,
+            }
+        }
+    }
+
+    /// Commits the consumed positions of every assigned partition (with
+    /// `enable.auto.offset.store=false`: the offsets stored with
+    /// [`Consumer::store_offset`]) and waits for the coordinator's answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// The OffsetCommit is sent when the future is first polled. Dropped
+    /// before the answer, the commit lands or not (there is no telling
+    /// which: read it back with [`Consumer::committed`], or commit again),
+    /// and the consumer stays usable: later polls and commits work, and
+    /// the dropped commit's outcome is discarded. The same holds for
+    /// [`Consumer::commit_offsets`].
+    pub async fn commit(&mut self) -> Result<(), Error> {
+        self.check_open()?;
+        self.start();
+        let id = self.with_core(|core, now| core.commit(now, None));
+        self.wait_commit(id).await
+    }
+
+    /// Commits the given offsets (the next offset to consume, per
+    /// partition) and waits for the answer.
+    pub async fn commit_offsets(
+        &mut self,
+        offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        self.start();
+        let offsets = at_offsets(offsets);
+        let id = self.with_core(|core, now| core.commit(now, Some(offsets)));
+        self.wait_commit(id).await
+    }
+
+    /// Starts a commit of the consumed positions without waiting; `callback`
+    /// runs with the outcome inside a later `poll` (or `commit`, `close`).
+    pub fn commit_async(&mut self, callback: impl FnOnce(Result<(), Error>) + Send + 'static) {
+        if self.closed {
+            callback(Err(Error::Closed));
+            return;
+        }
+        self.start();
+        let id = self.with_core(|core, now| core.commit(now, None));
+        self.callbacks.push((id, Box::new(callback)));
+    }
+
+    async fn wait_commit(&mut self, id: CommitId) -> Result<(), Error> {
+        let timeout = self.config.default_api_timeout();
+        let engine = self.engine.as_mut().expect("started");
+        // Dropped before the answer (a timeout, `select!`): the commit may
+        // still land, and its outcome is dropped when it comes.
+        let abandon = AbandonCommit {
+            shared: Some(engine.shared_arc()),
+            id,
+        };
+        let result = engine
+            .wait_for(timeout, |core| core.take_commit_result(id))
+            .await
+            .unwrap_or_else(|| Err(timed_out(engine, "commit", timeout)));
+        abandon.answered(!matches!(result, Err(Error::Timeout { .. })));
+        self.run_callbacks();
+        result
+    }
+
+    /// The committed offsets of `partitions` (`None` where nothing is
+    /// committed), read from the group coordinator.
+    pub async fn committed(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<BTreeMap<TopicPartition, Option<i64>>, Error> {
+        self.check_open()?;
+        self.start();
+        let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
+        let Some(q) = self.with_core(|core, now| core.query_committed(now, partitions)) else {
+            return Err(Error::Config {
+                property: "group.id".into(),
+                reason: "committed offsets belong to a group; set group.id".into(),
+            });
+        };
+        let timeout = self.config.default_api_timeout();
+        let engine = self.engine.as_mut().expect("started");
+        let response = engine
+            .wait_for(timeout, |core| core.take_query(q))
+            .await
+            .ok_or_else(|| timed_out(engine, "committed offsets lookup", timeout))?
+            .map_err(|source| Error::Request {
+                api: "OffsetFetch",
+                source,
+            })?;
+        let offsets = self.read_core(|core| core.read_committed_query(&response))?;
+        Ok(offsets
+            .into_iter()
+            .map(|(tp, o)| (tp, o.map(|o| o.offset)))
+            .collect())
+    }
+
+    /// For each partition, the earliest offset whose timestamp is at or
+    /// after the given one (milliseconds since the Unix epoch), with that
+    /// record's timestamp; `None` where no such record exists. Asks each
+    /// partition's leader (ListOffsets), so it may open leader connections.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers(&bootstrap).build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let p0 = TopicPartition::new("invoices", 0);
+    /// // Records at 1000, 2000 and 3000 ms: the first at or after 1500 is offset 1.
+    /// let found = consumer.offsets_for_times([(p0.clone(), 1500)]).await?;
+    /// let hit = found[&p0].expect("a record at or after 1500 ms");
+    /// assert_eq!((hit.offset, hit.timestamp), (1, 2000));
+    /// consumer.assign([p0.clone()])?;
+    /// consumer.seek(&p0, hit.offset)?;
+    /// # consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub async fn offsets_for_times(
+        &mut self,
+        timestamps: impl IntoIterator<Item = (TopicPartition, i64)>,
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
+        let query = timestamps
+            .into_iter()
+            .map(|(tp, t)| (tp, OffsetSpec::Timestamp(t)))
+            .collect();
+        self.list_offsets(query).await
+    }
+
+    /// The first offset of each partition.
+    pub async fn beginning_offsets(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<BTreeMap<TopicPartition, i64>, Error> {
+        let query = partitions
+            .into_iter()
+            .map(|tp| (tp, OffsetSpec::Earliest))
+            .collect();
+        Ok(Self::offsets_only(self.list_offsets(query).await?))
+    }
+
+    /// The offset after the last record of each partition (the high
+    /// watermark, or the last stable offset under read_committed).
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers(&bootstrap).build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let partitions = [TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)];
+    /// let ends = consumer.end_offsets(partitions.clone()).await?;
+    /// let starts = consumer.beginning_offsets(partitions.clone()).await?;
+    /// let lag: i64 = partitions.iter().map(|p| ends[p] - starts[p]).sum();
+    /// assert_eq!(lag, 6);
+    /// # consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub async fn end_offsets(
+        &mut self,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> Result<BTreeMap<TopicPartition, i64>, Error> {
+        let query = partitions
+            .into_iter()
+            .map(|tp| (tp, OffsetSpec::Latest))
+            .collect();
+        Ok(Self::offsets_only(self.list_offsets(query).await?))
+    }
+
+    fn offsets_only(
+        listed: BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>,
+    ) -> BTreeMap<TopicPartition, i64> {
+        listed
+            .into_iter()
+            .filter_map(|(tp, o)| o.map(|o| (tp, o.offset)))
+            .collect()
+    }
+
+    async fn list_offsets(
+        &mut self,
+        query: BTreeMap<TopicPartition, OffsetSpec>,
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
+        self.check_open()?;
+        self.start();
+        let timeout = self.config.default_api_timeout();
+        let deadline = Instant::now() + timeout;
+        let partitions: BTreeSet<TopicPartition> = query.keys().cloned().collect();
+        let engine = self.engine.as_mut().expect("started");
+        // The leaders must be known first.
+        engine
+            .wait_for(timeout, |core| {
+                core.want_leaders(&partitions).is_empty().then_some(())
+            })
+            .await
+            .ok_or_else(|| timed_out(engine, "offsets lookup (leaders unknown)", timeout))?;
+        let queries: Vec<u64> = {
+            let mut core = engine.shared().lock();
+            let plan = core
+                .fetcher
+                .list_offsets_requests(&query, core.cluster.metadata());
+            let now = Instant::now();
+            plan.requests
+                .into_iter()
+                .map(|(broker, body)| core.query(now, Target::Broker(broker), body))
+                .collect()
+        };
+        engine.kick();
+        let mut out = BTreeMap::new();
+        for q in queries {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let response = engine
+                .wait_for(left, |core| core.take_query(q))
+                .await
+                .ok_or_else(|| timed_out(engine, "offsets lookup", timeout))?
+                .map_err(|source| Error::Request {
+                    api: "ListOffsets",
+                    source,
+                })?;
+            let listed = read_list_offsets(&response).map_err(|source| Error::Decode {
+                api: "ListOffsets",
+                addr: String::new(),
+                source,
+            })?;
+            for (tp, result) in listed {
+                let found = result.map_err(|code| Error::Broker {
+                    api: "ListOffsets",
+                    code,
+                })?;
+                out.insert(tp, found);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The partitions of `topic`, in order, as the cluster metadata
+    /// describes them (for assigning every partition of a topic).
+    ///
+    /// Waits up to `default.api.timeout.ms` until the metadata covers the
+    /// topic with a leader for each partition, so it may open a connection
+    /// (a bootstrap one when none is live). A topic the broker does not
+    /// know (and does not create under `allow.auto.create.topics`) ends in
+    /// [`Error::Topic`] with its error code once
+    /// `topic.metadata.propagation.max.ms` passed, or at once for an error
+    /// retrying can't fix (authorization, invalid name). When no broker
+    /// answers, [`Error::Timeout`] names the last failure (a refused
+    /// connection, say).
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # let mock = lazykafka::mock::MockCluster::new(3).unwrap();
+    /// # mock.create_topic("invoices", 3).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig};
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let partitions = consumer.partitions_for("invoices").await?;
+    /// assert_eq!(partitions.len(), 3);
+    /// consumer.assign(partitions)?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub async fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>, Error> {
+        self.check_open()?;
+        self.start();
+        let timeout = self.config.default_api_timeout();
+        let engine = self.engine.as_mut().expect("started");
+        let asked = Instant::now();
+        match engine
+            .wait_for(timeout, |core| {
+                core.want_partitions(topic, Instant::now(), asked)
+            })
+            .await
+        {
+            Some(Ok(partitions)) => Ok(partitions),
+            Some(Err(code)) => Err(Error::Topic {
+                topic: topic.to_owned(),
+                code,
+            }),
+            None => match self.read_core(|core| core.topic_error(topic)) {
+                Some(code) => Err(Error::Topic {
+                    topic: topic.to_owned(),
+                    code,
+                }),
+                None => Err(timed_out(
+                    self.engine.as_ref().expect("started"),
+                    "partitions lookup (topic metadata)",
+                    timeout,
+                )),
+            },
+        }
+    }
+
+    /// The offset of the next record `poll` returns for `partition`, once
+    /// known.
+    pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
+        self.read_core(|core| core.fetcher.position(partition))
+    }
+
+    /// Makes the next `poll` return records of `partition` from `offset`.
+    /// Opens nothing. The partition must be assigned.
+    ///
+    /// ```
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let tp = TopicPartition::new("invoices", 0);
+    /// consumer.assign([tp.clone()])?;
+    /// consumer.seek(&tp, 42)?;
+    /// assert_eq!(consumer.position(&tp), Some(42));
+    /// // Only assigned partitions can be sought.
+    /// assert!(consumer.seek(&TopicPartition::new("other", 0), 0).is_err());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), Error> {
+        self.with_core(|core, _| core.fetcher.seek(partition, offset))
+            .map_err(Error::Seek)
+    }
+
+    /// Moves to the first offset of each partition; looked up at the next
+    /// `poll`. Opens nothing now.
+    pub fn seek_to_beginning<'a>(
+        &mut self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Result<(), Error> {
+        self.with_core(|core, _| core.fetcher.seek_to_beginning(partitions))
+            .map_err(Error::Seek)
+    }
+
+    /// Moves past the last offset of each partition; looked up at the next
+    /// `poll`. Opens nothing now.
+    pub fn seek_to_end<'a>(
+        &mut self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Result<(), Error> {
+        self.with_core(|core, _| core.fetcher.seek_to_end(partitions))
+            .map_err(Error::Seek)
+    }
+
+    /// Stops fetching from `partitions` (they stay assigned; records already
+    /// fetched are kept for after `resume`).
+    ///
+    /// ```
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+    /// consumer.assign([a.clone(), b.clone()])?;
+    /// consumer.pause([&a]);
+    /// assert!(consumer.paused().contains(&a));
+    /// consumer.resume([&a]);
+    /// assert!(consumer.paused().is_empty());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn pause<'a>(&mut self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
+        self.with_core(|core, _| core.fetcher.pause(partitions));
+    }
+
+    /// Fetches from `partitions` again.
+    pub fn resume<'a>(&mut self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
+        self.with_core(|core, _| core.fetcher.resume(partitions));
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> BTreeSet<TopicPartition> {
+        self.read_core(|core| core.fetcher.paused())
+    }
+
+    /// A snapshot of the live connections (empty before the first poll).
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::events::Purpose;
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)])?;
+    /// assert!(consumer.connections().is_empty());
+    /// let mut seen = 0;
+    /// while seen < 6 {
+    ///     seen += consumer.poll(Duration::from_millis(200)).await?.len();
+    /// }
+    /// // Partition 0 is led by broker 1 and partition 1 by broker 3: one
+    /// // leader connection each, and no socket to broker 2.
+    /// let mut leaders: Vec<_> = consumer
+    ///     .connections()
+    ///     .iter()
+    ///     .filter(|c| c.purpose == Purpose::Leader)
+    ///     .map(|c| c.broker)
+    ///     .collect();
+    /// leaders.sort();
+    /// assert_eq!(leaders, [Some(1), Some(3)]);
+    /// assert!(consumer.connections().iter().all(|c| c.broker != Some(2)));
+    /// consumer.close().await?;
+    /// assert!(consumer.connections().is_empty());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.read_core(|core| core.cluster.connections(Instant::now()))
+    }
+
+    /// Counters per broker address.
+    pub fn broker_counters(&self) -> BTreeMap<String, BrokerCounters> {
+        self.read_core(|core| core.cluster.counters().clone())
+    }
+
+    /// A snapshot for monitoring: per assigned partition its position,
+    /// high watermark, last stable offset, lag and fetch counters; per
+    /// broker requests, bytes, round trips, connects and errors; the live
+    /// connections; the group's state, generation (or member epoch) and
+    /// rebalances. It asks no broker anything: the high watermark and the
+    /// last stable offset come with every Fetch answer, so the lag follows
+    /// the log while the consumer fetches (a partition whose fetched
+    /// records wait for `poll` is not fetched again until they are taken).
+    /// Serialisable with serde.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(1).unwrap();
+    /// # mock.create_topic("invoices", 1).unwrap();
+    /// # mock.produce("invoices", 0, [MockRecord::new("a"), MockRecord::new("b")]).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0)])?;
+    /// let mut seen = 0;
+    /// while seen < 2 {
+    ///     seen += consumer.poll(Duration::from_millis(200)).await?.len();
+    /// }
+    /// let metrics = consumer.metrics();
+    /// let p0 = &metrics.partitions[0];
+    /// assert_eq!((p0.position, p0.high_watermark, p0.lag), (Some(2), Some(2), Some(0)));
+    /// assert_eq!(p0.records_consumed, 2);
+    /// assert!(metrics.brokers.values().any(|b| b.responses > 0));
+    /// consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub fn metrics(&self) -> ConsumerMetrics {
+        let read_committed =
+            self.config.isolation_level() == crate::config::IsolationLevel::ReadCommitted;
+        self.read_core(|core| {
+            let now = Instant::now();
+            let wall_now = SystemTime::now();
+            let partitions: Vec<metrics::PartitionMetrics> = core
+                .fetcher
+                .partition_stats()
+                .into_iter()
+                .map(|p| metrics::PartitionMetrics::new(p, read_committed))
+                .collect();
+            let group = core.membership.as_ref().map(|m| {
+                let (rebalances, last) = core.rebalances();
+                metrics::GroupMetrics {
+                    group: m.group_id().to_owned(),
+                    protocol: m.protocol().to_string(),
+                    state: m.state_name().to_owned(),
+                    member_id: m.member_id().to_owned(),
+                    generation: m.generation_or_epoch(),
+                    rebalances,
+                    last_rebalance_ms: last.map(|at| {
+                        let ago = now.saturating_duration_since(at);
+                        metrics::unix_ms(wall_now.checked_sub(ago).unwrap_or(UNIX_EPOCH))
+                    }),
+                    last_rebalance_age_ms: last.map(|at| {
+                        u64::try_from(now.saturating_duration_since(at).as_millis())
+                            .unwrap_or(u64::MAX)
+                    }),
+                }
+            });
+            ConsumerMetrics {
+                at_ms: metrics::unix_ms(wall_now),
+                total_lag: partitions.iter().filter_map(|p| p.lag).sum(),
+                partitions,
+                brokers: core
+                    .cluster
+                    .counters()
+                    .iter()
+                    .map(|(addr, c)| (addr.clone(), c.into()))
+                    .collect(),
+                connections: core.cluster.connections(now),
+                group,
+            }
+        })
+    }
+
+    /// Stores the offset after `record` (its offset + 1, with its leader
+    /// epoch) as what the next commit takes for its partition: the record
+    /// was processed. Needs `enable.auto.offset.store=false` (with the
+    /// default `true`, commits take the consumed positions, and this is an
+    /// [`Error::Config`]); the partition must be assigned
+    /// ([`Error::NotAssigned`]). Auto-commit, [`Consumer::commit`],
+    /// [`Consumer::commit_async`], a commit while revoking (auto-commit)
+    /// and [`Consumer::close`] then commit only what was stored, as in
+    /// librdkafka. Stored offsets of a partition are forgotten when it is
+    /// no longer assigned. Opens nothing.
+    ///
+    /// ```
+    /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers("127.0.0.1:9")
+    ///     .group_id("billing")
+    ///     .enable_auto_offset_store(false)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let tp = TopicPartition::new("invoices", 0);
+    /// consumer.assign([tp.clone()])?;
+    /// // After processing the record at offset 41:
+    /// consumer.store_offsets([(tp.clone(), 42)])?;
+    /// assert_eq!(consumer.stored_offsets()[&tp], 42);
+    /// assert!(consumer.store_offsets([(TopicPartition::new("other", 0), 1)]).is_err());
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    pub fn store_offset(&mut self, record: &ConsumerRecord) -> Result<(), Error> {
+        let tp = TopicPartition::new(record.topic(), record.partition());
+        let o = OffsetAndEpoch {
+            offset: record.offset().saturating_add(1),
+            leader_epoch: record.leader_epoch(),
+        };
+        self.peek_core(|core, _| core.store_offsets(BTreeMap::from([(tp, o)])))
+    }
+
+    /// Stores offsets (the next offset to consume, per partition) for the
+    /// next commit, as [`Consumer::store_offset`] does for one record. All
+    /// or nothing: one partition not assigned stores none.
+    pub fn store_offsets(
+        &mut self,
+        offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
+    ) -> Result<(), Error> {
+        let offsets = at_offsets(offsets);
+        self.peek_core(|core, _| core.store_offsets(offsets))
+    }
+
+    /// The offsets stored with [`Consumer::store_offset`] for the next
+    /// commit (empty with `enable.auto.offset.store=true`).
+    pub fn stored_offsets(&self) -> BTreeMap<TopicPartition, i64> {
+        self.read_core(|core| {
+            core.stored_offsets()
+                .map(|s| s.iter().map(|(tp, o)| (tp.clone(), o.offset)).collect())
+                .unwrap_or_default()
+        })
+    }
+
+    /// A stream of connection events from now on. It keeps at most
+    /// [`EVENT_BUFFER`] unread events: a reader that falls behind loses the
+    /// newest ones (counted by [`ConnectionEvents::dropped`]), never memory.
+    /// It ends when the consumer is closed or dropped.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(3).unwrap();
+    /// # mock.create_topic_with_leaders("invoices", &[1, 3]).unwrap();
+    /// # for p in 0..2 {
+    /// #     let records = (0..3).map(|i| MockRecord::new(format!("{p}-{i}")).timestamp(1000 * (i + 1)));
+    /// #     mock.produce("invoices", p, records).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use futures::{FutureExt, StreamExt};
+    /// use lazykafka::events::{EventKind, Purpose};
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// let mut events = consumer.connection_events();
+    /// consumer.assign([TopicPartition::new("invoices", 1)])?;
+    /// while consumer.poll(Duration::from_millis(200)).await?.is_empty() {}
+    /// consumer.close().await?;
+    /// let mut all = Vec::new();
+    /// while let Some(Some(e)) = events.next().now_or_never() {
+    ///     all.push(e);
+    /// }
+    /// // The first socket goes to a bootstrap address; the last event is a close.
+    /// assert_eq!(all[0].purpose, Purpose::Bootstrap);
+    /// assert!(all.iter().any(|e| matches!(e.kind, EventKind::Opened)));
+    /// assert!(matches!(all.last().unwrap().kind, EventKind::Closed { .. }));
+    /// for e in &all {
+    ///     println!("{:?} {:?} broker {:?} {}", e.kind, e.purpose, e.broker, e.addr);
+    /// }
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub fn connection_events(&mut self) -> ConnectionEvents {
+        self.events.subscribe(EVENT_BUFFER)
+    }
+
+    /// Commits (when auto-commit is on), leaves the group and closes every
+    /// socket. The consumer can't be used afterwards.
+    pub async fn close(&mut self) -> Result<(), Error> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        let Some(engine) = self.engine.as_mut() else {
+            // Never polled: nothing was opened.
+            self.events.close();
+            return Ok(());
+        };
+        let timeout = self.config.default_api_timeout();
+        let commit = engine.shared().lock().begin_close(Instant::now());
+        let mut result = Ok(());
+        if let Some(id) = commit {
+            if let Some(Err(e)) = engine
+                .wait_for(timeout, |core| core.take_commit_result(id))
+                .await
+            {
+                result = Err(e);
+            }
+        }
+        // The partitions are revoked before the member leaves: the rebalance
+        // listener hears of it here, and what it commits lands first.
+        self.with_core(|core, now| core.prepare_leave(now));
+        self.run_callbacks();
+        let engine = self.engine.as_mut().expect("started");
+        engine
+            .wait_for(timeout, |core| core.revocation_commits_done().then_some(()))
+            .await;
+        self.run_commit_callbacks();
+        let engine = self.engine.as_mut().expect("started");
+        let leave = engine.shared().lock().send_leave(Instant::now());
+        if let Some(id) = leave {
+            engine
+                .wait_for(timeout, |core| (!core.is_in_flight(id)).then_some(()))
+                .await;
+        }
+        engine.stop();
+
+        result
+    }
+}
+
+/// The error of an operation that timed out after `after`, naming the last
+/// failure the consumer saw meanwhile.
+fn timed_out(engine: &Engine, what: &'static str, after: Duration) -> Error {
+    engine.shared().lock().timeout_error(what, after)
+}
+
+/// Offsets given by the application, with no leader epoch.
+fn at_offsets(
+    offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
+) -> BTreeMap<TopicPartition, OffsetAndEpoch> {
+    offsets
+        .into_iter()
+        .map(|(tp, offset)| {
+            let o = OffsetAndEpoch {
+                offset,
+                leader_epoch: None,
+            };
+            (tp, o)
+        })
+        .collect()
+}
+
+fn deliver(
+    listener: &mut dyn RebalanceListener,
+    event: &GroupEvent,
+    core: &mut ConsumerCore,
+    now: Instant,
+    callbacks: &mut Vec<(CommitId, CommitCallback)>,
+) {
+    match event {
+        GroupEvent::Assigned(p) => listener.on_partitions_assigned(p),
+        GroupEvent::Revoked(p) => {
+            let mut revocation = Revocation {
+                core,
+                now,
+                callbacks,
+            };
+            listener.on_partitions_revoked(p, &mut revocation);
+        }
+        GroupEvent::Lost(p) => listener.on_partitions_lost(p),
+    }
+}
+
+impl Drop for Consumer {
+    /// Closes every socket without blocking (no commit, no LeaveGroup: use
+    /// [`Consumer::close`] for those).
+    fn drop(&mut self) {
+        if let Some(engine) = &self.engine {
+            engine.stop();
+        }
+        self.events.close();
+    }
+}

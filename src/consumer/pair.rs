@@ -1,0 +1,791 @@
+//! The consumer core stepped against `lazykafka::mock`'s brokers in memory,
+//! with a manual clock: no socket, no thread, no sleep.
+//!
+//! [`Pair`] (after quinn-proto's test `Pair`, two state machines stepped
+//! against each other) carries the core's connection actions: a connect
+//! reaches the broker at that address when it is up (and is refused when
+//! it is down), each request frame sent is answered from the mock's
+//! [`State`] with the same code the mock's server threads use
+//! (`mock::respond`), and a close forgets the connection. Requests the mock
+//! parks (a Fetch below `fetch.min.bytes`, a JoinGroup or SyncGroup waiting
+//! for other members) are answered at the step where the manual clock or a
+//! change of the state makes them ready. Each broker connection answers its
+//! requests in order, one at a time, as Kafka's do.
+//!
+//! The clock only moves through [`Pair::advance`], from deadline to
+//! deadline (the core's, the group coordinator's, a parked Fetch's), so
+//! every timer fires at its exact time and each run is the same.
+
+use super::core::{CommitId, ConsumerCore, Mode};
+use crate::cluster::Action;
+use crate::config::{ConsumerConfig, ConsumerConfigBuilder};
+use crate::error::Error;
+use crate::events::{ConnectionError, ConnectionId};
+use crate::fetch::ConsumerRecord;
+use crate::group::{GroupProtocol, TopicPartition};
+use crate::mock::group::{GroupSettings, GroupState, Step, Ticket};
+use crate::mock::respond::{self, Answer, Reply, Waiting};
+use crate::mock::sasl::ConnAuth;
+use crate::mock::state::State;
+use crate::protocol::group::{ConsumerProtocolAssignment, ConsumerProtocolSubscription};
+use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupRequestProtocol};
+use crate::protocol::messages::sync_group::SyncGroupRequest;
+use crate::protocol::{ApiKey, Reader, RequestHeader};
+use crate::records::RecordBatchBuilder;
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const GROUP: &str = "billing";
+const TOPIC: &str = "invoices";
+
+/// Broker `id`'s address: TEST-NET-1 (RFC 5737), so that nothing could
+/// reach it even if a socket were opened by mistake.
+fn addr(id: i32) -> SocketAddr {
+    SocketAddr::from(([192, 0, 2, id as u8], 9092))
+}
+
+/// One connection between the core and a mock broker.
+struct Link {
+    broker: i32,
+    /// The mock's number for it (its event log's `connection`).
+    id: u64,
+    auth: ConnAuth,
+    /// Request frames (size prefix removed) not answered yet, in order.
+    queue: VecDeque<Bytes>,
+    /// The request at the head of the queue, parked by the mock.
+    waiting: Option<Waiting>,
+}
+
+/// A request the mock answered or parked: when, where, which API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Served {
+    /// Time since the pair started.
+    at: Duration,
+    broker: i32,
+    api: ApiKey,
+}
+
+/// See the [module documentation](self).
+struct Pair {
+    core: ConsumerCore,
+    mock: State,
+    start: Instant,
+    now: Instant,
+    links: BTreeMap<ConnectionId, Link>,
+    log: Vec<Served>,
+    errors: Vec<Error>,
+}
+
+impl Pair {
+    /// `brokers` mock brokers (ids from 1) and a consumer configured by
+    /// `config` on top of a bootstrap list of `bootstrap` only.
+    fn new(
+        brokers: i32,
+        bootstrap: i32,
+        config: impl FnOnce(ConsumerConfigBuilder) -> ConsumerConfigBuilder,
+    ) -> Self {
+        // The only clock read: the start. Time moves by `advance` alone.
+        let start = Instant::now();
+        let addrs = (1..=brokers).map(|id| (id, addr(id))).collect();
+        let settings = GroupSettings {
+            initial_rebalance_delay: Duration::ZERO,
+            min_session_timeout: Duration::from_millis(100),
+            max_session_timeout: Duration::from_secs(1800),
+        };
+        let mock = State::new(start, addrs, settings);
+        let builder = ConsumerConfig::builder().bootstrap_servers(addr(bootstrap).to_string());
+        let config = config(builder).build().unwrap();
+        Pair {
+            // A fixed seed: the same bootstrap choice and jitter each run.
+            core: ConsumerCore::from_config(&config, start, 7),
+            mock,
+            start,
+            now: start,
+            links: BTreeMap::new(),
+            log: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Time since the pair started.
+    fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+
+    /// Appends `n` records to a partition, values `"{partition}-{i}"`.
+    fn produce(&mut self, topic: &str, partition: i32, n: usize) {
+        let p = &mut self.mock.topics.get_mut(topic).unwrap().partitions[partition as usize];
+        let mut batch = RecordBatchBuilder::new(0);
+        for i in 0..n {
+            let value = format!("{partition}-{i}");
+            batch
+                .append(1_000, None, Some(value.as_bytes()), &[])
+                .unwrap();
+        }
+        let batch = batch.build().unwrap();
+        p.log.append(&batch, p.leader_epoch).unwrap();
+    }
+
+    /// What the application's `poll` does to the core: note the poll, then
+    /// take the errors and up to 500 records.
+    fn poll(&mut self) -> Vec<ConsumerRecord> {
+        self.core.polled(self.now);
+        self.settle();
+        while let Some(e) = self.core.take_error() {
+            self.errors.push(e);
+        }
+        self.core.take_records(500)
+    }
+
+    /// Polls every `every` for `span`, as an application's loop would, and
+    /// returns the records taken.
+    fn poll_for(&mut self, span: Duration, every: Duration) -> Vec<ConsumerRecord> {
+        let end = self.now + span;
+        let mut records = self.poll();
+        while self.now < end {
+            self.advance(every.min(end - self.now));
+            records.extend(self.poll());
+        }
+        records
+    }
+
+    /// Moves the clock forward by `span`, stopping at every deadline on the
+    /// way so that each fires at its time.
+    fn advance(&mut self, span: Duration) {
+        let end = self.now + span;
+        loop {
+            self.settle();
+            let parked = self
+                .links
+                .values()
+                .filter_map(|l| l.waiting.as_ref()?.wake_at(&self.mock));
+            let next = [
+                self.core.next_deadline_after(self.now),
+                self.mock.groups.next_deadline(),
+            ]
+            .into_iter()
+            .flatten()
+            .chain(parked)
+            .filter(|t| *t > self.now)
+            .min();
+            match next {
+                Some(t) if t < end => self.now = t,
+                _ => {
+                    self.now = end;
+                    self.settle();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Steps both sides at the current time until neither has anything
+    /// more to do.
+    fn settle(&mut self) {
+        for _ in 0..10_000 {
+            // The mock's timer thread: session expiry, rebalance timeouts.
+            if self
+                .mock
+                .groups
+                .next_deadline()
+                .is_some_and(|t| t <= self.now)
+            {
+                self.mock.groups.tick(self.now);
+            }
+            self.core.drive(self.now);
+            let mut progressed = false;
+            while let Some(action) = self.core.cluster.poll_action() {
+                progressed = true;
+                self.carry(action);
+            }
+            progressed |= self.serve();
+            // Nothing reads the connection events here; keep the queue
+            // from growing.
+            while self.core.cluster.poll_event().is_some() {}
+            if !progressed {
+                return;
+            }
+        }
+        panic!("the pair never settled at {:?}", self.elapsed());
+    }
+
+    fn carry(&mut self, action: Action) {
+        let now = self.now;
+        match action {
+            Action::Connect { conn, addr: to, .. } => {
+                let broker = self
+                    .mock
+                    .brokers
+                    .iter()
+                    .find(|(_, b)| b.addr.to_string() == to)
+                    .map(|(&id, _)| id);
+                match broker.filter(|&b| self.mock.is_up(b)) {
+                    Some(broker) => {
+                        self.mock.next_connection += 1;
+                        let link = Link {
+                            broker,
+                            id: self.mock.next_connection,
+                            auth: ConnAuth::new(self.mock.sasl.is_some()),
+                            queue: VecDeque::new(),
+                            waiting: None,
+                        };
+                        self.links.insert(conn, link);
+                        self.core.cluster.handle_connected(now, conn, addr(broker));
+                    }
+                    None => {
+                        let refused = ConnectionError::Refused {
+                            message: format!("nothing listens on {to}"),
+                        };
+                        self.core.cluster.handle_connect_failed(now, conn, refused);
+                    }
+                }
+            }
+            Action::Transmit { conn, bytes } => {
+                let link = self
+                    .links
+                    .get_mut(&conn)
+                    .expect("a write to a live connection");
+                let mut rest = bytes;
+                while !rest.is_empty() {
+                    let size = i32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+                    link.queue.push_back(rest.slice(4..4 + size));
+                    rest = rest.slice(4 + size..);
+                }
+            }
+            Action::Close { conn } => {
+                if let Some(waiting) = self.links.remove(&conn).and_then(|l| l.waiting) {
+                    waiting.cancel(&mut self.mock);
+                }
+            }
+        }
+    }
+
+    /// Answers what each connection can have answered now, in order;
+    /// returns whether anything was answered.
+    fn serve(&mut self) -> bool {
+        let mut progressed = false;
+        let conns: Vec<ConnectionId> = self.links.keys().copied().collect();
+        for conn in conns {
+            // A connection the broker closed meanwhile is gone.
+            while let Some(link) = self.links.get_mut(&conn) {
+                let answer = match &link.waiting {
+                    Some(waiting) => match waiting.poll(&mut self.mock, self.now) {
+                        Some(answer) => {
+                            link.waiting = None;
+                            answer
+                        }
+                        None => break,
+                    },
+                    None => {
+                        let Some(frame) = link.queue.pop_front() else {
+                            break;
+                        };
+                        let header = RequestHeader::decode(&mut Reader::new(frame.clone()))
+                            .expect("the core sends well-formed headers");
+                        let api = ApiKey::from_code(header.api_key).unwrap();
+                        self.log.push(Served {
+                            at: self.now - self.start,
+                            broker: link.broker,
+                            api,
+                        });
+                        let (broker, id) = (link.broker, link.id);
+                        let size = frame.len() + 4;
+                        respond::note_request(
+                            &mut self.mock,
+                            broker,
+                            id,
+                            (&header, size),
+                            self.now,
+                        );
+                        let reply = respond::respond(
+                            &mut self.mock,
+                            broker,
+                            id,
+                            &header,
+                            frame,
+                            &mut link.auth,
+                            self.now,
+                        );
+                        match reply {
+                            Reply::Now(answer) => answer,
+                            Reply::Later(waiting) => {
+                                link.waiting = Some(waiting);
+                                progressed = true;
+                                continue;
+                            }
+                        }
+                    }
+                };
+                progressed = true;
+                self.deliver(conn, answer);
+            }
+        }
+        progressed
+    }
+
+    fn deliver(&mut self, conn: ConnectionId, answer: Answer) {
+        match answer {
+            Answer::Reply(bytes) => self.core.cluster.handle_received(self.now, conn, &bytes),
+            Answer::ReplyThenClose(bytes, _) => {
+                self.core.cluster.handle_received(self.now, conn, &bytes);
+                self.broker_closes(conn);
+            }
+            Answer::Silent => {}
+            Answer::Close(_) => self.broker_closes(conn),
+            Answer::PeerClosed => unreachable!("only the server looks at sockets"),
+        }
+    }
+
+    /// The broker's side of `conn` closes: the core sees end of stream.
+    fn broker_closes(&mut self, conn: ConnectionId) {
+        if let Some(waiting) = self.links.remove(&conn).and_then(|l| l.waiting) {
+            waiting.cancel(&mut self.mock);
+        }
+        let closed = ConnectionError::ClosedByBroker;
+        self.core.cluster.handle_closed(self.now, conn, closed);
+    }
+
+    /// Takes a broker down, as `MockCluster::broker_down` does: it refuses
+    /// connects and its connections close.
+    fn broker_down(&mut self, broker: i32) {
+        self.mock.brokers.get_mut(&broker).unwrap().up = false;
+        let conns: Vec<ConnectionId> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.broker == broker)
+            .map(|(&c, _)| c)
+            .collect();
+        for conn in conns {
+            self.broker_closes(conn);
+        }
+    }
+
+    /// The brokers the core has connections to.
+    fn connected_brokers(&self) -> BTreeSet<i32> {
+        self.links.values().map(|l| l.broker).collect()
+    }
+
+    /// When `api` requests were served, with the broker.
+    fn served(&self, api: ApiKey) -> Vec<(Duration, i32)> {
+        self.log
+            .iter()
+            .filter(|s| s.api == api)
+            .map(|s| (s.at, s.broker))
+            .collect()
+    }
+
+    /// The partitions the core's group membership holds.
+    fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.core.membership.as_ref().unwrap().assignment().clone()
+    }
+
+    /// Subscribes to `topic`.
+    fn subscribe(&mut self, topic: &str) {
+        let topics = [topic.to_owned()].into_iter().collect();
+        self.core.set_mode(self.now, Mode::Subscribed(topics));
+    }
+
+    /// Waits (polling every 100 ms) for the commit `id` to finish.
+    fn commit_result(&mut self, id: CommitId) -> Result<(), Error> {
+        for _ in 0..100 {
+            if let Some(result) = self.core.take_commit_result(id) {
+                return result;
+            }
+            self.advance(Duration::from_millis(100));
+            self.poll();
+        }
+        panic!("commit {id:?} never finished");
+    }
+}
+
+fn tp(partition: i32) -> TopicPartition {
+    TopicPartition::new(TOPIC, partition)
+}
+
+/// A classic-group consumer: range assignment, 3 s heartbeats, 10 s
+/// sessions, 30 s `max.poll.interval.ms`, no auto-commit.
+fn group_config(b: ConsumerConfigBuilder) -> ConsumerConfigBuilder {
+    b.group_id(GROUP)
+        .enable_auto_commit(false)
+        .auto_offset_reset(crate::OffsetReset::Earliest)
+        .session_timeout(Duration::from_secs(10))
+        .heartbeat_interval(Duration::from_secs(3))
+        .max_poll_interval(Duration::from_secs(30))
+        .set("partition.assignment.strategy", "range")
+        .unwrap()
+}
+
+#[test]
+fn manual_assignment_fetches_every_record_from_the_leaders_only() {
+    // Broker 1 is the only bootstrap address and leads nothing.
+    let mut pair = Pair::new(3, 1, |b| b.auto_offset_reset(crate::OffsetReset::Earliest));
+    pair.mock.create_topic(TOPIC, 2, Some(&[2, 3])).unwrap();
+    pair.produce(TOPIC, 0, 5);
+    pair.produce(TOPIC, 1, 3);
+    let assigned: BTreeSet<_> = [tp(0), tp(1)].into_iter().collect();
+    pair.core.set_mode(pair.now, Mode::Assigned(assigned));
+    assert!(pair.links.is_empty(), "no connection before the first poll");
+
+    let records = pair.poll_for(Duration::from_secs(2), Duration::from_millis(100));
+    let mut seen: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
+    for r in &records {
+        let value = String::from_utf8_lossy(r.value().unwrap()).into_owned();
+        seen.entry(r.partition())
+            .or_default()
+            .push((r.offset(), value));
+    }
+    let expected = |p: i32, n: i64| -> Vec<(i64, String)> {
+        (0..n).map(|i| (i, format!("{p}-{i}"))).collect()
+    };
+    assert_eq!(seen[&0], expected(0, 5));
+    assert_eq!(seen[&1], expected(1, 3));
+    assert_eq!(pair.core.fetcher.position(&tp(0)), Some(5));
+    assert_eq!(pair.core.fetcher.position(&tp(1)), Some(3));
+    // The bootstrap connection is retired: sockets to the leaders only.
+    assert_eq!(pair.connected_brokers(), [2, 3].into_iter().collect());
+    let fetches: BTreeSet<i32> = pair.served(ApiKey::Fetch).iter().map(|f| f.1).collect();
+    assert_eq!(fetches, [2, 3].into_iter().collect());
+    assert!(pair.served(ApiKey::JoinGroup).is_empty());
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+
+    // Records produced later arrive through the parked (long-poll) Fetch.
+    pair.produce(TOPIC, 1, 2);
+    let more = pair.poll_for(Duration::from_secs(1), Duration::from_millis(100));
+    let offsets: Vec<i64> = more.iter().map(ConsumerRecord::offset).collect();
+    assert_eq!(offsets, [3, 4]);
+}
+
+/// Joins with `pair`'s member alone, polling every 100 ms, and returns
+/// when it is stable, with the records polled meanwhile.
+fn join_alone(pair: &mut Pair) -> Vec<ConsumerRecord> {
+    pair.subscribe(TOPIC);
+    let mut records = Vec::new();
+    for _ in 0..50 {
+        records.extend(pair.poll());
+        if pair.core.membership.as_ref().unwrap().is_stable() {
+            return records;
+        }
+        pair.advance(Duration::from_millis(100));
+    }
+    panic!("never joined: {:?}", pair.log);
+}
+
+#[test]
+fn a_member_joins_heartbeats_on_time_and_commits() {
+    let mut pair = Pair::new(3, 1, group_config);
+    pair.mock.create_topic(TOPIC, 4, None).unwrap();
+    pair.mock.coordinators.insert(GROUP.into(), 2);
+    for p in 0..4 {
+        pair.produce(TOPIC, p, 2);
+    }
+    let mut records = join_alone(&mut pair);
+    let all: BTreeSet<_> = (0..4).map(tp).collect();
+    assert_eq!(pair.assignment(), all);
+    let snapshot = pair.mock.groups.snapshot(GROUP).unwrap();
+    assert_eq!(snapshot.state, GroupState::Stable);
+    assert_eq!(snapshot.members.len(), 1);
+    // Group traffic went to the coordinator, broker 2, and nowhere else.
+    for api in [ApiKey::JoinGroup, ApiKey::SyncGroup, ApiKey::OffsetFetch] {
+        let brokers: BTreeSet<i32> = pair.served(api).iter().map(|s| s.1).collect();
+        assert_eq!(brokers, [2].into_iter().collect(), "{api:?}");
+    }
+
+    let synced = pair.served(ApiKey::SyncGroup).last().unwrap().0;
+    records.extend(pair.poll_for(Duration::from_secs(10), Duration::from_millis(100)));
+    // Every record once, each partition from its start (no commit yet:
+    // auto.offset.reset=earliest).
+    let mut offsets: Vec<(i32, i64)> = records
+        .iter()
+        .map(|r| (r.partition(), r.offset()))
+        .collect();
+    offsets.sort_unstable();
+    let expected: Vec<(i32, i64)> = (0..4).flat_map(|p| [(p, 0), (p, 1)]).collect();
+    assert_eq!(offsets, expected);
+    // Heartbeats every heartbeat.interval.ms after the SyncGroup answer
+    // (answers are instant here), to the coordinator.
+    let beats = pair.served(ApiKey::Heartbeat);
+    let expected: Vec<(Duration, i32)> = (1..=3)
+        .map(|i| (synced + Duration::from_secs(3) * i, 2))
+        .collect();
+    assert_eq!(beats, expected);
+
+    let id = pair.core.commit(pair.now, None);
+    pair.commit_result(id).unwrap();
+    for p in 0..4 {
+        assert_eq!(
+            pair.mock.groups.committed(GROUP, TOPIC, p),
+            Some(2),
+            "partition {p}"
+        );
+    }
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+}
+
+/// A second member of the group, driven through the coordinator's API
+/// directly (no connection): JoinGroup, then SyncGroup.
+struct Other {
+    member_id: String,
+    generation: i32,
+    join: Option<Ticket>,
+    sync: Option<Ticket>,
+    assignment: Option<BTreeSet<TopicPartition>>,
+}
+
+impl Other {
+    const VERSION: i16 = 5;
+
+    fn join_request(member_id: &str) -> JoinGroupRequest {
+        let subscription = ConsumerProtocolSubscription {
+            topics: vec![TOPIC.into()],
+            ..Default::default()
+        };
+        JoinGroupRequest {
+            group_id: GROUP.into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            member_id: member_id.into(),
+            protocol_type: "consumer".into(),
+            protocols: vec![JoinGroupRequestProtocol {
+                name: "range".into(),
+                metadata: subscription.to_bytes(0).unwrap(),
+                unknown_tagged_fields: Vec::new(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// Asks to join: the first JoinGroup gets MEMBER_ID_REQUIRED (KIP-394),
+    /// the second parks until the group's members have rejoined.
+    fn start(mock: &mut State, now: Instant) -> Other {
+        let first = match mock
+            .groups
+            .join(now, Self::VERSION, "other", &Self::join_request(""))
+        {
+            Step::Done(r) => r,
+            Step::Wait(_) => panic!("a new member's first JoinGroup is answered at once"),
+        };
+        assert_eq!(first.error_code, crate::ErrorCode::MemberIdRequired.code());
+        let join = match mock.groups.join(
+            now,
+            Self::VERSION,
+            "other",
+            &Self::join_request(&first.member_id),
+        ) {
+            Step::Wait(ticket) => ticket,
+            Step::Done(r) => panic!("joined at once: {r:?}"),
+        };
+        Other {
+            member_id: first.member_id,
+            generation: -1,
+            join: Some(join),
+            sync: None,
+            assignment: None,
+        }
+    }
+
+    /// Moves on when the coordinator has answered.
+    fn step(&mut self, mock: &mut State, now: Instant) {
+        if let Some(ticket) = &self.join {
+            let Some(joined) = mock.groups.poll_join(now, ticket) else {
+                return;
+            };
+            assert_eq!(joined.error_code, 0, "{joined:?}");
+            self.join = None;
+            self.generation = joined.generation_id;
+            let sync = SyncGroupRequest {
+                group_id: GROUP.into(),
+                generation_id: joined.generation_id,
+                member_id: self.member_id.clone(),
+                ..Default::default()
+            };
+            match mock.groups.sync(now, Self::VERSION, &sync) {
+                Step::Wait(ticket) => self.sync = Some(ticket),
+                Step::Done(r) => self.assignment = Some(decode_assignment(r.assignment)),
+            }
+        }
+        if let Some(ticket) = &self.sync {
+            if let Some(synced) = mock.groups.poll_sync(now, ticket) {
+                assert_eq!(synced.error_code, 0, "{synced:?}");
+                self.sync = None;
+                self.assignment = Some(decode_assignment(synced.assignment));
+            }
+        }
+    }
+}
+
+fn decode_assignment(bytes: Bytes) -> BTreeSet<TopicPartition> {
+    let (_, assignment) = ConsumerProtocolAssignment::from_bytes(bytes).unwrap();
+    assignment
+        .assigned_partitions
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|&p| TopicPartition::new(&t.topic, p))
+        })
+        .collect()
+}
+
+#[test]
+fn a_second_member_joining_splits_the_partitions() {
+    let mut pair = Pair::new(3, 1, group_config);
+    pair.mock.create_topic(TOPIC, 4, None).unwrap();
+    let _ = join_alone(&mut pair);
+    let first_generation = pair.mock.groups.snapshot(GROUP).unwrap().generation_id;
+    pair.poll_for(Duration::from_secs(1), Duration::from_millis(100));
+
+    let mut other = Other::start(&mut pair.mock, pair.now);
+    // Our member hears of the rebalance at its next heartbeat, rejoins,
+    // and (as the leader) assigns the partitions to both.
+    for _ in 0..100 {
+        pair.advance(Duration::from_millis(100));
+        pair.poll();
+        other.step(&mut pair.mock, pair.now);
+        if other.assignment.is_some() && pair.core.membership.as_ref().unwrap().is_stable() {
+            break;
+        }
+    }
+    let theirs = other
+        .assignment
+        .clone()
+        .expect("the second member got an assignment");
+    let ours = pair.assignment();
+    assert_eq!(ours, [tp(0), tp(1)].into_iter().collect());
+    assert_eq!(theirs, [tp(2), tp(3)].into_iter().collect());
+    let snapshot = pair.mock.groups.snapshot(GROUP).unwrap();
+    assert_eq!(snapshot.state, GroupState::Stable);
+    assert_eq!(snapshot.members.len(), 2);
+    assert_eq!(snapshot.generation_id, first_generation + 1);
+    assert_eq!(other.generation, snapshot.generation_id);
+    // The fetcher follows the group: it fetches only what it owns now.
+    assert_eq!(pair.core.fetcher.assignment(), ours);
+}
+
+#[test]
+fn a_member_that_stops_polling_leaves_after_max_poll_interval() {
+    let mut pair = Pair::new(1, 1, group_config);
+    pair.mock.create_topic(TOPIC, 2, None).unwrap();
+    let _ = join_alone(&mut pair);
+    let last_poll = pair.now;
+    // The application works for 40 s without polling; heartbeats go on
+    // until max.poll.interval.ms (30 s) has passed since the last poll.
+    pair.advance(Duration::from_secs(40));
+    let leaves = pair.served(ApiKey::LeaveGroup);
+    assert_eq!(leaves.len(), 1, "{:?}", pair.log);
+    assert_eq!(
+        pair.start + leaves[0].0,
+        last_poll + Duration::from_secs(30)
+    );
+    let heartbeats_after = pair
+        .served(ApiKey::Heartbeat)
+        .iter()
+        .filter(|h| h.0 > leaves[0].0)
+        .count();
+    assert_eq!(heartbeats_after, 0);
+    let snapshot = pair.mock.groups.snapshot(GROUP).unwrap();
+    assert!(snapshot.members.is_empty(), "{snapshot:?}");
+    assert!(pair.assignment().is_empty());
+
+    // The next poll joins again.
+    let joins = pair.served(ApiKey::JoinGroup).len();
+    pair.poll_for(Duration::from_secs(1), Duration::from_millis(100));
+    assert!(pair.served(ApiKey::JoinGroup).len() > joins);
+    assert_eq!(pair.assignment(), [tp(0), tp(1)].into_iter().collect());
+    assert_eq!(pair.mock.groups.snapshot(GROUP).unwrap().members.len(), 1);
+}
+
+#[test]
+fn a_lost_coordinator_is_found_again() {
+    let mut pair = Pair::new(3, 1, group_config);
+    pair.mock.create_topic(TOPIC, 2, Some(&[1, 1])).unwrap();
+    pair.mock.coordinators.insert(GROUP.into(), 2);
+    let _ = join_alone(&mut pair);
+    let generation = pair.mock.groups.snapshot(GROUP).unwrap().generation_id;
+    pair.poll_for(Duration::from_secs(1), Duration::from_millis(100));
+    assert!(pair.connected_brokers().contains(&2));
+
+    // The coordinator's broker goes down; its connection closes and
+    // connecting again is refused. A second later the group's coordinator
+    // moves to broker 3 (as Kafka elects a new leader of the group's
+    // `__consumer_offsets` partition).
+    pair.broker_down(2);
+    let down = pair.elapsed();
+    pair.poll_for(Duration::from_secs(1), Duration::from_millis(100));
+    pair.mock.coordinators.insert(GROUP.into(), 3);
+    let moved = pair.elapsed();
+    pair.poll_for(Duration::from_secs(8), Duration::from_millis(100));
+
+    let finds: Vec<_> = pair
+        .served(ApiKey::FindCoordinator)
+        .into_iter()
+        .filter(|f| f.0 >= down)
+        .collect();
+    assert!(
+        !finds.is_empty(),
+        "FindCoordinator after the loss: {:?}",
+        pair.log
+    );
+    let beats: Vec<_> = pair
+        .served(ApiKey::Heartbeat)
+        .into_iter()
+        .filter(|h| h.0 > moved)
+        .collect();
+    assert!(beats.len() >= 2, "{beats:?}");
+    assert!(beats.iter().all(|b| b.1 == 3), "{beats:?}");
+    // Found within the session: the same generation, the same partitions.
+    let snapshot = pair.mock.groups.snapshot(GROUP).unwrap();
+    assert_eq!(snapshot.generation_id, generation);
+    assert_eq!(snapshot.members.len(), 1);
+    assert_eq!(pair.assignment(), [tp(0), tp(1)].into_iter().collect());
+    assert!(!pair.connected_brokers().contains(&2));
+}
+
+#[test]
+fn a_consumer_group_member_kip_848_gets_its_partitions_and_commits() {
+    let mut pair = Pair::new(3, 1, |b| {
+        b.group_id(GROUP)
+            .group_protocol(GroupProtocol::Consumer)
+            .enable_auto_commit(false)
+            .auto_offset_reset(crate::OffsetReset::Earliest)
+    });
+    pair.mock.consumer_groups.heartbeat_interval = Duration::from_secs(2);
+    pair.mock.create_topic(TOPIC, 3, None).unwrap();
+    pair.mock.coordinators.insert(GROUP.into(), 3);
+    for p in 0..3 {
+        pair.produce(TOPIC, p, 4);
+    }
+    pair.subscribe(TOPIC);
+    let records = pair.poll_for(Duration::from_secs(7), Duration::from_millis(100));
+    assert_eq!(records.len(), 12);
+    assert_eq!(pair.assignment(), (0..3).map(tp).collect());
+    // ConsumerGroupHeartbeat to the coordinator only, and no classic
+    // group API at all.
+    let beats = pair.served(ApiKey::ConsumerGroupHeartbeat);
+    assert!(beats.iter().all(|b| b.1 == 3), "{beats:?}");
+    assert!(pair.served(ApiKey::JoinGroup).is_empty());
+    assert!(pair.served(ApiKey::Heartbeat).is_empty());
+    // Once stable, every heartbeat.interval.ms the broker gave (2 s).
+    let steady: Vec<Duration> = beats
+        .windows(2)
+        .map(|w| w[1].0 - w[0].0)
+        .skip_while(|gap| *gap < Duration::from_secs(2))
+        .collect();
+    assert!(steady.len() >= 2, "{beats:?}");
+    assert!(
+        steady.iter().all(|gap| *gap == Duration::from_secs(2)),
+        "{beats:?}"
+    );
+
+    let id = pair.core.commit(pair.now, None);
+    pair.commit_result(id).unwrap();
+    for p in 0..3 {
+        assert_eq!(
+            pair.mock.groups.committed(GROUP, TOPIC, p),
+            Some(4),
+            "partition {p}"
+        );
+    }
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+}

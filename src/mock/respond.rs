@@ -1,0 +1,717 @@
+//! The answer to each request, without IO: a function of the cluster's
+//! state, the request and the time. A request is answered now, or waits
+//! ([`Reply::Later`]) for records (a Fetch below `min_bytes`) or for other
+//! members (JoinGroup, SyncGroup); [`Waiting::poll`] says when its answer
+//! is ready. The server threads (`server.rs`) call these under the state's
+//! lock and do the waiting on a condition variable; the consumer's unit
+//! tests call them with a manual clock and no socket.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::fetch_session::{self, Context};
+use super::group::{Groups, Step, Ticket};
+use super::sasl::{self as mock_sasl, ConnAuth, Gate};
+use super::state::{self, State};
+use super::{BrokerClose, MockEventKind};
+use crate::error::ErrorCode;
+use crate::protocol::frame::{decode_request, encode_response};
+use crate::protocol::messages::api_versions::ApiVersionsRequest;
+use crate::protocol::messages::consumer_group_heartbeat::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+};
+use crate::protocol::messages::create_topics::CreateTopicsRequest;
+use crate::protocol::messages::fetch::{FetchRequest, FetchResponse, FetchTopic};
+use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
+use crate::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse};
+use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeaveGroupResponse};
+use crate::protocol::messages::list_offsets::ListOffsetsRequest;
+use crate::protocol::messages::metadata::MetadataRequest;
+use crate::protocol::messages::offset_commit::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+};
+use crate::protocol::messages::offset_fetch::{
+    OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use crate::protocol::messages::offset_for_leader_epoch::OffsetForLeaderEpochRequest;
+use crate::protocol::messages::produce::ProduceRequest;
+use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
+use crate::protocol::messages::sasl_handshake::SaslHandshakeRequest;
+use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+use crate::protocol::messages::Message;
+use crate::protocol::{ApiKey, RequestHeader};
+
+/// What to do after a request.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// Send these bytes (one response frame).
+    Reply(Bytes),
+    /// A refusal after which the broker closes the connection (SASL).
+    ReplyThenClose(Bytes, BrokerClose),
+    /// Produce with `acks=0`: Kafka sends nothing back.
+    Silent,
+    /// Close the connection without an answer.
+    Close(BrokerClose),
+    /// The client closed the connection while its request was held (a
+    /// Fetch waiting for records): nothing to answer, the thread ends.
+    /// Only the server gives it (it looks at the socket); [`respond`] and
+    /// [`Waiting::poll`] never do.
+    PeerClosed,
+}
+
+fn reply<M: Message>(body: &M, version: i16, correlation_id: i32) -> Answer {
+    match encode_response(body, version, correlation_id) {
+        Ok(bytes) => Answer::Reply(bytes),
+        Err(e) => {
+            log::debug!("mock: cannot encode {:?} v{version}: {e}", M::API_KEY);
+            Answer::Close(BrokerClose::BadRequest)
+        }
+    }
+}
+
+/// A SASL answer, closing the connection after a refusal (as Kafka does).
+fn sasl_reply<M: Message>(body: M, close: bool, version: i16, correlation_id: i32) -> Answer {
+    match reply(&body, version, correlation_id) {
+        Answer::Reply(bytes) if close => {
+            Answer::ReplyThenClose(bytes, BrokerClose::AuthenticationFailed)
+        }
+        other => other,
+    }
+}
+
+/// Decodes a request body of the API the header named.
+fn body<M: Message>(frame: Bytes) -> Result<M, Answer> {
+    decode_request::<M>(frame)
+        .map(|(_, m)| m)
+        .map_err(|_| Answer::Close(BrokerClose::BadRequest))
+}
+
+/// The answer to a request: now, or once [`Waiting::poll`] has one.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// Answered.
+    Now(Answer),
+    /// Waits for records or for other members of a group.
+    Later(Waiting),
+}
+
+/// A request whose answer waits (Kafka's purgatory).
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    broker: i32,
+    version: i16,
+    corr: i32,
+    kind: WaitKind,
+}
+
+#[derive(Debug)]
+enum WaitKind {
+    /// A Fetch below `min_bytes`, until records come or `deadline`.
+    Fetch(Box<HeldFetch>),
+    /// A JoinGroup parked until the join phase completes.
+    Join(Ticket),
+    /// A SyncGroup parked until the leader's assignments come.
+    Sync(Ticket),
+}
+
+impl Waiting {
+    /// The answer, once there is one at `now`. A request whose broker went
+    /// down (or whose cluster shut down) gives up: a Fetch answers with
+    /// what it has, a group request closes the connection.
+    pub fn poll(&self, st: &mut State, now: Instant) -> Option<Answer> {
+        let (version, corr) = (self.version, self.corr);
+        match &self.kind {
+            WaitKind::Fetch(held) => fetch_ready(st, self.broker, version, held, now)
+                .map(|resp| finish_fetch(st, self.broker, version, corr, held, resp, now)),
+            WaitKind::Join(ticket) => match st.groups.poll_join(now, ticket) {
+                Some(resp) => Some(reply(&resp, version, corr)),
+                None => self.abandon(st),
+            },
+            WaitKind::Sync(ticket) => match st.groups.poll_sync(now, ticket) {
+                Some(resp) => Some(reply(&resp, version, corr)),
+                None => self.abandon(st),
+            },
+        }
+    }
+
+    /// When the answer may be ready without any other change of the state:
+    /// a Fetch's `max_wait_ms`, or the coordinator's next deadline (its
+    /// timer must run [`Groups::tick`] then).
+    pub fn wake_at(&self, st: &State) -> Option<Instant> {
+        match &self.kind {
+            WaitKind::Fetch(held) => Some(held.deadline),
+            WaitKind::Join(_) | WaitKind::Sync(_) => st.groups.next_deadline(),
+        }
+    }
+
+    /// Forgets the request: its connection is gone.
+    pub fn cancel(&self, st: &mut State) {
+        match &self.kind {
+            WaitKind::Fetch(_) => {}
+            WaitKind::Join(ticket) | WaitKind::Sync(ticket) => st.groups.cancel(ticket),
+        }
+    }
+
+    /// Whether this is a held Fetch, whose connection the server watches
+    /// for the client's FIN while it waits.
+    pub fn is_fetch(&self) -> bool {
+        matches!(self.kind, WaitKind::Fetch(_))
+    }
+
+    /// A group request whose broker is gone closes its connection.
+    fn abandon(&self, st: &mut State) -> Option<Answer> {
+        if !abandoned(st, self.broker) {
+            return None;
+        }
+        self.cancel(st);
+        Some(Answer::Close(BrokerClose::Down))
+    }
+}
+
+/// Notes a request in the event log and its `size` (the frame with its
+/// size prefix: what crossed the network) in the request bytes; returns
+/// the delay the broker adds before answering it (`MockCluster::set_delay`).
+pub(crate) fn note_request(
+    st: &mut State,
+    broker: i32,
+    conn: u64,
+    (header, size): (&RequestHeader, usize),
+    now: Instant,
+) -> Duration {
+    *st.request_bytes.entry(header.api_key).or_default() += size as u64;
+    st.record(
+        now,
+        broker,
+        MockEventKind::Request {
+            connection: conn,
+            api_key: header.api_key,
+            api_version: header.api_version,
+            correlation_id: header.correlation_id,
+            client_id: header.client_id.clone(),
+        },
+    );
+    st.brokers.get(&broker).map_or(Duration::ZERO, |b| b.delay)
+}
+
+/// Answers the request in `frame` (whose header is `header`) that
+/// connection `conn` of `broker` sent, at `now`. The caller notes it first
+/// ([`note_request`]) and tells waiting threads of the change afterwards.
+pub(crate) fn respond(
+    st: &mut State,
+    broker: i32,
+    conn: u64,
+    header: &RequestHeader,
+    frame: Bytes,
+    auth: &mut ConnAuth,
+    now: Instant,
+) -> Reply {
+    let version = header.api_version;
+    let corr = header.correlation_id;
+    // The frame with its size prefix: what crossed the network.
+    let size = frame.len() + 4;
+    if let Gate::Close(reason) = mock_sasl::gate(auth, ApiKey::from_code(header.api_key), now) {
+        return Reply::Now(Answer::Close(reason));
+    }
+    let Some((api, range)) =
+        ApiKey::from_code(header.api_key).and_then(|api| Some((api, st.served(api)?)))
+    else {
+        return Reply::Now(Answer::Close(BrokerClose::BadRequest));
+    };
+    if !range.contains(version) {
+        if api == ApiKey::ApiVersions {
+            // KIP-511: answer in v0 with the versions served, so the client
+            // can pick one.
+            return Reply::Now(reply(
+                &st.api_versions(Some(ErrorCode::UnsupportedVersion)),
+                0,
+                corr,
+            ));
+        }
+        return Reply::Now(Answer::Close(BrokerClose::BadRequest));
+    }
+    let client_id = header.client_id.clone().unwrap_or_default();
+    let answer = |a: Result<Answer, Answer>| Reply::Now(a.unwrap_or_else(|a| a));
+    // The answers computed at once, under the lock, from the request.
+    let at_once = |st: &mut State, req: AnyRequest| -> Box<dyn Encode> {
+        match req {
+            AnyRequest::ApiVersions => {
+                let error = st.take_error(broker, api);
+                Box::new(st.api_versions(error))
+            }
+            AnyRequest::Metadata(req) => {
+                let error = st.take_error(broker, api);
+                Box::new(st.metadata(version, &req, error))
+            }
+            AnyRequest::FindCoordinator(req) => {
+                let error = st.take_error(broker, api);
+                Box::new(st.find_coordinator(version, &req, error))
+            }
+            AnyRequest::ListOffsets(req) => {
+                let error = st.take_error(broker, api);
+                Box::new(st.list_offsets(broker, &req, error))
+            }
+            AnyRequest::OffsetForLeaderEpoch(req) => {
+                let error = st.take_error(broker, api);
+                Box::new(st.offset_for_leader_epoch(broker, &req, error))
+            }
+            AnyRequest::CreateTopics(req) => {
+                let error = st.take_error(broker, api);
+                Box::new(st.create_topics(version, &req, error))
+            }
+            AnyRequest::Heartbeat(req) => {
+                Box::new(match group_error(st, broker, api, &req.group_id) {
+                    Some(code) => HeartbeatResponse {
+                        error_code: code.code(),
+                        ..Default::default()
+                    },
+                    None => st.groups.heartbeat(now, version, &req),
+                })
+            }
+            AnyRequest::LeaveGroup(req) => {
+                Box::new(match group_error(st, broker, api, &req.group_id) {
+                    Some(code) => LeaveGroupResponse {
+                        error_code: code.code(),
+                        ..Default::default()
+                    },
+                    None => st.groups.leave(now, version, &req),
+                })
+            }
+            AnyRequest::OffsetCommit(req) => {
+                Box::new(match group_error(st, broker, api, &req.group_id) {
+                    Some(code) => commit_error(&req, code),
+                    None if st.consumer_groups.contains(&req.group_id) => {
+                        // A consumer group (KIP-848): the member epoch is
+                        // checked here; the offsets are stored as for a
+                        // group without members.
+                        match st.consumer_groups.validate_commit(
+                            &req.group_id,
+                            &req.member_id,
+                            req.generation_id_or_member_epoch,
+                        ) {
+                            Err(code) => commit_error(&req, code),
+                            Ok(()) => {
+                                let mut simple = req.clone();
+                                simple.generation_id_or_member_epoch = -1;
+                                simple.member_id = String::new();
+                                simple.group_instance_id = None;
+                                let topics = &st.topics;
+                                let exists =
+                                    |t: &str, p: i32| state::partition_exists(topics, t, p);
+                                st.groups.commit(now, version, &simple, &exists)
+                            }
+                        }
+                    }
+                    None => {
+                        let topics = &st.topics;
+                        let exists = |t: &str, p: i32| state::partition_exists(topics, t, p);
+                        st.groups.commit(now, version, &req, &exists)
+                    }
+                })
+            }
+            AnyRequest::ConsumerGroupHeartbeat(req) => {
+                Box::new(match group_error(st, broker, api, &req.group_id) {
+                    Some(code) => ConsumerGroupHeartbeatResponse {
+                        error_code: code.code(),
+                        member_epoch: -1,
+                        ..Default::default()
+                    },
+                    None => {
+                        let view = st
+                            .topics
+                            .iter()
+                            .map(|(name, t)| (name.clone(), (t.id, t.partitions.len() as i32)))
+                            .collect();
+                        st.consumer_groups.heartbeat(now, version, &req, &view)
+                    }
+                })
+            }
+            AnyRequest::OffsetFetch(req) => Box::new(offset_fetch(st, broker, version, &req, now)),
+        }
+    };
+    let decoded = match api {
+        ApiKey::ApiVersions => body::<ApiVersionsRequest>(frame).map(|_| AnyRequest::ApiVersions),
+        ApiKey::Metadata => body(frame).map(AnyRequest::Metadata),
+        ApiKey::FindCoordinator => body(frame).map(AnyRequest::FindCoordinator),
+        ApiKey::ListOffsets => body(frame).map(AnyRequest::ListOffsets),
+        ApiKey::OffsetForLeaderEpoch => body(frame).map(AnyRequest::OffsetForLeaderEpoch),
+        ApiKey::CreateTopics => body(frame).map(AnyRequest::CreateTopics),
+        ApiKey::Heartbeat => body(frame).map(AnyRequest::Heartbeat),
+        ApiKey::LeaveGroup => body(frame).map(AnyRequest::LeaveGroup),
+        ApiKey::OffsetCommit => body(frame).map(AnyRequest::OffsetCommit),
+        ApiKey::OffsetFetch => body(frame).map(AnyRequest::OffsetFetch),
+        ApiKey::ConsumerGroupHeartbeat => body(frame).map(AnyRequest::ConsumerGroupHeartbeat),
+        ApiKey::Produce => {
+            return answer(body::<ProduceRequest>(frame).map(|req| {
+                let error = st.take_error(broker, api);
+                let resp = st.produce(broker, &req, error);
+                if req.acks == 0 {
+                    Answer::Silent
+                } else {
+                    reply(&resp, version, corr)
+                }
+            }));
+        }
+        ApiKey::SaslHandshake => {
+            return answer(body::<SaslHandshakeRequest>(frame).map(|req| {
+                let a = mock_sasl::handshake(st.sasl.as_ref(), auth, &req);
+                sasl_reply(a.response, a.close, version, corr)
+            }));
+        }
+        ApiKey::SaslAuthenticate => {
+            return answer(body::<SaslAuthenticateRequest>(frame).map(|req| {
+                let a = mock_sasl::authenticate(st.sasl.as_ref(), auth, version, &req, now);
+                if let Some((mechanism, principal)) = a.authenticated {
+                    st.record(
+                        now,
+                        broker,
+                        MockEventKind::Authenticated {
+                            connection: conn,
+                            mechanism,
+                            principal,
+                        },
+                    );
+                }
+                sasl_reply(a.response, a.close, version, corr)
+            }));
+        }
+        ApiKey::Fetch => {
+            return match body::<FetchRequest>(frame) {
+                Ok(req) => fetch(st, (broker, conn), (version, corr, size), req, now),
+                Err(a) => Reply::Now(a),
+            };
+        }
+        ApiKey::JoinGroup => {
+            return match body::<JoinGroupRequest>(frame) {
+                Ok(req) => join_group(st, broker, (version, corr), &client_id, &req, now),
+                Err(a) => Reply::Now(a),
+            };
+        }
+        ApiKey::SyncGroup => {
+            return match body::<SyncGroupRequest>(frame) {
+                Ok(req) => sync_group(st, broker, (version, corr), &req, now),
+                Err(a) => Reply::Now(a),
+            };
+        }
+    };
+    answer(decoded.map(|req| at_once(st, req).frame(version, corr)))
+}
+
+/// A request answered at once.
+enum AnyRequest {
+    ApiVersions,
+    Metadata(MetadataRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    ListOffsets(ListOffsetsRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
+    CreateTopics(CreateTopicsRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+}
+
+/// A response body of any API, framed at the request's version.
+trait Encode {
+    fn frame(&self, version: i16, correlation_id: i32) -> Answer;
+}
+
+impl<M: Message> Encode for M {
+    fn frame(&self, version: i16, correlation_id: i32) -> Answer {
+        reply(self, version, correlation_id)
+    }
+}
+
+/// The error a group request gets before the coordinator sees it: an
+/// injected one, or NOT_COORDINATOR when another broker coordinates.
+fn group_error(st: &mut State, broker: i32, api: ApiKey, group: &str) -> Option<ErrorCode> {
+    if let Some(code) = st.take_error(broker, api) {
+        return Some(code);
+    }
+    (st.coordinator(group) != broker).then_some(ErrorCode::NotCoordinator)
+}
+
+fn commit_error(req: &OffsetCommitRequest, code: ErrorCode) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        topics: req
+            .topics
+            .iter()
+            .map(|t| OffsetCommitResponseTopic {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| OffsetCommitResponsePartition {
+                        partition_index: p.partition_index,
+                        error_code: code.code(),
+                        unknown_tagged_fields: Vec::new(),
+                    })
+                    .collect(),
+                unknown_tagged_fields: Vec::new(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn offset_fetch(
+    st: &mut State,
+    broker: i32,
+    version: i16,
+    req: &OffsetFetchRequest,
+    now: Instant,
+) -> OffsetFetchResponse {
+    if version >= 8 {
+        // Each group has its own coordinator; answer those this broker
+        // coordinates and refuse the others.
+        let injected = st.take_error(broker, ApiKey::OffsetFetch);
+        let mut resp = st.groups.fetch_offsets(now, version, req);
+        for g in &mut resp.groups {
+            let refused = injected.or_else(|| {
+                (st.coordinator(&g.group_id) != broker).then_some(ErrorCode::NotCoordinator)
+            });
+            if let Some(code) = refused {
+                *g = OffsetFetchResponseGroup {
+                    group_id: g.group_id.clone(),
+                    error_code: code.code(),
+                    ..Default::default()
+                };
+            }
+        }
+        return resp;
+    }
+    match group_error(st, broker, ApiKey::OffsetFetch, &req.group_id) {
+        None => st.groups.fetch_offsets(now, version, req),
+        // v1 has no top-level error: every partition carries it.
+        Some(code) if version < 2 => OffsetFetchResponse {
+            topics: req
+                .topics
+                .iter()
+                .flatten()
+                .map(|t| OffsetFetchResponseTopic {
+                    name: t.name.clone(),
+                    partitions: t
+                        .partition_indexes
+                        .iter()
+                        .map(|&p| OffsetFetchResponsePartition {
+                            partition_index: p,
+                            committed_offset: -1,
+                            error_code: code.code(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    unknown_tagged_fields: Vec::new(),
+                })
+                .collect(),
+            ..Default::default()
+        },
+        Some(code) => OffsetFetchResponse {
+            error_code: code.code(),
+            ..Default::default()
+        },
+    }
+}
+
+/// Whether a waiting request should give up: the cluster stops or its
+/// broker went down (its connection is being closed).
+fn abandoned(st: &State, broker: i32) -> bool {
+    st.shutdown || !st.is_up(broker)
+}
+
+/// A Fetch held until it is due, with what its fetch session (KIP-227)
+/// decided when it came.
+#[derive(Debug)]
+struct HeldFetch {
+    conn: u64,
+    size: usize,
+    req: FetchRequest,
+    deadline: Instant,
+    error: Option<ErrorCode>,
+    context: Context,
+    /// The partitions to answer: the request's, or its session's.
+    topics: Vec<FetchTopic>,
+}
+
+/// A Fetch: answered at once when it has `min_bytes` of records or an
+/// error, otherwise held until records arrive or `max_wait_ms` passes. A
+/// request with a fetch session (KIP-227) is served through the broker's
+/// session cache (`fetch_session.rs`); once answered it is in the fetch
+/// log when that is on (`MockCluster::record_fetches`).
+fn fetch(
+    st: &mut State,
+    (broker, conn): (i32, u64),
+    (version, corr, size): (i16, i32, usize),
+    req: FetchRequest,
+    now: Instant,
+) -> Reply {
+    let deadline = now + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let mut error = st.take_error(broker, ApiKey::Fetch);
+    let Some(sessions) = st.brokers.get_mut(&broker).map(|b| &mut b.fetch_sessions) else {
+        return Reply::Now(Answer::Close(BrokerClose::Down));
+    };
+    let context = match error {
+        Some(code) if fetch_session::is_session_error(code) => {
+            // Injected as the broker would answer it: at the top level, the
+            // session lost for FETCH_SESSION_ID_NOT_FOUND.
+            error = None;
+            if code == ErrorCode::FetchSessionIdNotFound {
+                sessions.remove(req.session_id);
+            }
+            Context::Error(code)
+        }
+        _ => sessions.new_context(now, version, &req),
+    };
+    let topics = match &context {
+        Context::Incremental { id, .. } => sessions.session_topics(*id),
+        _ => req.topics.clone(),
+    };
+    let held = HeldFetch {
+        conn,
+        size,
+        req,
+        deadline,
+        error,
+        context,
+        topics,
+    };
+    match fetch_ready(st, broker, version, &held, now) {
+        Some(resp) => Reply::Now(finish_fetch(st, broker, version, corr, &held, resp, now)),
+        None => Reply::Later(Waiting {
+            broker,
+            version,
+            corr,
+            kind: WaitKind::Fetch(Box::new(held)),
+        }),
+    }
+}
+
+/// The Fetch's answer if it is due at `now`: a session error, a partition
+/// error or `min_bytes` of records, its wait is over, or its broker is gone.
+fn fetch_ready(
+    st: &State,
+    broker: i32,
+    version: i16,
+    held: &HeldFetch,
+    now: Instant,
+) -> Option<FetchResponse> {
+    if let Context::Error(code) = held.context {
+        return Some(fetch_session::error_response(code));
+    }
+    let min_bytes = usize::try_from(held.req.min_bytes).unwrap_or(0);
+    let (resp, bytes, errors) = st.fetch(
+        broker,
+        version,
+        held.req.max_bytes,
+        &held.topics,
+        held.error,
+    );
+    (errors || bytes >= min_bytes.max(1) || now >= held.deadline || abandoned(st, broker))
+        .then_some(resp)
+}
+
+/// A due Fetch's answer: the session made or continued, the fetch noted
+/// in the log.
+fn finish_fetch(
+    st: &mut State,
+    broker: i32,
+    version: i16,
+    corr: i32,
+    held: &HeldFetch,
+    mut resp: FetchResponse,
+    now: Instant,
+) -> Answer {
+    if let Some(sessions) = st.brokers.get_mut(&broker).map(|b| &mut b.fetch_sessions) {
+        match held.context {
+            Context::Full => resp.session_id = sessions.create(now, version, &held.req, &resp),
+            Context::Incremental { id, epoch } => sessions.finish_incremental(id, epoch, &mut resp),
+            Context::Sessionless | Context::Error(_) => {}
+        }
+    }
+    if st.fetches.is_some() {
+        let record = st.describe_fetch(
+            now,
+            (broker, held.conn),
+            version,
+            held.size,
+            &held.req,
+            &resp,
+        );
+        if let Some(log) = st.fetches.as_mut() {
+            log.push(record);
+        }
+    }
+    reply(&resp, version, corr)
+}
+
+fn join_group(
+    st: &mut State,
+    broker: i32,
+    (version, corr): (i16, i32),
+    client_id: &str,
+    req: &JoinGroupRequest,
+    now: Instant,
+) -> Reply {
+    let refused = |code: ErrorCode| JoinGroupResponse {
+        error_code: code.code(),
+        member_id: req.member_id.clone(),
+        ..Default::default()
+    };
+    rebalance_step(
+        st,
+        (broker, version, corr),
+        (ApiKey::JoinGroup, &req.group_id),
+        refused,
+        |groups| groups.join(now, version, client_id, req),
+        WaitKind::Join,
+    )
+}
+
+fn sync_group(
+    st: &mut State,
+    broker: i32,
+    (version, corr): (i16, i32),
+    req: &SyncGroupRequest,
+    now: Instant,
+) -> Reply {
+    let refused = |code: ErrorCode| SyncGroupResponse {
+        error_code: code.code(),
+        ..Default::default()
+    };
+    rebalance_step(
+        st,
+        (broker, version, corr),
+        (ApiKey::SyncGroup, &req.group_id),
+        refused,
+        |groups| groups.sync(now, version, req),
+        WaitKind::Sync,
+    )
+}
+
+/// A JoinGroup or SyncGroup: refused before the coordinator sees it, or
+/// answered at once, or parked until the rebalance step it waits for is
+/// done (or its broker goes down, which closes the connection).
+fn rebalance_step<R: Message>(
+    st: &mut State,
+    (broker, version, corr): (i32, i16, i32),
+    (api, group): (ApiKey, &str),
+    refused: impl FnOnce(ErrorCode) -> R,
+    start: impl FnOnce(&mut Groups) -> Step<R>,
+    parked: impl FnOnce(Ticket) -> WaitKind,
+) -> Reply {
+    if let Some(code) = group_error(st, broker, api, group) {
+        return Reply::Now(reply(&refused(code), version, corr));
+    }
+    match start(&mut st.groups) {
+        Step::Done(resp) => Reply::Now(reply(&resp, version, corr)),
+        Step::Wait(ticket) => Reply::Later(Waiting {
+            broker,
+            version,
+            corr,
+            kind: parked(ticket),
+        }),
+    }
+}
