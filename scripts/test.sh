@@ -172,4 +172,9 @@ if ! cargo test "${tokio_features[@]}" --lib \
 fi
 step "cargo test --doc (tokio)"
 cargo test "${tokio_features[@]}" --doc
+# Without a runtime feature: the sans-IO layers and the consumer's core
+# build alone, and the core's in-memory tests run.
+step "cargo clippy and lib tests with no runtime feature"
+cargo clippy --no-default-features --features mock --lib --tests -- -D warnings
+cargo test --no-default-features --features mock --lib
 step "all tests passed"
