@@ -18,6 +18,8 @@ use std::time::Duration;
 
 mod security;
 
+use crate::sasl::Secret;
+
 use security::{
     SaslProperties, ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG,
     SASL_PASSWORD, SASL_USERNAME, SECURITY_PROTOCOL,
@@ -213,17 +215,6 @@ impl FromStr for EndpointIdentification {
                 "expected https or none",
             )),
         }
-    }
-}
-
-/// A value that must not be shown: its `Debug` output is `"<redacted>"`,
-/// and [`ConsumerConfig::to_properties`] leaves it out.
-#[derive(Clone, PartialEq, Eq)]
-struct Secret(String);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("\"<redacted>\"")
     }
 }
 
@@ -1058,13 +1049,13 @@ impl ConsumerConfig {
     /// `ssl.key.pem`: the private key as PEM text (a secret: never shown by
     /// `Debug` nor rendered by [`to_properties`](Self::to_properties)).
     pub fn ssl_key_pem(&self) -> Option<&str> {
-        self.ssl_key_pem.as_ref().map(|s| s.0.as_str())
+        self.ssl_key_pem.as_ref().map(Secret::expose)
     }
 
     /// `ssl.key.password`: the password of an encrypted PKCS#8 key (a
     /// secret, like `ssl.key.pem`).
     pub fn ssl_key_password(&self) -> Option<&str> {
-        self.ssl_key_password.as_ref().map(|s| s.0.as_str())
+        self.ssl_key_password.as_ref().map(Secret::expose)
     }
 
     /// `ssl.endpoint.identification.algorithm`: whether a broker's
@@ -1093,7 +1084,7 @@ impl ConsumerConfig {
 
     /// `sasl.password`, if set (its `Debug` and `Display` show
     /// `[redacted]`).
-    pub fn sasl_password(&self) -> Option<&crate::sasl::Secret> {
+    pub fn sasl_password(&self) -> Option<&Secret> {
         self.sasl.password.as_ref()
     }
 
@@ -1458,10 +1449,10 @@ impl ConsumerConfigBuilder {
             }
             SSL_CERTIFICATE_PEM => self.ssl_certificate_pem = non_empty(v).map(str::to_owned),
             SSL_KEY_LOCATION => self.ssl_key_location = non_empty(v).map(PathBuf::from),
-            SSL_KEY_PEM => self.ssl_key_pem = non_empty(v).map(|v| Secret(v.to_owned())),
+            SSL_KEY_PEM => self.ssl_key_pem = non_empty(v).map(Secret::new),
             // Not trimmed: a password may begin or end with a space.
             SSL_KEY_PASSWORD => {
-                self.ssl_key_password = (!value.is_empty()).then(|| Secret(value.to_owned()))
+                self.ssl_key_password = (!value.is_empty()).then(|| Secret::new(value))
             }
             SSL_ENDPOINT_IDENTIFICATION_ALGORITHM => {
                 self.ssl_endpoint_identification_algorithm = v.parse()?
@@ -1777,13 +1768,13 @@ impl ConsumerConfigBuilder {
 
     /// `ssl.key.pem` (a secret).
     pub fn ssl_key_pem(mut self, pem: impl Into<String>) -> Self {
-        self.ssl_key_pem = Some(Secret(pem.into()));
+        self.ssl_key_pem = Some(Secret::new(pem));
         self
     }
 
     /// `ssl.key.password` (a secret).
     pub fn ssl_key_password(mut self, password: impl Into<String>) -> Self {
-        self.ssl_key_password = Some(Secret(password.into()));
+        self.ssl_key_password = Some(Secret::new(password));
         self
     }
 
@@ -1814,7 +1805,7 @@ impl ConsumerConfigBuilder {
     /// `sasl.password` (PLAIN, SCRAM). Kept out of `Debug` and
     /// [`ConsumerConfig::to_properties`].
     pub fn sasl_password(mut self, password: impl Into<String>) -> Self {
-        self.sasl.password = Some(crate::sasl::Secret::new(password.into()));
+        self.sasl.password = Some(Secret::new(password.into()));
         self
     }
 
