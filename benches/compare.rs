@@ -62,8 +62,10 @@
 //!
 //! lazykafka runs on async-std by default; built with
 //! `--no-default-features --features runtime-tokio,gzip,snappy,lz4,zstd,mock`
-//! it runs on a current-thread tokio runtime (each child's JSON line says
-//! which, as `runtime`).
+//! it runs on a current-thread tokio runtime, or on a multi-thread one
+//! (what `#[tokio::main]` builds) with `LAZYKAFKA_BENCH_TOKIO=multi` (each
+//! child's JSON line says which, as `runtime`). `scripts/bench-runtimes.sh`
+//! builds both and alternates them, round by round.
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
@@ -102,6 +104,14 @@ fn main() {
         return;
     }
     parent::run(&args);
+}
+
+/// Whether a child built with `runtime-tokio` runs its consumer on a
+/// multi-thread runtime (`LAZYKAFKA_BENCH_TOKIO=multi`) rather than a
+/// current-thread one.
+#[cfg_attr(not(feature = "runtime-tokio"), allow(dead_code))]
+fn tokio_multi_thread() -> bool {
+    std::env::var("LAZYKAFKA_BENCH_TOKIO").as_deref() == Ok("multi")
 }
 
 /// CLOCK_MONOTONIC in microseconds: the clock of librdkafka's `rd_clock()`,
@@ -1529,14 +1539,20 @@ mod child {
         let deadline = Instant::now() + CHILD_TIMEOUT;
         let mut requests_before_first = None;
         // The consumer's runtime: async-std by default; built with
-        // `--no-default-features --features runtime-tokio,...`, a
-        // current-thread tokio runtime (the consumer's task runs on it, so
-        // both polls below must use the same one).
+        // `--no-default-features --features runtime-tokio,...`, a tokio
+        // runtime: current-thread (the consumer's task runs on the thread
+        // that polls, so both polls below must use the same runtime), or
+        // multi-thread with `LAZYKAFKA_BENCH_TOKIO=multi` (what
+        // `#[tokio::main]` builds: one worker per core).
         #[cfg(feature = "runtime-tokio")]
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
+        let runtime = if tokio_multi_thread() {
+            tokio::runtime::Builder::new_multi_thread()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
         macro_rules! block_on {
             ($future:expr) => {{
                 #[cfg(feature = "runtime-tokio")]
@@ -1601,10 +1617,12 @@ mod child {
         );
         extra.insert(
             "runtime".into(),
-            json!(if cfg!(feature = "runtime-tokio") {
-                "tokio (current thread)"
-            } else {
+            json!(if !cfg!(feature = "runtime-tokio") {
                 "async-std"
+            } else if tokio_multi_thread() {
+                "tokio (multi-thread)"
+            } else {
+                "tokio (current thread)"
             }),
         );
         extra.insert(
