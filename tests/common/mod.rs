@@ -4,6 +4,7 @@
 
 #[macro_use]
 pub mod clusters;
+pub mod cpu;
 pub mod examples;
 pub mod mock;
 pub mod peers;
