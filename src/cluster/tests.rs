@@ -802,6 +802,25 @@ fn step_through_deadlines(sim: &mut Sim, horizon: Duration) -> usize {
     steps
 }
 
+/// Metadata wanted for a new topic is due at once, not when the cache
+/// grows old: `poll_timeout` says so to the driver, which would otherwise
+/// sleep for `metadata.max.age.ms`.
+#[test]
+fn wanted_metadata_is_due_at_once_not_at_the_max_age() {
+    let mut sim = Sim::new(config(&["b1:9092"], None));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    assert!(sim.c.metadata().topics.contains_key("t"));
+    sim.now += Duration::from_secs(1);
+    sim.c.set_topics(["t".to_owned(), "u".to_owned()]);
+    let due = sim.c.poll_timeout().expect("a metadata deadline");
+    assert!(due <= sim.now, "due {:?} from now", due - sim.now);
+    sim.c.request_metadata_refresh_later();
+    let due = sim.c.poll_timeout().expect("a metadata deadline");
+    assert!(due <= sim.now, "due {:?} from now", due - sim.now);
+}
+
 #[test]
 fn no_deadline_is_left_in_the_past_while_the_coordinator_is_down() {
     let mut sim = Sim::new(config(&["b1:9092"], Some("g")));
@@ -1193,7 +1212,15 @@ fn the_setup_timeout_covers_authentication() {
     sim.request(Target::AnyBroker);
     assert_eq!(sim.sockets.len(), 1);
     // socket.connection.setup.timeout.ms is 10 s ± 20%, well inside the
-    // 30 s request timeout.
+    // 30 s request timeout; the driver is told to wake for it (a setup
+    // deadline left out of `poll_timeout` would be acted on only when
+    // something else woke the driver).
+    let due = sim.c.poll_timeout().expect("a setup deadline");
+    assert!(
+        due - sim.now <= Duration::from_secs(12),
+        "woken after {:?}",
+        due - sim.now
+    );
     sim.advance(Duration::from_secs(12));
     assert!(sim.sockets.is_empty());
     let cause = sim.events.iter().find_map(|e| match &e.kind {
