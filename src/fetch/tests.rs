@@ -219,16 +219,29 @@ fn fetched(body: &dyn RequestBody) -> Parts {
         .collect()
 }
 
-type Planned = Vec<(i32, Box<dyn RequestBody>, FetchToken)>;
+type Planned = Vec<(Target, Box<dyn RequestBody>, FetchToken)>;
 
 /// `(topic, partition, fetch offset)` in request order.
 type Parts = Vec<(String, i32, i64)>;
 
+/// The Fetches planned, each to a leader: `(broker, partitions, token)`.
 fn fetches(planned: &Planned) -> Vec<(i32, Parts, FetchToken)> {
+    routed(planned)
+        .into_iter()
+        .map(|(target, parts, token)| match target {
+            Target::Broker(broker) => (broker, parts, token),
+            other => panic!("a Fetch to {other:?}, not to a leader"),
+        })
+        .collect()
+}
+
+/// The Fetches planned, to leaders or read replicas: `(target, partitions,
+/// token)`.
+fn routed(planned: &Planned) -> Vec<(Target, Parts, FetchToken)> {
     planned
         .iter()
         .filter(|(_, body, _)| body.api_key() == ApiKey::Fetch)
-        .map(|(broker, body, token)| (*broker, fetched(body.as_ref()), *token))
+        .map(|(target, body, token)| (*target, fetched(body.as_ref()), *token))
         .collect()
 }
 
@@ -1713,7 +1726,7 @@ struct Sim {
     md: Metadata,
     now: Instant,
     logs: [Log; 2],
-    out: Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+    out: Vec<(Target, Box<dyn RequestBody>, FetchToken)>,
     delivered: [Vec<i64>; 2],
 }
 
@@ -1943,7 +1956,10 @@ fn validation(planned: &Planned) -> (i32, Asked, FetchToken) {
         .filter(|(_, body, _)| body.api_key() == ApiKey::OffsetForLeaderEpoch)
         .collect();
     assert_eq!(list.len(), 1, "one OffsetForLeaderEpoch expected");
-    let (broker, body, token) = list[0];
+    let (target, body, token) = list[0];
+    let Target::Broker(broker) = *target else {
+        panic!("OffsetForLeaderEpoch to {target:?}, not to a leader");
+    };
     let request = OffsetForLeaderEpochRequest::decode(
         &mut Reader::new(write_body(body.as_ref(), 4).unwrap()),
         4,
@@ -1964,7 +1980,7 @@ fn validation(planned: &Planned) -> (i32, Asked, FetchToken) {
             })
         })
         .collect();
-    (*broker, parts, *token)
+    (broker, parts, *token)
 }
 
 /// An OffsetForLeaderEpoch answer for `t-0`.
