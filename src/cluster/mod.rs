@@ -1219,8 +1219,7 @@ impl Cluster {
                 };
                 let addr = broker.addr();
                 if self.in_backoff(now, &addr) {
-                    let reason = match self.backoff.get(&addr).and_then(|b| b.last_error.as_ref())
-                    {
+                    let reason = match self.backoff.get(&addr).and_then(|b| b.last_error.as_ref()) {
                         Some(e) => format!("{addr} is in reconnect backoff after: {e}"),
                         None => format!("{addr} is in reconnect backoff"),
                     };
@@ -1974,9 +1973,13 @@ impl Cluster {
             c.addr,
             c.purpose
         );
-        self.push_event(now, &c, EventKind::ConnectFailed {
-            error: error.clone(),
-        });
+        self.push_event(
+            now,
+            &c,
+            EventKind::ConnectFailed {
+                error: error.clone(),
+            },
+        );
         if c.purpose == Purpose::Coordinator {
             self.coordinator = None;
         }

@@ -1411,7 +1411,10 @@ fn a_read_replica_that_cannot_be_had_fails_at_once() {
     let id = sim.request(Target::Replica(3));
     let (broker, reason) = unavailable(&sim, id);
     assert_eq!(broker, 3);
-    assert!(reason.contains("b3:9092") && reason.contains("refused"), "{reason}");
+    assert!(
+        reason.contains("b3:9092") && reason.contains("refused"),
+        "{reason}"
+    );
     // While its address backs off, no attempt at all.
     let connects = sim.c.counters()["b3:9092"].connects;
     let id = sim.request(Target::Replica(3));

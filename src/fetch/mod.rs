@@ -1624,66 +1624,68 @@ impl Fetcher {
         error: &RequestError,
     ) -> FetchOutcome {
         let mut outcome = FetchOutcome::default();
-        let (broker, api, tps): (i32, ApiKey, Vec<(TopicPartition, u64)>) =
-            match self.in_flight.remove(&token) {
-                Some(InFlight::Fetch(sent)) => (
-                    {
-                        // No answer: what the broker made of the request is
-                        // unknown, so the session cannot go on.
-                        if sent.session.is_some() {
-                            self.sessions.remove(&sent.target);
-                        }
-                        if let Target::Replica(replica) = sent.target {
-                            // The Java consumer's `handleFetchFailure`:
-                            // every partition read from that replica goes
-                            // back to its leader (after the backoff below).
-                            log::debug!(
+        let (broker, api, tps): (i32, ApiKey, Vec<(TopicPartition, u64)>) = match self
+            .in_flight
+            .remove(&token)
+        {
+            Some(InFlight::Fetch(sent)) => (
+                {
+                    // No answer: what the broker made of the request is
+                    // unknown, so the session cannot go on.
+                    if sent.session.is_some() {
+                        self.sessions.remove(&sent.target);
+                    }
+                    if let Target::Replica(replica) = sent.target {
+                        // The Java consumer's `handleFetchFailure`:
+                        // every partition read from that replica goes
+                        // back to its leader (after the backoff below).
+                        log::debug!(
                                 "fetching from read replica {replica} failed ({error}); fetching its partitions from their leaders"
                             );
-                            self.drop_replica(replica);
-                        }
-                        broker_of(sent.target)
-                    },
-                    ApiKey::Fetch,
-                    sent.partitions
-                        .into_iter()
-                        .map(|(tp, s)| (tp, s.generation))
-                        .collect(),
-                ),
-                Some(InFlight::ListOffsets { broker, partitions }) => (
-                    broker,
-                    ApiKey::ListOffsets,
-                    partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
-                ),
-                Some(InFlight::Validate { broker, partitions })
-                    if matches!(error, RequestError::NoCommonVersion(_)) =>
-                {
-                    // A broker without OffsetForLeaderEpoch v2+ cannot be
-                    // asked (KIP-320 needs the current leader epoch in
-                    // it): the positions are taken as they are, as the
-                    // Java consumer does with such brokers.
-                    log::debug!(
-                        "broker {broker} cannot validate positions ({error}); fetching without"
-                    );
-                    for (tp, (generation, epoch)) in partitions {
-                        if let Some(st) = self.partitions.get_mut(&tp) {
-                            if st.generation == generation {
-                                if let PosState::Validating { pos, .. } = st.pos {
-                                    st.pos = PosState::Valid(pos);
-                                    st.checked_epoch = (epoch >= 0).then_some(epoch);
-                                }
+                        self.drop_replica(replica);
+                    }
+                    broker_of(sent.target)
+                },
+                ApiKey::Fetch,
+                sent.partitions
+                    .into_iter()
+                    .map(|(tp, s)| (tp, s.generation))
+                    .collect(),
+            ),
+            Some(InFlight::ListOffsets { broker, partitions }) => (
+                broker,
+                ApiKey::ListOffsets,
+                partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
+            ),
+            Some(InFlight::Validate { broker, partitions })
+                if matches!(error, RequestError::NoCommonVersion(_)) =>
+            {
+                // A broker without OffsetForLeaderEpoch v2+ cannot be
+                // asked (KIP-320 needs the current leader epoch in
+                // it): the positions are taken as they are, as the
+                // Java consumer does with such brokers.
+                log::debug!(
+                    "broker {broker} cannot validate positions ({error}); fetching without"
+                );
+                for (tp, (generation, epoch)) in partitions {
+                    if let Some(st) = self.partitions.get_mut(&tp) {
+                        if st.generation == generation {
+                            if let PosState::Validating { pos, .. } = st.pos {
+                                st.pos = PosState::Valid(pos);
+                                st.checked_epoch = (epoch >= 0).then_some(epoch);
                             }
                         }
                     }
-                    return outcome;
                 }
-                Some(InFlight::Validate { broker, partitions }) => (
-                    broker,
-                    ApiKey::OffsetForLeaderEpoch,
-                    partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
-                ),
-                None => return outcome,
-            };
+                return outcome;
+            }
+            Some(InFlight::Validate { broker, partitions }) => (
+                broker,
+                ApiKey::OffsetForLeaderEpoch,
+                partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
+            ),
+            None => return outcome,
+        };
         log::debug!("{api} request to broker {broker} failed: {error}");
         for (tp, generation) in tps {
             if let Some(st) = self.partitions.get_mut(&tp) {

@@ -2860,7 +2860,11 @@ fn a_broker_leading_one_partition_and_serving_another_gets_two_fetches() {
     f.handle_response(
         now,
         to_replica.2,
-        &session_response(31, ErrorCode::None, vec![("t", vec![data(0, Bytes::new())])]),
+        &session_response(
+            31,
+            ErrorCode::None,
+            vec![("t", vec![data(0, Bytes::new())])],
+        ),
     );
     assert_eq!(f.replica_fetch_session(2), Some((31, 1)));
     assert_eq!(f.fetch_session(2), Some((21, 1)));

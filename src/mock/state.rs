@@ -1210,7 +1210,11 @@ mod replica_tests {
         // version without the field: the leader serves the records.
         for (version, rack) in [(12, ""), (12, "r1"), (12, "r4"), (10, "r2")] {
             let (code, replica, bytes, _) = fetch(&st, 1, version, rack);
-            assert_eq!((code, replica), (ErrorCode::None, -1), "v{version} {rack:?}");
+            assert_eq!(
+                (code, replica),
+                (ErrorCode::None, -1),
+                "v{version} {rack:?}"
+            );
             assert!(bytes > 0, "v{version} {rack:?}");
         }
     }
@@ -1232,7 +1236,10 @@ mod replica_tests {
         for follower in [2, 3] {
             let (code, replica, bytes, _) = fetch(&st, follower, 12, "r2");
             assert_eq!((code, replica), (ErrorCode::None, -1), "{follower}");
-            assert!(bytes > 0, "a follower sends records, never a replica to go to");
+            assert!(
+                bytes > 0,
+                "a follower sends records, never a replica to go to"
+            );
         }
         assert_eq!(fetch(&st, 4, 12, "r2").0, ErrorCode::NotLeaderOrFollower);
     }
