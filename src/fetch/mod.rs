@@ -678,7 +678,7 @@ const MAX_PARTITION_OVERRIDE: usize = DEFAULT_MAX_FRAME_SIZE / 2;
 /// it:
 ///
 /// ```
-/// use lazykafka::cluster::{Metadata, PartitionInfo, Response, TopicInfo};
+/// use lazykafka::cluster::{Metadata, PartitionInfo, Response, Target, TopicInfo};
 /// use lazykafka::fetch::{FetchConfig, Fetcher, TopicPartition};
 /// use lazykafka::protocol::messages::fetch::{
 ///     FetchResponse, FetchableTopicResponse, PartitionData,
@@ -708,9 +708,9 @@ const MAX_PARTITION_OVERRIDE: usize = DEFAULT_MAX_FRAME_SIZE / 2;
 /// );
 ///
 /// let now = Instant::now();
-/// let (broker, _body, token) = fetcher.poll_requests(now, &metadata).pop().unwrap();
-/// assert_eq!(broker, 1);
-/// // The consumer sends `_body` to `Target::Broker(1)`; the answer:
+/// let (target, _body, token) = fetcher.poll_requests(now, &metadata).pop().unwrap();
+/// assert_eq!(target, Target::Broker(1));
+/// // The consumer sends `_body` there (the leader's connection); the answer:
 /// let mut batch = RecordBatchBuilder::new(42);
 /// batch.append(1_700_000_000_000, None, Some(b"hello"), &[])?;
 /// let answer = FetchResponse {
