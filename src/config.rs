@@ -797,7 +797,9 @@ impl ConsumerConfig {
     }
 
     /// `client.rack`: the rack this consumer runs in, sent in the group
-    /// subscription (and, later, for fetching from the closest replica).
+    /// subscription and in every Fetch (v11+), so that a partition's
+    /// leader may name a follower in this rack to fetch from instead
+    /// (KIP-392; see `docs/consumer.md`).
     pub fn client_rack(&self) -> Option<&str> {
         self.client_rack.as_deref()
     }
@@ -914,7 +916,8 @@ impl ConsumerConfig {
     }
 
     /// `metadata.max.age.ms`: metadata older than this is refreshed
-    /// (default 5 min).
+    /// (default 5 min); also how long a preferred read replica (KIP-392)
+    /// is fetched from before the partition's leader is asked again.
     pub fn metadata_max_age(&self) -> Duration {
         self.metadata_max_age
     }
@@ -1526,7 +1529,9 @@ impl ConsumerConfigBuilder {
         self
     }
 
-    /// `client.rack`.
+    /// `client.rack`: sent in the group subscription and in Fetch (v11+),
+    /// so that a leader may name a follower in this rack to fetch from
+    /// (KIP-392). Empty means none.
     pub fn client_rack(mut self, rack: impl Into<String>) -> Self {
         self.client_rack = Some(rack.into());
         self
@@ -1642,7 +1647,8 @@ impl ConsumerConfigBuilder {
         self
     }
 
-    /// `metadata.max.age.ms`.
+    /// `metadata.max.age.ms`: also the lease of a preferred read replica
+    /// (KIP-392).
     pub fn metadata_max_age(mut self, age: Duration) -> Self {
         self.metadata_max_age = age;
         self

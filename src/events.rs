@@ -2,7 +2,7 @@
 //!
 //! Every step of a connection's life is reported: it was opened (TCP
 //! connected), became ready (API versions negotiated), was promoted (a
-//! bootstrap connection kept as a leader connection), was retired (a
+//! bootstrap connection kept as a leader or replica connection), was retired (a
 //! bootstrap connection no longer needed), or closed, with the reason. Idle
 //! closes and retirements are normal and are logged at debug level only.
 
@@ -35,6 +35,11 @@ pub enum Purpose {
     /// To a partition leader: Fetch, ListOffsets, OffsetForLeaderEpoch and
     /// Metadata.
     Leader,
+    /// To a follower that a partition's leader named as the preferred read
+    /// replica (KIP-392, with `client.rack` set): Fetch for those
+    /// partitions, and Metadata. ListOffsets and OffsetForLeaderEpoch stay
+    /// on the leader connection, as the Java consumer keeps them.
+    Replica,
 }
 
 impl fmt::Display for Purpose {
@@ -43,6 +48,7 @@ impl fmt::Display for Purpose {
             Purpose::Bootstrap => "bootstrap",
             Purpose::Coordinator => "coordinator",
             Purpose::Leader => "leader",
+            Purpose::Replica => "replica",
         })
     }
 }
@@ -247,8 +253,9 @@ pub enum EventKind {
         /// Whether it renewed the session of a ready connection.
         reauthentication: bool,
     },
-    /// A bootstrap connection turned out to reach a needed leader and is
-    /// kept as that leader's connection instead of opening another socket.
+    /// A bootstrap connection turned out to reach a needed leader (or a
+    /// preferred read replica, KIP-392) and is kept as that broker's leader
+    /// (or replica) connection instead of opening another socket.
     Promoted,
     /// A bootstrap connection is no longer needed; it is closed next.
     Retired,

@@ -24,14 +24,17 @@
 //!
 //! - nothing is connected until a request needs it;
 //! - requests for "any broker" (Metadata, FindCoordinator) go to the
-//!   least-loaded ready leader connection, else the coordinator connection,
-//!   else a bootstrap connection; at most one bootstrap connection exists at a
-//!   time, so a long bootstrap list is tried one address after another;
+//!   least-loaded ready leader or replica connection, else the coordinator
+//!   connection, else a bootstrap connection; at most one bootstrap
+//!   connection exists at a time, so a long bootstrap list is tried one
+//!   address after another;
 //! - group requests go to a dedicated coordinator connection, Fetch to one
-//!   connection per leader broker;
+//!   connection per leader broker, or to one replica connection per
+//!   preferred read replica (KIP-392), which fails fast instead of waiting
+//!   when it cannot be had;
 //! - a bootstrap connection is retired once the coordinator (in group mode)
-//!   and a leader connection are ready, or promoted when it reaches a leader
-//!   that is needed;
+//!   and a leader (or replica) connection are ready, or promoted when it
+//!   reaches a leader (or replica) that is needed;
 //! - a connection with nothing in flight for `connections.max.idle.ms` is
 //!   closed by the client;
 //! - a failed connect backs off per address, exponentially with jitter.
@@ -135,7 +138,7 @@ impl ClusterConfig {
 pub struct RequestId(pub u64);
 
 /// Where a request should go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
     /// The least-loaded broker (Metadata-like requests).
     AnyBroker,
@@ -143,6 +146,15 @@ pub enum Target {
     Coordinator,
     /// A broker by id, over its leader connection.
     Broker(i32),
+    /// A broker by id, over its replica connection: a follower a
+    /// partition's leader named as the preferred read replica (KIP-392).
+    /// Only Fetch (and the any-broker requests) may go there. A request
+    /// that cannot get such a connection now (the broker is unknown to the
+    /// metadata or its address is in reconnect backoff), or whose
+    /// connection fails before it is sent, fails at once with a retriable
+    /// error instead of waiting, so that the caller can fetch from the
+    /// leader instead.
+    Replica(i32),
     /// The bootstrap connection itself, whichever broker it reached: for
     /// tools that speak to one broker directly (`runtime::BrokerConnection`)
     /// and send it any API. The consumer never uses it.
@@ -244,6 +256,17 @@ pub enum RequestError {
         /// Where it was sent.
         target: Target,
     },
+    /// A request for [`Target::Replica`] found no usable connection to
+    /// that broker: it is not in the metadata, its address is in reconnect
+    /// backoff, or its connection failed before the request was sent.
+    /// Retriable: fetch from the leader meanwhile.
+    ReplicaUnavailable {
+        /// The broker.
+        broker: i32,
+        /// Why, in words (with the last connection failure when there is
+        /// one).
+        reason: String,
+    },
 }
 
 impl RequestError {
@@ -251,7 +274,9 @@ impl RequestError {
     pub fn is_retriable(&self) -> bool {
         matches!(
             self,
-            RequestError::ConnectionLost { .. } | RequestError::Timeout { .. }
+            RequestError::ConnectionLost { .. }
+                | RequestError::Timeout { .. }
+                | RequestError::ReplicaUnavailable { .. }
         )
     }
 }
@@ -279,9 +304,13 @@ impl fmt::Display for RequestError {
                     Target::AnyBroker => "any broker".to_owned(),
                     Target::Coordinator => "the group coordinator".to_owned(),
                     Target::Broker(id) => format!("broker {id}'s leader connection"),
+                    Target::Replica(id) => format!("broker {id}'s replica connection"),
                     Target::Bootstrap => "the bootstrap connection".to_owned(),
                 };
                 write!(f, "a {api} request may not be sent to {to}")
+            }
+            RequestError::ReplicaUnavailable { broker, reason } => {
+                write!(f, "no connection to read replica {broker}: {reason}")
             }
         }
     }
@@ -343,6 +372,9 @@ pub enum Problem {
 /// connection at a time, so a Fetch long-polling on the coordinator
 /// connection would hold up the heartbeats behind it, and `AnyBroker` may
 /// pick the coordinator connection or a broker that leads nothing asked.
+/// Fetch may also go to a replica connection (KIP-392); ListOffsets and
+/// OffsetForLeaderEpoch may not: a follower answers them with
+/// NOT_LEADER_OR_FOLLOWER (the Java consumer sends them to the leader).
 fn check_route(api: ApiKey, target: Target) -> Result<(), RequestError> {
     if target == Target::Bootstrap {
         // A tool's one connection to one broker: it asks what it asks.
@@ -356,7 +388,8 @@ fn check_route(api: ApiKey, target: Target) -> Result<(), RequestError> {
         | ApiKey::OffsetCommit
         | ApiKey::OffsetFetch
         | ApiKey::ConsumerGroupHeartbeat => target == Target::Coordinator,
-        ApiKey::Fetch | ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch => {
+        ApiKey::Fetch => matches!(target, Target::Broker(_) | Target::Replica(_)),
+        ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch => {
             matches!(target, Target::Broker(_))
         }
         // Cluster-wide questions, the handshake, and the test tools' writes:
@@ -470,6 +503,8 @@ pub struct Cluster {
     /// Per broker, how many of its leader connections have closed (see
     /// [`Cluster::leader_generations`]).
     leader_generations: BTreeMap<i32, u64>,
+    /// The same for replica connections ([`Cluster::replica_generations`]).
+    replica_generations: BTreeMap<i32, u64>,
     next_conn: u64,
     next_request: u64,
     bootstrap_cursor: usize,
@@ -518,6 +553,7 @@ impl Cluster {
             epoch,
             rng,
             leader_generations: BTreeMap::new(),
+            replica_generations: BTreeMap::new(),
             conns: BTreeMap::new(),
             next_conn: 1,
             next_request: 1,
@@ -597,9 +633,10 @@ impl Cluster {
     ///
     /// Group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
     /// OffsetCommit, OffsetFetch, ConsumerGroupHeartbeat) must go to
-    /// [`Target::Coordinator`], and Fetch, ListOffsets and
-    /// OffsetForLeaderEpoch to a [`Target::Broker`]; otherwise the request
-    /// fails with [`RequestError::WrongTarget`] without being sent.
+    /// [`Target::Coordinator`], ListOffsets and OffsetForLeaderEpoch to a
+    /// [`Target::Broker`], and Fetch to a [`Target::Broker`] or a
+    /// [`Target::Replica`]; otherwise the request fails with
+    /// [`RequestError::WrongTarget`] without being sent.
     pub fn request(
         &mut self,
         now: Instant,
@@ -839,6 +876,13 @@ impl Cluster {
     /// Brokers whose leader connections never closed are absent (0).
     pub fn leader_generations(&self) -> &BTreeMap<i32, u64> {
         &self.leader_generations
+    }
+
+    /// Like [`Cluster::leader_generations`], for replica connections
+    /// (`Target::Replica(id)`, KIP-392): per broker, how many replica
+    /// connections to it have closed.
+    pub fn replica_generations(&self) -> &BTreeMap<i32, u64> {
+        &self.replica_generations
     }
 
     /// Grows by one with every metadata update.
@@ -1150,45 +1194,86 @@ impl Cluster {
                     return Ok(None);
                 };
                 let addr = broker.addr();
-                // DESIGN §1.2e: a bootstrap connection that reaches this
-                // broker becomes its leader connection instead of a second
-                // socket being opened.
-                let promotable = self
-                    .conns
-                    .values()
-                    .find(|c| {
-                        c.purpose == Purpose::Bootstrap
-                            && (c.addr == addr || c.peer.is_some_and(|p| p.to_string() == addr))
-                    })
-                    .map(|c| c.id);
-                if let Some(cid) = promotable {
-                    let c = self.conns.get_mut(&cid).expect("present");
-                    c.purpose = Purpose::Leader;
-                    c.broker = Some(id);
-                    let addr = c.addr.clone();
-                    self.counter(&addr).broker = Some(id);
-                    self.emit(now, cid, EventKind::Promoted);
+                if let Some(cid) = self.promote(now, &addr, id, Purpose::Leader) {
                     return Ok(Some(cid));
                 }
                 Ok(self.open(now, addr, Some(id), Purpose::Leader))
             }
+            Target::Replica(id) => {
+                if let Some(c) = self
+                    .conns
+                    .values()
+                    .find(|c| c.purpose == Purpose::Replica && c.broker == Some(id))
+                {
+                    return Ok(Some(c.id));
+                }
+                // Unlike a leader, a read replica is not waited for: the
+                // caller fetches from the leader instead (KIP-392, as the
+                // Java consumer falls back when the preferred replica is
+                // offline or missing from its metadata).
+                let Some(broker) = self.metadata.brokers.get(&id).cloned() else {
+                    return Err(RequestError::ReplicaUnavailable {
+                        broker: id,
+                        reason: "the broker is not in the metadata".into(),
+                    });
+                };
+                let addr = broker.addr();
+                if self.in_backoff(now, &addr) {
+                    let reason = match self.backoff.get(&addr).and_then(|b| b.last_error.as_ref()) {
+                        Some(e) => format!("{addr} is in reconnect backoff after: {e}"),
+                        None => format!("{addr} is in reconnect backoff"),
+                    };
+                    return Err(RequestError::ReplicaUnavailable { broker: id, reason });
+                }
+                if let Some(cid) = self.promote(now, &addr, id, Purpose::Replica) {
+                    return Ok(Some(cid));
+                }
+                Ok(self.open(now, addr, Some(id), Purpose::Replica))
+            }
         }
     }
 
-    /// DESIGN §1.2a and §1.3: the least-loaded ready leader connection, else
-    /// the coordinator connection, else the bootstrap connection (at most
-    /// one exists), else a new bootstrap connection.
+    /// DESIGN §1.2e: a bootstrap connection that reaches broker `id` (at
+    /// `addr`) becomes its leader (or replica) connection instead of a
+    /// second socket being opened. Returns that connection.
+    fn promote(
+        &mut self,
+        now: Instant,
+        addr: &str,
+        id: i32,
+        purpose: Purpose,
+    ) -> Option<ConnectionId> {
+        let cid = self
+            .conns
+            .values()
+            .find(|c| {
+                c.purpose == Purpose::Bootstrap
+                    && (c.addr == addr || c.peer.is_some_and(|p| p.to_string() == addr))
+            })
+            .map(|c| c.id)?;
+        let c = self.conns.get_mut(&cid).expect("present");
+        c.purpose = purpose;
+        c.broker = Some(id);
+        let addr = c.addr.clone();
+        self.counter(&addr).broker = Some(id);
+        self.emit(now, cid, EventKind::Promoted);
+        Some(cid)
+    }
+
+    /// DESIGN §1.2a and §1.3: the least-loaded ready leader or replica
+    /// connection, else the coordinator connection, else the bootstrap
+    /// connection (at most one exists), else a new bootstrap connection.
     fn least_loaded(&mut self, now: Instant) -> Option<ConnectionId> {
-        let pick = |purpose: Purpose, ready_only: bool| {
+        let pick = |purposes: &[Purpose], ready_only: bool| {
             self.conns
                 .values()
-                .filter(|c| c.purpose == purpose && (!ready_only || c.is_usable()))
+                .filter(|c| purposes.contains(&c.purpose) && (!ready_only || c.is_usable()))
                 .min_by_key(|c| (c.load(), c.id))
                 .map(|c| c.id)
         };
-        if let Some(id) = pick(Purpose::Leader, true)
-            .or_else(|| pick(Purpose::Coordinator, true))
-            .or_else(|| pick(Purpose::Bootstrap, false))
+        if let Some(id) = pick(&[Purpose::Leader, Purpose::Replica], true)
+            .or_else(|| pick(&[Purpose::Coordinator], true))
+            .or_else(|| pick(&[Purpose::Bootstrap], false))
         {
             return Some(id);
         }
@@ -1321,13 +1406,13 @@ impl Cluster {
     }
 
     /// DESIGN §1.2e: the bootstrap connection goes once the coordinator (in
-    /// group mode) and at least one leader connection are ready, and nothing
-    /// is in flight on it.
+    /// group mode) and at least one leader (or replica) connection are
+    /// ready, and nothing is in flight on it.
     fn retire_bootstrap(&mut self, now: Instant) {
         let leader_ready = self
             .conns
             .values()
-            .any(|c| c.purpose == Purpose::Leader && c.is_ready());
+            .any(|c| matches!(c.purpose, Purpose::Leader | Purpose::Replica) && c.is_ready());
         let coordinator_ready = self.config.group_id.is_none()
             || self
                 .conns
@@ -1888,11 +1973,17 @@ impl Cluster {
             c.addr,
             c.purpose
         );
-        self.push_event(now, &c, EventKind::ConnectFailed { error });
+        self.push_event(
+            now,
+            &c,
+            EventKind::ConnectFailed {
+                error: error.clone(),
+            },
+        );
         if c.purpose == Purpose::Coordinator {
             self.coordinator = None;
         }
-        self.requeue(c);
+        self.requeue(c, &error);
     }
 
     /// A connection to `c`'s address failed, or broke: one more failure in
@@ -2003,18 +2094,32 @@ impl Cluster {
         self.bootstrap_reported = None;
     }
 
-    /// Puts a dead connection's unsent requests back in the waiting list.
-    fn requeue(&mut self, mut c: Conn) {
+    /// Puts a dead connection's unsent requests back in the waiting list;
+    /// those of a replica connection fail instead (`cause`: why it died),
+    /// so that their caller fetches from the leader (see
+    /// [`Target::Replica`]).
+    fn requeue(&mut self, mut c: Conn, cause: &ConnectionError) {
         let target = match c.purpose {
             Purpose::Bootstrap => Target::AnyBroker,
             Purpose::Coordinator => Target::Coordinator,
             Purpose::Leader => c.broker.map_or(Target::AnyBroker, Target::Broker),
+            Purpose::Replica => c.broker.map_or(Target::AnyBroker, Target::Replica),
         };
         for queued in c.queue.drain(..) {
             let target = match queued.origin {
                 Origin::Metadata | Origin::FindCoordinator => Target::AnyBroker,
                 _ => target,
             };
+            if let Target::Replica(broker) = target {
+                self.fail(
+                    queued.origin,
+                    RequestError::ReplicaUnavailable {
+                        broker,
+                        reason: format!("the connection to {} ended: {cause}", c.addr),
+                    },
+                );
+                continue;
+            }
             self.waiting.push_back(Waiting { target, queued });
         }
     }
@@ -2058,9 +2163,11 @@ impl Cluster {
         {
             self.coordinator = None;
         }
-        if c.purpose == Purpose::Leader {
-            if let Some(broker) = c.broker {
-                *self.leader_generations.entry(broker).or_default() += 1;
+        if let Some(broker) = c.broker {
+            match c.purpose {
+                Purpose::Leader => *self.leader_generations.entry(broker).or_default() += 1,
+                Purpose::Replica => *self.replica_generations.entry(broker).or_default() += 1,
+                Purpose::Bootstrap | Purpose::Coordinator => {}
             }
         }
         match reason {
@@ -2075,7 +2182,7 @@ impl Cluster {
                 self.fail(q.origin, RequestError::Shutdown);
             }
         } else {
-            self.requeue(c);
+            self.requeue(c, &lost);
         }
     }
 

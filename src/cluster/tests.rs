@@ -944,7 +944,7 @@ fn assert_refused(sim: &mut Sim, target: Target, body: Box<dyn RequestBody>) {
 #[test]
 fn group_requests_are_refused_off_the_coordinator() {
     let mut sim = Sim::new(config(&["b1:9092"], Some("g")));
-    for target in [Target::AnyBroker, Target::Broker(1)] {
+    for target in [Target::AnyBroker, Target::Broker(1), Target::Replica(1)] {
         for body in group_requests() {
             assert_refused(&mut sim, target, body);
         }
@@ -958,6 +958,14 @@ fn leader_requests_are_refused_off_leader_connections() {
         for body in leader_requests() {
             assert_refused(&mut sim, target, body);
         }
+    }
+    // A read replica (KIP-392) serves Fetch only: offsets are the
+    // leader's to give.
+    for body in leader_requests()
+        .into_iter()
+        .filter(|b| b.api_key() != ApiKey::Fetch)
+    {
+        assert_refused(&mut sim, Target::Replica(1), body);
     }
 }
 
@@ -1353,4 +1361,200 @@ fn bootstrap_addresses_are_walked_in_order_from_a_random_start() {
             "not the next address in the list: {order:?}"
         );
     }
+}
+
+// ===== read replicas (KIP-392) =====
+
+#[test]
+fn a_read_replica_gets_a_connection_of_its_own_purpose() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Broker(1));
+    // Broker 3 leads partition 1 and is partition 0's read replica: a
+    // leader connection and a replica connection, each with its purpose.
+    sim.request(Target::Broker(3));
+    sim.held.insert(ApiKey::Fetch);
+    let fetch = sim.send(
+        Target::Replica(3),
+        Box::new(crate::protocol::messages::fetch::FetchRequest::default()),
+    );
+    assert_eq!(
+        sim.census(),
+        vec![
+            (Purpose::Leader, Some(1)),
+            (Purpose::Leader, Some(3)),
+            (Purpose::Replica, Some(3))
+        ]
+    );
+    let replica = sim
+        .c
+        .connections(sim.now)
+        .into_iter()
+        .find(|c| c.purpose == Purpose::Replica)
+        .unwrap();
+    assert_eq!(replica.addr, "b3:9092");
+    // The Fetch went out on it (the simulated broker never answers one).
+    assert!(sim
+        .log
+        .iter()
+        .any(|(c, _, api)| *c == replica.id && *api == ApiKey::Fetch));
+    assert!(!sim.responses.contains_key(&fetch));
+    let steps: Vec<String> = sim
+        .events
+        .iter()
+        .filter(|e| e.connection == replica.id)
+        .map(|e| format!("{:?} {}", e.kind, e.purpose).to_lowercase())
+        .collect();
+    assert_eq!(
+        steps,
+        ["connecting replica", "opened replica", "ready replica"]
+    );
+    assert_eq!(sim.c.counters()["b3:9092"].connects, 2);
+}
+
+#[test]
+fn a_read_replica_that_cannot_be_had_fails_at_once() {
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.request_timeout = Duration::from_secs(3600);
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    let unavailable = |sim: &Sim, id: RequestId| match &sim.responses[&id] {
+        Err(e @ RequestError::ReplicaUnavailable { broker, reason }) => {
+            assert!(e.is_retriable());
+            (*broker, reason.clone())
+        }
+        other => panic!("{other:?}"),
+    };
+    // A broker the metadata does not know: no socket.
+    let id = sim.request(Target::Replica(9));
+    assert_eq!(
+        unavailable(&sim, id),
+        (9, "the broker is not in the metadata".to_owned())
+    );
+    assert_eq!(sim.census(), vec![(Purpose::Bootstrap, Some(2))]);
+    // A broker that refuses: the request queued on the attempt fails with
+    // it instead of waiting for a reconnect.
+    sim.refused.insert("b3:9092".into());
+    let id = sim.request(Target::Replica(3));
+    let (broker, reason) = unavailable(&sim, id);
+    assert_eq!(broker, 3);
+    assert!(
+        reason.contains("b3:9092") && reason.contains("refused"),
+        "{reason}"
+    );
+    // While its address backs off, no attempt at all.
+    let connects = sim.c.counters()["b3:9092"].connects;
+    let id = sim.request(Target::Replica(3));
+    assert!(unavailable(&sim, id).1.contains("backoff"));
+    assert_eq!(sim.c.counters()["b3:9092"].connects, connects);
+    // A leader request to the same broker waits for it instead.
+    let leader = sim.request(Target::Broker(3));
+    assert!(!sim.responses.contains_key(&leader));
+    sim.refused.clear();
+    let wake = sim.c.poll_timeout().unwrap();
+    sim.advance(wake.saturating_duration_since(sim.now));
+    assert!(sim.responses[&leader].is_ok());
+}
+
+#[test]
+fn a_lost_replica_connection_fails_what_was_queued_on_it() {
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.max_in_flight = 1;
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Replica(3));
+    // One request in flight (never answered), one queued behind it.
+    sim.held.insert(ApiKey::Fetch);
+    let body = || Box::new(crate::protocol::messages::fetch::FetchRequest::default());
+    let first = sim.send(Target::Replica(3), body());
+    let second = sim.send(Target::Replica(3), body());
+    let conn = sim
+        .c
+        .connections(sim.now)
+        .into_iter()
+        .find(|c| c.purpose == Purpose::Replica)
+        .unwrap()
+        .id;
+    sim.c
+        .handle_closed(sim.now, conn, ConnectionError::ClosedByBroker);
+    sim.pump();
+    assert!(matches!(
+        sim.responses[&first],
+        Err(RequestError::ConnectionLost { .. })
+    ));
+    assert!(matches!(
+        sim.responses[&second],
+        Err(RequestError::ReplicaUnavailable { broker: 3, .. })
+    ));
+    assert!(!sim.census().iter().any(|(p, _)| *p == Purpose::Replica));
+    assert_eq!(sim.c.replica_generations(), &BTreeMap::from([(3, 1)]));
+    assert!(sim.c.leader_generations().is_empty());
+}
+
+#[test]
+fn with_every_partition_read_from_replicas_the_leader_connection_idles_out() {
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.metadata_max_age = Duration::from_secs(3600);
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Broker(1));
+    sim.request(Target::Replica(3));
+    assert_eq!(
+        sim.census(),
+        vec![(Purpose::Leader, Some(1)), (Purpose::Replica, Some(3))]
+    );
+    // Only the replica keeps getting traffic: the leader connection is
+    // closed as idle at exactly connections.max.idle.ms, the replica's is
+    // not.
+    for _ in 0..3 {
+        sim.advance(Duration::from_secs(3));
+        sim.request(Target::Replica(3));
+    }
+    sim.advance(Duration::from_secs(1));
+    assert_eq!(sim.census(), vec![(Purpose::Replica, Some(3))]);
+    assert!(sim
+        .kinds()
+        .iter()
+        .any(|(k, p, a)| k == "closed:idle" && *p == Purpose::Leader && a == "b1:9092"));
+    assert_eq!(sim.c.leader_generations(), &BTreeMap::from([(1, 1)]));
+    // Metadata then goes over the replica connection: no bootstrap
+    // connection, and no leader connection reopened for it.
+    let before = sim.log.len();
+    sim.c.request_metadata_refresh(sim.now);
+    sim.pump();
+    let metadata: Vec<&String> = sim.log[before..]
+        .iter()
+        .filter(|(_, _, api)| *api == ApiKey::Metadata)
+        .map(|(_, addr, _)| addr)
+        .collect();
+    assert_eq!(metadata, vec!["b3:9092"]);
+    assert_eq!(sim.census(), vec![(Purpose::Replica, Some(3))]);
+    // And a replica connection idles out like any other.
+    sim.advance(Duration::from_secs(10));
+    assert!(sim.census().is_empty());
+    assert_eq!(sim.c.replica_generations(), &BTreeMap::from([(3, 1)]));
+}
+
+#[test]
+fn a_bootstrap_connection_reaching_a_read_replica_is_promoted() {
+    let mut sim = Sim::new(config(&["b3:9092"], None));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    assert_eq!(sim.census(), vec![(Purpose::Bootstrap, Some(3))]);
+    sim.request(Target::Replica(3));
+    assert_eq!(sim.census(), vec![(Purpose::Replica, Some(3))]);
+    assert_eq!(sim.c.counters()["b3:9092"].connects, 1);
+    assert!(sim
+        .kinds()
+        .iter()
+        .any(|(k, p, _)| k == "promoted" && *p == Purpose::Replica));
 }

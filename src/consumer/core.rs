@@ -1042,12 +1042,18 @@ impl ConsumerCore {
         if self.closing {
             return;
         }
-        // Fetch sessions end with their leader connection (KIP-227).
+        // Fetch sessions end with their connection (KIP-227): a leader's,
+        // or a read replica's (KIP-392).
         self.fetcher
             .set_leader_generations(self.cluster.leader_generations());
+        self.fetcher
+            .set_replica_generations(self.cluster.replica_generations());
         let requests = self.fetcher.poll_requests(now, self.cluster.metadata());
-        for (broker, body, token) in requests {
-            let id = self.cluster.request(now, Target::Broker(broker), body);
+        if self.fetcher.take_metadata_wanted() {
+            self.cluster.request_metadata_refresh_later();
+        }
+        for (target, body, token) in requests {
+            let id = self.cluster.request(now, target, body);
             self.in_flight.insert(id, Pending::Fetch(token));
         }
     }
@@ -1265,6 +1271,7 @@ fn fetch_config(config: &ConsumerConfig, seed: u64) -> FetchConfig {
         sessions: config.fetch_sessions(),
         auto_offset_reset: config.auto_offset_reset(),
         rack_id: config.client_rack().map(str::to_owned),
+        replica_lease: config.metadata_max_age(),
         retry_backoff: backoff(config.retry_backoff(), Duration::from_millis(1000)),
         request_timeout: config.request_timeout(),
         seed,

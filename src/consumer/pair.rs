@@ -789,3 +789,88 @@ fn a_consumer_group_member_kip_848_gets_its_partitions_and_commits() {
     }
     assert!(pair.errors.is_empty(), "{:?}", pair.errors);
 }
+
+#[test]
+fn a_consumer_in_a_rack_reads_from_its_replica_and_asks_the_leader_only_when_each_lease_ends() {
+    use crate::events::Purpose;
+    // Broker 1 leads the partition (and is the bootstrap address); brokers
+    // 2 and 3 follow it. The consumer is in r2: the leader names broker 2
+    // (KIP-392) for metadata.max.age.ms (30 s); a connection with nothing
+    // to carry closes after 10 s.
+    let mut pair = Pair::new(3, 1, |b| {
+        b.auto_offset_reset(crate::OffsetReset::Earliest)
+            .client_rack("r2")
+            .metadata_max_age(Duration::from_secs(30))
+            .connections_max_idle(Some(Duration::from_secs(10)))
+    });
+    for (id, rack) in [(1, "r1"), (2, "r2"), (3, "r3")] {
+        pair.mock.brokers.get_mut(&id).unwrap().rack = Some(rack.into());
+    }
+    pair.mock.create_topic(TOPIC, 1, Some(&[1])).unwrap();
+    pair.mock.topics.get_mut(TOPIC).unwrap().partitions[0].followers = vec![2, 3];
+    pair.produce(TOPIC, 0, 5);
+    pair.core
+        .set_mode(pair.now, Mode::Assigned([tp(0)].into_iter().collect()));
+    let census = |pair: &Pair| -> Vec<(Purpose, Option<i32>)> {
+        pair.core
+            .cluster
+            .connections(pair.now)
+            .into_iter()
+            .map(|c| (c.purpose, c.broker))
+            .collect()
+    };
+    let mut records = pair.poll_for(Duration::from_secs(2), Duration::from_millis(100));
+    let fetches = pair.served(ApiKey::Fetch);
+    // The leader is asked once and names broker 2, which serves the rest.
+    assert_eq!(fetches[0].1, 1);
+    assert!(fetches[1..].iter().all(|f| f.1 == 2), "{fetches:?}");
+    let named = fetches[0].0;
+    assert_eq!(
+        census(&pair),
+        [(Purpose::Leader, Some(1)), (Purpose::Replica, Some(2))]
+    );
+    // The leader connection has nothing to carry: closed at exactly
+    // connections.max.idle.ms after its last answer (the Fetch naming the
+    // replica); the replica connection, long-polling, stays.
+    pair.advance(named + Duration::from_secs(10) - Duration::from_millis(1) - pair.elapsed());
+    assert_eq!(census(&pair).len(), 2);
+    pair.advance(Duration::from_millis(1));
+    assert_eq!(census(&pair), [(Purpose::Replica, Some(2))]);
+    // Records keep coming from the replica.
+    pair.produce(TOPIC, 0, 3);
+    records.extend(pair.poll_for(Duration::from_secs(2), Duration::from_millis(100)));
+    let lease_end = named + Duration::from_secs(30);
+    records.extend(pair.poll_for(
+        lease_end - Duration::from_millis(1) - pair.elapsed(),
+        Duration::from_millis(100),
+    ));
+    assert!(pair.served(ApiKey::Fetch)[1..].iter().all(|f| f.1 == 2));
+    // The lease ends: the next Fetch goes to the leader (over a new leader
+    // connection), which names broker 2 again, within the replica's long
+    // poll (fetch.max.wait.ms, 500 ms) of the end. Metadata, 30 s old then
+    // too, went over the replica connection (the only one left): no
+    // bootstrap connection, no leader connection for it.
+    records.extend(pair.poll_for(Duration::from_secs(1), Duration::from_millis(100)));
+    let to_leader: Vec<Duration> = pair
+        .served(ApiKey::Fetch)
+        .iter()
+        .filter(|f| f.1 == 1)
+        .map(|f| f.0)
+        .collect();
+    assert_eq!(to_leader.len(), 2, "{to_leader:?}");
+    assert!(
+        to_leader[1] >= lease_end && to_leader[1] <= lease_end + Duration::from_millis(500),
+        "{to_leader:?}, lease end {lease_end:?}"
+    );
+    assert_eq!(pair.core.fetcher.read_replica(&tp(0)), Some(2));
+    let metadata = pair.served(ApiKey::Metadata);
+    let refresh: Vec<(Duration, i32)> = metadata
+        .iter()
+        .copied()
+        .filter(|m| m.0 > named + Duration::from_secs(10))
+        .collect();
+    assert_eq!(refresh, [(Duration::from_secs(30), 2)], "{metadata:?}");
+    let offsets: Vec<i64> = records.iter().map(ConsumerRecord::offset).collect();
+    assert_eq!(offsets, (0..8).collect::<Vec<i64>>());
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+}

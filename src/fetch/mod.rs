@@ -13,7 +13,7 @@
 //!  assign / seek / seek_to_* / set_committed / pause / resume   (application, group)
 //!        |
 //!        v
-//!   +---------+  poll_requests(now, metadata) -> [(broker, body, token)]  -> Cluster::request
+//!   +---------+  poll_requests(now, metadata) -> [(target, body, token)]  -> Cluster::request
 //!   | Fetcher |  handle_response(now, token, response) -> FetchOutcome   <- Cluster::poll_response
 //!   +---------+  handle_failure(now, token, error)       -> FetchOutcome
 //!        |       take_records(max) -> [ConsumerRecord];  take_errors() -> [FetchError]
@@ -23,8 +23,9 @@
 //! Call order: after any `handle_*`, `assign`, `seek*`, `set_committed`,
 //! `resume`, or when `next_deadline()` passes, call `poll_requests` again
 //! and send what it returns; call `take_records` and `take_errors` from the
-//! application's `poll`. A [`FetchOutcome`] with `refresh_metadata` asks
-//! for a Metadata refresh (then plan again with the new metadata).
+//! application's `poll`. A [`FetchOutcome`] with `refresh_metadata`, or
+//! [`Fetcher::take_metadata_wanted`] after planning, asks for a Metadata
+//! refresh (then plan again with the new metadata).
 //!
 //! The rules it keeps (see `docs/fetching.md`):
 //!
@@ -32,7 +33,7 @@
 //!   paused, has no fetched records still waiting to be returned, is not in
 //!   a fetch already, is not backing off after an error, and its leader is
 //!   known; at most one Fetch is in flight per leader broker, covering all
-//!   of that broker's fetchable partitions;
+//!   of that broker's fetchable partitions (one per read replica likewise);
 //! - a position that carries the leader epoch of the record before it is
 //!   validated against the leader (OffsetForLeaderEpoch, KIP-320) before
 //!   it is fetched from under a leader epoch it was not fetched under yet;
@@ -47,7 +48,14 @@
 //!   ends with its connection ([`Fetcher::set_leader_generations`]).
 //!   Without, every Fetch is a full one (`session_id` 0, `session_epoch`
 //!   -1);
-//! - `preferred_read_replica` (KIP-392) is ignored: records come from the
+//! - with `client.rack` set ([`FetchConfig::rack_id`]), a partition whose
+//!   leader answers with a `preferred_read_replica` (KIP-392) is fetched
+//!   from that replica, over its own connection
+//!   ([`Target::Replica`]) with its own fetch session, until the lease
+//!   ([`FetchConfig::replica_lease`], `metadata.max.age.ms`) ends or the
+//!   replica fails (an error from it, a lost connection, a broker the
+//!   metadata no longer knows): then from the leader again, which may name
+//!   it again. ListOffsets and OffsetForLeaderEpoch always go to the
 //!   leader;
 //! - a position moves only when records are taken (or when a fetch brings
 //!   nothing to deliver but moves past control batches, aborted
@@ -68,7 +76,9 @@ pub use offsets::{
     read_list_offsets, ListOffsetsPlan, ListedOffset, OffsetAndTimestamp, OffsetSpec,
 };
 
-use crate::cluster::{ExponentialBackoff, Metadata, RequestBody, RequestError, Response, Rng};
+use crate::cluster::{
+    ExponentialBackoff, Metadata, RequestBody, RequestError, Response, Rng, Target,
+};
 use crate::protocol::messages::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic, PartitionData,
 };
@@ -146,8 +156,15 @@ pub struct FetchConfig {
     pub check_crcs: bool,
     /// `auto.offset.reset`. Default latest.
     pub auto_offset_reset: OffsetReset,
-    /// `client.rack`, sent with Fetch v11+ (KIP-392). Default none.
+    /// `client.rack`, sent with Fetch v11+ (KIP-392): a leader that knows a
+    /// replica in this rack may name it as the preferred read replica, and
+    /// the partition is then fetched from there. Default none.
     pub rack_id: Option<String>,
+    /// `metadata.max.age.ms`: how long a preferred read replica is fetched
+    /// from before the partition's leader is asked again (the Java
+    /// consumer's `preferredReadReplicaExpireTimeMs`, KIP-392). Default
+    /// 300 s.
+    pub replica_lease: Duration,
     /// The most bytes one compressed batch may decompress to (see
     /// [`DecodeOptions::with_max_decompressed_bytes`]). Default 64 MiB.
     pub max_decompressed_bytes: usize,
@@ -177,6 +194,7 @@ impl Default for FetchConfig {
             check_crcs: true,
             auto_offset_reset: OffsetReset::Latest,
             rack_id: None,
+            replica_lease: Duration::from_millis(300_000),
             max_decompressed_bytes: records::DEFAULT_MAX_DECOMPRESSED_BYTES,
             retry_backoff: ExponentialBackoff {
                 base: Duration::from_millis(100),
@@ -534,6 +552,19 @@ struct PartitionState {
     /// leader change, and a position that carries an epoch is validated
     /// before it is fetched from again (KIP-320).
     checked_epoch: Option<i32>,
+    /// The preferred read replica the leader named (KIP-392), fetched from
+    /// instead of the leader until its lease ends or it fails.
+    replica: Option<ReadReplica>,
+}
+
+/// A follower a partition's leader named as the preferred read replica
+/// (KIP-392), and until when it is followed (the Java consumer's
+/// `SubscriptionState.preferredReadReplica` and
+/// `preferredReadReplicaExpireTimeMs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReadReplica {
+    broker: i32,
+    until: Instant,
 }
 
 impl PartitionState {
@@ -586,9 +617,10 @@ struct FetchSession {
     /// The epoch of the next incremental request (1, 2, ... wrapping to
     /// 1).
     epoch: i32,
-    /// The leader connection generation (see
-    /// [`Fetcher::set_leader_generations`]) it was made on: it ends with
-    /// that connection.
+    /// The generation of the connection it was made on (see
+    /// [`Fetcher::set_leader_generations`] and
+    /// [`Fetcher::set_replica_generations`]): it ends with that
+    /// connection.
     connection: u64,
     /// The partitions the broker holds in it.
     partitions: BTreeMap<TopicPartition, SessionEntry>,
@@ -607,7 +639,9 @@ struct SessionSent {
 /// A Fetch in flight.
 #[derive(Debug)]
 struct FetchSent {
-    broker: i32,
+    /// Where it went: a leader (`Target::Broker`) or a read replica
+    /// (`Target::Replica`).
+    target: Target,
     /// With sessions: which session the request belongs to.
     session: Option<SessionSent>,
     /// Every partition an answer may carry (in an incremental Fetch also
@@ -644,7 +678,7 @@ const MAX_PARTITION_OVERRIDE: usize = DEFAULT_MAX_FRAME_SIZE / 2;
 /// it:
 ///
 /// ```
-/// use lazykafka::cluster::{Metadata, PartitionInfo, Response, TopicInfo};
+/// use lazykafka::cluster::{Metadata, PartitionInfo, Response, Target, TopicInfo};
 /// use lazykafka::fetch::{FetchConfig, Fetcher, TopicPartition};
 /// use lazykafka::protocol::messages::fetch::{
 ///     FetchResponse, FetchableTopicResponse, PartitionData,
@@ -674,9 +708,9 @@ const MAX_PARTITION_OVERRIDE: usize = DEFAULT_MAX_FRAME_SIZE / 2;
 /// );
 ///
 /// let now = Instant::now();
-/// let (broker, _body, token) = fetcher.poll_requests(now, &metadata).pop().unwrap();
-/// assert_eq!(broker, 1);
-/// // The consumer sends `_body` to `Target::Broker(1)`; the answer:
+/// let (target, _body, token) = fetcher.poll_requests(now, &metadata).pop().unwrap();
+/// assert_eq!(target, Target::Broker(1));
+/// // The consumer sends `_body` there (the leader's connection); the answer:
 /// let mut batch = RecordBatchBuilder::new(42);
 /// batch.append(1_700_000_000_000, None, Some(b"hello"), &[])?;
 /// let answer = FetchResponse {
@@ -721,11 +755,16 @@ pub struct Fetcher {
     /// Brokers that asked us to wait (throttle_time_ms, KIP-219).
     throttled: BTreeMap<i32, Instant>,
     errors: Vec<FetchError>,
-    /// Fetch sessions by broker (KIP-227).
-    sessions: BTreeMap<i32, FetchSession>,
-    /// The leader connection generation of each broker, from
-    /// [`Fetcher::set_leader_generations`].
-    connections: BTreeMap<i32, u64>,
+    /// Fetch sessions (KIP-227), one per connection: by leader
+    /// (`Target::Broker`) and by read replica (`Target::Replica`).
+    sessions: BTreeMap<Target, FetchSession>,
+    /// The connection generation of each leader and read replica, from
+    /// [`Fetcher::set_leader_generations`] and
+    /// [`Fetcher::set_replica_generations`].
+    connections: BTreeMap<Target, u64>,
+    /// A read replica was dropped for not being in the metadata: the
+    /// consumer should refresh it ([`Fetcher::take_metadata_wanted`]).
+    metadata_wanted: bool,
     next_token: u64,
     next_generation: u64,
     next_rank: i64,
@@ -751,6 +790,7 @@ impl Fetcher {
             errors: Vec::new(),
             sessions: BTreeMap::new(),
             connections: BTreeMap::new(),
+            metadata_wanted: false,
             next_token: 1,
             next_generation: 1,
             next_rank: 0,
@@ -796,6 +836,7 @@ impl Fetcher {
                     last_stable_offset: None,
                     stats: PartitionCounters::default(),
                     checked_epoch: None,
+                    replica: None,
                 },
             );
         }
@@ -1018,32 +1059,83 @@ impl Fetcher {
     /// ends, and the next Fetch to the broker is a full one that starts a
     /// new session. Call it before [`Fetcher::poll_requests`].
     pub fn set_leader_generations(&mut self, generations: &BTreeMap<i32, u64>) {
-        self.connections.clone_from(generations);
+        self.set_generations(false, generations);
+    }
+
+    /// Like [`Fetcher::set_leader_generations`], for the replica
+    /// connections ([`Cluster::replica_generations`](crate::cluster::Cluster::replica_generations)):
+    /// a read replica's fetch session lives on its replica connection.
+    pub fn set_replica_generations(&mut self, generations: &BTreeMap<i32, u64>) {
+        self.set_generations(true, generations);
+    }
+
+    fn set_generations(&mut self, replica: bool, generations: &BTreeMap<i32, u64>) {
+        let of_kind = |t: &Target| matches!(t, Target::Replica(_)) == replica;
+        self.connections.retain(|t, _| !of_kind(t));
+        for (&broker, &generation) in generations {
+            let target = if replica {
+                Target::Replica(broker)
+            } else {
+                Target::Broker(broker)
+            };
+            self.connections.insert(target, generation);
+        }
         let connections = &self.connections;
-        self.sessions.retain(|broker, session| {
-            let live = connections.get(broker).copied().unwrap_or(0) == session.connection;
+        self.sessions.retain(|target, session| {
+            if !of_kind(target) {
+                return true;
+            }
+            let live = connections.get(target).copied().unwrap_or(0) == session.connection;
             if !live {
                 log::debug!(
-                    "fetch session {} with broker {broker} ended with its connection",
-                    session.id
+                    "fetch session {} with {} ended with its connection",
+                    session.id,
+                    describe(*target)
                 );
             }
             live
         });
     }
 
-    /// The fetch session with `broker`, when there is one: its id and the
-    /// epoch of the next request (KIP-227).
+    /// The fetch session with `broker` on its leader connection, when
+    /// there is one: its id and the epoch of the next request (KIP-227).
     pub fn fetch_session(&self, broker: i32) -> Option<(i32, i32)> {
-        self.sessions.get(&broker).map(|s| (s.id, s.epoch))
+        self.sessions
+            .get(&Target::Broker(broker))
+            .map(|s| (s.id, s.epoch))
+    }
+
+    /// Like [`Fetcher::fetch_session`], for the session on the replica
+    /// connection to `broker` (a preferred read replica, KIP-392).
+    pub fn replica_fetch_session(&self, broker: i32) -> Option<(i32, i32)> {
+        self.sessions
+            .get(&Target::Replica(broker))
+            .map(|s| (s.id, s.epoch))
+    }
+
+    /// The preferred read replica `tp` is fetched from (KIP-392), while
+    /// its lease lasts; `None` when it is fetched from its leader.
+    pub fn read_replica(&self, tp: &TopicPartition) -> Option<i32> {
+        self.partitions
+            .get(tp)
+            .and_then(|st| st.replica)
+            .map(|r| r.broker)
+    }
+
+    /// Whether a read replica named by a leader was dropped because the
+    /// metadata does not know it (a broker added since, or gone): refresh
+    /// the metadata. Reading clears it.
+    pub fn take_metadata_wanted(&mut self) -> bool {
+        std::mem::take(&mut self.metadata_wanted)
     }
 
     /// The requests to send now: OffsetForLeaderEpoch for positions to
     /// validate after a leader change and ListOffsets for partitions
-    /// waiting for a reset (one of each per leader), and a Fetch for every
-    /// leader broker with fetchable partitions and no Fetch in flight.
-    /// Send each to `Target::Broker(broker)` and give the token back with
-    /// its outcome.
+    /// waiting for a reset (one of each per leader, to
+    /// `Target::Broker(leader)`), and a Fetch for every leader
+    /// (`Target::Broker`) or preferred read replica (`Target::Replica`,
+    /// KIP-392) with fetchable partitions and no Fetch in flight. Send each
+    /// to its target and give the token back with its outcome.
     ///
     /// Partitions whose leader is unknown are left out; see
     /// [`Fetcher::leader_unknown`].
@@ -1051,7 +1143,7 @@ impl Fetcher {
         &mut self,
         now: Instant,
         metadata: &Metadata,
-    ) -> Vec<(i32, Box<dyn RequestBody>, FetchToken)> {
+    ) -> Vec<(Target, Box<dyn RequestBody>, FetchToken)> {
         for st in self.partitions.values_mut() {
             if st.retry.not_before.is_some_and(|t| t <= now) {
                 st.retry.not_before = None;
@@ -1059,6 +1151,7 @@ impl Fetcher {
         }
         self.throttled.retain(|_, until| *until > now);
         self.check_leader_epochs(metadata);
+        self.check_replicas(now, metadata);
         let mut out = Vec::new();
         self.plan_validations(now, metadata, &mut out);
         self.plan_resets(now, metadata, &mut out);
@@ -1100,13 +1193,53 @@ impl Fetcher {
         }
     }
 
+    /// Drops read replicas (KIP-392) that are no longer to be followed:
+    /// the lease ended (the leader is asked again, and names a replica
+    /// again if it still prefers one), the replica became the leader, or
+    /// the metadata does not know the broker (the Java consumer's
+    /// `AbstractFetch.selectReadReplica`: fetch from the leader and refresh
+    /// the metadata; the partition also waits `retry.backoff.ms`, so that a
+    /// leader that keeps naming an unknown broker is not asked in a tight
+    /// loop).
+    fn check_replicas(&mut self, now: Instant, metadata: &Metadata) {
+        let Fetcher {
+            partitions,
+            config,
+            rng,
+            metadata_wanted,
+            ..
+        } = self;
+        for (tp, st) in partitions.iter_mut() {
+            let Some(replica) = st.replica else {
+                continue;
+            };
+            if now >= replica.until {
+                log::debug!(
+                    "{tp}: the lease of read replica {} ended; asking the leader again",
+                    replica.broker
+                );
+                st.replica = None;
+            } else if metadata.leader(&tp.topic, tp.partition) == Some(replica.broker) {
+                st.replica = None;
+            } else if !metadata.brokers.contains_key(&replica.broker) {
+                log::debug!(
+                    "{tp}: read replica {} is not in the metadata; fetching from the leader",
+                    replica.broker
+                );
+                st.replica = None;
+                *metadata_wanted = true;
+                backoff(st, now, &config.retry_backoff, rng);
+            }
+        }
+    }
+
     /// One OffsetForLeaderEpoch (v2+: `current_leader_epoch` fences a stale
     /// leader) per leader for the positions to validate.
     fn plan_validations(
         &mut self,
         now: Instant,
         metadata: &Metadata,
-        out: &mut Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+        out: &mut Vec<(Target, Box<dyn RequestBody>, FetchToken)>,
     ) {
         let mut per_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
         for (tp, st) in &self.partitions {
@@ -1164,7 +1297,7 @@ impl Fetcher {
                     partitions: sent,
                 },
             );
-            out.push((broker, Box::new(request), token));
+            out.push((Target::Broker(broker), Box::new(request), token));
         }
     }
 
@@ -1172,7 +1305,7 @@ impl Fetcher {
         &mut self,
         now: Instant,
         metadata: &Metadata,
-        out: &mut Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+        out: &mut Vec<(Target, Box<dyn RequestBody>, FetchToken)>,
     ) {
         let mut per_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
         for (tp, st) in &self.partitions {
@@ -1219,7 +1352,7 @@ impl Fetcher {
             );
             for (b, body) in plan.requests {
                 debug_assert_eq!(b, broker);
-                out.push((b, body, token));
+                out.push((Target::Broker(b), body, token));
             }
         }
     }
@@ -1228,13 +1361,13 @@ impl Fetcher {
         &mut self,
         now: Instant,
         metadata: &Metadata,
-        out: &mut Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+        out: &mut Vec<(Target, Box<dyn RequestBody>, FetchToken)>,
     ) {
-        let busy: BTreeSet<i32> = self
+        let busy: BTreeSet<Target> = self
             .in_flight
             .values()
             .filter_map(|f| match f {
-                InFlight::Fetch(f) => Some(f.broker),
+                InFlight::Fetch(f) => Some(f.target),
                 InFlight::ListOffsets { .. } | InFlight::Validate { .. } => None,
             })
             .collect();
@@ -1247,32 +1380,34 @@ impl Fetcher {
         // fetch.max.wait.ms in the middle of a backlog). Those that still
         // have records to read are fetched at once: the broker answers
         // them without waiting.
-        let draining: BTreeSet<i32> = self
+        // (Read replicas likewise: each is fetched from over its own
+        // connection.)
+        let draining: BTreeSet<Target> = self
             .partitions
             .iter()
             .filter(|(_, st)| st.buffer.is_some() && !st.paused)
-            .filter_map(|(tp, _)| metadata.leader(&tp.topic, tp.partition))
+            .filter_map(|(tp, st)| read_target(tp, st, metadata))
             .collect();
-        let mut per_leader: BTreeMap<i32, Vec<(i64, TopicPartition)>> = BTreeMap::new();
+        let mut per_target: BTreeMap<Target, Vec<(i64, TopicPartition)>> = BTreeMap::new();
         for (tp, st) in &self.partitions {
             if !st.fetchable(now) {
                 continue;
             }
-            let Some(leader) = metadata.leader(&tp.topic, tp.partition) else {
+            let Some(target) = read_target(tp, st, metadata) else {
                 continue;
             };
-            if busy.contains(&leader) || self.throttled.contains_key(&leader) {
+            if busy.contains(&target) || self.throttled.contains_key(&broker_of(target)) {
                 continue;
             }
-            if draining.contains(&leader) && st.caught_up() {
+            if draining.contains(&target) && st.caught_up() {
                 continue;
             }
-            per_leader
-                .entry(leader)
+            per_target
+                .entry(target)
                 .or_default()
                 .push((st.rank, tp.clone()));
         }
-        for (broker, mut list) in per_leader {
+        for (target, mut list) in per_target {
             list.sort();
             let token = self.token();
             // Every partition to fetch now, with what is sent for it.
@@ -1319,10 +1454,10 @@ impl Fetcher {
                     },
                 );
             }
-            let connection = self.connections.get(&broker).copied().unwrap_or(0);
+            let connection = self.connections.get(&target).copied().unwrap_or(0);
             let session = self
                 .sessions
-                .get(&broker)
+                .get(&target)
                 .filter(|s| self.config.sessions && s.connection == connection);
             // KIP-227: a full Fetch lists every partition; an incremental
             // one only those added or changed since the session last heard
@@ -1401,7 +1536,7 @@ impl Fetcher {
             self.in_flight.insert(
                 token,
                 InFlight::Fetch(FetchSent {
-                    broker,
+                    target,
                     session: self.config.sessions.then(|| SessionSent {
                         id: session_id,
                         connection,
@@ -1411,7 +1546,7 @@ impl Fetcher {
                     topic_ids,
                 }),
             );
-            out.push((broker, Box::new(FetchRequestBody(request)), token));
+            out.push((target, Box::new(FetchRequestBody(request)), token));
         }
     }
 
@@ -1489,57 +1624,68 @@ impl Fetcher {
         error: &RequestError,
     ) -> FetchOutcome {
         let mut outcome = FetchOutcome::default();
-        let (broker, api, tps): (i32, ApiKey, Vec<(TopicPartition, u64)>) =
-            match self.in_flight.remove(&token) {
-                Some(InFlight::Fetch(sent)) => (
-                    {
-                        // No answer: what the broker made of the request is
-                        // unknown, so the session cannot go on.
-                        if sent.session.is_some() {
-                            self.sessions.remove(&sent.broker);
-                        }
-                        sent.broker
-                    },
-                    ApiKey::Fetch,
-                    sent.partitions
-                        .into_iter()
-                        .map(|(tp, s)| (tp, s.generation))
-                        .collect(),
-                ),
-                Some(InFlight::ListOffsets { broker, partitions }) => (
-                    broker,
-                    ApiKey::ListOffsets,
-                    partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
-                ),
-                Some(InFlight::Validate { broker, partitions })
-                    if matches!(error, RequestError::NoCommonVersion(_)) =>
+        let (broker, api, tps): (i32, ApiKey, Vec<(TopicPartition, u64)>) = match self
+            .in_flight
+            .remove(&token)
+        {
+            Some(InFlight::Fetch(sent)) => (
                 {
-                    // A broker without OffsetForLeaderEpoch v2+ cannot be
-                    // asked (KIP-320 needs the current leader epoch in
-                    // it): the positions are taken as they are, as the
-                    // Java consumer does with such brokers.
-                    log::debug!(
-                        "broker {broker} cannot validate positions ({error}); fetching without"
-                    );
-                    for (tp, (generation, epoch)) in partitions {
-                        if let Some(st) = self.partitions.get_mut(&tp) {
-                            if st.generation == generation {
-                                if let PosState::Validating { pos, .. } = st.pos {
-                                    st.pos = PosState::Valid(pos);
-                                    st.checked_epoch = (epoch >= 0).then_some(epoch);
-                                }
+                    // No answer: what the broker made of the request is
+                    // unknown, so the session cannot go on.
+                    if sent.session.is_some() {
+                        self.sessions.remove(&sent.target);
+                    }
+                    if let Target::Replica(replica) = sent.target {
+                        // The Java consumer's `handleFetchFailure`:
+                        // every partition read from that replica goes
+                        // back to its leader (after the backoff below).
+                        log::debug!(
+                                "fetching from read replica {replica} failed ({error}); fetching its partitions from their leaders"
+                            );
+                        self.drop_replica(replica);
+                    }
+                    broker_of(sent.target)
+                },
+                ApiKey::Fetch,
+                sent.partitions
+                    .into_iter()
+                    .map(|(tp, s)| (tp, s.generation))
+                    .collect(),
+            ),
+            Some(InFlight::ListOffsets { broker, partitions }) => (
+                broker,
+                ApiKey::ListOffsets,
+                partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
+            ),
+            Some(InFlight::Validate { broker, partitions })
+                if matches!(error, RequestError::NoCommonVersion(_)) =>
+            {
+                // A broker without OffsetForLeaderEpoch v2+ cannot be
+                // asked (KIP-320 needs the current leader epoch in
+                // it): the positions are taken as they are, as the
+                // Java consumer does with such brokers.
+                log::debug!(
+                    "broker {broker} cannot validate positions ({error}); fetching without"
+                );
+                for (tp, (generation, epoch)) in partitions {
+                    if let Some(st) = self.partitions.get_mut(&tp) {
+                        if st.generation == generation {
+                            if let PosState::Validating { pos, .. } = st.pos {
+                                st.pos = PosState::Valid(pos);
+                                st.checked_epoch = (epoch >= 0).then_some(epoch);
                             }
                         }
                     }
-                    return outcome;
                 }
-                Some(InFlight::Validate { broker, partitions }) => (
-                    broker,
-                    ApiKey::OffsetForLeaderEpoch,
-                    partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
-                ),
-                None => return outcome,
-            };
+                return outcome;
+            }
+            Some(InFlight::Validate { broker, partitions }) => (
+                broker,
+                ApiKey::OffsetForLeaderEpoch,
+                partitions.into_iter().map(|(tp, (g, _))| (tp, g)).collect(),
+            ),
+            None => return outcome,
+        };
         log::debug!("{api} request to broker {broker} failed: {error}");
         for (tp, generation) in tps {
             if let Some(st) = self.partitions.get_mut(&tp) {
@@ -1574,7 +1720,7 @@ impl Fetcher {
         now: Instant,
         token: FetchToken,
         FetchSent {
-            broker,
+            target,
             session,
             partitions: mut sent,
             topic_ids,
@@ -1582,6 +1728,7 @@ impl Fetcher {
         response: &Response,
         outcome: &mut FetchOutcome,
     ) {
+        let broker = broker_of(target);
         for tp in sent.keys() {
             if let Some(st) = self.partitions.get_mut(tp) {
                 if st.fetch_in_flight == Some(token) {
@@ -1623,7 +1770,7 @@ impl Fetcher {
                 // Any error ends the session (the Java client's
                 // `FetchSessionHandler.handleResponse`): the next Fetch is a
                 // full one asking for a new session.
-                self.sessions.remove(&broker);
+                self.sessions.remove(&target);
                 if session.id != 0
                     && matches!(
                         top,
@@ -1633,19 +1780,21 @@ impl Fetcher {
                     // The broker evicted or lost it (KIP-227): not the
                     // application's business, and nothing to wait for.
                     log::debug!(
-                        "fetch session {} with broker {broker}: {top}; fetching in full",
-                        session.id
+                        "fetch session {} with {}: {top}; fetching in full",
+                        session.id,
+                        describe(target)
                     );
                     return;
                 }
             } else if session.id == 0 {
                 if resp.session_id != 0 {
                     log::debug!(
-                        "fetch session {} with broker {broker} begins",
-                        resp.session_id
+                        "fetch session {} with {} begins",
+                        resp.session_id,
+                        describe(target)
                     );
                     self.sessions.insert(
-                        broker,
+                        target,
                         FetchSession {
                             id: resp.session_id,
                             epoch: 1,
@@ -1661,16 +1810,30 @@ impl Fetcher {
                 // Fetch that left it empty is served sessionless, id 0);
                 // the answer is still good, the next Fetch is full.
                 log::debug!(
-                    "fetch session {} with broker {broker} closed by the broker",
-                    session.id
+                    "fetch session {} with {} closed by the broker",
+                    session.id,
+                    describe(target)
                 );
-                self.sessions.remove(&broker);
-            } else if let Some(s) = self.sessions.get_mut(&broker) {
+                self.sessions.remove(&target);
+            } else if let Some(s) = self.sessions.get_mut(&target) {
                 s.epoch = if s.epoch == i32::MAX { 1 } else { s.epoch + 1 };
                 s.partitions = session.partitions;
             }
         }
         if top != ErrorCode::None {
+            if let Target::Replica(replica) = target {
+                // An error from a read replica: its partitions go back to
+                // their leaders (KIP-392), after the backoff below.
+                self.drop_replica(replica);
+                if classify(top) == ErrorClass::Leader || top == ErrorCode::OffsetOutOfRange {
+                    log::debug!(
+                        "Fetch response of read replica {replica}: {top}; fetching from the leaders"
+                    );
+                    outcome.refresh_metadata |= classify(top) == ErrorClass::Leader;
+                    self.back_off_sent(now, &sent);
+                    return;
+                }
+            }
             log::warn!("Fetch response of broker {broker}: {top}");
             if classify(top) == ErrorClass::Leader {
                 outcome.refresh_metadata = true;
@@ -1702,7 +1865,7 @@ impl Fetcher {
                 let Some(s) = sent.remove(&tp) else {
                     continue;
                 };
-                self.handle_partition(now, broker, tp, s, data, outcome);
+                self.handle_partition(now, target, tp, s, data, outcome);
             }
         }
         // Partitions the response left out are simply fetchable again.
@@ -1726,6 +1889,16 @@ impl Fetcher {
         }
     }
 
+    /// Every partition read from `replica` (KIP-392) goes back to its
+    /// leader.
+    fn drop_replica(&mut self, replica: i32) {
+        for st in self.partitions.values_mut() {
+            if st.replica.is_some_and(|r| r.broker == replica) {
+                st.replica = None;
+            }
+        }
+    }
+
     fn back_off_sent(&mut self, now: Instant, sent: &BTreeMap<TopicPartition, Sent>) {
         for (tp, s) in sent {
             self.back_off_if_current(now, tp, s);
@@ -1735,12 +1908,14 @@ impl Fetcher {
     fn handle_partition(
         &mut self,
         now: Instant,
-        broker: i32,
+        target: Target,
         tp: TopicPartition,
         s: Sent,
         data: PartitionData,
         outcome: &mut FetchOutcome,
     ) {
+        let broker = broker_of(target);
+        let from_replica = matches!(target, Target::Replica(_));
         let code = ErrorCode::from_code(data.error_code);
         if !self.is_current(&tp, &s) {
             log::debug!(
@@ -1754,6 +1929,33 @@ impl Fetcher {
         let PosState::Valid(pos) = st.pos else {
             return;
         };
+        if from_replica
+            && (code == ErrorCode::OffsetOutOfRange
+                || code == ErrorCode::FencedLeaderEpoch
+                || (code != ErrorCode::UnknownLeaderEpoch && classify(code) == ErrorClass::Leader))
+        {
+            // KIP-392, as the Java consumer's `FetchCollector`: an offset
+            // out of range at a read replica (a follower that has not
+            // caught up, or lost its log) resets nothing, and a replica
+            // that no longer serves the partition (NOT_LEADER_OR_FOLLOWER,
+            // REPLICA_NOT_AVAILABLE, a fenced epoch, ...) is dropped:
+            // either way the partition is fetched from its leader next,
+            // which names a replica again if it still prefers one. It
+            // waits `retry.backoff.ms` first (the Java consumer does not),
+            // so that a leader that keeps naming a replica that keeps
+            // failing is not asked in a tight loop.
+            log::debug!(
+                "fetch of {tp} at {} from read replica {broker}: {code}; fetching from the leader",
+                pos.offset
+            );
+            st.replica = None;
+            if code == ErrorCode::FencedLeaderEpoch {
+                st.checked_epoch = None;
+            }
+            outcome.refresh_metadata |= code != ErrorCode::OffsetOutOfRange;
+            backoff(st, now, &self.config.retry_backoff, &mut self.rng);
+            return;
+        }
         let diverging = &data.diverging_epoch;
         if code == ErrorCode::None && (diverging.epoch >= 0 || diverging.end_offset >= 0) {
             // Fetch v12+: the leader compared `last_fetched_epoch` with
@@ -1843,8 +2045,25 @@ impl Fetcher {
         if let Some(b) = &data.records {
             st.stats.bytes_fetched += b.len() as u64;
         }
-        // `preferred_read_replica` (KIP-392) is not followed: fetching
-        // stays on the leader.
+        if data.preferred_read_replica >= 0 {
+            // KIP-392: the leader prefers that this client read the
+            // partition from that replica (one in its rack), until the
+            // lease ends. A broker naming itself names no other.
+            let named = data.preferred_read_replica;
+            if named == broker && !from_replica {
+                st.replica = None;
+            } else if st.replica.map(|r| r.broker) != Some(named) {
+                let until = now + self.config.replica_lease;
+                log::debug!(
+                    "{tp}: broker {broker} names broker {named} as the preferred read replica for {:?}",
+                    self.config.replica_lease
+                );
+                st.replica = Some(ReadReplica {
+                    broker: named,
+                    until,
+                });
+            }
+        }
         let Some(bytes) = data.records.filter(|b| !b.is_empty()) else {
             return;
         };
@@ -2347,6 +2566,34 @@ impl Fetcher {
     fn back_rank(&mut self) -> i64 {
         self.next_rank += 1;
         self.next_rank
+    }
+}
+
+/// Where `tp` is fetched from: its preferred read replica while it has one
+/// (KIP-392), else its leader; `None` while the metadata knows no leader
+/// (the Java consumer needs the leader either way: it carries the leader
+/// epoch sent along).
+fn read_target(tp: &TopicPartition, st: &PartitionState, metadata: &Metadata) -> Option<Target> {
+    let leader = metadata.leader(&tp.topic, tp.partition)?;
+    Some(match st.replica {
+        Some(r) => Target::Replica(r.broker),
+        None => Target::Broker(leader),
+    })
+}
+
+/// The broker a fetch target names.
+fn broker_of(target: Target) -> i32 {
+    match target {
+        Target::Broker(b) | Target::Replica(b) => b,
+        Target::AnyBroker | Target::Coordinator | Target::Bootstrap => -1,
+    }
+}
+
+/// A fetch target in words, for logs.
+fn describe(target: Target) -> String {
+    match target {
+        Target::Replica(b) => format!("read replica {b}"),
+        other => format!("broker {}", broker_of(other)),
     }
 }
 

@@ -219,16 +219,29 @@ fn fetched(body: &dyn RequestBody) -> Parts {
         .collect()
 }
 
-type Planned = Vec<(i32, Box<dyn RequestBody>, FetchToken)>;
+type Planned = Vec<(Target, Box<dyn RequestBody>, FetchToken)>;
 
 /// `(topic, partition, fetch offset)` in request order.
 type Parts = Vec<(String, i32, i64)>;
 
+/// The Fetches planned, each to a leader: `(broker, partitions, token)`.
 fn fetches(planned: &Planned) -> Vec<(i32, Parts, FetchToken)> {
+    routed(planned)
+        .into_iter()
+        .map(|(target, parts, token)| match target {
+            Target::Broker(broker) => (broker, parts, token),
+            other => panic!("a Fetch to {other:?}, not to a leader"),
+        })
+        .collect()
+}
+
+/// The Fetches planned, to leaders or read replicas: `(target, partitions,
+/// token)`.
+fn routed(planned: &Planned) -> Vec<(Target, Parts, FetchToken)> {
     planned
         .iter()
         .filter(|(_, body, _)| body.api_key() == ApiKey::Fetch)
-        .map(|(broker, body, token)| (*broker, fetched(body.as_ref()), *token))
+        .map(|(target, body, token)| (*target, fetched(body.as_ref()), *token))
         .collect()
 }
 
@@ -1673,6 +1686,15 @@ impl Log {
     }
 }
 
+/// How [`Sim::answer`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    Data,
+    NotLeader,
+    Redirect,
+    ReplicaOutOfRange,
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     Plan,
@@ -1681,6 +1703,12 @@ enum Step {
     Answer(usize, Option<u16>),
     /// Answer it with NOT_LEADER_OR_FOLLOWER for every partition.
     NotLeader(usize),
+    /// Answer it with data, and from a leader name broker 3 as the
+    /// preferred read replica (KIP-392).
+    Redirect(usize, Option<u16>),
+    /// From the read replica, OFFSET_OUT_OF_RANGE (a lagging follower);
+    /// from a leader, data.
+    ReplicaOutOfRange(usize),
     /// The request fails (connection lost).
     Fail(usize),
     Take(usize),
@@ -1694,6 +1722,8 @@ fn step() -> impl Strategy<Value = Step> {
         3 => Just(Step::Plan),
         4 => (any::<usize>(), proptest::option::of(0u16..400)).prop_map(|(i, c)| Step::Answer(i, c)),
         1 => any::<usize>().prop_map(Step::NotLeader),
+        2 => (any::<usize>(), proptest::option::of(0u16..400)).prop_map(|(i, c)| Step::Redirect(i, c)),
+        1 => any::<usize>().prop_map(Step::ReplicaOutOfRange),
         1 => any::<usize>().prop_map(Step::Fail),
         3 => (1usize..6).prop_map(Step::Take),
         1 => (0i32..2).prop_map(Step::Pause),
@@ -1707,13 +1737,15 @@ fn log_spec() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
 }
 
 /// A cluster of two partitions of "t", led by brokers 1 and 2, holding
-/// these logs; it answers what the fetcher asks.
+/// these logs, and replicated to broker 3, which leaders may name as the
+/// preferred read replica (KIP-392; a lease of 1 s); it answers what the
+/// fetcher asks.
 struct Sim {
     f: Fetcher,
     md: Metadata,
     now: Instant,
     logs: [Log; 2],
-    out: Vec<(i32, Box<dyn RequestBody>, FetchToken)>,
+    out: Vec<(Target, Box<dyn RequestBody>, FetchToken)>,
     delivered: [Vec<i64>; 2],
 }
 
@@ -1722,13 +1754,15 @@ impl Sim {
         let f = fetcher(
             FetchConfig {
                 seed: 3,
+                rack_id: Some("r3".into()),
+                replica_lease: Duration::from_secs(1),
                 ..config()
             },
             &[(tp("t", 0), committed[0]), (tp("t", 1), committed[1])],
         );
         Sim {
             f,
-            md: metadata(&[("t", 0, 1), ("t", 1, 2)]),
+            md: with_brokers(&[("t", 0, 1), ("t", 1, 2)]),
             now: Instant::now(),
             logs,
             out: Vec::new(),
@@ -1742,8 +1776,10 @@ impl Sim {
                 let planned = self.f.poll_requests(self.now, &self.md);
                 self.out.extend(planned);
             }
-            Step::Answer(i, cut) => self.answer(i, cut.map(usize::from), false),
-            Step::NotLeader(i) => self.answer(i, None, true),
+            Step::Answer(i, cut) => self.answer(i, cut.map(usize::from), Reply::Data),
+            Step::NotLeader(i) => self.answer(i, None, Reply::NotLeader),
+            Step::Redirect(i, cut) => self.answer(i, cut.map(usize::from), Reply::Redirect),
+            Step::ReplicaOutOfRange(i) => self.answer(i, None, Reply::ReplicaOutOfRange),
             Step::Fail(i) => {
                 if !self.out.is_empty() {
                     let (_, _, token) = self.out.remove(i % self.out.len());
@@ -1763,23 +1799,30 @@ impl Sim {
         }
     }
 
-    fn answer(&mut self, i: usize, cut: Option<usize>, not_leader: bool) {
+    fn answer(&mut self, i: usize, cut: Option<usize>, reply: Reply) {
         if self.out.is_empty() {
             return;
         }
-        let (_, body, token) = self.out.remove(i % self.out.len());
+        let (target, body, token) = self.out.remove(i % self.out.len());
+        let from_replica = target == Target::Replica(3);
         let request = decode_fetch(body.as_ref(), 12);
         let partitions = request.topics[0]
             .partitions
             .iter()
-            .map(|p| {
-                if not_leader {
-                    error(p.partition, ErrorCode::NotLeaderOrFollower)
-                } else {
-                    data(
+            .map(|p| match reply {
+                Reply::NotLeader => error(p.partition, ErrorCode::NotLeaderOrFollower),
+                Reply::ReplicaOutOfRange if from_replica => {
+                    error(p.partition, ErrorCode::OffsetOutOfRange)
+                }
+                _ => {
+                    let mut d = data(
                         p.partition,
                         self.logs[p.partition as usize].serve(p.fetch_offset, cut),
-                    )
+                    );
+                    if reply == Reply::Redirect && !from_replica {
+                        d.preferred_read_replica = 3;
+                    }
+                    d
                 }
             })
             .collect();
@@ -1797,7 +1840,7 @@ impl Sim {
             self.now += Duration::from_secs(2);
             self.run(&Step::Plan);
             while !self.out.is_empty() {
-                self.answer(0, None, false);
+                self.answer(0, None, Reply::Data);
             }
             self.run(&Step::Take(1000));
         }
@@ -1943,7 +1986,10 @@ fn validation(planned: &Planned) -> (i32, Asked, FetchToken) {
         .filter(|(_, body, _)| body.api_key() == ApiKey::OffsetForLeaderEpoch)
         .collect();
     assert_eq!(list.len(), 1, "one OffsetForLeaderEpoch expected");
-    let (broker, body, token) = list[0];
+    let (target, body, token) = list[0];
+    let Target::Broker(broker) = *target else {
+        panic!("OffsetForLeaderEpoch to {target:?}, not to a leader");
+    };
     let request = OffsetForLeaderEpochRequest::decode(
         &mut Reader::new(write_body(body.as_ref(), 4).unwrap()),
         4,
@@ -1964,7 +2010,7 @@ fn validation(planned: &Planned) -> (i32, Asked, FetchToken) {
             })
         })
         .collect();
-    (*broker, parts, *token)
+    (broker, parts, *token)
 }
 
 /// An OffsetForLeaderEpoch answer for `t-0`.
@@ -2436,4 +2482,421 @@ fn a_session_the_broker_closes_is_dropped_and_the_answer_kept() {
     let planned = f.poll_requests(now, &md);
     let (ids, parts, _) = session_request(planned[0].1.as_ref());
     assert_eq!((ids, parts), ((0, 0), vec![("t".into(), 0, 2)]));
+}
+
+// ===== fetching from the nearest replica (KIP-392) =====
+
+/// Metadata with these `(topic, partition, leader)` and brokers 1..=3 (a
+/// read replica must be a broker the metadata knows).
+fn with_brokers(parts: &[(&str, i32, i32)]) -> Metadata {
+    let mut md = metadata(parts);
+    for id in 1..=3 {
+        md.brokers.insert(
+            id,
+            crate::cluster::BrokerAddress {
+                id,
+                host: format!("b{id}"),
+                port: 9092,
+                rack: Some(format!("r{id}")),
+            },
+        );
+    }
+    md
+}
+
+fn rack_config() -> FetchConfig {
+    FetchConfig {
+        rack_id: Some("r2".into()),
+        replica_lease: Duration::from_secs(10),
+        ..config()
+    }
+}
+
+/// A leader's answer for partition `p`: no records, `replica` preferred.
+fn redirect(partition: i32, replica: i32) -> PartitionData {
+    PartitionData {
+        partition_index: partition,
+        high_watermark: 1000,
+        preferred_read_replica: replica,
+        records: Some(Bytes::new()),
+        ..PartitionData::default()
+    }
+}
+
+/// Plans at `now` and answers the only Fetch, which must go to `target`,
+/// with `topics` at v12.
+fn fetch_from(
+    f: &mut Fetcher,
+    now: Instant,
+    md: &Metadata,
+    target: Target,
+    topics: Vec<(&str, Vec<PartitionData>)>,
+) -> FetchOutcome {
+    let planned = f.poll_requests(now, md);
+    let list = routed(&planned);
+    assert_eq!(list.len(), 1, "one Fetch expected: {list:?}");
+    assert_eq!(list[0].0, target, "{list:?}");
+    f.handle_response(now, list[0].2, &fetch_response(12, topics))
+}
+
+#[test]
+fn a_partition_is_fetched_from_the_replica_its_leader_names() {
+    let md = with_brokers(&[("t", 0, 1)]);
+    let mut f = fetcher(rack_config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    // The first Fetch goes to the leader, with the client's rack (v11+).
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(planned[0].0, Target::Broker(1));
+    assert_eq!(decode_fetch(planned[0].1.as_ref(), 11).rack_id, "r2");
+    let outcome = f.handle_response(
+        now,
+        planned[0].2,
+        &fetch_response(12, vec![("t", vec![redirect(0, 2)])]),
+    );
+    assert_eq!(outcome, FetchOutcome::default());
+    assert_eq!(f.read_replica(&tp("t", 0)), Some(2));
+    // Then from the replica, at once, at the same offset, with the
+    // leader's epoch; what it sends is delivered.
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(routed(&planned)[0].0, Target::Replica(2));
+    assert_eq!(routed(&planned)[0].1, [("t".into(), 0, 0)]);
+    let request = decode_fetch(planned[0].1.as_ref(), 12);
+    assert_eq!(request.topics[0].partitions[0].current_leader_epoch, 7);
+    assert_eq!(request.rack_id, "r2");
+    f.handle_response(
+        now,
+        planned[0].2,
+        &fetch_response(12, vec![("t", vec![data(0, batch(0, 5))])]),
+    );
+    assert_eq!(t0_offsets(&f.take_records(100)), [0, 1, 2, 3, 4]);
+    fetch_from(
+        &mut f,
+        now,
+        &md,
+        Target::Replica(2),
+        vec![("t", vec![data(0, batch(5, 5))])],
+    );
+    assert_eq!(t0_offsets(&f.take_records(100)), [5, 6, 7, 8, 9]);
+    // Offsets are looked up at the leader, whatever the partition reads
+    // from.
+    f.seek_to_end([&tp("t", 0)]).unwrap();
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(planned.len(), 1);
+    assert_eq!(planned[0].0, Target::Broker(1));
+    assert_eq!(planned[0].1.api_key(), ApiKey::ListOffsets);
+}
+
+#[test]
+fn the_leader_is_asked_again_when_the_lease_ends() {
+    let md = with_brokers(&[("t", 0, 1)]);
+    let mut f = fetcher(rack_config(), &[(tp("t", 0), 0)]);
+    let start = Instant::now();
+    fetch_from(
+        &mut f,
+        start,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![redirect(0, 2)])],
+    );
+    let lease_end = start + Duration::from_secs(10);
+    // Fetching from the replica until the lease ends; its answers do not
+    // renew it.
+    for at in [start, lease_end - Duration::from_millis(1)] {
+        fetch_from(
+            &mut f,
+            at,
+            &md,
+            Target::Replica(2),
+            vec![("t", vec![data(0, Bytes::new())])],
+        );
+    }
+    // Then the leader, which names the replica again for another lease.
+    fetch_from(
+        &mut f,
+        lease_end,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![redirect(0, 2)])],
+    );
+    assert_eq!(f.read_replica(&tp("t", 0)), Some(2));
+    fetch_from(
+        &mut f,
+        lease_end + Duration::from_secs(10) - Duration::from_millis(1),
+        &md,
+        Target::Replica(2),
+        vec![("t", vec![data(0, Bytes::new())])],
+    );
+    // A leader that names no replica (or itself) keeps the partition.
+    let later = lease_end + Duration::from_secs(10);
+    fetch_from(
+        &mut f,
+        later,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![redirect(0, 1)])],
+    );
+    assert_eq!(f.read_replica(&tp("t", 0)), None);
+    fetch_from(
+        &mut f,
+        later,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![redirect(0, -1)])],
+    );
+    assert_eq!(f.read_replica(&tp("t", 0)), None);
+}
+
+#[test]
+fn replica_errors_send_the_partition_back_to_its_leader_without_a_reset() {
+    for code in [
+        ErrorCode::OffsetOutOfRange,
+        ErrorCode::NotLeaderOrFollower,
+        ErrorCode::ReplicaNotAvailable,
+        ErrorCode::FencedLeaderEpoch,
+        ErrorCode::KafkaStorageError,
+        ErrorCode::OffsetNotAvailable,
+        ErrorCode::UnknownTopicOrPartition,
+    ] {
+        let md = with_brokers(&[("t", 0, 1)]);
+        let mut f = fetcher(rack_config(), &[(tp("t", 0), 40)]);
+        let now = Instant::now();
+        fetch_from(
+            &mut f,
+            now,
+            &md,
+            Target::Broker(1),
+            vec![("t", vec![redirect(0, 2)])],
+        );
+        let outcome = fetch_from(
+            &mut f,
+            now,
+            &md,
+            Target::Replica(2),
+            vec![("t", vec![error(0, code)])],
+        );
+        assert_eq!(
+            outcome.refresh_metadata,
+            code != ErrorCode::OffsetOutOfRange,
+            "{code}"
+        );
+        assert_eq!(outcome.errors, 0, "{code}");
+        assert!(f.take_errors().is_empty(), "{code}: nothing to report");
+        assert_eq!(f.read_replica(&tp("t", 0)), None, "{code}");
+        // Not reset (the replica may lag behind the leader), not fetched
+        // again before the backoff: then from the leader, at the same
+        // position.
+        assert_eq!(f.position(&tp("t", 0)), Some(40), "{code}");
+        assert!(f.poll_requests(now, &md).is_empty(), "{code}");
+        let due = f.next_deadline().unwrap();
+        assert!(due > now && due <= now + Duration::from_millis(120));
+        let planned = f.poll_requests(due, &md);
+        assert_eq!(
+            routed(&planned)
+                .iter()
+                .map(|(t, parts, _)| (*t, parts.clone()))
+                .collect::<Vec<_>>(),
+            [(Target::Broker(1), vec![("t".into(), 0, 40)])],
+            "{code}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_leader_epoch_at_the_replica_keeps_it() {
+    // The follower has not heard of the leader epoch yet: the Java
+    // consumer keeps fetching from it (after a backoff and a validation
+    // at the leader), and so does this one.
+    let md = with_brokers(&[("t", 0, 1)]);
+    let mut f = fetcher(rack_config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    fetch_from(
+        &mut f,
+        now,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![redirect(0, 2)])],
+    );
+    let outcome = fetch_from(
+        &mut f,
+        now,
+        &md,
+        Target::Replica(2),
+        vec![("t", vec![error(0, ErrorCode::UnknownLeaderEpoch)])],
+    );
+    assert!(outcome.refresh_metadata);
+    assert_eq!(f.read_replica(&tp("t", 0)), Some(2));
+}
+
+#[test]
+fn a_replica_that_cannot_be_reached_sends_all_its_partitions_back() {
+    for error in [
+        RequestError::ReplicaUnavailable {
+            broker: 2,
+            reason: "b2:9092 is in reconnect backoff".into(),
+        },
+        lost(),
+    ] {
+        // t-0 led by 1 and t-1 led by 3, both read from 2: one Fetch for
+        // both on the replica connection.
+        let md = with_brokers(&[("t", 0, 1), ("t", 1, 3)]);
+        let mut f = fetcher(rack_config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+        let now = Instant::now();
+        let planned = f.poll_requests(now, &md);
+        for (target, _, token) in routed(&planned) {
+            let p = if target == Target::Broker(1) { 0 } else { 1 };
+            f.handle_response(
+                now,
+                token,
+                &fetch_response(12, vec![("t", vec![redirect(p, 2)])]),
+            );
+        }
+        let planned = f.poll_requests(now, &md);
+        let list = routed(&planned);
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].0, Target::Replica(2));
+        assert_eq!(list[0].1, [("t".into(), 0, 0), ("t".into(), 1, 0)]);
+        let outcome = f.handle_failure(now, list[0].2, &error);
+        assert!(outcome.refresh_metadata, "{error}");
+        assert_eq!(outcome.errors, 0, "retriable: not reported");
+        assert_eq!(f.read_replica(&tp("t", 0)), None);
+        assert_eq!(f.read_replica(&tp("t", 1)), None);
+        // Each after its own backoff (jittered).
+        let due = now + Duration::from_secs(1);
+        let planned = f.poll_requests(due, &md);
+        let mut targets: Vec<Target> = routed(&planned).iter().map(|(t, _, _)| *t).collect();
+        targets.sort();
+        assert_eq!(targets, [Target::Broker(1), Target::Broker(3)], "{error}");
+    }
+}
+
+#[test]
+fn a_replica_missing_from_the_metadata_is_not_fetched_from() {
+    let md = with_brokers(&[("t", 0, 1)]);
+    let mut f = fetcher(rack_config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    fetch_from(
+        &mut f,
+        now,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![redirect(0, 9)])],
+    );
+    assert!(!f.take_metadata_wanted());
+    // Broker 9 is unknown: the metadata is asked for, and the leader again
+    // after a backoff (not in a loop).
+    assert!(f.poll_requests(now, &md).is_empty());
+    assert!(f.take_metadata_wanted());
+    assert!(!f.take_metadata_wanted(), "reading clears it");
+    let due = f.next_deadline().unwrap();
+    assert!(due > now);
+    fetch_from(
+        &mut f,
+        due,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![data(0, batch(0, 1))])],
+    );
+    assert_eq!(t0_offsets(&f.take_records(10)), [0]);
+}
+
+#[test]
+fn a_replica_that_becomes_the_leader_is_fetched_over_the_leader_connection() {
+    let md = with_brokers(&[("t", 0, 1)]);
+    let mut f = fetcher(rack_config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    fetch_from(
+        &mut f,
+        now,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![redirect(0, 2)])],
+    );
+    let moved = with_brokers(&[("t", 0, 2)]);
+    let planned = f.poll_requests(now, &moved);
+    assert_eq!(routed(&planned)[0].0, Target::Broker(2));
+    assert_eq!(f.read_replica(&tp("t", 0)), None);
+}
+
+#[test]
+fn a_broker_leading_one_partition_and_serving_another_gets_two_fetches() {
+    // Broker 2 leads t-1 and is t-0's read replica: a Fetch on each
+    // connection, each with its own fetch session (KIP-227 sessions are
+    // per connection).
+    let md = with_brokers(&[("t", 0, 1), ("t", 1, 2)]);
+    let mut f = fetcher(rack_config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let planned = f.poll_requests(now, &md);
+    for (target, _, token) in routed(&planned) {
+        let (p, id) = if target == Target::Broker(1) {
+            (redirect(0, 2), 11)
+        } else {
+            (data(1, Bytes::new()), 21)
+        };
+        f.handle_response(
+            now,
+            token,
+            &session_response(id, ErrorCode::None, vec![("t", vec![p])]),
+        );
+    }
+    assert_eq!(f.fetch_session(1), Some((11, 1)));
+    assert_eq!(f.fetch_session(2), Some((21, 1)));
+    let planned = f.poll_requests(now, &md);
+    let list = routed(&planned);
+    assert_eq!(list.len(), 2, "{list:?}");
+    let to_replica = planned
+        .iter()
+        .find(|(t, _, _)| *t == Target::Replica(2))
+        .unwrap();
+    let (ids, parts, _) = session_request(to_replica.1.as_ref());
+    assert_eq!(ids, (0, 0), "a full Fetch opens the replica's session");
+    assert_eq!(parts, [("t".into(), 0, 0)]);
+    let to_leader = planned
+        .iter()
+        .find(|(t, _, _)| *t == Target::Broker(2))
+        .unwrap();
+    let (ids, parts, _) = session_request(to_leader.1.as_ref());
+    assert_eq!(ids, (21, 1), "the leader connection's session goes on");
+    assert!(parts.is_empty());
+    f.handle_response(
+        now,
+        to_replica.2,
+        &session_response(
+            31,
+            ErrorCode::None,
+            vec![("t", vec![data(0, Bytes::new())])],
+        ),
+    );
+    assert_eq!(f.replica_fetch_session(2), Some((31, 1)));
+    assert_eq!(f.fetch_session(2), Some((21, 1)));
+    // The replica connection closes: its session ends, the leader
+    // connection's to the same broker does not.
+    f.set_replica_generations(&BTreeMap::from([(2, 1)]));
+    assert_eq!(f.replica_fetch_session(2), None);
+    assert_eq!(f.fetch_session(2), Some((21, 1)));
+    f.set_leader_generations(&BTreeMap::from([(2, 1)]));
+    assert_eq!(f.fetch_session(2), None);
+    assert_eq!(f.fetch_session(1), Some((11, 1)));
+}
+
+#[test]
+fn a_top_level_error_from_a_replica_sends_its_partitions_back() {
+    let md = with_brokers(&[("t", 0, 1)]);
+    let mut f = fetcher(rack_config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    fetch_from(
+        &mut f,
+        now,
+        &md,
+        Target::Broker(1),
+        vec![("t", vec![redirect(0, 2)])],
+    );
+    let planned = f.poll_requests(now, &md);
+    let outcome = f.handle_response(
+        now,
+        planned[0].2,
+        &session_response(0, ErrorCode::NotLeaderOrFollower, vec![]),
+    );
+    assert!(outcome.refresh_metadata);
+    assert_eq!(outcome.errors, 0);
+    assert_eq!(f.read_replica(&tp("t", 0)), None);
 }

@@ -278,6 +278,11 @@ pub struct MockFetch {
     pub error: ErrorCode,
     /// The answer's `session_id`: the session made or continued, 0 for none.
     pub response_session_id: i32,
+    /// The bytes of records in the answer.
+    pub record_bytes: usize,
+    /// The partitions the answer named a preferred read replica for
+    /// (KIP-392), as `(topic, partition, broker)`.
+    pub preferred_read_replicas: Vec<(String, i32, i32)>,
     /// The partitions in the answer.
     pub answered: Vec<(String, i32)>,
 }
@@ -291,6 +296,7 @@ pub struct MockClusterBuilder {
     min_session_timeout: Duration,
     max_session_timeout: Duration,
     tls: Option<MockTls>,
+    racks: BTreeMap<i32, String>,
 }
 
 /// A certificate and key for the mock's TLS listeners (PEM).
@@ -354,6 +360,34 @@ impl MockClusterBuilder {
         self
     }
 
+    /// Puts `broker` in `rack` (Kafka's `broker.rack`): Metadata reports
+    /// it, and a leader whose client sends a RackId (Fetch v11+,
+    /// `client.rack`) names a follower in that rack as the preferred read
+    /// replica (KIP-392; see [`MockCluster::set_followers`]). Brokers have
+    /// no rack by default. [`build`](Self::build) fails with
+    /// [`MockError::UnknownBroker`] for an id outside 1..=n.
+    ///
+    /// ```
+    /// use lazykafka::mock::MockCluster;
+    ///
+    /// let cluster = MockCluster::builder()
+    ///     .brokers(3)
+    ///     .rack(1, "eu-west-1a")
+    ///     .rack(2, "eu-west-1b")
+    ///     .rack(3, "eu-west-1c")
+    ///     .build()?;
+    /// cluster.create_topic_with_leaders("orders", &[1])?;
+    /// // Brokers 2 and 3 replicate it: a consumer with
+    /// // client.rack=eu-west-1b reads it from broker 2.
+    /// cluster.set_followers("orders", 0, &[2, 3])?;
+    /// assert_eq!(cluster.rack(2).as_deref(), Some("eu-west-1b"));
+    /// # Ok::<(), lazykafka::mock::MockError>(())
+    /// ```
+    pub fn rack(mut self, broker: i32, rack: impl Into<String>) -> Self {
+        self.racks.insert(broker, rack.into());
+        self
+    }
+
     /// How long the first rebalance of an empty group waits for more
     /// members (Kafka's `group.initial.rebalance.delay.ms`, 3 s there; 0
     /// here by default so tests do not wait).
@@ -383,6 +417,9 @@ impl MockClusterBuilder {
     pub fn build(self) -> Result<MockCluster, MockError> {
         let tls = self.tls.as_ref().map(MockTls::server_config).transpose()?;
         let n = self.brokers.max(1);
+        if let Some(&id) = self.racks.keys().find(|id| !(1..=n).contains(*id)) {
+            return Err(MockError::UnknownBroker(id));
+        }
         let mut sockets = Vec::new();
         let mut addrs = BTreeMap::new();
         for id in 1..=n {
@@ -397,6 +434,11 @@ impl MockClusterBuilder {
         };
         let mut state = State::new(Instant::now(), addrs, settings);
         state.sasl = self.sasl.map(sasl::SaslState::new);
+        for (id, rack) in self.racks {
+            if let Some(b) = state.brokers.get_mut(&id) {
+                b.rack = Some(rack);
+            }
+        }
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             changed: Condvar::new(),
@@ -451,6 +493,7 @@ impl MockCluster {
             min_session_timeout: Duration::from_millis(100),
             max_session_timeout: Duration::from_secs(30 * 60),
             tls: None,
+            racks: BTreeMap::new(),
         }
     }
 
@@ -547,15 +590,68 @@ impl MockCluster {
     }
 
     /// Moves a partition's leadership to `broker`; its leader epoch grows.
+    /// A follower that becomes the leader swaps places with the old
+    /// leader, which stays a follower.
     pub fn set_leader(&self, topic: &str, partition: i32, broker: i32) -> Result<(), MockError> {
         if self.broker_addr(broker).is_none() {
             return Err(MockError::UnknownBroker(broker));
         }
         self.with_partition(topic, partition, |p| {
+            if let Some(f) = p.followers.iter_mut().find(|f| **f == broker) {
+                *f = p.leader;
+            }
             p.leader = broker;
             p.bump_epoch();
             Ok(())
         })
+    }
+
+    /// Makes `followers` replicate a partition besides its leader (by
+    /// default none does: replication factor 1). Followers share the
+    /// leader's log, so they are always in sync: Metadata lists them as
+    /// replicas (in the ISR while up, offline while down), and they serve
+    /// Fetch from consumers (KIP-392; ListOffsets and OffsetForLeaderEpoch
+    /// stay the leader's). A leader names a follower in a fetching
+    /// client's rack as the preferred read replica (see
+    /// [`MockClusterBuilder::rack`]); to make one answer errors, use
+    /// [`MockCluster::push_broker_errors`] with [`ApiKey::Fetch`]. The
+    /// leader itself in `followers` is ignored; an unknown broker is
+    /// [`MockError::UnknownBroker`].
+    pub fn set_followers(
+        &self,
+        topic: &str,
+        partition: i32,
+        followers: &[i32],
+    ) -> Result<(), MockError> {
+        if let Some(&b) = followers.iter().find(|b| self.broker_addr(**b).is_none()) {
+            return Err(MockError::UnknownBroker(b));
+        }
+        self.with_partition(topic, partition, |p| {
+            let mut set: Vec<i32> = followers
+                .iter()
+                .copied()
+                .filter(|&b| b != p.leader)
+                .collect();
+            set.sort_unstable();
+            set.dedup();
+            p.followers = set;
+            Ok(())
+        })
+    }
+
+    /// The followers of a partition (see [`MockCluster::set_followers`]).
+    pub fn followers(&self, topic: &str, partition: i32) -> Option<Vec<i32>> {
+        self.with_partition(topic, partition, |p| Ok(p.followers.clone()))
+            .ok()
+    }
+
+    /// A broker's rack (see [`MockClusterBuilder::rack`]).
+    pub fn rack(&self, broker: i32) -> Option<String> {
+        self.shared
+            .lock()
+            .brokers
+            .get(&broker)
+            .and_then(|b| b.rack.clone())
     }
 
     /// Moves a partition's leadership to `broker`, whose copy of the log
@@ -576,6 +672,9 @@ impl MockCluster {
             return Err(MockError::UnknownBroker(broker));
         }
         self.with_partition(topic, partition, |p| {
+            if let Some(f) = p.followers.iter_mut().find(|f| **f == broker) {
+                *f = p.leader;
+            }
             p.leader = broker;
             Ok(p.truncate_to(end_offset))
         })

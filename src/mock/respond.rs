@@ -604,7 +604,7 @@ fn fetch_ready(
     let min_bytes = usize::try_from(held.req.min_bytes).unwrap_or(0);
     let (resp, bytes, errors) = st.fetch(
         broker,
-        version,
+        (version, &held.req.rack_id),
         held.req.max_bytes,
         &held.topics,
         held.error,

@@ -87,6 +87,9 @@ pub(crate) struct Broker {
     pub errors: HashMap<i16, VecDeque<ErrorCode>>,
     /// The broker's fetch session cache (KIP-227).
     pub fetch_sessions: FetchSessions,
+    /// Its rack (`broker.rack`), reported in Metadata and matched against
+    /// a fetching client's RackId (KIP-392).
+    pub rack: Option<String>,
 }
 
 /// One partition.
@@ -94,6 +97,10 @@ pub(crate) struct Broker {
 pub(crate) struct Partition {
     /// The broker that leads it (reported as -1 while that broker is down).
     pub leader: i32,
+    /// The other brokers that replicate it (KIP-392: they serve Fetch from
+    /// consumers too). They share the leader's log, so they are always in
+    /// sync while up.
+    pub followers: Vec<i32>,
     pub leader_epoch: i32,
     pub log: PartitionLog,
     /// The leader epoch cache: each epoch with the offset its leader
@@ -106,6 +113,7 @@ impl Partition {
     pub fn new(leader: i32) -> Self {
         Partition {
             leader,
+            followers: Vec::new(),
             leader_epoch: 0,
             log: PartitionLog::default(),
             epochs: vec![(0, 0)],
@@ -202,6 +210,7 @@ impl State {
                     idle_timeout: None,
                     errors: HashMap::new(),
                     fetch_sessions: FetchSessions::new(id),
+                    rack: None,
                 };
                 (id, broker)
             })
@@ -386,7 +395,7 @@ impl State {
                 node_id: id,
                 host: b.addr.ip().to_string(),
                 port: i32::from(b.addr.port()),
-                rack: None,
+                rack: b.rack.clone(),
                 unknown_tagged_fields: Vec::new(),
             })
             .collect();
@@ -452,6 +461,11 @@ impl State {
                 .enumerate()
                 .map(|(i, p)| {
                     let leader = self.live_leader(p);
+                    let replicas: Vec<i32> = std::iter::once(p.leader)
+                        .chain(p.followers.iter().copied())
+                        .collect();
+                    let (isr, offline): (Vec<i32>, Vec<i32>) =
+                        replicas.iter().partition(|&&b| self.is_up(b));
                     MetadataResponsePartition {
                         error_code: if leader < 0 {
                             ErrorCode::LeaderNotAvailable.code()
@@ -461,9 +475,9 @@ impl State {
                         partition_index: i as i32,
                         leader_id: leader,
                         leader_epoch: p.leader_epoch,
-                        replica_nodes: vec![p.leader],
-                        isr_nodes: if leader < 0 { vec![] } else { vec![p.leader] },
-                        offline_replicas: if leader < 0 { vec![p.leader] } else { vec![] },
+                        replica_nodes: replicas,
+                        isr_nodes: if leader < 0 { vec![] } else { isr },
+                        offline_replicas: offline,
                         unknown_tagged_fields: Vec::new(),
                     }
                 })
@@ -667,7 +681,18 @@ impl State {
     /// Whether `broker` leads `part` at the epoch the client believes in
     /// (-1: not checked), per KIP-320.
     fn check_leader(&self, broker: i32, part: &Partition, epoch: i32) -> Result<(), ErrorCode> {
-        if part.leader != broker || !self.is_up(broker) {
+        if part.leader != broker {
+            return Err(ErrorCode::NotLeaderOrFollower);
+        }
+        self.check_replica(broker, part, epoch)
+    }
+
+    /// Whether `broker` holds a copy of `part` (as leader or follower) and
+    /// the client's leader epoch (-1: not checked) is the partition's:
+    /// what a Fetch from a consumer needs (KIP-392 lets followers serve
+    /// it; the epoch is fenced the same way, KIP-320).
+    fn check_replica(&self, broker: i32, part: &Partition, epoch: i32) -> Result<(), ErrorCode> {
+        if (part.leader != broker && !part.followers.contains(&broker)) || !self.is_up(broker) {
             return Err(ErrorCode::NotLeaderOrFollower);
         }
         if epoch >= 0 && epoch < part.leader_epoch {
@@ -682,13 +707,40 @@ impl State {
     // ---------------------------------------------------------------------
     // Fetch
 
+    /// The follower a leader names to a client in `rack` as the preferred
+    /// read replica of `part` (KIP-392), as Kafka's
+    /// `RackAwareReplicaSelector` picks: none when the client sends no rack
+    /// or the leader is in its rack; else a follower in that rack (in
+    /// sync: the mock's followers share the log; and up), the lowest id
+    /// first; none when no follower is.
+    fn preferred_read_replica(&self, part: &Partition, rack: &str) -> Option<i32> {
+        if rack.is_empty() {
+            return None;
+        }
+        let in_rack = |b: i32| {
+            self.brokers
+                .get(&b)
+                .is_some_and(|b| b.rack.as_deref() == Some(rack))
+        };
+        if in_rack(part.leader) {
+            return None;
+        }
+        part.followers
+            .iter()
+            .copied()
+            .filter(|&b| self.is_up(b) && in_rack(b))
+            .min()
+    }
+
     /// Answers a Fetch of `topics` (the request's, or a fetch session's,
-    /// KIP-227) as it stands now, with the bytes of records in it and
-    /// whether a partition had an error (an error answers at once).
+    /// KIP-227) from a client in `rack` (RackId, v11+; empty for none) as
+    /// it stands now, with the bytes of records in it and whether it must
+    /// be answered at once (a partition with an error, a diverging epoch
+    /// or a preferred read replica).
     pub fn fetch(
         &self,
         broker: i32,
-        version: i16,
+        (version, rack): (i16, &str),
         max_bytes: i32,
         topics: &[FetchTopic],
         error: Option<ErrorCode>,
@@ -719,7 +771,7 @@ impl State {
                     (None, None, _) if version >= 13 => ErrorCode::UnknownTopicId,
                     (None, _, None) => ErrorCode::UnknownTopicOrPartition,
                     (None, _, Some(part)) => {
-                        match self.check_leader(broker, part, p.current_leader_epoch) {
+                        match self.check_replica(broker, part, p.current_leader_epoch) {
                             Err(code) => {
                                 out.current_leader = LeaderIdAndEpoch {
                                     leader_id: self.live_leader(part),
@@ -754,6 +806,17 @@ impl State {
                                     || p.fetch_offset > log.high_watermark()
                                 {
                                     ErrorCode::OffsetOutOfRange
+                                } else if let Some(replica) = (part.leader == broker
+                                    && version >= 11)
+                                    .then(|| self.preferred_read_replica(part, rack))
+                                    .flatten()
+                                {
+                                    // Kafka's `ReplicaManager.readFromLocalLog`: a
+                                    // leader that prefers another replica for this
+                                    // client sends no records, and answers at once.
+                                    out.preferred_read_replica = replica;
+                                    errors = true;
+                                    ErrorCode::None
                                 } else {
                                     let room = max_total.saturating_sub(total);
                                     let want = usize::try_from(p.partition_max_bytes)
@@ -844,6 +907,24 @@ impl State {
                 .collect(),
             error: ErrorCode::from_code(resp.error_code),
             response_session_id: resp.session_id,
+            record_bytes: resp
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .filter_map(|p| p.records.as_ref())
+                .map(Bytes::len)
+                .sum(),
+            preferred_read_replicas: resp
+                .responses
+                .iter()
+                .flat_map(|t| {
+                    let n = name(&t.topic, &t.topic_id);
+                    t.partitions
+                        .iter()
+                        .filter(|p| p.preferred_read_replica >= 0)
+                        .map(move |p| (n.clone(), p.partition_index, p.preferred_read_replica))
+                })
+                .collect(),
             answered: resp
                 .responses
                 .iter()
@@ -1048,5 +1129,142 @@ mod tests {
         assert_eq!(p.truncate_to(20), 20);
         assert_eq!(p.epochs, [(0, 0), (3, 20)]);
         assert_eq!(p.end_offset_for(1), (0, 20));
+    }
+}
+
+#[cfg(test)]
+mod replica_tests {
+    //! KIP-392 on the mock's side: racks, followers serving Fetch, and the
+    //! preferred read replica a leader names (Kafka's
+    //! `RackAwareReplicaSelector`).
+
+    use super::*;
+    use crate::protocol::messages::fetch::FetchPartition;
+    use crate::records::RecordBatchBuilder;
+
+    /// Brokers 1..=4 in racks r1, r2, r2, r4; topic "t" led by 1 with
+    /// followers 2 and 3, holding 5 records.
+    fn state() -> State {
+        let addrs = (1..=4)
+            .map(|id| (id, SocketAddr::from(([127, 0, 0, 1], 9000 + id as u16))))
+            .collect();
+        let settings = GroupSettings {
+            initial_rebalance_delay: Duration::ZERO,
+            min_session_timeout: Duration::from_millis(100),
+            max_session_timeout: Duration::from_secs(60),
+        };
+        let mut st = State::new(Instant::now(), addrs, settings);
+        for (id, rack) in [(1, "r1"), (2, "r2"), (3, "r2"), (4, "r4")] {
+            st.brokers.get_mut(&id).unwrap().rack = Some(rack.into());
+        }
+        st.create_topic("t", 1, Some(&[1])).unwrap();
+        let part = &mut st.topics.get_mut("t").unwrap().partitions[0];
+        part.followers = vec![2, 3];
+        let mut b = RecordBatchBuilder::new(0);
+        for i in 0..5 {
+            b.append(i, None, Some(b"v"), &[]).unwrap();
+        }
+        part.log.append(&b.build().unwrap(), 0).unwrap();
+        st
+    }
+
+    fn topics() -> Vec<FetchTopic> {
+        vec![FetchTopic {
+            topic: "t".into(),
+            partitions: vec![FetchPartition {
+                partition: 0,
+                fetch_offset: 0,
+                partition_max_bytes: 1 << 20,
+                current_leader_epoch: 0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }]
+    }
+
+    /// (error, preferred read replica, record bytes, answer at once) of a
+    /// Fetch of t-0 from offset 0 to `broker` at `version` from `rack`.
+    fn fetch(st: &State, broker: i32, version: i16, rack: &str) -> (ErrorCode, i32, usize, bool) {
+        let (resp, bytes, now) = st.fetch(broker, (version, rack), 1 << 20, &topics(), None);
+        let p = &resp.responses[0].partitions[0];
+        (
+            ErrorCode::from_code(p.error_code),
+            p.preferred_read_replica,
+            bytes,
+            now,
+        )
+    }
+
+    #[test]
+    fn a_leader_names_the_lowest_follower_in_the_clients_rack_and_sends_no_records() {
+        let st = state();
+        let (code, replica, bytes, now) = fetch(&st, 1, 11, "r2");
+        assert_eq!((code, replica, bytes), (ErrorCode::None, 2, 0));
+        assert!(now, "answered at once, not held for max_wait_ms");
+    }
+
+    #[test]
+    fn no_preferred_replica_without_a_rack_match_or_before_v11() {
+        let st = state();
+        // No rack, the leader's own rack, a rack with no follower, and a
+        // version without the field: the leader serves the records.
+        for (version, rack) in [(12, ""), (12, "r1"), (12, "r4"), (10, "r2")] {
+            let (code, replica, bytes, _) = fetch(&st, 1, version, rack);
+            assert_eq!(
+                (code, replica),
+                (ErrorCode::None, -1),
+                "v{version} {rack:?}"
+            );
+            assert!(bytes > 0, "v{version} {rack:?}");
+        }
+    }
+
+    #[test]
+    fn a_follower_that_is_down_is_not_named() {
+        let mut st = state();
+        st.brokers.get_mut(&2).unwrap().up = false;
+        assert_eq!(fetch(&st, 1, 12, "r2").1, 3);
+        st.brokers.get_mut(&3).unwrap().up = false;
+        let (_, replica, bytes, _) = fetch(&st, 1, 12, "r2");
+        assert_eq!(replica, -1);
+        assert!(bytes > 0);
+    }
+
+    #[test]
+    fn followers_serve_fetch_and_other_brokers_do_not() {
+        let st = state();
+        for follower in [2, 3] {
+            let (code, replica, bytes, _) = fetch(&st, follower, 12, "r2");
+            assert_eq!((code, replica), (ErrorCode::None, -1), "{follower}");
+            assert!(
+                bytes > 0,
+                "a follower sends records, never a replica to go to"
+            );
+        }
+        assert_eq!(fetch(&st, 4, 12, "r2").0, ErrorCode::NotLeaderOrFollower);
+    }
+
+    #[test]
+    fn metadata_lists_racks_replicas_and_the_isr() {
+        let mut st = state();
+        st.brokers.get_mut(&3).unwrap().up = false;
+        let resp = st.metadata(12, &MetadataRequest::default(), None);
+        let racks: Vec<(i32, Option<String>)> = resp
+            .brokers
+            .iter()
+            .map(|b| (b.node_id, b.rack.clone()))
+            .collect();
+        assert_eq!(
+            racks,
+            [
+                (1, Some("r1".into())),
+                (2, Some("r2".into())),
+                (4, Some("r4".into()))
+            ]
+        );
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!(p.replica_nodes, [1, 2, 3]);
+        assert_eq!(p.isr_nodes, [1, 2]);
+        assert_eq!(p.offline_replicas, [3]);
     }
 }

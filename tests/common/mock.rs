@@ -69,6 +69,35 @@ impl RawMock {
         assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
     }
 
+    /// Makes `broker` the partition's follower: the leader answers a Fetch
+    /// (v11+) with it as the preferred read replica (KIP-392), whatever
+    /// the client's rack, and sends no records then; the follower serves
+    /// Fetch. -1 undoes it.
+    pub fn set_follower(&self, topic: &str, partition: i32, broker: i32) {
+        let t = CString::new(topic).unwrap();
+        let err = unsafe {
+            sys::rd_kafka_mock_partition_set_follower(self.mc, t.as_ptr(), partition, broker)
+        };
+        assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+
+    /// The follower's log start and high watermark (-1: the leader's): a
+    /// follower behind the leader.
+    pub fn set_follower_wmarks(&self, topic: &str, partition: i32, lo: i64, hi: i64) {
+        let t = CString::new(topic).unwrap();
+        let err = unsafe {
+            sys::rd_kafka_mock_partition_set_follower_wmarks(self.mc, t.as_ptr(), partition, lo, hi)
+        };
+        assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+
+    /// The rack Metadata reports for `broker`.
+    pub fn set_rack(&self, broker: i32, rack: &str) {
+        let r = CString::new(rack).unwrap();
+        let err = unsafe { sys::rd_kafka_mock_broker_set_rack(self.mc, broker, r.as_ptr()) };
+        assert_eq!(err, sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+
     pub fn set_group_coordinator(&self, group: &str, broker: i32) {
         let kind = CString::new("group").unwrap();
         let key = CString::new(group).unwrap();
