@@ -112,9 +112,15 @@ impl Sim {
     /// Carries out every action, answering as the brokers would, until the
     /// cluster asks for nothing more.
     fn pump(&mut self) {
+        // The simulated network answers at once, so a pump that never
+        // settles is the connection manager acting without end at one
+        // instant (a connect storm, a request loop): fail, not hang.
+        let mut actions = 0;
         loop {
             let mut progressed = false;
             while let Some(action) = self.c.poll_action() {
+                actions += 1;
+                assert!(actions < 100_000, "no end of actions at one instant");
                 progressed = true;
                 match action {
                     Action::Connect { conn, addr, .. } => {
@@ -523,6 +529,44 @@ fn manual_assignment_retires_bootstrap_after_first_leader() {
     assert!(retired.is_some() && closed > retired, "{kinds:?}");
 }
 
+/// In group mode a ready leader connection is not enough: the bootstrap
+/// connection stays until the coordinator connection is ready too
+/// (docs/connections.md rule 6).
+#[test]
+fn in_group_mode_the_bootstrap_waits_for_a_ready_coordinator() {
+    let mut sim = Sim::new(config(&["b2:9092"], Some("g")));
+    // Broker 3 leads partitions of "t" and coordinates the group; it
+    // refuses connections for now. Broker 2 (the bootstrap) has no role.
+    sim.coordinator = 3;
+    sim.refused.insert("b3:9092".into());
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Coordinator);
+    sim.request(Target::Broker(1));
+    let census = sim.census();
+    assert!(census.contains(&(Purpose::Leader, Some(1))), "{census:?}");
+    assert!(
+        census.iter().any(|(p, _)| *p == Purpose::Bootstrap),
+        "retired before the coordinator connection was ready: {census:?}"
+    );
+    assert!(!sim.kinds().iter().any(|(k, _, _)| k == "retired"));
+    // The coordinator comes back: once its connection is ready, the
+    // bootstrap connection goes.
+    sim.refused.clear();
+    sim.advance(Duration::from_secs(2));
+    sim.request(Target::Coordinator);
+    let census = sim.census();
+    assert!(
+        census.contains(&(Purpose::Coordinator, Some(3))),
+        "{census:?}"
+    );
+    assert!(
+        !census.iter().any(|(p, _)| *p == Purpose::Bootstrap),
+        "{census:?}"
+    );
+}
+
 #[test]
 fn metadata_goes_over_the_least_loaded_leader_connection() {
     let mut sim = Sim::new(config(&["b2:9092"], None));
@@ -577,6 +621,28 @@ fn idle_connections_close_at_exactly_the_idle_time() {
         "{last:?}"
     );
     assert_eq!(sim.c.counters()["b3:9092"].closed_idle, 1);
+}
+
+/// A connection with a request in flight is busy, not idle, however long
+/// the broker takes (a long-polling Fetch): only the request timeout ends
+/// it.
+#[test]
+fn a_connection_waiting_for_an_answer_is_not_idle() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Broker(3));
+    // The next request on it gets no answer for 20 s: twice the idle time
+    // (10 s), within the request timeout (30 s).
+    sim.held.insert(ApiKey::ApiVersions);
+    let pending = sim.request(Target::Broker(3));
+    for _ in 0..20 {
+        sim.advance(Duration::from_secs(1));
+    }
+    assert_eq!(sim.census(), vec![(Purpose::Leader, Some(3))]);
+    assert!(!sim.responses.contains_key(&pending));
+    assert_eq!(sim.c.counters()["b3:9092"].closed_idle, 0);
 }
 
 #[test]
@@ -860,6 +926,35 @@ fn no_deadline_is_left_in_the_past_while_the_coordinator_is_down() {
     // or not, is no deadline (one left in the past would be a busy loop).
     let steps = step_through_deadlines(&mut sim, Duration::from_secs(60));
     assert!(steps < 50, "{steps} steps with nothing waiting");
+}
+
+/// A refused address is tried again only after its reconnect backoff
+/// (50 ms doubling to 1 s, ±20 %): no storm of connects against a broker
+/// that is down.
+#[test]
+fn a_refused_address_is_retried_only_after_its_backoff() {
+    let mut sim = Sim::new(config(&["b1:9092"], Some("g")));
+    sim.refused.insert("b1:9092".into());
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Coordinator);
+    step_through_deadlines(&mut sim, Duration::from_secs(10));
+    let attempts: Vec<Duration> = sim
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::ConnectFailed { .. }))
+        .map(|e| e.at)
+        .collect();
+    // 50 ms, 100, 200, 400, 800, then 1 s each: about 15 in 10 s.
+    assert!((5..=20).contains(&attempts.len()), "{attempts:?}");
+    for pair in attempts.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_millis(40),
+            "retried after {:?}: {attempts:?}",
+            pair[1] - pair[0]
+        );
+    }
 }
 
 #[test]
