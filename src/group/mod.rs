@@ -10,12 +10,14 @@
 pub mod assignor;
 pub mod consumer_membership;
 pub mod membership;
+pub mod pattern;
 pub mod seam;
 
 pub use assignor::{
     AssignmentStrategy, Assignor, CooperativeStickyAssignor, GroupAssignment, GroupMember,
     RangeAssignor, RebalanceProtocol, RoundRobinAssignor,
 };
+pub use pattern::{PatternError, TopicPattern};
 
 use std::fmt;
 use std::str::FromStr;
