@@ -127,9 +127,7 @@ fn split(a: &BTreeSet<(String, i32)>, b: &BTreeSet<(String, i32)>, all: usize) -
     !a.is_empty() && !b.is_empty() && a.is_disjoint(b) && a.len() + b.len() == all
 }
 
-async fn classic_pattern_members_split_hand_over_and_read_every_matching_record<
-    C: TestCluster,
->() {
+async fn classic_pattern_members_split_hand_over_and_read_every_matching_record<C: TestCluster>() {
     let _one = ONE_AT_A_TIME.lock().await;
     logs::capture();
     let mock: C = cluster(40);
@@ -202,18 +200,24 @@ async fn a_classic_pattern_picks_up_a_topic_created_later<C: TestCluster>() {
     ours.subscribe_pattern("pat-.*").unwrap();
     let mut seen = Seen::new();
     let before = all_records(&["pat-a", "pat-b"], 10);
-    poll_until(&mut ours, &mut seen, "the two topics' records", |_, seen| {
-        seen.is_superset(&before)
-    })
+    poll_until(
+        &mut ours,
+        &mut seen,
+        "the two topics' records",
+        |_, seen| seen.is_superset(&before),
+    )
     .await;
     mock.clear_requests();
 
     mock.create_topic("pat-c", &[3, 1]);
     produce(&bootstrap, "pat-c", 2, 6, "none");
     let after = all_records(&["pat-c"], 6);
-    poll_until(&mut ours, &mut seen, "the new topic's records", |_, seen| {
-        seen.is_superset(&after)
-    })
+    poll_until(
+        &mut ours,
+        &mut seen,
+        "the new topic's records",
+        |_, seen| seen.is_superset(&after),
+    )
     .await;
     assert!(ours.subscription().contains("pat-c"));
     assert!(
@@ -367,16 +371,20 @@ fn a_bad_pattern_is_refused_and_opens_nothing() {
         }
     }
     assert_eq!(c.subscription_pattern().as_deref(), Some("ok-.*"));
-    let e = c.subscribe_pattern_with_listener("x(", NoListener).unwrap_err();
+    let e = c
+        .subscribe_pattern_with_listener("x(", NoListener)
+        .unwrap_err();
     assert!(e.to_string().contains("x("), "{e}");
     assert!(!e.is_retriable() && !e.is_fatal());
-    let mut manual = Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
+    let mut manual =
+        Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
     assert!(matches!(
         manual.subscribe_pattern("ok-.*"),
         Err(Error::Config { property, .. }) if property == "group.id"
     ));
     assert!(
-        !wait_for(Duration::from_millis(300), || !client_sockets(&[port]).is_empty()),
+        !wait_for(Duration::from_millis(300), || !client_sockets(&[port])
+            .is_empty()),
         "a socket before the first poll"
     );
     assert!(mock.requests().is_empty());

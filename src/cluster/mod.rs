@@ -1848,11 +1848,8 @@ impl Cluster {
                     if !self.unresolved_ids().is_empty() {
                         // Not (yet) known to this broker: a topic just
                         // created, say. Asked again after the backoff.
-                        self.by_id_refresh.failed(
-                            now,
-                            &self.config.retry_backoff,
-                            &mut self.rng,
-                        );
+                        self.by_id_refresh
+                            .failed(now, &self.config.retry_backoff, &mut self.rng);
                     }
                 }
                 Err(e) => {

@@ -823,7 +823,10 @@ fn a_pattern_subscription_asks_for_every_topic_at_the_max_age() {
     sim.c.handle_timeout(sim.now);
     sim.pump();
     assert_eq!(sim.metadata_asked.len(), 1);
-    assert_eq!(sim.metadata_asked[0].1, None, "a null topic array: every topic");
+    assert_eq!(
+        sim.metadata_asked[0].1, None,
+        "a null topic array: every topic"
+    );
     let known: Vec<&String> = sim.c.metadata().topics.keys().collect();
     assert_eq!(known, ["t", "u"]);
     // No topic named, and still refreshed every metadata.max.age.ms.
@@ -833,7 +836,10 @@ fn a_pattern_subscription_asks_for_every_topic_at_the_max_age() {
     sim.advance(Duration::from_secs(1));
     assert_eq!(sim.metadata_asked.len(), 2);
     assert_eq!(sim.metadata_asked[1].1, None);
-    assert!(sim.c.metadata().topics.contains_key("v"), "a topic created since");
+    assert!(
+        sim.c.metadata().topics.contains_key("v"),
+        "a topic created since"
+    );
     // Off again: named topics only.
     sim.c.set_all_topics(false);
     sim.c.set_topics(["t".to_owned()]);
@@ -865,7 +871,10 @@ fn unknown_topic_ids_are_looked_up_by_id_and_kept_while_wanted() {
     assert_eq!(sim.metadata_asked.len(), 2);
     assert_eq!(sim.metadata_asked[1], (12, Some(vec![(None, U)])));
     assert_eq!(sim.c.metadata().topics["u"].topic_id, U);
-    assert!(sim.c.metadata().topics.contains_key("t"), "merged, not replaced");
+    assert!(
+        sim.c.metadata().topics.contains_key("t"),
+        "merged, not replaced"
+    );
     assert!(sim.c.metadata_generation() > generation);
     // Known now: not asked again.
     sim.advance(Duration::from_secs(5));
@@ -874,7 +883,10 @@ fn unknown_topic_ids_are_looked_up_by_id_and_kept_while_wanted() {
     // The regular refresh (by name) keeps it while the id is wanted...
     sim.advance(Duration::from_secs(55));
     assert_eq!(sim.metadata_asked.len(), 3);
-    assert_eq!(sim.metadata_asked[2].1, Some(vec![(Some("t".into()), [0; 16])]));
+    assert_eq!(
+        sim.metadata_asked[2].1,
+        Some(vec![(Some("t".into()), [0; 16])])
+    );
     assert!(sim.c.metadata().topics.contains_key("u"));
     // ...and drops it once nobody wants it.
     sim.c.set_topic_ids([]);

@@ -996,8 +996,11 @@ impl ConsumerCore {
         }
         self.matched_generation = Some(generation);
         let before = m.topics().clone();
-        let now_matched =
-            m.subscribe_pattern(pattern, self.cluster.metadata(), self.exclude_internal_topics);
+        let now_matched = m.subscribe_pattern(
+            pattern,
+            self.cluster.metadata(),
+            self.exclude_internal_topics,
+        );
         if let Some(topics) = now_matched.filter(|t| *t != before) {
             log::info!(
                 "pattern {pattern:?} now matches {} topic(s): {}",

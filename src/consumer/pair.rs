@@ -306,8 +306,9 @@ impl Pair {
                             self.metadata_asked.push((
                                 self.now - self.start,
                                 header.api_version,
-                                req.topics
-                                    .map(|ts| ts.into_iter().map(|t| (t.name, t.topic_id)).collect()),
+                                req.topics.map(|ts| {
+                                    ts.into_iter().map(|t| (t.name, t.topic_id)).collect()
+                                }),
                             ));
                         }
                         let (broker, id) = (link.broker, link.id);
@@ -831,7 +832,9 @@ fn a_classic_pattern_member_matches_every_topic_and_rejoins_when_one_appears() {
     });
     pair.mock.create_topic(TOPIC, 2, None).unwrap();
     pair.mock.create_topic("audit", 1, None).unwrap();
-    pair.mock.create_topic("__consumer_offsets", 1, None).unwrap();
+    pair.mock
+        .create_topic("__consumer_offsets", 1, None)
+        .unwrap();
     pair.produce(TOPIC, 0, 3);
     pair.subscribe_pattern("(invoices|__consumer_offsets).*");
     let records = pair.poll_for(Duration::from_secs(2), Duration::from_millis(100));
@@ -839,7 +842,11 @@ fn a_classic_pattern_member_matches_every_topic_and_rejoins_when_one_appears() {
     assert_eq!(pair.assigned_topics(), BTreeSet::from([TOPIC.to_owned()]));
     let joins = pair.served(ApiKey::JoinGroup).len();
     // Every Metadata request asked for every topic (a null array).
-    assert!(pair.metadata_asked.iter().all(|m| m.2.is_none()), "{:?}", pair.metadata_asked);
+    assert!(
+        pair.metadata_asked.iter().all(|m| m.2.is_none()),
+        "{:?}",
+        pair.metadata_asked
+    );
 
     let created = pair.elapsed();
     pair.mock.create_topic("invoices-eu", 1, None).unwrap();
@@ -861,7 +868,12 @@ fn a_classic_pattern_member_matches_every_topic_and_rejoins_when_one_appears() {
         .map(|m| m.0)
         .filter(|t| *t > created)
         .collect();
-    assert_eq!(refreshes.first().map(|t| *t <= created + Duration::from_secs(5)), Some(true));
+    assert_eq!(
+        refreshes
+            .first()
+            .map(|t| *t <= created + Duration::from_secs(5)),
+        Some(true)
+    );
     assert!(pair.served(ApiKey::JoinGroup).len() > joins);
     assert!(pair.errors.is_empty(), "{:?}", pair.errors);
 
@@ -895,7 +907,9 @@ fn a_kip_848_regex_member_names_a_topic_created_later_by_its_id() {
     assert_eq!(pair.assigned_topics(), BTreeSet::from([TOPIC.to_owned()]));
 
     let created = pair.elapsed();
-    pair.mock.create_topic("invoices-eu", 2, Some(&[2, 2])).unwrap();
+    pair.mock
+        .create_topic("invoices-eu", 2, Some(&[2, 2]))
+        .unwrap();
     let id = pair.mock.topics["invoices-eu"].id;
     pair.produce("invoices-eu", 1, 3);
     let more = pair.poll_for(Duration::from_secs(5), Duration::from_millis(100));

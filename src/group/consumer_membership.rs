@@ -400,7 +400,9 @@ impl ConsumerMembership {
                 return self.fail(GroupFailure {
                     api: "ConsumerGroupHeartbeat",
                     code: None,
-                    reason: format!("the coordinator does not speak the consumer group protocol: {e}"),
+                    reason: format!(
+                        "the coordinator does not speak the consumer group protocol: {e}"
+                    ),
                 });
             }
             Err(e) => {
@@ -1156,8 +1158,13 @@ mod tests {
             )),
         );
         let failure = m.take_failure().expect("stopped");
-        assert!(failure.reason.contains("SubscribedTopicRegex"), "{failure:?}");
-        assert!(m.poll_heartbeat(t0 + Duration::from_secs(9), &names()).is_none());
+        assert!(
+            failure.reason.contains("SubscribedTopicRegex"),
+            "{failure:?}"
+        );
+        assert!(m
+            .poll_heartbeat(t0 + Duration::from_secs(9), &names())
+            .is_none());
 
         // The broker's INVALID_REGULAR_EXPRESSION, with its words.
         let mut m = ConsumerMembership::new(config(None), "member-2".into());

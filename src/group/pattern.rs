@@ -200,7 +200,8 @@ mod tests {
             "_gone".into(),
             topic(ErrorCode::UnknownTopicOrPartition, false),
         );
-        md.topics.insert("other".into(), topic(ErrorCode::None, false));
+        md.topics
+            .insert("other".into(), topic(ErrorCode::None, false));
         let p = TopicPattern::new("_.*").unwrap();
         assert_eq!(
             p.matching_topics(&md, true),

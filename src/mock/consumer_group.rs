@@ -34,10 +34,10 @@
 //! Not modelled: rack-aware assignment, rebalance timeouts for members
 //! that never revoke, authorization of the topics a regex resolves to.
 
+use crate::group::TopicPattern;
 use crate::protocol::messages::consumer_group_heartbeat::{
     Assignment, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicPartitions,
 };
-use crate::group::TopicPattern;
 use crate::protocol::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -219,7 +219,10 @@ impl ConsumerGroups {
             if let Err(e) = TopicPattern::new(r) {
                 return Err(Refusal(
                     ErrorCode::InvalidRegularExpression,
-                    Some(format!("SubscribedTopicRegex `{r}` is not a valid regular expression: {}", e.reason)),
+                    Some(format!(
+                        "SubscribedTopicRegex `{r}` is not a valid regular expression: {}",
+                        e.reason
+                    )),
                 ));
             }
         }
@@ -411,7 +414,11 @@ impl Group {
 
     /// Drops the resolutions of regexes no member subscribes to anymore.
     fn forget_unused_regexes(&mut self) {
-        let used: BTreeSet<&String> = self.members.values().filter_map(|m| m.regex.as_ref()).collect();
+        let used: BTreeSet<&String> = self
+            .members
+            .values()
+            .filter_map(|m| m.regex.as_ref())
+            .collect();
         self.resolved.retain(|r, _| used.contains(r));
     }
 
@@ -422,7 +429,11 @@ impl Group {
     /// resolution changed.
     fn resolve_regexes(&mut self, now: Instant, topics: &TopicView, interval: Duration) -> bool {
         self.forget_unused_regexes();
-        let regexes: BTreeSet<String> = self.members.values().filter_map(|m| m.regex.clone()).collect();
+        let regexes: BTreeSet<String> = self
+            .members
+            .values()
+            .filter_map(|m| m.regex.clone())
+            .collect();
         if regexes.is_empty() {
             return false;
         }
@@ -872,8 +883,8 @@ mod tests {
     }
 
     #[test]
-    fn topics_created_later_are_picked_up_by_name_at_once_and_by_regex_after_the_refresh_interval(
-    ) {
+    fn topics_created_later_are_picked_up_by_name_at_once_and_by_regex_after_the_refresh_interval()
+    {
         let now = Instant::now();
         let mut g = ConsumerGroups {
             regex_refresh_interval: Duration::from_secs(10),
@@ -896,7 +907,12 @@ mod tests {
         let mut grown = view();
         grown.insert("u1".into(), (U, 2));
         // Within the interval of the last resolution: not yet.
-        let r = g.heartbeat(now + Duration::from_secs(9), 1, &beat("b", b_epoch, None), &grown);
+        let r = g.heartbeat(
+            now + Duration::from_secs(9),
+            1,
+            &beat("b", b_epoch, None),
+            &grown,
+        );
         assert!(by_topic(&r).is_empty());
         let later = now + Duration::from_secs(10);
         let r = g.heartbeat(later, 1, &beat("b", b_epoch, None), &grown);

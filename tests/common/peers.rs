@@ -224,8 +224,7 @@ impl RdConsumer {
         let topic_assignment = Arc::new(Mutex::new(BTreeSet::new()));
         let thread = {
             let (stop, seen, assignment) = (stop.clone(), seen.clone(), assignment.clone());
-            let (seen_records, topic_assignment) =
-                (seen_records.clone(), topic_assignment.clone());
+            let (seen_records, topic_assignment) = (seen_records.clone(), topic_assignment.clone());
             std::thread::spawn(move || {
                 use rdkafka::message::Message as _;
                 while !stop.load(Ordering::SeqCst) {
