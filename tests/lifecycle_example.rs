@@ -148,7 +148,10 @@ fn with_group_protocol_consumer_it_walks_its_own_cluster() {
         }
         if id != 2 {
             assert!(apis.iter().any(|a| a == "Fetch"), "{line}");
-            assert!(!apis.iter().any(|a| a == "ConsumerGroupHeartbeat"), "{line}");
+            assert!(
+                !apis.iter().any(|a| a == "ConsumerGroupHeartbeat"),
+                "{line}"
+            );
         }
     }
 }
@@ -180,9 +183,14 @@ fn with_group_protocol_consumer_it_walks_librdkafkas_mock() {
         .filter(|(_, api)| *api == 68)
         .map(|(b, _)| *b)
         .collect();
-    assert!(!heartbeats.is_empty() && heartbeats.iter().all(|b| *b == 2), "{heartbeats:?}");
     assert!(
-        requests.iter().all(|(_, api)| ![11, 12, 13, 14].contains(api)),
+        !heartbeats.is_empty() && heartbeats.iter().all(|b| *b == 2),
+        "{heartbeats:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|(_, api)| ![11, 12, 13, 14].contains(api)),
         "classic group requests: {requests:?}"
     );
 }
