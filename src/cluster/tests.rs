@@ -52,8 +52,11 @@ struct Sim {
     metadata_max: i16,
     /// What each Metadata request asked for: its version, and its topics
     /// (name, id), `None` for every topic.
-    metadata_asked: Vec<(i16, Option<Vec<(Option<String>, [u8; 16])>>)>,
+    metadata_asked: Vec<(i16, Option<Vec<AskedTopic>>)>,
 }
+
+/// A topic a Metadata request names: (name, id).
+type AskedTopic = (Option<String>, [u8; 16]);
 
 /// The id of topic "t" in the simulation.
 const T_ID: [u8; 16] = [1; 16];
@@ -294,12 +297,11 @@ impl Sim {
     }
 
     /// `asked`: for Metadata, the topics asked for (`None` for every one).
-    #[allow(clippy::type_complexity)]
     fn answer(
         &self,
         header: &RequestHeader,
         api: ApiKey,
-        asked: Option<Option<Vec<(Option<String>, [u8; 16])>>>,
+        asked: Option<Option<Vec<AskedTopic>>>,
     ) -> Bytes {
         let v = header.api_version;
         let corr = header.correlation_id;
@@ -360,7 +362,7 @@ impl Sim {
     /// "t" always (as a broker that auto-creates it would), and the extra
     /// topics asked for: all of them for a null array, by name, or by id
     /// (UNKNOWN_TOPIC_ID for an id no topic has).
-    fn metadata_response(&self, asked: Option<&[(Option<String>, [u8; 16])]>) -> MetadataResponse {
+    fn metadata_response(&self, asked: Option<&[AskedTopic]>) -> MetadataResponse {
         let extra = |name: &str, id: [u8; 16]| MetadataResponseTopic {
             name: Some(name.into()),
             topic_id: id,

@@ -1004,6 +1004,17 @@ pub(crate) fn partition_exists(
         .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
 }
 
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): a topic of one of
+/// these names, created in the mock, is described with IsInternal set, as
+/// a broker describes its own (a classic pattern subscription leaves them
+/// out under `exclude.internal.topics`).
+pub(crate) fn is_internal_topic(name: &str) -> bool {
+    matches!(
+        name,
+        "__consumer_offsets" | "__transaction_state" | "__share_group_state"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1050,15 +1061,4 @@ mod tests {
         assert_eq!(p.epochs, [(0, 0), (3, 20)]);
         assert_eq!(p.end_offset_for(1), (0, 20));
     }
-}
-
-/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): a topic of one of
-/// these names, created in the mock, is described with IsInternal set, as
-/// a broker describes its own (a classic pattern subscription leaves them
-/// out under `exclude.internal.topics`).
-pub(crate) fn is_internal_topic(name: &str) -> bool {
-    matches!(
-        name,
-        "__consumer_offsets" | "__transaction_state" | "__share_group_state"
-    )
 }
