@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! cargo run --example lifecycle                                   # a 3-broker cluster in-process
-//! cargo run --example lifecycle -- --bootstrap HOST:PORT --topic T [--group G]
+//! cargo run --example lifecycle -- --group-protocol consumer      # the same walk, KIP-848
+//! cargo run --example lifecycle -- --bootstrap HOST:PORT --topic T [--group G] [--group-protocol P]
 //! ```
 //!
 //! With no arguments it starts `lazykafka::mock::MockCluster` in this
@@ -25,9 +26,16 @@
 //! each broker saw (connections and requests). With `--bootstrap` it runs
 //! the same walk against your cluster (no records are produced; `--group`
 //! defaults to `lazykafka-lifecycle`).
+//!
+//! `--group-protocol consumer` walks the same way with the consumer group
+//! protocol of KIP-848 (Kafka 4.0+ brokers; the in-process mock serves it
+//! too, with heartbeats every second): ConsumerGroupHeartbeat instead of
+//! JoinGroup, SyncGroup, Heartbeat and LeaveGroup, on the same single
+//! coordinator connection; the sockets are the same in every phase.
 
 use futures::{FutureExt, Stream, StreamExt};
 use lazykafka::events::{ConnectionEvent, EventKind, Purpose};
+use lazykafka::group::GroupProtocol;
 use lazykafka::mock::{MockCluster, MockError, MockEventKind, MockRecord};
 use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, ConsumerConfig, OffsetReset};
@@ -39,6 +47,7 @@ struct Args {
     bootstrap: Option<String>,
     topic: String,
     group: String,
+    protocol: GroupProtocol,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -46,6 +55,7 @@ fn parse_args() -> Result<Args, String> {
         bootstrap: None,
         topic: "invoices".into(),
         group: "lazykafka-lifecycle".into(),
+        protocol: GroupProtocol::Classic,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -54,9 +64,15 @@ fn parse_args() -> Result<Args, String> {
             "--bootstrap" => args.bootstrap = Some(value()?),
             "--topic" => args.topic = value()?,
             "--group" => args.group = value()?,
+            "--group-protocol" => {
+                let v = value()?;
+                args.protocol = v.parse().map_err(|()| {
+                    format!("--group-protocol takes classic or consumer, not {v:?}")
+                })?
+            }
             "-h" | "--help" => {
                 return Err(
-                    "usage: lifecycle [--bootstrap HOST:PORT[,..] --topic T [--group G]]".into(),
+                    "usage: lifecycle [--bootstrap HOST:PORT[,..] --topic T [--group G]] [--group-protocol classic|consumer]".into(),
                 )
             }
             other => return Err(format!("unknown argument {other}")),
@@ -69,6 +85,9 @@ fn parse_args() -> Result<Args, String> {
 /// `count` records in the topic.
 fn start_mock(topic: &str, group: &str, count: usize) -> Result<MockCluster, MockError> {
     let mock = MockCluster::new(3)?;
+    // KIP-848 groups: the coordinator sets the heartbeat interval (Kafka's
+    // default is 5 s); every second, as the classic walk heartbeats.
+    mock.set_consumer_group_timing(Duration::from_secs(1), Duration::from_secs(10));
     mock.create_topic_with_leaders(topic, &[1, 3])?;
     mock.set_coordinator(group, 2)?;
     for p in 0..2 {
@@ -159,15 +178,21 @@ async fn walk(
     expected: Option<usize>,
 ) -> Result<Vec<(String, String)>, lazykafka::Error> {
     let mut phases = Vec::new();
-    let config = ConsumerConfig::builder()
+    let builder = ConsumerConfig::builder()
         .bootstrap_servers(bootstrap)
         .group_id(args.group.clone())
+        .group_protocol(args.protocol)
         .auto_offset_reset(OffsetReset::Earliest)
         .connections_max_idle(Some(Duration::from_millis(4000)))
-        .heartbeat_interval(Duration::from_millis(1000))
-        .session_timeout(Duration::from_secs(10))
-        .fetch_max_wait(Duration::from_millis(200))
-        .build()?;
+        .fetch_max_wait(Duration::from_millis(200));
+    let config = match args.protocol {
+        // Under KIP-848 the coordinator sets both (and refuses ours).
+        GroupProtocol::Consumer => builder.build()?,
+        _ => builder
+            .heartbeat_interval(Duration::from_millis(1000))
+            .session_timeout(Duration::from_secs(10))
+            .build()?,
+    };
     println!("1. Consumer::new and subscribe");
     let mut consumer = Consumer::new(config)?;
     let mut events = Box::pin(consumer.connection_events());
@@ -230,7 +255,12 @@ async fn walk(
     println!("   {}", census(&consumer));
     phases.push(("resumed".to_owned(), census(&consumer)));
 
-    println!("5. close: commit, leave the group, close every socket");
+    match args.protocol {
+        GroupProtocol::Consumer => println!(
+            "5. close: commit, leave the group (ConsumerGroupHeartbeat, epoch -1), close every socket"
+        ),
+        _ => println!("5. close: commit, leave the group, close every socket"),
+    }
     consumer.close().await?;
     // The last events arrive as the task stops.
     let closing = Instant::now();
@@ -272,6 +302,7 @@ fn main() -> ExitCode {
             (bootstrap, Some(1000))
         }
     };
+    println!("group protocol: {}\n", args.protocol);
     let result = async_std::task::block_on(walk(&bootstrap, &args, expected));
     match result {
         Ok(phases) => {

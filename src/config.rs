@@ -996,11 +996,13 @@ impl ConsumerConfig {
         self.allow_auto_create_topics
     }
 
-    /// `exclude.internal.topics` (default `true`): in the Java client, never
-    /// match internal topics such as `__consumer_offsets` with a
-    /// subscription pattern. This crate subscribes to topic names only
-    /// (there is no pattern subscription yet), so it is accepted, kept and
-    /// rendered for compatibility, and changes nothing.
+    /// `exclude.internal.topics` (default `true`): a pattern subscription
+    /// ([`Consumer::subscribe_pattern`](crate::Consumer)) under the classic
+    /// group protocol never matches an internal topic (one the metadata
+    /// marks IsInternal, such as `__consumer_offsets`), as in the Java
+    /// client; with `false` it may. Subscribing to an internal topic by
+    /// name always works. Under `group.protocol=consumer` the coordinator
+    /// resolves the pattern and this property does not apply.
     pub fn exclude_internal_topics(&self) -> bool {
         self.exclude_internal_topics
     }
@@ -1723,7 +1725,8 @@ impl ConsumerConfigBuilder {
         self
     }
 
-    /// `exclude.internal.topics`.
+    /// `exclude.internal.topics`: whether a classic pattern subscription
+    /// leaves internal topics out (default `true`).
     pub fn exclude_internal_topics(mut self, exclude: bool) -> Self {
         self.exclude_internal_topics = exclude;
         self

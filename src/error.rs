@@ -204,6 +204,15 @@ pub enum Error {
         /// The error.
         code: ErrorCode,
     },
+    /// A topic pattern given to `Consumer::subscribe_pattern` cannot be
+    /// used: empty, not valid RE2 syntax, or too large once compiled. The
+    /// subscription is unchanged.
+    InvalidPattern {
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong with it (the `regex` crate's words).
+        reason: String,
+    },
     /// A configuration property is unknown, missing, or has an invalid
     /// value (see [`ConsumerConfig`](crate::ConsumerConfig)).
     Config {
@@ -268,6 +277,7 @@ impl Error {
             | Error::Encode { .. }
             | Error::UnexpectedCorrelationId { .. }
             | Error::NoCommonVersion { .. }
+            | Error::InvalidPattern { .. }
             | Error::Config { .. } => false,
         }
     }
@@ -378,9 +388,21 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::InvalidPattern { pattern, reason } => {
+                write!(f, "topic pattern {pattern:?}: {reason}")
+            }
             Error::Config { property, reason } => {
                 write!(f, "configuration property {property}: {reason}")
             }
+        }
+    }
+}
+
+impl From<crate::group::PatternError> for Error {
+    fn from(e: crate::group::PatternError) -> Error {
+        Error::InvalidPattern {
+            pattern: e.pattern,
+            reason: e.reason,
         }
     }
 }

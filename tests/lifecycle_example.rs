@@ -1,7 +1,8 @@
 //! The `lifecycle` example (the README's main command), run as a child
 //! process: on its own in-process cluster (`lazykafka::mock`) and, with
 //! `--bootstrap`, on librdkafka's mock cluster, the same census of sockets
-//! per phase.
+//! per phase, under the classic group protocol and, with
+//! `--group-protocol consumer`, under KIP-848's.
 
 // Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
@@ -69,10 +70,27 @@ fn assert_phases(stdout: &str) {
     );
 }
 
+/// The APIs broker `id` of the example's own cluster saw, from the
+/// "what the brokers saw" lines.
+fn broker_apis(stdout: &str, id: i32) -> (String, Vec<String>) {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("broker {id}:")))
+        .unwrap_or_else(|| panic!("no line for broker {id} in\n{stdout}"))
+        .to_owned();
+    let list = line.split("; ").nth(1).unwrap_or_default().to_owned();
+    let apis = list
+        .split(", ")
+        .filter_map(|item| item.split_whitespace().next().map(str::to_owned))
+        .collect();
+    (line, apis)
+}
+
 #[test]
 fn with_no_arguments_it_walks_its_own_cluster() {
     let stdout = run(&[]);
     assert!(stdout.contains("lazykafka::mock cluster"), "{stdout}");
+    assert!(stdout.contains("group protocol: classic"), "{stdout}");
     assert_phases(&stdout);
     // The brokers' own view: the coordinator got the group traffic, the
     // leaders the fetches.
@@ -111,6 +129,80 @@ fn with_bootstrap_it_walks_librdkafkas_mock() {
         "walkers",
     ]);
     assert_phases(&stdout);
+}
+
+#[test]
+fn with_group_protocol_consumer_it_walks_its_own_cluster() {
+    let stdout = run(&["--group-protocol", "consumer"]);
+    assert!(stdout.contains("group protocol: consumer"), "{stdout}");
+    assert_phases(&stdout);
+    // KIP-848 on the coordinator: ConsumerGroupHeartbeat (the join, the
+    // heartbeats, the leave), no classic group API anywhere.
+    let (line, apis) = broker_apis(&stdout, 2);
+    assert!(apis.iter().any(|a| a == "ConsumerGroupHeartbeat"), "{line}");
+    assert!(apis.iter().any(|a| a == "OffsetCommit"), "{line}");
+    for id in 1..=3 {
+        let (line, apis) = broker_apis(&stdout, id);
+        for classic in ["JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"] {
+            assert!(!apis.iter().any(|a| a == classic), "{line}");
+        }
+        if id != 2 {
+            assert!(apis.iter().any(|a| a == "Fetch"), "{line}");
+            assert!(
+                !apis.iter().any(|a| a == "ConsumerGroupHeartbeat"),
+                "{line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn with_group_protocol_consumer_it_walks_librdkafkas_mock() {
+    let mock = clusters::librdkafka();
+    TestCluster::create_topic(&mock, "walk", &[1, 3]);
+    TestCluster::set_coordinator(&mock, "walkers", 2);
+    // Heartbeats every second, as on the example's own cluster
+    // (librdkafka's mock: 3 s by default).
+    TestCluster::set_consumer_group_timing(&mock, 1_000, 10_000);
+    produce(&mock.bootstrap(), "walk", 2, 10, "none");
+    mock.clear_requests();
+    let stdout = run(&[
+        "--bootstrap",
+        &mock.bootstrap(),
+        "--topic",
+        "walk",
+        "--group",
+        "walkers",
+        "--group-protocol",
+        "consumer",
+    ]);
+    assert_phases(&stdout);
+    let requests = TestCluster::requests(&mock);
+    let heartbeats: Vec<i32> = requests
+        .iter()
+        .filter(|(_, api)| *api == 68)
+        .map(|(b, _)| *b)
+        .collect();
+    assert!(
+        !heartbeats.is_empty() && heartbeats.iter().all(|b| *b == 2),
+        "{heartbeats:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|(_, api)| ![11, 12, 13, 14].contains(api)),
+        "classic group requests: {requests:?}"
+    );
+}
+
+#[test]
+fn a_bad_group_protocol_is_refused() {
+    let out = Command::new(example_bin("lifecycle"))
+        .args(["--group-protocol", "eager"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("classic or consumer"));
 }
 
 #[test]

@@ -19,6 +19,7 @@ mod common;
 use common::clusters::TestCluster;
 use common::peers::{config, poll_through_faults, produce_range, WAIT};
 use common::{client_sockets, wait_for, CLOSE_WAIT, ESTABLISHED};
+use lazykafka::group::GroupProtocol;
 use lazykafka::mock::MockCluster;
 use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, TopicPartition};
@@ -218,6 +219,105 @@ async fn a_manual_consumer_holds_leader_connections_only<C: TestCluster>() {
     consumer.close().await.unwrap();
 }
 
+/// Promises 2-5 for a pattern subscription, under either group protocol:
+/// the classic consumer asks for metadata of every topic (refreshed every
+/// 300 ms here), the KIP-848 one looks a new topic's id up by id; either
+/// way, once leaders are known, Metadata goes over leader connections
+/// only, group traffic to the coordinator only, nothing to the retired
+/// bootstrap broker, and a topic created later adds no socket beyond its
+/// leaders' (the same brokers here).
+async fn a_pattern_consumer_routes_every_request<C: TestCluster>(protocol: GroupProtocol) {
+    let mock: C = topology();
+    let name = mock.name();
+    mock.set_consumer_group_timing(300, 6_000);
+    mock.set_regex_refresh(300);
+    produce_range(&mock.bootstrap(), "t", 2, 0..20, "none");
+    mock.clear_requests();
+    let builder = match protocol {
+        GroupProtocol::Classic => config(&bootstrap(&mock), Some("g")),
+        _ => lazykafka::ConsumerConfig::builder()
+            .bootstrap_servers(bootstrap(&mock))
+            .group_id("g")
+            .group_protocol(protocol)
+            .auto_offset_reset(lazykafka::OffsetReset::Earliest)
+            .fetch_max_wait(Duration::from_millis(100)),
+    };
+    let mut consumer = Consumer::new(
+        builder
+            .metadata_max_age(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.subscribe_pattern("t.*").unwrap();
+    consume_all(&mut consumer, 20).await;
+    // Committed, so that a rejoin (classic, eager) goes on from here.
+    consumer.commit().await.unwrap();
+    let first_find = mock
+        .requests()
+        .into_iter()
+        .find(|(_, k)| *k == ApiKey::FindCoordinator.code());
+    assert_eq!(first_find.map(|(b, _)| b), Some(BOOTSTRAP), "{name}");
+    let group_apis: &[ApiKey] = match protocol {
+        GroupProtocol::Classic => &[ApiKey::JoinGroup, ApiKey::SyncGroup, ApiKey::OffsetFetch],
+        _ => &[ApiKey::ConsumerGroupHeartbeat, ApiKey::OffsetFetch],
+    };
+    for api in group_apis {
+        assert_eq!(
+            receivers(&mock, *api),
+            BTreeSet::from([COORDINATOR]),
+            "{name} ({protocol}): {api} only to the coordinator"
+        );
+    }
+    let expected = BTreeSet::from([1, COORDINATOR, 3]);
+    assert!(
+        wait_for(WAIT, || census(&mock) == expected),
+        "{name} ({protocol}): sockets {:?}",
+        census(&mock)
+    );
+
+    // A matching topic appears: found (every-topic Metadata, or by id)
+    // and assigned, with Metadata over leader connections only. (Looked at
+    // before anything is produced to it: the producer's own requests would
+    // be in the brokers' logs.)
+    mock.clear_requests();
+    mock.create_topic("t-new", &[3, 1]);
+    let deadline = Instant::now() + WAIT;
+    while !consumer.assignment().iter().any(|tp| tp.topic == "t-new") {
+        assert!(
+            Instant::now() < deadline,
+            "{name} ({protocol}): t-new never assigned"
+        );
+        poll_through_faults(&mut consumer, Duration::from_millis(100)).await;
+    }
+    let metadata = receivers(&mock, ApiKey::Metadata);
+    assert!(!metadata.is_empty(), "{name} ({protocol}): no Metadata");
+    assert!(
+        metadata.is_subset(&BTreeSet::from(LEADERS)),
+        "{name} ({protocol}): Metadata went to {metadata:?}"
+    );
+    assert!(
+        mock.requests().iter().all(|(b, _)| *b != BOOTSTRAP),
+        "{name} ({protocol}): requests to the retired bootstrap broker: {:?}",
+        mock.requests()
+    );
+    for api in group_apis {
+        assert!(
+            receivers(&mock, *api).is_subset(&BTreeSet::from([COORDINATOR])),
+            "{name} ({protocol}): {api} off the coordinator"
+        );
+    }
+    produce_range(&mock.bootstrap(), "t-new", 2, 0..4, "none");
+    consume_all(&mut consumer, 4).await;
+    assert_eq!(census(&mock), expected, "{name} ({protocol})");
+    consumer.close().await.unwrap();
+    assert!(
+        wait_for(WAIT, || census(&mock).is_empty()),
+        "{name} ({protocol}): sockets after close: {:?}",
+        census(&mock)
+    );
+}
+
 /// One consumer's life: created, polled until it has every record, closed
 /// (or not), dropped.
 async fn round<C: TestCluster>(mock: &C, close: bool) {
@@ -288,6 +388,18 @@ mod librdkafka_mock {
     async fn consumers_leave_no_socket_or_descriptor_behind() {
         super::consumers_leave_no_socket_or_descriptor_behind::<RawMock>().await
     }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn a_classic_pattern_consumer_routes_every_request() {
+        super::a_pattern_consumer_routes_every_request::<RawMock>(GroupProtocol::Classic).await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn a_kip848_pattern_consumer_routes_every_request() {
+        super::a_pattern_consumer_routes_every_request::<RawMock>(GroupProtocol::Consumer).await
+    }
 }
 
 mod lazykafka_mock {
@@ -315,6 +427,18 @@ mod lazykafka_mock {
     #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
     async fn consumers_leave_no_socket_or_descriptor_behind() {
         super::consumers_leave_no_socket_or_descriptor_behind::<MockCluster>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn a_classic_pattern_consumer_routes_every_request() {
+        super::a_pattern_consumer_routes_every_request::<MockCluster>(GroupProtocol::Classic).await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn a_kip848_pattern_consumer_routes_every_request() {
+        super::a_pattern_consumer_routes_every_request::<MockCluster>(GroupProtocol::Consumer).await
     }
 }
 

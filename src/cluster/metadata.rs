@@ -99,21 +99,68 @@ impl Metadata {
     }
 }
 
-/// A Metadata request for `topics`.
-pub(crate) fn request(topics: &BTreeSet<String>, allow_auto_create: bool) -> Box<dyn RequestBody> {
+/// A Metadata request for `topics`, or for every topic when `all` (a
+/// null topic array, v1+: what a classic pattern subscription matches
+/// against).
+pub(crate) fn request(
+    topics: &BTreeSet<String>,
+    all: bool,
+    allow_auto_create: bool,
+) -> Box<dyn RequestBody> {
     Box::new(MetadataRequest {
-        topics: Some(
+        topics: (!all).then(|| {
             topics
                 .iter()
                 .map(|name| MetadataRequestTopic {
                     name: Some(name.clone()),
                     ..MetadataRequestTopic::default()
                 })
-                .collect(),
-        ),
-        allow_auto_topic_creation: allow_auto_create,
+                .collect()
+        }),
+        allow_auto_topic_creation: allow_auto_create && !all,
         ..MetadataRequest::default()
     })
+}
+
+/// A Metadata request that names topics by id (KIP-848 assigns partitions
+/// by topic id; an id the cache does not know is a topic the client never
+/// asked for by name).
+///
+/// MetadataRequest.json: "Version 12 supports topic Id"; versions 10 and
+/// 11 carry the field but "should not use the topicId field or set topic
+/// name to null", and Kafka answers a request that does with
+/// INVALID_REQUEST. Below v12 the request therefore asks for every topic
+/// (a null array), whose answer carries each topic's id from v10 on.
+#[derive(Debug)]
+pub(crate) struct MetadataByTopicId(pub Vec<[u8; 16]>);
+
+/// The first Metadata version that looks topics up by id.
+pub(crate) const METADATA_BY_ID_VERSION: i16 = 12;
+
+impl RequestBody for MetadataByTopicId {
+    fn api_key(&self) -> ApiKey {
+        ApiKey::Metadata
+    }
+
+    fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
+        let topics = (version >= METADATA_BY_ID_VERSION).then(|| {
+            self.0
+                .iter()
+                .map(|id| MetadataRequestTopic {
+                    topic_id: *id,
+                    name: None,
+                    ..MetadataRequestTopic::default()
+                })
+                .collect()
+        });
+        MetadataRequest {
+            topics,
+            // An id names a topic that exists; nothing to create.
+            allow_auto_topic_creation: false,
+            ..MetadataRequest::default()
+        }
+        .encode(w, version)
+    }
 }
 
 /// Reads a Metadata response into the cache's form.

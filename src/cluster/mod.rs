@@ -419,6 +419,9 @@ pub(crate) enum Origin {
     SaslHandshake,
     SaslAuthenticate,
     Metadata,
+    /// Metadata for topic ids the cache does not know (its answer is
+    /// merged into the cache, not put in its place).
+    MetadataById,
     FindCoordinator,
     User(RequestId),
 }
@@ -517,6 +520,11 @@ pub struct Cluster {
     metadata_refresh: Refresh,
     metadata_wanted: bool,
     topics: BTreeSet<String>,
+    /// Metadata asks for every topic (a classic pattern subscription).
+    all_topics: bool,
+    /// Topic ids whose names are wanted (a KIP-848 assignment).
+    topic_ids: BTreeSet<[u8; 16]>,
+    by_id_refresh: Refresh,
     // group coordinator
     coordinator: Option<BrokerAddress>,
     coordinator_refresh: Refresh,
@@ -566,6 +574,9 @@ impl Cluster {
             metadata_refresh: Refresh::default(),
             metadata_wanted: false,
             topics: BTreeSet::new(),
+            all_topics: false,
+            topic_ids: BTreeSet::new(),
+            by_id_refresh: Refresh::default(),
             coordinator: None,
             coordinator_refresh: Refresh::default(),
             waiting: VecDeque::new(),
@@ -598,6 +609,52 @@ impl Cluster {
                 self.metadata_wanted = true;
             }
         }
+    }
+
+    /// Makes Metadata requests ask for every topic (`true`: a classic
+    /// pattern subscription matches the pattern against them) or for the
+    /// topics of [`Cluster::set_topics`] only. Turning it on asks for
+    /// metadata at the next step; afterwards it is refreshed every
+    /// `metadata.max.age.ms`, as for named topics. Connects nothing.
+    pub fn set_all_topics(&mut self, all: bool) {
+        if all != self.all_topics {
+            self.all_topics = all;
+            if all {
+                self.metadata_wanted = true;
+            }
+        }
+    }
+
+    /// Sets the topic ids whose names (and partitions) the caller needs: a
+    /// KIP-848 assignment names topics by id. Ids the cache does not know
+    /// are looked up with a Metadata request by id (v12+; every topic
+    /// below v12) at the next step, merged into the cache, and asked for
+    /// again after the retry backoff while some stay unknown. Connects
+    /// nothing by itself.
+    pub fn set_topic_ids(&mut self, ids: impl IntoIterator<Item = [u8; 16]>) {
+        let ids: BTreeSet<[u8; 16]> = ids.into_iter().filter(|id| *id != [0; 16]).collect();
+        if ids != self.topic_ids {
+            // New ids are looked up at once, not after an old backoff.
+            if !ids.is_subset(&self.topic_ids) {
+                self.by_id_refresh.not_before = None;
+            }
+            self.topic_ids = ids;
+        }
+    }
+
+    /// The wanted topic ids no cached topic has.
+    fn unresolved_ids(&self) -> Vec<[u8; 16]> {
+        let known: BTreeSet<[u8; 16]> = self.metadata.topics.values().map(|t| t.topic_id).collect();
+        self.topic_ids
+            .iter()
+            .filter(|id| !known.contains(*id))
+            .copied()
+            .collect()
+    }
+
+    /// Whether metadata is kept at all (and so refreshed when it ages).
+    fn keeps_metadata(&self) -> bool {
+        self.all_topics || !self.topics.is_empty()
     }
 
     /// Asks for fresh metadata (after a leader error, for instance).
@@ -838,7 +895,7 @@ impl Cluster {
             // (ended ones were cleared by the last step).
             consider(self.backoff.values().filter_map(|b| b.until).min());
         }
-        if !self.metadata_refresh.in_flight && (self.metadata_wanted || !self.topics.is_empty()) {
+        if !self.metadata_refresh.in_flight && (self.metadata_wanted || self.keeps_metadata()) {
             // Wanted now (the epoch is in the past: due at the first step),
             // or when the cache grows old; never before the retry backoff
             // ends. (While in flight, its response moves it on, not time.)
@@ -851,6 +908,9 @@ impl Cluster {
                     .next_send()
                     .map_or(due, |t| t.max(due)),
             ));
+        }
+        if !self.by_id_refresh.in_flight && !self.unresolved_ids().is_empty() {
+            consider(Some(self.by_id_refresh.next_send().unwrap_or(self.epoch)));
         }
         if self.config.group_id.is_some()
             && self.coordinator.is_none()
@@ -1076,17 +1136,37 @@ impl Cluster {
             None => true,
             Some(t) => now.saturating_duration_since(t) >= self.config.metadata_max_age,
         };
-        if ((!self.topics.is_empty() && stale) || self.metadata_wanted)
+        if ((self.keeps_metadata() && stale) || self.metadata_wanted)
             && self.metadata_refresh.may_send(now)
         {
             self.metadata_refresh.sent();
             self.metadata_wanted = false;
-            let body = metadata::request(&self.topics, self.config.allow_auto_create_topics);
+            let body = metadata::request(
+                &self.topics,
+                self.all_topics,
+                self.config.allow_auto_create_topics,
+            );
             self.waiting.push_back(Waiting {
                 target: Target::AnyBroker,
                 queued: Queued {
                     origin: Origin::Metadata,
                     body,
+                    deadline: now + self.config.request_timeout,
+                },
+            });
+        }
+        let unresolved = self.unresolved_ids();
+        if !unresolved.is_empty() && self.by_id_refresh.may_send(now) {
+            self.by_id_refresh.sent();
+            log::debug!(
+                "looking up {} topic id(s) the metadata does not know",
+                unresolved.len()
+            );
+            self.waiting.push_back(Waiting {
+                target: Target::AnyBroker,
+                queued: Queued {
+                    origin: Origin::MetadataById,
+                    body: Box::new(metadata::MetadataByTopicId(unresolved)),
                     deadline: now + self.config.request_timeout,
                 },
             });
@@ -1846,11 +1926,35 @@ impl Cluster {
             }
             Origin::SaslHandshake => self.handle_sasl_handshake(now, conn, version, body),
             Origin::SaslAuthenticate => self.handle_sasl_authenticate(now, conn, version, body),
+            Origin::MetadataById => match metadata::parse(version, body) {
+                Ok(md) => {
+                    self.by_id_refresh.succeeded();
+                    self.update_metadata(now, md, true);
+                    if !self.unresolved_ids().is_empty() {
+                        // Not (yet) known to this broker: a topic just
+                        // created, say. Asked again after the backoff.
+                        self.by_id_refresh
+                            .failed(now, &self.config.retry_backoff, &mut self.rng);
+                    }
+                }
+                Err(e) => {
+                    self.by_id_refresh
+                        .failed(now, &self.config.retry_backoff, &mut self.rng);
+                    self.close(
+                        now,
+                        conn,
+                        CloseReason::Error,
+                        Some(ConnectionError::protocol(format_args!(
+                            "cannot decode {api} response: {e}"
+                        ))),
+                    );
+                }
+            },
             Origin::Metadata => match metadata::parse(version, body) {
                 Ok(md) => {
                     self.metadata_refresh.succeeded();
                     let complete = md.covers(&self.topics);
-                    self.update_metadata(now, md);
+                    self.update_metadata(now, md, false);
                     if !complete {
                         // Some topic is unknown or has a partition without a
                         // leader yet: ask again after the retry backoff.
@@ -1922,7 +2026,10 @@ impl Cluster {
         }
     }
 
-    fn update_metadata(&mut self, now: Instant, md: Metadata) {
+    /// Takes a Metadata answer: in place of the cache (`merge` false: the
+    /// answer to the regular request, which names every topic kept), or
+    /// into it (`merge`: topics looked up by id).
+    fn update_metadata(&mut self, now: Instant, mut md: Metadata, merge: bool) {
         // Name bootstrap connections' brokers once the addresses are known.
         for c in self.conns.values_mut() {
             if c.broker.is_none() {
@@ -1945,6 +2052,24 @@ impl Cluster {
         for (addr, broker) in named {
             self.counter(&addr).broker = Some(broker);
         }
+        if merge {
+            let old = std::mem::take(&mut self.metadata.topics);
+            for (name, info) in old {
+                md.topics.entry(name).or_insert(info);
+            }
+            // The cache's age is that of the regular request's answer.
+            self.metadata = md;
+            self.metadata_generation += 1;
+            return;
+        }
+        // Topics found by id stay while their ids are wanted, until the
+        // caller names them (the regular request may have been sent before
+        // they were found).
+        for (name, info) in std::mem::take(&mut self.metadata.topics) {
+            if self.topic_ids.contains(&info.topic_id) && !md.topics.contains_key(&name) {
+                md.topics.insert(name, info);
+            }
+        }
         self.metadata = md;
         self.metadata_generation += 1;
         self.metadata_fetched_at = Some(now);
@@ -1959,6 +2084,7 @@ impl Cluster {
                 self.metadata_refresh.in_flight = false;
                 self.metadata_wanted = true;
             }
+            Origin::MetadataById => self.by_id_refresh.in_flight = false,
             Origin::FindCoordinator => self.coordinator_refresh.in_flight = false,
             Origin::Handshake | Origin::SaslHandshake | Origin::SaslAuthenticate => {}
         }
@@ -2107,7 +2233,9 @@ impl Cluster {
         };
         for queued in c.queue.drain(..) {
             let target = match queued.origin {
-                Origin::Metadata | Origin::FindCoordinator => Target::AnyBroker,
+                Origin::Metadata | Origin::MetadataById | Origin::FindCoordinator => {
+                    Target::AnyBroker
+                }
                 _ => target,
             };
             if let Target::Replica(broker) = target {

@@ -11,7 +11,7 @@ use crate::protocol::messages::find_coordinator::{Coordinator, FindCoordinatorRe
 use crate::protocol::messages::metadata::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use crate::protocol::{ApiKey, Reader};
+use crate::protocol::{ApiKey, ErrorCode, Reader};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,21 @@ struct Sim {
     sasl: Option<SimSasl>,
     /// Answers to held SASL requests, delivered by [`Sim::release`].
     parked: Vec<(ConnectionId, Bytes)>,
+    /// Topics besides "t" (one partition, led by broker 1), by id: listed
+    /// when Metadata asks for every topic, by name or by id.
+    extra_topics: BTreeMap<String, [u8; 16]>,
+    /// The highest Metadata version the brokers speak.
+    metadata_max: i16,
+    /// What each Metadata request asked for: its version, and its topics
+    /// (name, id), `None` for every topic.
+    metadata_asked: Vec<(i16, Option<Vec<AskedTopic>>)>,
 }
+
+/// A topic a Metadata request names: (name, id).
+type AskedTopic = (Option<String>, [u8; 16]);
+
+/// The id of topic "t" in the simulation.
+const T_ID: [u8; 16] = [1; 16];
 
 /// SASL on the simulated brokers: PLAIN and SCRAM-SHA-256 for one user.
 struct SimSasl {
@@ -106,6 +120,9 @@ impl Sim {
             auto_connect: true,
             sasl: None,
             parked: Vec::new(),
+            extra_topics: BTreeMap::new(),
+            metadata_max: ApiKey::Metadata.client_versions().max,
+            metadata_asked: Vec::new(),
         }
     }
 
@@ -156,7 +173,20 @@ impl Sim {
                                     answers.push(answer);
                                 }
                             } else if !self.held.contains(&api) {
-                                answers.push(self.answer(&header, api));
+                                let asked = (api == ApiKey::Metadata).then(|| {
+                                    let (_, req) = crate::protocol::frame::decode_request::<
+                                        crate::protocol::messages::metadata::MetadataRequest,
+                                    >(frame)
+                                    .expect("a Metadata request");
+                                    req.topics.map(|ts| {
+                                        ts.into_iter().map(|t| (t.name, t.topic_id)).collect()
+                                    })
+                                });
+                                if let Some(asked) = &asked {
+                                    self.metadata_asked
+                                        .push((header.api_version, asked.clone()));
+                                }
+                                answers.push(self.answer(&header, api, asked));
                             }
                         }
                         for answer in answers {
@@ -272,7 +302,13 @@ impl Sim {
         self.pump();
     }
 
-    fn answer(&self, header: &RequestHeader, api: ApiKey) -> Bytes {
+    /// `asked`: for Metadata, the topics asked for (`None` for every one).
+    fn answer(
+        &self,
+        header: &RequestHeader,
+        api: ApiKey,
+        asked: Option<Option<Vec<AskedTopic>>>,
+    ) -> Bytes {
         let v = header.api_version;
         let corr = header.correlation_id;
         match api {
@@ -283,7 +319,11 @@ impl Sim {
                         .map(|k| ApiVersionRange {
                             api_key: k.code(),
                             min_version: 0,
-                            max_version: k.client_versions().max,
+                            max_version: if *k == ApiKey::Metadata {
+                                self.metadata_max
+                            } else {
+                                k.client_versions().max
+                            },
                             unknown_tagged_fields: Vec::new(),
                         })
                         .collect(),
@@ -292,7 +332,9 @@ impl Sim {
                 v,
                 corr,
             ),
-            ApiKey::Metadata => encode_response(&self.metadata_response(), v, corr),
+            ApiKey::Metadata => {
+                encode_response(&self.metadata_response(asked.flatten().as_deref()), v, corr)
+            }
             ApiKey::FindCoordinator => {
                 let addr = &self.brokers[&self.coordinator];
                 let (host, port) = addr.split_once(':').unwrap();
@@ -323,7 +365,50 @@ impl Sim {
         .unwrap()
     }
 
-    fn metadata_response(&self) -> MetadataResponse {
+    /// "t" always (as a broker that auto-creates it would), and the extra
+    /// topics asked for: all of them for a null array, by name, or by id
+    /// (UNKNOWN_TOPIC_ID for an id no topic has).
+    fn metadata_response(&self, asked: Option<&[AskedTopic]>) -> MetadataResponse {
+        let extra = |name: &str, id: [u8; 16]| MetadataResponseTopic {
+            name: Some(name.into()),
+            topic_id: id,
+            partitions: vec![MetadataResponsePartition {
+                partition_index: 0,
+                leader_id: 1,
+                ..MetadataResponsePartition::default()
+            }],
+            ..MetadataResponseTopic::default()
+        };
+        let mut extras = Vec::new();
+        match asked {
+            None => extras.extend(self.extra_topics.iter().map(|(n, id)| extra(n, *id))),
+            Some(list) => {
+                for (name, id) in list {
+                    match name {
+                        Some(name) if !name.is_empty() => {
+                            if let Some(id) = self.extra_topics.get(name) {
+                                extras.push(extra(name, *id));
+                            }
+                        }
+                        _ => match self.extra_topics.iter().find(|(_, i)| *i == id) {
+                            Some((name, id)) => extras.push(extra(name, *id)),
+                            None => extras.push(MetadataResponseTopic {
+                                error_code: ErrorCode::UnknownTopicId.code(),
+                                name: None,
+                                topic_id: *id,
+                                ..MetadataResponseTopic::default()
+                            }),
+                        },
+                    }
+                }
+            }
+        }
+        let mut response = self.metadata_response_t();
+        response.topics.extend(extras);
+        response
+    }
+
+    fn metadata_response_t(&self) -> MetadataResponse {
         MetadataResponse {
             brokers: self
                 .brokers
@@ -340,6 +425,7 @@ impl Sim {
                 .collect(),
             topics: vec![MetadataResponseTopic {
                 name: Some("t".into()),
+                topic_id: T_ID,
                 partitions: self
                     .leaders
                     .iter()
@@ -791,6 +877,135 @@ fn metadata_refreshes_when_it_is_older_than_the_max_age() {
     assert_eq!(count(&sim), 1);
     sim.advance(Duration::from_secs(1));
     assert_eq!(count(&sim), 2);
+}
+
+#[test]
+fn a_pattern_subscription_asks_for_every_topic_at_the_max_age() {
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.connections_max_idle = None;
+    cfg.metadata_max_age = Duration::from_secs(60);
+    let mut sim = Sim::new(cfg);
+    sim.extra_topics.insert("u".into(), [2; 16]);
+    sim.c.set_all_topics(true);
+    assert!(sim.c.poll_action().is_none(), "nothing connected by itself");
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    assert_eq!(sim.metadata_asked.len(), 1);
+    assert_eq!(
+        sim.metadata_asked[0].1, None,
+        "a null topic array: every topic"
+    );
+    let known: Vec<&String> = sim.c.metadata().topics.keys().collect();
+    assert_eq!(known, ["t", "u"]);
+    // No topic named, and still refreshed every metadata.max.age.ms.
+    sim.advance(Duration::from_secs(59));
+    assert_eq!(sim.metadata_asked.len(), 1);
+    sim.extra_topics.insert("v".into(), [3; 16]);
+    sim.advance(Duration::from_secs(1));
+    assert_eq!(sim.metadata_asked.len(), 2);
+    assert_eq!(sim.metadata_asked[1].1, None);
+    assert!(
+        sim.c.metadata().topics.contains_key("v"),
+        "a topic created since"
+    );
+    // Off again: named topics only.
+    sim.c.set_all_topics(false);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.advance(Duration::from_secs(60));
+    assert_eq!(
+        sim.metadata_asked.last().unwrap().1,
+        Some(vec![(Some("t".to_owned()), [0; 16])])
+    );
+}
+
+#[test]
+fn unknown_topic_ids_are_looked_up_by_id_and_kept_while_wanted() {
+    const U: [u8; 16] = [2; 16];
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.connections_max_idle = None;
+    cfg.metadata_max_age = Duration::from_secs(60);
+    let mut sim = Sim::new(cfg);
+    sim.extra_topics.insert("u".into(), U);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    assert!(!sim.c.metadata().topics.contains_key("u"));
+    let generation = sim.c.metadata_generation();
+
+    // A KIP-848 assignment names U: looked up at once, by id (v12).
+    sim.c.set_topic_ids([U]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    assert_eq!(sim.metadata_asked.len(), 2);
+    assert_eq!(sim.metadata_asked[1], (12, Some(vec![(None, U)])));
+    assert_eq!(sim.c.metadata().topics["u"].topic_id, U);
+    assert!(
+        sim.c.metadata().topics.contains_key("t"),
+        "merged, not replaced"
+    );
+    assert!(sim.c.metadata_generation() > generation);
+    // Known now: not asked again.
+    sim.advance(Duration::from_secs(5));
+    assert_eq!(sim.metadata_asked.len(), 2);
+
+    // The regular refresh (by name) keeps it while the id is wanted...
+    sim.advance(Duration::from_secs(55));
+    assert_eq!(sim.metadata_asked.len(), 3);
+    assert_eq!(
+        sim.metadata_asked[2].1,
+        Some(vec![(Some("t".into()), [0; 16])])
+    );
+    assert!(sim.c.metadata().topics.contains_key("u"));
+    // ...and drops it once nobody wants it.
+    sim.c.set_topic_ids([]);
+    sim.advance(Duration::from_secs(60));
+    assert!(!sim.c.metadata().topics.contains_key("u"));
+}
+
+#[test]
+fn an_id_no_broker_knows_yet_is_asked_again_after_the_retry_backoff() {
+    const X: [u8; 16] = [9; 16];
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.connections_max_idle = None;
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topic_ids([X]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    let by_id = |sim: &Sim| {
+        sim.metadata_asked
+            .iter()
+            .filter(|(_, t)| t.as_ref().is_some_and(|t| t.iter().any(|e| e.1 == X)))
+            .count()
+    };
+    assert_eq!(by_id(&sim), 1);
+    // retry.backoff.ms (100 ms, ±20 %), not at once, not never.
+    sim.advance(Duration::from_millis(79));
+    assert_eq!(by_id(&sim), 1);
+    let next = sim.c.poll_timeout().expect("a retry is due");
+    assert!(next > sim.now, "no deadline in the past");
+    sim.advance(Duration::from_millis(41));
+    assert_eq!(by_id(&sim), 2);
+    // The topic is created: the next lookup finds it, and that is all.
+    sim.extra_topics.insert("x".into(), X);
+    sim.advance(Duration::from_millis(500));
+    assert_eq!(sim.c.metadata().topics["x"].topic_id, X);
+    let found = by_id(&sim);
+    sim.advance(Duration::from_secs(5));
+    assert_eq!(by_id(&sim), found);
+}
+
+#[test]
+fn below_metadata_v12_ids_are_found_in_metadata_for_every_topic() {
+    const U: [u8; 16] = [2; 16];
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.metadata_max = 11;
+    sim.extra_topics.insert("u".into(), U);
+    sim.c.set_topic_ids([U]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    // Kafka refuses ids below v12 (INVALID_REQUEST): every topic instead.
+    assert_eq!(sim.metadata_asked, vec![(11, None)]);
+    assert_eq!(sim.c.metadata().topics["u"].topic_id, U);
 }
 
 #[test]

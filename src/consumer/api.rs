@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
 use crate::fetch::{read_list_offsets, ConsumerRecord, OffsetAndTimestamp, OffsetSpec};
 use crate::group::membership::GroupEvent;
-use crate::group::TopicPartition;
+use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
 use crate::runtime::engine::Engine;
 use crate::runtime::SocketOptions;
 use futures::Stream;
@@ -316,6 +316,101 @@ impl Consumer {
         self.subscribe(topics)
     }
 
+    /// Subscribes to every topic whose whole name matches `pattern`, a
+    /// regular expression in RE2 syntax (group mode; needs `group.id`).
+    /// Replaces any earlier subscription or assignment. Opens nothing.
+    ///
+    /// - Under the classic protocol (`group.protocol=classic`, the
+    ///   default) the consumer matches the pattern itself, as the Java
+    ///   client does: Metadata asks for every topic (over the same
+    ///   connections as any Metadata: a leader connection once leaders are
+    ///   known), refreshed every `metadata.max.age.ms`; when matching
+    ///   topics appear or disappear the subscription changes and the member
+    ///   rejoins the group. Internal topics (`__consumer_offsets`, ...)
+    ///   never match while `exclude.internal.topics` is `true` (the
+    ///   default).
+    /// - Under `group.protocol=consumer` (KIP-848) the pattern goes to the
+    ///   coordinator as SubscribedTopicRegex (ConsumerGroupHeartbeat v1+),
+    ///   which resolves it with RE2/J and assigns the matching topics,
+    ///   those created later too; their names are looked up by topic id
+    ///   (Metadata v12+).
+    ///
+    /// An empty pattern, one that is not valid RE2 syntax, or one too large
+    /// to compile is [`Error::InvalidPattern`], and the subscription stays
+    /// as it was. The `regex` crate's syntax and RE2/J's agree on what a
+    /// topic name needs (classes, alternation, repetition); a pattern the
+    /// broker's RE2/J refuses ends in `Error::Group` with
+    /// INVALID_REGULAR_EXPRESSION from `poll`. [`Consumer::subscription`]
+    /// lists the topics the pattern brought.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(1).unwrap();
+    /// # for topic in ["invoices-eu", "invoices-us", "audit"] {
+    /// #     mock.create_topic(topic, 1).unwrap();
+    /// #     mock.produce(topic, 0, [MockRecord::new(topic)]).unwrap();
+    /// # }
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use lazykafka::{Consumer, ConsumerConfig, Error, OffsetReset};
+    /// use std::collections::BTreeSet;
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .group_id("billing")
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .build()?;
+    /// let mut consumer = Consumer::new(config)?;
+    /// assert!(matches!(
+    ///     consumer.subscribe_pattern("invoices-("),
+    ///     Err(Error::InvalidPattern { .. })
+    /// ));
+    /// consumer.subscribe_pattern("invoices-.*")?; // opens nothing yet
+    /// let mut topics = BTreeSet::new();
+    /// while topics.len() < 2 {
+    ///     for record in consumer.poll(Duration::from_millis(500)).await? {
+    ///         topics.insert(record.topic().to_owned());
+    ///     }
+    /// }
+    /// assert_eq!(topics, BTreeSet::from(["invoices-eu".into(), "invoices-us".into()]));
+    /// assert_eq!(consumer.subscription(), topics);
+    /// consumer.close().await?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(feature = "runtime-tokio")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    pub fn subscribe_pattern(&mut self, pattern: &str) -> Result<(), Error> {
+        self.check_open()?;
+        if self.config.group_id().is_none() {
+            return Err(Error::Config {
+                property: "group.id".into(),
+                reason: "subscribe_pattern needs a group.id".into(),
+            });
+        }
+        let pattern = TopicPattern::new(pattern)?;
+        self.with_core(|core, now| core.set_mode(now, Mode::Pattern(pattern)));
+        Ok(())
+    }
+
+    /// [`Consumer::subscribe_pattern`] with a listener for assignment
+    /// changes.
+    pub fn subscribe_pattern_with_listener(
+        &mut self,
+        pattern: &str,
+        listener: impl RebalanceListener + 'static,
+    ) -> Result<(), Error> {
+        // Checked before the listener replaces the one in place.
+        TopicPattern::new(pattern)?;
+        self.listener = Some(Box::new(listener));
+        self.with_core(|core, _| core.set_hold_for_listener(true));
+        self.subscribe_pattern(pattern)
+    }
+
     /// Assigns partitions manually (no group membership). Opens nothing.
     ///
     /// ```
@@ -350,11 +445,33 @@ impl Consumer {
         self.read_core(|core| core.fetcher.assignment())
     }
 
-    /// The topics subscribed to.
+    /// The topics subscribed to. Under [`Consumer::subscribe_pattern`]:
+    /// the topics the pattern matches in the metadata so far (classic
+    /// protocol), or the topics of the partitions the coordinator assigned
+    /// (`group.protocol=consumer`, where the coordinator resolves the
+    /// pattern).
     pub fn subscription(&self) -> BTreeSet<String> {
         self.read_core(|core| match &core.mode {
             Mode::Subscribed(t) => t.clone(),
+            Mode::Pattern(_) => match core.membership.as_ref() {
+                Some(m) if m.protocol() == GroupProtocol::Classic => m.topics().clone(),
+                _ => core
+                    .fetcher
+                    .assignment()
+                    .into_iter()
+                    .map(|tp| tp.topic)
+                    .collect(),
+            },
             _ => BTreeSet::new(),
+        })
+    }
+
+    /// The pattern given to [`Consumer::subscribe_pattern`], while it is
+    /// the subscription.
+    pub fn subscription_pattern(&self) -> Option<String> {
+        self.read_core(|core| match &core.mode {
+            Mode::Pattern(p) => Some(p.as_str().to_owned()),
+            _ => None,
         })
     }
 

@@ -21,7 +21,7 @@ use crate::group::consumer_membership::{
 };
 use crate::group::membership::{GroupEvent, GroupRequestKind, Membership, MembershipConfig};
 use crate::group::seam::GroupMembership;
-use crate::group::{GroupProtocol, TopicPartition};
+use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,10 @@ pub(crate) enum Mode {
     Idle,
     /// Group subscription to these topics.
     Subscribed(BTreeSet<String>),
+    /// Group subscription to the topics matching a pattern: matched here
+    /// against metadata for every topic (classic), or resolved by the
+    /// coordinator (KIP-848).
+    Pattern(TopicPattern),
     /// Manual assignment of these partitions.
     Assigned(BTreeSet<TopicPartition>),
 }
@@ -107,6 +111,12 @@ pub(crate) struct ConsumerCore {
     /// completed.
     rebalances: u64,
     last_rebalance: Option<Instant>,
+    /// `exclude.internal.topics`: a classic pattern never matches an
+    /// internal topic.
+    exclude_internal_topics: bool,
+    /// Under a classic pattern subscription: the metadata generation the
+    /// pattern was last matched against.
+    matched_generation: Option<u64>,
 }
 
 /// A topic or partition the metadata lacks.
@@ -161,6 +171,8 @@ impl ConsumerCore {
             abandoned_commits: BTreeSet::new(),
             rebalances: 0,
             last_rebalance: None,
+            exclude_internal_topics: true,
+            matched_generation: None,
         }
     }
 
@@ -291,6 +303,7 @@ impl ConsumerCore {
             join_timeout.max(config.request_timeout()),
         );
         core.set_topic_propagation(config.topic_metadata_propagation_max());
+        core.exclude_internal_topics = config.exclude_internal_topics();
         if !config.enable_auto_offset_store() {
             core.set_manual_offset_store();
         }
@@ -319,10 +332,29 @@ impl ConsumerCore {
         if mode == self.mode {
             return;
         }
+        let classic_pattern = matches!(mode, Mode::Pattern(_))
+            && self
+                .membership
+                .as_ref()
+                .is_some_and(|m| m.protocol() == GroupProtocol::Classic);
+        // A classic pattern is matched against every topic; otherwise the
+        // metadata covers the topics in use only.
+        self.cluster.set_all_topics(classic_pattern);
+        self.matched_generation = None;
         match &mode {
             Mode::Subscribed(topics) => {
                 if let Some(m) = &mut self.membership {
                     m.subscribe(topics.clone());
+                }
+            }
+            Mode::Pattern(pattern) => {
+                if let Some(m) = &mut self.membership {
+                    self.matched_generation = Some(self.cluster.metadata_generation());
+                    m.subscribe_pattern(
+                        pattern,
+                        self.cluster.metadata(),
+                        self.exclude_internal_topics,
+                    );
                 }
             }
             Mode::Assigned(tps) => {
@@ -350,8 +382,17 @@ impl ConsumerCore {
         if self.left_for_poll_timeout {
             // Join again: the next drive sends JoinGroup.
             self.left_for_poll_timeout = false;
-            if let (Some(m), Mode::Subscribed(topics)) = (&mut self.membership, &self.mode) {
-                m.subscribe(topics.clone());
+            match (&mut self.membership, &self.mode) {
+                (Some(m), Mode::Subscribed(topics)) => m.subscribe(topics.clone()),
+                (Some(m), Mode::Pattern(pattern)) => {
+                    self.matched_generation = Some(self.cluster.metadata_generation());
+                    m.subscribe_pattern(
+                        pattern,
+                        self.cluster.metadata(),
+                        self.exclude_internal_topics,
+                    );
+                }
+                _ => {}
             }
             changed = true;
         }
@@ -610,6 +651,7 @@ impl ConsumerCore {
         self.cluster.handle_timeout(now);
         self.route_responses(now);
         self.check_poll_interval(now);
+        self.drive_pattern();
         self.drive_group(now);
         self.drive_committed(now);
         self.drive_fetch(now);
@@ -699,6 +741,9 @@ impl ConsumerCore {
         match &self.mode {
             Mode::Idle => {}
             Mode::Subscribed(topics) => wanted.extend(topics.iter().map(|t| (t.clone(), None))),
+            // A pattern names no topic: one it does not match is not
+            // missing.
+            Mode::Pattern(_) => {}
             Mode::Assigned(tps) => {
                 for tp in tps {
                     wanted.insert((tp.topic.clone(), None));
@@ -806,8 +851,17 @@ impl ConsumerCore {
         let mut topics: BTreeSet<String> = match &self.mode {
             Mode::Idle => BTreeSet::new(),
             Mode::Subscribed(t) => t.clone(),
+            // The classic pattern's Metadata asks for every topic anyway;
+            // under KIP-848 the coordinator resolves the pattern, and the
+            // assigned topics (below) are the ones to keep.
+            Mode::Pattern(_) => BTreeSet::new(),
             Mode::Assigned(tps) => tps.iter().map(|tp| tp.topic.clone()).collect(),
         };
+        // The group's assignment: its leaders are needed for fetching
+        // (under a pattern, topics known by no subscribed name).
+        if matches!(self.mode, Mode::Subscribed(_) | Mode::Pattern(_)) {
+            topics.extend(self.fetcher.assignment().into_iter().map(|tp| tp.topic));
+        }
         if let Some(extra) = self.membership.as_ref().and_then(|m| m.awaiting_metadata()) {
             topics.extend(extra.iter().cloned());
         }
@@ -918,6 +972,41 @@ impl ConsumerCore {
                 self.last_rebalance = Some(now);
             }
             self.group_events.push_back(e);
+            self.update_topics();
+        }
+    }
+
+    /// Under a classic pattern subscription, matches the pattern again
+    /// whenever the metadata changed (every `metadata.max.age.ms` at the
+    /// latest): topics that appear or disappear change the subscription,
+    /// and the member rejoins (as the Java client does).
+    fn drive_pattern(&mut self) {
+        if self.closing || self.left_for_poll_timeout {
+            return;
+        }
+        let (Mode::Pattern(pattern), Some(m)) = (&self.mode, &mut self.membership) else {
+            return;
+        };
+        if m.protocol() != GroupProtocol::Classic {
+            return;
+        }
+        let generation = self.cluster.metadata_generation();
+        if self.matched_generation == Some(generation) {
+            return;
+        }
+        self.matched_generation = Some(generation);
+        let before = m.topics().clone();
+        let now_matched = m.subscribe_pattern(
+            pattern,
+            self.cluster.metadata(),
+            self.exclude_internal_topics,
+        );
+        if let Some(topics) = now_matched.filter(|t| *t != before) {
+            log::info!(
+                "pattern {pattern:?} now matches {} topic(s): {}",
+                topics.len(),
+                topics.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
         }
     }
 
@@ -940,10 +1029,16 @@ impl ConsumerCore {
         };
         let request = m.poll_request(now, self.cluster.metadata());
         let awaiting = m.awaiting_metadata().is_some();
-        if m.take_metadata_wanted() {
-            // KIP-848 assigns by topic id: an id the metadata does not know
-            // yet is a topic created since the last refresh.
-            self.cluster.request_metadata_refresh(now);
+        // KIP-848 assigns by topic id: an id the metadata does not know is
+        // a topic never asked for by name (a regex subscription's, or one
+        // created since the last refresh); it is looked up by id.
+        let unresolved = m.unresolved_topic_ids();
+        if !unresolved.is_empty() {
+            self.cluster.set_topic_ids(unresolved);
+            // Sent now, not at a later deadline.
+            self.cluster.handle_timeout(now);
+        } else {
+            self.cluster.set_topic_ids(unresolved);
         }
         self.collect_group_events(now);
         if awaiting {

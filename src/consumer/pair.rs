@@ -75,8 +75,15 @@ struct Pair {
     now: Instant,
     links: BTreeMap<ConnectionId, Link>,
     log: Vec<Served>,
+    /// What each Metadata request asked for, when it was served: its
+    /// version and topics as (name, id), `None` for every topic.
+    metadata_asked: Vec<MetadataAsked>,
     errors: Vec<Error>,
 }
+
+/// A Metadata request as served: when, version, topics (name, id) or
+/// `None` for every topic.
+type MetadataAsked = (Duration, i16, Option<Vec<(Option<String>, [u8; 16])>>);
 
 impl Pair {
     /// `brokers` mock brokers (ids from 1) and a consumer configured by
@@ -105,6 +112,7 @@ impl Pair {
             now: start,
             links: BTreeMap::new(),
             log: Vec::new(),
+            metadata_asked: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -290,6 +298,19 @@ impl Pair {
                             broker: link.broker,
                             api,
                         });
+                        if api == ApiKey::Metadata {
+                            let (_, req) = crate::protocol::frame::decode_request::<
+                                crate::protocol::messages::metadata::MetadataRequest,
+                            >(frame.clone())
+                            .expect("the core writes Metadata requests the mock reads");
+                            self.metadata_asked.push((
+                                self.now - self.start,
+                                header.api_version,
+                                req.topics.map(|ts| {
+                                    ts.into_iter().map(|t| (t.name, t.topic_id)).collect()
+                                }),
+                            ));
+                        }
                         let (broker, id) = (link.broker, link.id);
                         let size = frame.len() + 4;
                         respond::note_request(
@@ -385,6 +406,17 @@ impl Pair {
     fn subscribe(&mut self, topic: &str) {
         let topics = [topic.to_owned()].into_iter().collect();
         self.core.set_mode(self.now, Mode::Subscribed(topics));
+    }
+
+    /// Subscribes to the topics matching `pattern`.
+    fn subscribe_pattern(&mut self, pattern: &str) {
+        let pattern = crate::group::TopicPattern::new(pattern).unwrap();
+        self.core.set_mode(self.now, Mode::Pattern(pattern));
+    }
+
+    /// The topics of the partitions the member holds.
+    fn assigned_topics(&self) -> BTreeSet<String> {
+        self.assignment().into_iter().map(|tp| tp.topic).collect()
     }
 
     /// Waits (polling every 100 ms) for the commit `id` to finish.
@@ -872,5 +904,117 @@ fn a_consumer_in_a_rack_reads_from_its_replica_and_asks_the_leader_only_when_eac
     assert_eq!(refresh, [(Duration::from_secs(30), 2)], "{metadata:?}");
     let offsets: Vec<i64> = records.iter().map(ConsumerRecord::offset).collect();
     assert_eq!(offsets, (0..8).collect::<Vec<i64>>());
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+}
+
+#[test]
+fn a_classic_pattern_member_matches_every_topic_and_rejoins_when_one_appears() {
+    // Classic protocol; the pattern matches `invoices` and, later,
+    // `invoices-eu`; never `audit` nor the internal `__consumer_offsets`
+    // (exclude.internal.topics, the default), though `.*`-like.
+    let mut pair = Pair::new(3, 1, |b| {
+        group_config(b).metadata_max_age(Duration::from_secs(5))
+    });
+    pair.mock.create_topic(TOPIC, 2, None).unwrap();
+    pair.mock.create_topic("audit", 1, None).unwrap();
+    pair.mock
+        .create_topic("__consumer_offsets", 1, None)
+        .unwrap();
+    pair.produce(TOPIC, 0, 3);
+    pair.subscribe_pattern("(invoices|__consumer_offsets).*");
+    let records = pair.poll_for(Duration::from_secs(2), Duration::from_millis(100));
+    assert_eq!(records.len(), 3);
+    assert_eq!(pair.assigned_topics(), BTreeSet::from([TOPIC.to_owned()]));
+    let joins = pair.served(ApiKey::JoinGroup).len();
+    // Every Metadata request asked for every topic (a null array).
+    assert!(
+        pair.metadata_asked.iter().all(|m| m.2.is_none()),
+        "{:?}",
+        pair.metadata_asked
+    );
+
+    let created = pair.elapsed();
+    pair.mock.create_topic("invoices-eu", 1, None).unwrap();
+    pair.produce("invoices-eu", 0, 2);
+    let more = pair.poll_for(Duration::from_secs(6), Duration::from_millis(100));
+    // (The eager rejoin hands `invoices` back from its committed offset:
+    // none here, so it is read again.)
+    let new: Vec<_> = more.iter().filter(|r| r.topic() == "invoices-eu").collect();
+    assert_eq!(new.len(), 2, "the new topic's records");
+    assert_eq!(
+        pair.assigned_topics(),
+        BTreeSet::from([TOPIC.to_owned(), "invoices-eu".to_owned()])
+    );
+    // Seen at the next refresh, metadata.max.age.ms after the last one,
+    // and a rejoin brought it.
+    let refreshes: Vec<Duration> = pair
+        .metadata_asked
+        .iter()
+        .map(|m| m.0)
+        .filter(|t| *t > created)
+        .collect();
+    assert_eq!(
+        refreshes
+            .first()
+            .map(|t| *t <= created + Duration::from_secs(5)),
+        Some(true)
+    );
+    assert!(pair.served(ApiKey::JoinGroup).len() > joins);
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+
+    // The topic goes: the subscription shrinks, with one more rejoin.
+    let joins = pair.served(ApiKey::JoinGroup).len();
+    pair.mock.topics.remove("invoices-eu");
+    pair.poll_for(Duration::from_secs(6), Duration::from_millis(100));
+    assert_eq!(pair.assigned_topics(), BTreeSet::from([TOPIC.to_owned()]));
+    assert!(pair.served(ApiKey::JoinGroup).len() > joins);
+}
+
+#[test]
+fn a_kip_848_regex_member_names_a_topic_created_later_by_its_id() {
+    // The coordinator resolves the regex; the member learns of a topic
+    // created after it subscribed only as an id in its assignment, and
+    // looks it up with Metadata v12 by id.
+    let mut pair = Pair::new(3, 1, |b| {
+        b.group_id(GROUP)
+            .group_protocol(GroupProtocol::Consumer)
+            .enable_auto_commit(false)
+            .auto_offset_reset(crate::OffsetReset::Earliest)
+    });
+    pair.mock.consumer_groups.heartbeat_interval = Duration::from_secs(1);
+    pair.mock.consumer_groups.regex_refresh_interval = Duration::from_secs(2);
+    pair.mock.create_topic(TOPIC, 2, None).unwrap();
+    pair.mock.coordinators.insert(GROUP.into(), 3);
+    pair.produce(TOPIC, 1, 4);
+    pair.subscribe_pattern("invoices.*");
+    let records = pair.poll_for(Duration::from_secs(3), Duration::from_millis(100));
+    assert_eq!(records.len(), 4);
+    assert_eq!(pair.assigned_topics(), BTreeSet::from([TOPIC.to_owned()]));
+
+    let created = pair.elapsed();
+    pair.mock
+        .create_topic("invoices-eu", 2, Some(&[2, 2]))
+        .unwrap();
+    let id = pair.mock.topics["invoices-eu"].id;
+    pair.produce("invoices-eu", 1, 3);
+    let more = pair.poll_for(Duration::from_secs(5), Duration::from_millis(100));
+    assert_eq!(more.len(), 3);
+    assert!(more.iter().all(|r| r.topic() == "invoices-eu"));
+    assert_eq!(
+        pair.assigned_topics(),
+        BTreeSet::from([TOPIC.to_owned(), "invoices-eu".to_owned()])
+    );
+    let by_id: Vec<&MetadataAsked> = pair
+        .metadata_asked
+        .iter()
+        .filter(|m| m.0 >= created && m.2.as_ref().is_some_and(|t| t.iter().any(|e| e.1 == id)))
+        .collect();
+    assert_eq!(by_id.len(), 1, "{:?}", pair.metadata_asked);
+    assert_eq!(by_id[0].1, 12);
+    assert_eq!(by_id[0].2, Some(vec![(None, id)]));
+    // Leaders of it: a connection to broker 2 for its fetches.
+    assert!(pair.connected_brokers().contains(&2));
+    // Only ConsumerGroupHeartbeat, to the coordinator.
+    assert!(pair.served(ApiKey::JoinGroup).is_empty());
     assert!(pair.errors.is_empty(), "{:?}", pair.errors);
 }

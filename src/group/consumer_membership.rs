@@ -88,11 +88,25 @@ pub enum ConsumerMemberState {
     Failed(String),
 }
 
+/// What the member subscribes to: topic names, or a regular expression
+/// the coordinator resolves (RE2/J syntax, KIP-848).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Subscription {
+    topics: BTreeSet<String>,
+    regex: Option<String>,
+}
+
+impl Subscription {
+    fn is_empty(&self) -> bool {
+        self.topics.is_empty() && self.regex.is_none()
+    }
+}
+
 /// What the request in flight carried, to mark it as known to the broker
 /// once it is answered.
 #[derive(Debug, Clone)]
 struct Sent {
-    subscription: Option<BTreeSet<String>>,
+    subscription: Option<Subscription>,
     owned: Option<BTreeSet<TopicPartition>>,
     full: bool,
 }
@@ -106,9 +120,9 @@ pub struct ConsumerMembership {
     /// kept for the consumer's life, across rejoins.
     member_id: String,
     epoch: i32,
-    topics: BTreeSet<String>,
+    subscription: Subscription,
     /// The subscription the broker has acknowledged.
-    acknowledged_topics: Option<BTreeSet<String>>,
+    acknowledged_subscription: Option<Subscription>,
     owned: BTreeSet<TopicPartition>,
     /// The owned set the broker has heard.
     acknowledged_owned: Option<BTreeSet<TopicPartition>>,
@@ -129,8 +143,7 @@ pub struct ConsumerMembership {
     /// The ids of the topics of owned partitions, to report them back.
     id_of: BTreeMap<String, [u8; 16]>,
     /// Topic ids of the target that the metadata could not name yet.
-    unresolved: bool,
-    metadata_wanted: bool,
+    unresolved: BTreeSet<[u8; 16]>,
     failure: Option<GroupFailure>,
     events: VecDeque<GroupEvent>,
     /// The epoch and member id given up by [`ConsumerMembership::leave`].
@@ -146,8 +159,8 @@ impl ConsumerMembership {
             state: ConsumerMemberState::Unjoined,
             member_id,
             epoch: JOIN_EPOCH,
-            topics: BTreeSet::new(),
-            acknowledged_topics: None,
+            subscription: Subscription::default(),
+            acknowledged_subscription: None,
             owned: BTreeSet::new(),
             acknowledged_owned: None,
             target: None,
@@ -160,8 +173,7 @@ impl ConsumerMembership {
             in_flight: None,
             not_before: None,
             id_of: BTreeMap::new(),
-            unresolved: false,
-            metadata_wanted: false,
+            unresolved: BTreeSet::new(),
             failure: None,
             events: VecDeque::new(),
             left_epoch: None,
@@ -206,9 +218,14 @@ impl ConsumerMembership {
         self.config.group_instance_id.as_deref()
     }
 
-    /// The subscribed topics.
+    /// The subscribed topics (empty under a regex subscription).
     pub fn topics(&self) -> &BTreeSet<String> {
-        &self.topics
+        &self.subscription.topics
+    }
+
+    /// The regular expression subscribed to, if any.
+    pub fn regex(&self) -> Option<&str> {
+        self.subscription.regex.as_deref()
     }
 
     /// Whether the member belongs to the group with a positive epoch.
@@ -240,10 +257,12 @@ impl ConsumerMembership {
         self.failure.take()
     }
 
-    /// Whether the assignment names topic ids the metadata does not know
-    /// yet, so that the caller should refresh it; true once per need.
-    pub fn take_metadata_wanted(&mut self) -> bool {
-        std::mem::take(&mut self.metadata_wanted)
+    /// The topic ids of the target assignment that the metadata could not
+    /// name at the last [`ConsumerMembership::poll_heartbeat`]: the caller
+    /// looks them up (Metadata by topic id), and the assignment waits for
+    /// their names. Empty when there is nothing to look up.
+    pub fn unresolved_topic_ids(&self) -> &BTreeSet<[u8; 16]> {
+        &self.unresolved
     }
 
     /// When [`ConsumerMembership::poll_heartbeat`] may have something to
@@ -261,10 +280,24 @@ impl ConsumerMembership {
 
     // ===== inputs =====
 
-    /// Sets the subscribed topics; a change goes out with the next
-    /// heartbeat, at once.
+    /// Sets the subscribed topics (ending a regex subscription); a change
+    /// goes out with the next heartbeat, at once.
     pub fn subscribe(&mut self, topics: BTreeSet<String>) {
-        self.topics = topics;
+        self.subscription = Subscription {
+            topics,
+            regex: None,
+        };
+    }
+
+    /// Subscribes to the topics matching `regex`, which the coordinator
+    /// resolves (SubscribedTopicRegex, ConsumerGroupHeartbeat v1+, RE2/J
+    /// syntax; the coordinator picks up topics created later). A change
+    /// goes out with the next heartbeat, at once.
+    pub fn subscribe_regex(&mut self, regex: String) {
+        self.subscription = Subscription {
+            topics: BTreeSet::new(),
+            regex: Some(regex),
+        };
     }
 
     /// Asks for a heartbeat at once (for instance after an OffsetCommit
@@ -305,7 +338,7 @@ impl ConsumerMembership {
         }
         let due = match self.state {
             ConsumerMemberState::Unjoined => {
-                if self.topics.is_empty() {
+                if self.subscription.is_empty() {
                     return None;
                 }
                 self.state = ConsumerMemberState::Joining;
@@ -314,12 +347,12 @@ impl ConsumerMembership {
                 self.left_epoch = None;
                 true
             }
-            ConsumerMemberState::Joining => !self.topics.is_empty(),
+            ConsumerMemberState::Joining => !self.subscription.is_empty(),
             ConsumerMemberState::Stable => {
                 self.heartbeat_soon
                     || self.send_full
                     || self.next_heartbeat.is_none_or(|t| now >= t)
-                    || self.acknowledged_topics.as_ref() != Some(&self.topics)
+                    || self.acknowledged_subscription.as_ref() != Some(&self.subscription)
                     || self.acknowledged_owned.as_ref() != Some(&self.owned)
             }
             ConsumerMemberState::Reconciling | ConsumerMemberState::Failed(_) => false,
@@ -350,6 +383,27 @@ impl ConsumerMembership {
                     self.config.group_id
                 );
                 return self.retry_later(now, true);
+            }
+            Err(RequestError::Encode(_, e)) => {
+                // A regex subscription and a broker whose
+                // ConsumerGroupHeartbeat is v0, which has no
+                // SubscribedTopicRegex: no retry can change that.
+                self.lose_partitions();
+                return self.fail(GroupFailure {
+                    api: "ConsumerGroupHeartbeat",
+                    code: None,
+                    reason: format!("cannot write ConsumerGroupHeartbeat: {e}"),
+                });
+            }
+            Err(RequestError::NoCommonVersion(e)) => {
+                self.lose_partitions();
+                return self.fail(GroupFailure {
+                    api: "ConsumerGroupHeartbeat",
+                    code: None,
+                    reason: format!(
+                        "the coordinator does not speak the consumer group protocol: {e}"
+                    ),
+                });
             }
             Err(e) => {
                 log::debug!(
@@ -409,16 +463,17 @@ impl ConsumerMembership {
         self.pending_assignment = None;
         self.first_assignment = true;
         self.send_full = true;
-        self.acknowledged_topics = None;
+        self.acknowledged_subscription = None;
         self.acknowledged_owned = None;
         self.in_flight = None;
         self.next_heartbeat = None;
-        self.unresolved = false;
+        self.unresolved.clear();
     }
 
     fn build_request(&mut self) -> ConsumerGroupHeartbeatRequest {
         let full = self.send_full;
-        let topics_changed = full || self.acknowledged_topics.as_ref() != Some(&self.topics);
+        let topics_changed =
+            full || self.acknowledged_subscription.as_ref() != Some(&self.subscription);
         let owned_changed = full || self.acknowledged_owned.as_ref() != Some(&self.owned);
         let request = ConsumerGroupHeartbeatRequest {
             group_id: self.config.group_id.clone(),
@@ -433,20 +488,25 @@ impl ConsumerMembership {
             } else {
                 -1
             },
-            subscribed_topic_names: topics_changed.then(|| self.topics.iter().cloned().collect()),
-            // Sent as "" beside the names, as librdkafka does: librdkafka's
-            // mock coordinator aborts the whole process on a heartbeat
-            // whose SubscribedTopicNames and SubscribedTopicRegex are not
-            // both null or both set. Kafka compiles "" as a valid regex and
-            // treats an empty one as no regex subscription. v0 has no such
-            // field; `HeartbeatBody` drops it there.
-            subscribed_topic_regex: topics_changed.then(String::new),
+            subscribed_topic_names: topics_changed
+                .then(|| self.subscription.topics.iter().cloned().collect()),
+            // Names and regex go together, as librdkafka sends them: a
+            // name subscription with "" as the regex, a regex subscription
+            // with an empty list of names. librdkafka's mock coordinator
+            // aborts the whole process on a heartbeat whose
+            // SubscribedTopicNames and SubscribedTopicRegex are not both
+            // null or both set. Kafka treats an empty regex as no regex
+            // subscription, and empty names beside a regex as none. v0 has
+            // no regex field; `HeartbeatBody` drops an empty one there and
+            // refuses to write a real one.
+            subscribed_topic_regex: topics_changed
+                .then(|| self.subscription.regex.clone().unwrap_or_default()),
             server_assignor: full.then(|| self.config.server_assignor.clone()).flatten(),
             topic_partitions: owned_changed.then(|| self.owned_by_id()),
             ..ConsumerGroupHeartbeatRequest::default()
         };
         self.in_flight = Some(Sent {
-            subscription: topics_changed.then(|| self.topics.clone()),
+            subscription: topics_changed.then(|| self.subscription.clone()),
             owned: owned_changed.then(|| self.owned.clone()),
             full,
         });
@@ -496,8 +556,8 @@ impl ConsumerMembership {
                         Duration::from_millis(u64::from(r.heartbeat_interval_ms.unsigned_abs()));
                 }
                 self.next_heartbeat = Some(now + self.heartbeat_interval);
-                if let Some(topics) = sent.subscription {
-                    self.acknowledged_topics = Some(topics);
+                if let Some(subscription) = sent.subscription {
+                    self.acknowledged_subscription = Some(subscription);
                 }
                 if let Some(owned) = sent.owned {
                     self.acknowledged_owned = Some(owned);
@@ -535,6 +595,7 @@ impl ConsumerMembership {
             }
             ErrorCode::CoordinatorLoadInProgress => self.retry_later(now, false),
             ErrorCode::UnreleasedInstanceId
+            | ErrorCode::InvalidRegularExpression
             | ErrorCode::GroupMaxSizeReached
             | ErrorCode::UnsupportedAssignor
             | ErrorCode::InvalidRequest
@@ -598,26 +659,32 @@ impl ConsumerMembership {
             return;
         };
         let mut resolved = BTreeSet::new();
-        let mut unresolved = false;
+        let mut unresolved = BTreeSet::new();
         for (id, partitions) in target {
             match topic_names.get(id) {
                 Some(name) => {
                     self.id_of.insert(name.clone(), *id);
                     resolved.extend(partitions.iter().map(|p| TopicPartition::new(name, *p)));
                 }
-                None => unresolved = true,
+                None => {
+                    unresolved.insert(*id);
+                }
             }
         }
-        if unresolved {
+        if !unresolved.is_empty() {
             // Java's client waits for the metadata too: a partition cannot
-            // be fetched by id alone.
-            if !self.unresolved {
-                self.metadata_wanted = true;
+            // be fetched by id alone. The caller looks the ids up.
+            if unresolved != self.unresolved {
+                log::debug!(
+                    "group {}: the assignment names {} topic id(s) the metadata does not know; looking them up",
+                    self.config.group_id,
+                    unresolved.len()
+                );
             }
-            self.unresolved = true;
+            self.unresolved = unresolved;
             return;
         }
-        self.unresolved = false;
+        self.unresolved.clear();
         self.target = None;
         let revoked: BTreeSet<TopicPartition> = self.owned.difference(&resolved).cloned().collect();
         if revoked.is_empty() {
@@ -650,7 +717,8 @@ impl ConsumerMembership {
 }
 
 /// A ConsumerGroupHeartbeat written for the version negotiated: v0 has no
-/// SubscribedTopicRegex, so it is dropped there.
+/// SubscribedTopicRegex, so the empty one beside a name subscription is
+/// dropped there, and a regex subscription cannot be written at all.
 #[derive(Debug)]
 pub struct HeartbeatBody(pub ConsumerGroupHeartbeatRequest);
 
@@ -661,10 +729,23 @@ impl RequestBody for HeartbeatBody {
 
     fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
         use crate::protocol::Message;
-        if version == 0 && self.0.subscribed_topic_regex.is_some() {
-            let mut request = self.0.clone();
-            request.subscribed_topic_regex = None;
-            return request.encode(w, version);
+        if version == 0 {
+            match self.0.subscribed_topic_regex.as_deref() {
+                // "" only stands beside the names (see `build_request`).
+                Some("") => {
+                    let mut request = self.0.clone();
+                    request.subscribed_topic_regex = None;
+                    return request.encode(w, version);
+                }
+                // Dropping it would subscribe the member to nothing.
+                Some(_) => {
+                    return Err(EncodeError::FieldNotInVersion {
+                        what: "SubscribedTopicRegex (a regex subscription needs v1)",
+                        version,
+                    })
+                }
+                None => {}
+            }
         }
         self.0.encode(w, version)
     }
@@ -1005,11 +1086,96 @@ mod tests {
         let empty = BTreeMap::new();
         assert!(m.poll_heartbeat(t0, &empty).is_none(), "nothing to ack");
         assert!(events(&mut m).is_empty());
-        assert!(m.take_metadata_wanted());
-        assert!(!m.take_metadata_wanted(), "once");
-        let ack = m.poll_heartbeat(t0, &names()).expect("acknowledge");
+        assert_eq!(m.unresolved_topic_ids(), &BTreeSet::from([T]));
+        // Heartbeats go on meanwhile, at the interval, owning nothing yet.
+        let beat = m
+            .poll_heartbeat(t0 + Duration::from_secs(2), &empty)
+            .expect("a heartbeat while waiting for the name");
+        assert_eq!(beat.member_epoch, 1);
+        answer(&mut m, t0 + Duration::from_secs(2), &ok(1, None));
+        assert_eq!(m.unresolved_topic_ids(), &BTreeSet::from([T]));
+        let t1 = t0 + Duration::from_secs(2);
+        let ack = m.poll_heartbeat(t1, &names()).expect("acknowledge");
+        assert!(m.unresolved_topic_ids().is_empty());
         assert_eq!(owned_sent(&ack), Some(vec![0]));
         assert_eq!(events(&mut m), vec![GroupEvent::Assigned(set(&[0]))]);
+    }
+
+    #[test]
+    fn a_regex_subscription_goes_with_empty_names_and_changes_go_out_at_once() {
+        let t0 = Instant::now();
+        let mut m = ConsumerMembership::new(config(None), "member-1".into());
+        m.subscribe_regex("t|u".into());
+        let join = m.poll_heartbeat(t0, &names()).expect("join");
+        // Both set, as librdkafka sends a regex subscription (its mock
+        // aborts otherwise): no names, the regex.
+        assert_eq!(join.subscribed_topic_names, Some(vec![]));
+        assert_eq!(join.subscribed_topic_regex.as_deref(), Some("t|u"));
+        answer(&mut m, t0, &ok(1, Some(&[0])));
+        let ack = m.poll_heartbeat(t0, &names()).expect("acknowledge");
+        assert_eq!(ack.subscribed_topic_names, None, "unchanged: null");
+        assert_eq!(ack.subscribed_topic_regex, None);
+        answer(&mut m, t0, &ok(1, None));
+        // Back to names: both fields again, the regex empty.
+        m.subscribe(BTreeSet::from(["t".to_owned()]));
+        let r = m.poll_heartbeat(t0, &names()).expect("subscription change");
+        assert_eq!(r.subscribed_topic_names, Some(vec!["t".to_owned()]));
+        assert_eq!(r.subscribed_topic_regex.as_deref(), Some(""));
+        answer(&mut m, t0, &ok(1, None));
+        m.subscribe_regex("u".into());
+        let r = m.poll_heartbeat(t0, &names()).expect("regex again");
+        assert_eq!(r.subscribed_topic_regex.as_deref(), Some("u"));
+        assert_eq!(m.regex(), Some("u"));
+    }
+
+    #[test]
+    fn a_regex_cannot_be_written_at_v0_and_an_invalid_one_stops_the_member() {
+        let body = HeartbeatBody(ConsumerGroupHeartbeatRequest {
+            group_id: "g".into(),
+            subscribed_topic_names: Some(vec![]),
+            subscribed_topic_regex: Some("t.*".into()),
+            ..ConsumerGroupHeartbeatRequest::default()
+        });
+        assert!(matches!(
+            body.encode_body(&mut Writer::new(), 0),
+            Err(EncodeError::FieldNotInVersion { version: 0, .. })
+        ));
+        body.encode_body(&mut Writer::new(), 1).expect("v1");
+
+        // The cluster refuses to send it: the member stops, once.
+        let t0 = Instant::now();
+        let mut m = ConsumerMembership::new(config(None), "member-1".into());
+        m.subscribe_regex("t.*".into());
+        m.poll_heartbeat(t0, &names()).expect("join");
+        m.handle_response(
+            t0,
+            Err(RequestError::Encode(
+                ApiKey::ConsumerGroupHeartbeat,
+                EncodeError::FieldNotInVersion {
+                    what: "SubscribedTopicRegex",
+                    version: 0,
+                },
+            )),
+        );
+        let failure = m.take_failure().expect("stopped");
+        assert!(
+            failure.reason.contains("SubscribedTopicRegex"),
+            "{failure:?}"
+        );
+        assert!(m
+            .poll_heartbeat(t0 + Duration::from_secs(9), &names())
+            .is_none());
+
+        // The broker's INVALID_REGULAR_EXPRESSION, with its words.
+        let mut m = ConsumerMembership::new(config(None), "member-2".into());
+        m.subscribe_regex("t(".into());
+        m.poll_heartbeat(t0, &names()).expect("join");
+        let mut refused = error(ErrorCode::InvalidRegularExpression);
+        refused.error_message = Some("missing closing )".into());
+        answer(&mut m, t0, &refused);
+        let failure = m.take_failure().expect("stopped");
+        assert_eq!(failure.code, Some(ErrorCode::InvalidRegularExpression));
+        assert!(failure.reason.contains("missing closing )"), "{failure:?}");
     }
 
     #[test]

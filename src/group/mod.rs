@@ -1,8 +1,11 @@
 //! Consumer-group logic that needs no network.
 //!
 //! Like [`protocol`](crate::protocol), this layer is pure: no sockets, no
-//! async, no clock. Today it holds the partition assignors the group leader
-//! runs between JoinGroup and SyncGroup ([`assignor`]); what follows is
+//! async, no clock. It holds the membership state machines of both group
+//! protocols behind one seam ([`membership`], [`consumer_membership`],
+//! [`seam`]), the topic patterns of pattern subscriptions ([`pattern`]),
+//! and the partition assignors the classic group leader runs between
+//! JoinGroup and SyncGroup ([`assignor`]); what follows is
 //! `docs/assignors.md`.
 //!
 #![doc = include_str!("../../docs/assignors.md")]
@@ -10,12 +13,14 @@
 pub mod assignor;
 pub mod consumer_membership;
 pub mod membership;
+pub mod pattern;
 pub mod seam;
 
 pub use assignor::{
     AssignmentStrategy, Assignor, CooperativeStickyAssignor, GroupAssignment, GroupMember,
     RangeAssignor, RebalanceProtocol, RoundRobinAssignor,
 };
+pub use pattern::{PatternError, TopicPattern};
 
 use std::fmt;
 use std::str::FromStr;

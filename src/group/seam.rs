@@ -9,7 +9,7 @@ use super::consumer_membership::{ConsumerMemberState, ConsumerMembership, Heartb
 use super::membership::{
     GroupEvent, GroupFailure, GroupRequestKind, MemberState, Membership, ResponseOutcome,
 };
-use super::{GroupProtocol, TopicPartition};
+use super::{GroupProtocol, TopicPartition, TopicPattern};
 use crate::cluster::{Metadata, RequestBody, RequestError, Response};
 use crate::protocol::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
@@ -98,6 +98,44 @@ impl GroupMembership {
         }
     }
 
+    /// Subscribes to the topics `pattern` matches. The classic member
+    /// matches it against `metadata` (every topic; internal topics left
+    /// out when `exclude_internal`), as the Java client does, and
+    /// subscribes to those names: a changed set rejoins the group. The
+    /// consumer member (KIP-848) sends the pattern as SubscribedTopicRegex
+    /// and the coordinator resolves it. Returns the topics the classic
+    /// member subscribes to now (`None` for the consumer member). Call it
+    /// again whenever the metadata changes.
+    pub fn subscribe_pattern(
+        &mut self,
+        pattern: &TopicPattern,
+        metadata: &Metadata,
+        exclude_internal: bool,
+    ) -> Option<BTreeSet<String>> {
+        match self {
+            GroupMembership::Classic(m) => {
+                let topics = pattern.matching_topics(metadata, exclude_internal);
+                m.subscribe(topics.clone());
+                Some(topics)
+            }
+            GroupMembership::Consumer(m) => {
+                if m.regex() != Some(pattern.as_str()) {
+                    m.subscribe_regex(pattern.as_str().to_owned());
+                }
+                None
+            }
+        }
+    }
+
+    /// The subscribed topic names (the classic member's matches, under a
+    /// pattern; empty for a KIP-848 regex subscription).
+    pub fn topics(&self) -> &BTreeSet<String> {
+        match self {
+            GroupMembership::Classic(m) => m.topics(),
+            GroupMembership::Consumer(m) => m.topics(),
+        }
+    }
+
     /// The group's view may be stale (an OffsetCommit was refused for the
     /// generation or epoch): the classic member joins again; the consumer
     /// member heartbeats at once, and the answer brings the current epoch
@@ -146,13 +184,12 @@ impl GroupMembership {
         }
     }
 
-    /// Whether the member wants fresher metadata (the consumer member got
-    /// an assignment naming topic ids the metadata does not know); true
-    /// once per need.
-    pub fn take_metadata_wanted(&mut self) -> bool {
+    /// The topic ids of the assignment the metadata does not know (the
+    /// consumer member: KIP-848 assigns by topic id), to look up by id.
+    pub fn unresolved_topic_ids(&self) -> BTreeSet<[u8; 16]> {
         match self {
-            GroupMembership::Classic(_) => false,
-            GroupMembership::Consumer(m) => m.take_metadata_wanted(),
+            GroupMembership::Classic(_) => BTreeSet::new(),
+            GroupMembership::Consumer(m) => m.unresolved_topic_ids().clone(),
         }
     }
 

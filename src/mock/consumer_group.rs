@@ -17,11 +17,24 @@
 //! - epoch -1 leaves; -2 (static members) leaves for now: the assignment
 //!   waits for the same `group.instance.id` until the session times out,
 //!   and the returning instance takes it over without a rebalance;
-//! - sessions are checked whenever a member of the group heartbeats.
+//! - sessions are checked whenever a member of the group heartbeats;
+//! - regex subscriptions (SubscribedTopicRegex, v1): a regex no member had
+//!   before is compiled (INVALID_REGULAR_EXPRESSION when it does not) and
+//!   resolved at once against every topic, whole names only, as Kafka's
+//!   `TopicRegexResolver` does with RE2/J (here the `regex` crate, RE2
+//!   syntax); afterwards the group's regexes are resolved again when a
+//!   member heartbeats, the last resolution is older than the refresh
+//!   interval (`group.consumer.regex.refresh.interval.ms`; Kafka 4.0 waits
+//!   10 s between refreshes) and the cluster's topics changed since it;
+//! - the *subscription metadata* (each subscribed topic's id and partition
+//!   count, by name or through a regex) is computed at every heartbeat: a
+//!   change (a subscribed topic created, grown or deleted) moves the group
+//!   epoch and the target, as Kafka's `updateSubscriptionMetadata` does.
 //!
-//! Not modelled: regex subscriptions, rack-aware assignment, rebalance
-//! timeouts for members that never revoke.
+//! Not modelled: rack-aware assignment, rebalance timeouts for members
+//! that never revoke, authorization of the topics a regex resolves to.
 
+use crate::group::TopicPattern;
 use crate::protocol::messages::consumer_group_heartbeat::{
     Assignment, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicPartitions,
 };
@@ -45,6 +58,8 @@ struct Member {
     epoch: i32,
     previous_epoch: i32,
     topics: BTreeSet<String>,
+    /// The regex subscribed to (never empty: Kafka reads "" as none).
+    regex: Option<String>,
     assignor: Option<String>,
     /// What the member may own now.
     assigned: Owned,
@@ -64,6 +79,14 @@ struct Group {
     /// The topics seen at the last heartbeat, for recomputing the target
     /// when a session expires.
     last_view: TopicView,
+    /// Each regex of the group's members, resolved to topic names.
+    resolved: BTreeMap<String, BTreeSet<String>>,
+    /// The topics of the cluster at the last resolution, and when it was.
+    resolved_against: BTreeSet<String>,
+    last_resolution: Option<Instant>,
+    /// The subscribed topics' ids and partition counts at the last
+    /// heartbeat.
+    subscription_metadata: TopicView,
 }
 
 /// Every consumer group of a mock cluster.
@@ -74,6 +97,10 @@ pub(crate) struct ConsumerGroups {
     pub heartbeat_interval: Duration,
     /// `group.consumer.session.timeout.ms` (Kafka: 45 s).
     pub session_timeout: Duration,
+    /// The least time between two resolutions of a group's regexes for
+    /// new topics (Kafka 4.0: 10 s; 4.1's
+    /// `group.consumer.regex.refresh.interval.ms`, 10 minutes by default).
+    pub regex_refresh_interval: Duration,
 }
 
 impl Default for ConsumerGroups {
@@ -82,7 +109,18 @@ impl Default for ConsumerGroups {
             groups: BTreeMap::new(),
             heartbeat_interval: Duration::from_secs(5),
             session_timeout: Duration::from_secs(45),
+            regex_refresh_interval: Duration::from_secs(10),
         }
+    }
+}
+
+/// A refusal: the error code, and the message to send with it (the code's
+/// name when `None`).
+struct Refusal(ErrorCode, Option<String>);
+
+impl From<ErrorCode> for Refusal {
+    fn from(code: ErrorCode) -> Refusal {
+        Refusal(code, None)
     }
 }
 
@@ -137,9 +175,9 @@ impl ConsumerGroups {
     ) -> ConsumerGroupHeartbeatResponse {
         match self.handle(now, version, req, topics) {
             Ok(r) => r,
-            Err(code) => ConsumerGroupHeartbeatResponse {
+            Err(Refusal(code, message)) => ConsumerGroupHeartbeatResponse {
                 error_code: code.code(),
-                error_message: Some(code.to_string()),
+                error_message: Some(message.unwrap_or_else(|| code.to_string())),
                 member_epoch: -1,
                 ..ConsumerGroupHeartbeatResponse::default()
             },
@@ -152,7 +190,7 @@ impl ConsumerGroups {
         version: i16,
         req: &ConsumerGroupHeartbeatRequest,
         topics: &TopicView,
-    ) -> Result<ConsumerGroupHeartbeatResponse, ErrorCode> {
+    ) -> Result<ConsumerGroupHeartbeatResponse, Refusal> {
         // Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid.
         let epoch = req.member_epoch;
         if req.group_id.is_empty()
@@ -165,11 +203,27 @@ impl ConsumerGroups {
                     || req.topic_partitions.as_ref().is_some_and(|t| !t.is_empty())))
             || (epoch == -2 && req.instance_id.is_none())
         {
-            return Err(ErrorCode::InvalidRequest);
+            return Err(ErrorCode::InvalidRequest.into());
         }
         if let Some(a) = &req.server_assignor {
             if a != "uniform" && a != "range" {
-                return Err(ErrorCode::UnsupportedAssignor);
+                return Err(ErrorCode::UnsupportedAssignor.into());
+            }
+        }
+        // "" is no regex (librdkafka sends it beside topic names).
+        let regex = req.subscribed_topic_regex.clone().filter(|r| !r.is_empty());
+        if let Some(r) = &regex {
+            // Kafka's throwIfRegularExpressionIsInvalid (it compiles a
+            // regex no member of the group had; compiling it again is the
+            // same answer).
+            if let Err(e) = TopicPattern::new(r) {
+                return Err(Refusal(
+                    ErrorCode::InvalidRegularExpression,
+                    Some(format!(
+                        "SubscribedTopicRegex `{r}` is not a valid regular expression: {}",
+                        e.reason
+                    )),
+                ));
             }
         }
         let session = self.session_timeout;
@@ -177,7 +231,7 @@ impl ConsumerGroups {
         group.expire(now);
         if epoch < 0 {
             let Some(m) = group.members.get_mut(&req.member_id) else {
-                return Err(ErrorCode::UnknownMemberId);
+                return Err(ErrorCode::UnknownMemberId.into());
             };
             if epoch == -2 {
                 // KIP-848: a static member leaving for now keeps its
@@ -186,6 +240,7 @@ impl ConsumerGroups {
             } else {
                 group.members.remove(&req.member_id);
                 group.epoch += 1;
+                group.forget_unused_regexes();
                 group.compute_target(topics);
             }
             return Ok(ConsumerGroupHeartbeatResponse {
@@ -211,7 +266,7 @@ impl ConsumerGroups {
             });
             match static_previous {
                 Some((previous, false)) if previous != member_id => {
-                    return Err(ErrorCode::UnreleasedInstanceId);
+                    return Err(ErrorCode::UnreleasedInstanceId.into());
                 }
                 Some((previous, _)) => {
                     // The instance returns: it takes over the previous
@@ -236,6 +291,7 @@ impl ConsumerGroups {
                     epoch: 0,
                     previous_epoch: -1,
                     topics: BTreeSet::new(),
+                    regex: None,
                     assignor: None,
                     assigned: Owned::new(),
                     revoking: Owned::new(),
@@ -257,7 +313,7 @@ impl ConsumerGroups {
                 .members
                 .get(&member_id)
                 .filter(|m| !m.left_static)
-                .ok_or(ErrorCode::UnknownMemberId)?;
+                .ok_or(Refusal::from(ErrorCode::UnknownMemberId))?;
             // Kafka's throwIfMemberEpochIsInvalid: an older epoch is fine
             // only while the member's last answer may not have arrived.
             let owned_ok = req.topic_partitions.as_ref().is_none_or(|tps| {
@@ -267,7 +323,7 @@ impl ConsumerGroups {
                 })
             });
             if epoch > m.epoch || (epoch < m.epoch && !(epoch == m.previous_epoch && owned_ok)) {
-                return Err(ErrorCode::FencedMemberEpoch);
+                return Err(ErrorCode::FencedMemberEpoch.into());
             }
         }
         let m = group.members.get_mut(&member_id).expect("present");
@@ -279,12 +335,20 @@ impl ConsumerGroups {
                 changed = true;
             }
         }
+        // Names and regex come together (both null when unchanged).
+        if req.subscribed_topic_regex.is_some() && regex != m.regex {
+            m.regex = regex;
+            changed = true;
+        }
         if let Some(a) = &req.server_assignor {
             m.assignor = Some(a.clone());
         }
         if let Some(instance) = &req.instance_id {
             m.instance_id = Some(instance.clone());
         }
+        let interval = self.regex_refresh_interval;
+        changed |= group.resolve_regexes(now, topics, interval);
+        changed |= group.update_subscription_metadata(topics);
         if changed {
             group.epoch += 1;
             group.compute_target(topics);
@@ -336,6 +400,85 @@ fn owned(tps: &[TopicPartitions]) -> Owned {
 }
 
 impl Group {
+    /// The topics member `m` subscribes to: by name, and through its
+    /// regex as last resolved.
+    fn member_topics<'a>(&'a self, m: &'a Member) -> impl Iterator<Item = &'a String> + 'a {
+        let through_regex = m
+            .regex
+            .as_ref()
+            .and_then(|r| self.resolved.get(r))
+            .into_iter()
+            .flatten();
+        m.topics.iter().chain(through_regex)
+    }
+
+    /// Drops the resolutions of regexes no member subscribes to anymore.
+    fn forget_unused_regexes(&mut self) {
+        let used: BTreeSet<&String> = self
+            .members
+            .values()
+            .filter_map(|m| m.regex.as_ref())
+            .collect();
+        self.resolved.retain(|r, _| used.contains(r));
+    }
+
+    /// Resolves the group's regexes when one was never resolved, or when
+    /// the last resolution is older than `interval` and the cluster's
+    /// topics changed since (Kafka's `maybeUpdateRegularExpressions`,
+    /// done at once here instead of on an executor). Returns whether a
+    /// resolution changed.
+    fn resolve_regexes(&mut self, now: Instant, topics: &TopicView, interval: Duration) -> bool {
+        self.forget_unused_regexes();
+        let regexes: BTreeSet<String> = self
+            .members
+            .values()
+            .filter_map(|m| m.regex.clone())
+            .collect();
+        if regexes.is_empty() {
+            return false;
+        }
+        let names: BTreeSet<String> = topics.keys().cloned().collect();
+        let unresolved = regexes.iter().any(|r| !self.resolved.contains_key(r));
+        let stale = self.last_resolution.is_none_or(|t| now >= t + interval)
+            && names != self.resolved_against;
+        if !unresolved && !stale {
+            return false;
+        }
+        let mut resolved = BTreeMap::new();
+        for r in regexes {
+            // Validated when it came in.
+            let matched = match TopicPattern::new(&r) {
+                Ok(p) => names.iter().filter(|t| p.matches(t)).cloned().collect(),
+                Err(_) => BTreeSet::new(),
+            };
+            resolved.insert(r, matched);
+        }
+        self.last_resolution = Some(now);
+        self.resolved_against = names;
+        let changed = resolved != self.resolved;
+        self.resolved = resolved;
+        changed
+    }
+
+    /// Recomputes the subscribed topics' ids and partition counts; returns
+    /// whether they changed (a topic created, grown or deleted).
+    fn update_subscription_metadata(&mut self, topics: &TopicView) -> bool {
+        let subscribed: BTreeSet<&String> = self
+            .members
+            .values()
+            .flat_map(|m| self.member_topics(m))
+            .collect();
+        let metadata: TopicView = subscribed
+            .into_iter()
+            .filter_map(|t| topics.get(t).map(|v| (t.clone(), *v)))
+            .collect();
+        if metadata == self.subscription_metadata {
+            return false;
+        }
+        self.subscription_metadata = metadata;
+        true
+    }
+
     /// Removes members whose session ended (Kafka's session timer).
     fn expire(&mut self, now: Instant) {
         let before = self.members.len();
@@ -358,14 +501,19 @@ impl Group {
         let ids: Vec<String> = self.members.keys().cloned().collect();
         let mut target: BTreeMap<String, Owned> =
             ids.iter().map(|id| (id.clone(), Owned::new())).collect();
-        let wanted: BTreeSet<&String> = self.members.values().flat_map(|m| &m.topics).collect();
+        let subscriptions: BTreeMap<&String, BTreeSet<&String>> = self
+            .members
+            .iter()
+            .map(|(id, m)| (id, self.member_topics(m).collect()))
+            .collect();
+        let wanted: BTreeSet<&String> = subscriptions.values().flatten().copied().collect();
         for topic in wanted {
             let Some((id, count)) = topics.get(topic) else {
                 continue;
             };
             let subscribers: Vec<&String> = ids
                 .iter()
-                .filter(|m| self.members[*m].topics.contains(topic))
+                .filter(|m| subscriptions[*m].contains(topic))
                 .collect();
             let shares = if assignor == "range" {
                 range(&subscribers, *count)
@@ -674,6 +822,102 @@ mod tests {
         g.heartbeat(now, 1, &beat("b", -1, None), &view());
         let r = g.heartbeat(now, 1, &beat("a2", 2, Some(&[0, 1])), &view());
         assert_eq!(partitions(&r), Some(vec![0, 1, 2, 3]));
+    }
+
+    const U: [u8; 16] = [2; 16];
+
+    fn regex_join(member: &str, regex: &str) -> ConsumerGroupHeartbeatRequest {
+        ConsumerGroupHeartbeatRequest {
+            subscribed_topic_names: Some(vec![]),
+            subscribed_topic_regex: Some(regex.into()),
+            ..join(member, "uniform")
+        }
+    }
+
+    fn by_topic(r: &ConsumerGroupHeartbeatResponse) -> BTreeMap<[u8; 16], Vec<i32>> {
+        r.assignment
+            .as_ref()
+            .map(|a| {
+                a.topic_partitions
+                    .iter()
+                    .map(|t| (t.topic_id, t.partitions.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_regex_is_resolved_against_whole_topic_names() {
+        let now = Instant::now();
+        let mut g = ConsumerGroups::default();
+        let topics = TopicView::from([
+            ("t".to_owned(), (T, 2)),
+            ("tu".to_owned(), (U, 1)),
+            ("xt".to_owned(), ([3; 16], 1)),
+        ]);
+        // "t.?" matches t and tu, not xt (a search would).
+        let r = g.heartbeat(now, 1, &regex_join("a", "t.?"), &topics);
+        assert_eq!(r.error_code, 0);
+        assert_eq!(
+            by_topic(&r),
+            BTreeMap::from([(T, vec![0, 1]), (U, vec![0])])
+        );
+        // librdkafka's form: names, "" beside them, is a name subscription.
+        let r = g.heartbeat(now, 1, &join("b", "uniform"), &topics);
+        assert_eq!(r.error_code, 0);
+        assert!(g.groups["g"].members["b"].regex.is_none());
+    }
+
+    #[test]
+    fn an_invalid_regex_is_refused_with_the_reason() {
+        let now = Instant::now();
+        let mut g = ConsumerGroups::default();
+        let r = g.heartbeat(now, 1, &regex_join("a", "t("), &view());
+        assert_eq!(r.error_code, ErrorCode::InvalidRegularExpression.code());
+        assert!(
+            r.error_message.as_deref().unwrap_or("").contains("t("),
+            "{:?}",
+            r.error_message
+        );
+        assert!(!g.contains("g"), "refused before anything changed");
+    }
+
+    #[test]
+    fn topics_created_later_are_picked_up_by_name_at_once_and_by_regex_after_the_refresh_interval()
+    {
+        let now = Instant::now();
+        let mut g = ConsumerGroups {
+            regex_refresh_interval: Duration::from_secs(10),
+            ..ConsumerGroups::default()
+        };
+        let empty = TopicView::new();
+        let mut by_name = join("a", "uniform");
+        by_name.subscribed_topic_names = Some(vec!["t".into()]);
+        let r = g.heartbeat(now, 1, &by_name, &empty);
+        assert_eq!(r.member_epoch, 1);
+        assert!(by_topic(&r).is_empty());
+        // "t" appears: the next heartbeat brings a new epoch and it.
+        let r = g.heartbeat(now, 1, &beat("a", 1, None), &view());
+        assert_eq!(r.member_epoch, 2);
+        assert_eq!(partitions(&r), Some(vec![0, 1, 2, 3]));
+
+        let r = g.heartbeat(now, 1, &regex_join("b", "u.*"), &view());
+        let b_epoch = r.member_epoch;
+        assert!(by_topic(&r).is_empty(), "nothing matches yet");
+        let mut grown = view();
+        grown.insert("u1".into(), (U, 2));
+        // Within the interval of the last resolution: not yet.
+        let r = g.heartbeat(
+            now + Duration::from_secs(9),
+            1,
+            &beat("b", b_epoch, None),
+            &grown,
+        );
+        assert!(by_topic(&r).is_empty());
+        let later = now + Duration::from_secs(10);
+        let r = g.heartbeat(later, 1, &beat("b", b_epoch, None), &grown);
+        assert!(r.member_epoch > b_epoch);
+        assert_eq!(by_topic(&r), BTreeMap::from([(U, vec![0, 1])]));
     }
 
     #[test]

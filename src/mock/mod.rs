@@ -716,6 +716,15 @@ impl MockCluster {
         st.consumer_groups.session_timeout = session_timeout;
     }
 
+    /// The least time between two resolutions of a consumer group's
+    /// regex subscriptions (KIP-848 SubscribedTopicRegex) for topics
+    /// created since the last one: Kafka 4.0 waits 10 s (the default here),
+    /// 4.1 `group.consumer.regex.refresh.interval.ms` (10 minutes by
+    /// default). A regex no member had before is resolved at once.
+    pub fn set_consumer_group_regex_refresh(&self, interval: Duration) {
+        self.shared.lock().consumer_groups.regex_refresh_interval = interval;
+    }
+
     /// The broker coordinating `group`.
     pub fn coordinator(&self, group: &str) -> i32 {
         self.shared.lock().coordinator(group)

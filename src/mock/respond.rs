@@ -43,7 +43,7 @@ use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
 use crate::protocol::messages::sasl_handshake::SaslHandshakeRequest;
 use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
 use crate::protocol::messages::Message;
-use crate::protocol::{ApiKey, RequestHeader};
+use crate::protocol::{ApiKey, Reader, RequestHeader};
 
 /// What to do after a request.
 #[derive(Debug)]
@@ -87,6 +87,20 @@ fn sasl_reply<M: Message>(body: M, close: bool, version: i16, correlation_id: i3
 fn body<M: Message>(frame: Bytes) -> Result<M, Answer> {
     decode_request::<M>(frame)
         .map(|(_, m)| m)
+        .map_err(|_| Answer::Close(BrokerClose::BadRequest))
+}
+
+/// Like [`body`], without refusing bytes after the body: Kafka parses a
+/// request from its buffer and leaves whatever follows unread. librdkafka
+/// (2.12, `rd_kafka_MetadataRequest0`) relies on that: a Metadata request
+/// for every topic at v9+ keeps the four-byte placeholder of its topic
+/// count (a compact null array, 0, followed by three zero bytes, read as
+/// AllowAutoTopicCreation and IncludeTopicAuthorizedOperations false and
+/// no tagged fields), so its own fields are left over at the end.
+fn body_leaving_the_rest<M: Message>(frame: Bytes) -> Result<M, Answer> {
+    let mut r = Reader::new(frame);
+    RequestHeader::decode(&mut r)
+        .and_then(|h| M::decode(&mut r, h.api_version))
         .map_err(|_| Answer::Close(BrokerClose::BadRequest))
 }
 
@@ -334,7 +348,7 @@ pub(crate) fn respond(
     };
     let decoded = match api {
         ApiKey::ApiVersions => body::<ApiVersionsRequest>(frame).map(|_| AnyRequest::ApiVersions),
-        ApiKey::Metadata => body(frame).map(AnyRequest::Metadata),
+        ApiKey::Metadata => body_leaving_the_rest(frame).map(AnyRequest::Metadata),
         ApiKey::FindCoordinator => body(frame).map(AnyRequest::FindCoordinator),
         ApiKey::ListOffsets => body(frame).map(AnyRequest::ListOffsets),
         ApiKey::OffsetForLeaderEpoch => body(frame).map(AnyRequest::OffsetForLeaderEpoch),
@@ -713,5 +727,50 @@ fn rebalance_step<R: Message>(
             corr,
             kind: parked(ticket),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::group::GroupSettings;
+    use crate::protocol::frame::{decode_response, encode_request};
+    use crate::protocol::messages::metadata::MetadataResponse;
+    use std::collections::BTreeMap;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    /// librdkafka's Metadata request for every topic at v9+: a compact
+    /// null topic array written in a four-byte placeholder, so three zero
+    /// bytes come before the request's own fields, which are left over.
+    #[test]
+    fn a_metadata_request_with_bytes_after_its_body_is_answered() {
+        let now = Instant::now();
+        let addrs = BTreeMap::from([(1, SocketAddr::from(([127, 0, 0, 1], 9092)))]);
+        let settings = GroupSettings {
+            initial_rebalance_delay: Duration::ZERO,
+            min_session_timeout: Duration::from_millis(100),
+            max_session_timeout: Duration::from_secs(60),
+        };
+        let mut st = State::new(now, addrs, settings);
+        st.create_topic("t", 1, None).unwrap();
+        let request = MetadataRequest {
+            topics: None,
+            ..MetadataRequest::default()
+        };
+        let framed = encode_request(&request, 12, 7, Some("rdkafka")).unwrap();
+        let mut frame = framed.slice(4..).to_vec();
+        frame.extend_from_slice(&[0, 0, 0]);
+        let frame = Bytes::from(frame);
+        let header = RequestHeader::decode(&mut Reader::new(frame.clone())).unwrap();
+        let mut auth = ConnAuth::new(false);
+        let Reply::Now(Answer::Reply(bytes)) =
+            respond(&mut st, 1, 1, &header, frame, &mut auth, now)
+        else {
+            panic!("not answered");
+        };
+        let (_, md) = decode_response::<MetadataResponse>(bytes.slice(4..), 12).unwrap();
+        assert_eq!(md.topics.len(), 1);
+        assert_eq!(md.topics[0].name.as_deref(), Some("t"));
     }
 }

@@ -486,6 +486,7 @@ impl State {
                 error_code: 0,
                 name: Some(name.clone()),
                 topic_id: if version >= 10 { topic.id } else { [0; 16] },
+                is_internal: is_internal_topic(&name),
                 partitions,
                 ..Default::default()
             });
@@ -1082,6 +1083,17 @@ pub(crate) fn partition_exists(
     topics
         .get(topic)
         .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+}
+
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): a topic of one of
+/// these names, created in the mock, is described with IsInternal set, as
+/// a broker describes its own (a classic pattern subscription leaves them
+/// out under `exclude.internal.topics`).
+pub(crate) fn is_internal_topic(name: &str) -> bool {
+    matches!(
+        name,
+        "__consumer_offsets" | "__transaction_state" | "__share_group_state"
+    )
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@ pub trait TestCluster {
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize);
     /// The heartbeat interval and session timeout of KIP-848 groups.
     fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32);
+    /// The least time between two resolutions of a KIP-848 group's regex
+    /// subscriptions for new topics.
+    fn set_regex_refresh(&self, millis: u64);
 
     /// The brokers' ports, in broker-id order.
     fn ports(&self) -> Vec<u16> {
@@ -154,6 +157,11 @@ impl TestCluster for RawMock {
     fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32) {
         RawMock::set_consumer_group_timing(self, heartbeat_ms, session_ms)
     }
+    fn set_regex_refresh(&self, _millis: u64) {
+        // Nothing to set: librdkafka's mock matches a member's regex
+        // against every topic at each of its heartbeats
+        // (rd_kafka_mock_cgrp_consumer_member_subscribed_topic_names_set).
+    }
 }
 
 impl TestCluster for MockCluster {
@@ -204,6 +212,12 @@ impl TestCluster for MockCluster {
             self,
             std::time::Duration::from_millis(heartbeat_ms as u64),
             std::time::Duration::from_millis(session_ms as u64),
+        )
+    }
+    fn set_regex_refresh(&self, millis: u64) {
+        MockCluster::set_consumer_group_regex_refresh(
+            self,
+            std::time::Duration::from_millis(millis),
         )
     }
 }

@@ -158,6 +158,11 @@ pub struct RdConsumer {
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Vec<(i32, i64)>>>,
     assignment: Arc<Mutex<BTreeSet<i32>>>,
+    /// The same with topic names, for subscriptions to several topics
+    /// (a pattern: librdkafka reads a subscription starting with `^` as a
+    /// regular expression).
+    seen_records: Arc<Mutex<Vec<(String, i32, i64)>>>,
+    topic_assignment: Arc<Mutex<BTreeSet<(String, i32)>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -215,13 +220,21 @@ impl RdConsumer {
         let stop = Arc::new(AtomicBool::new(false));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let assignment = Arc::new(Mutex::new(BTreeSet::new()));
+        let seen_records = Arc::new(Mutex::new(Vec::new()));
+        let topic_assignment = Arc::new(Mutex::new(BTreeSet::new()));
         let thread = {
             let (stop, seen, assignment) = (stop.clone(), seen.clone(), assignment.clone());
+            let (seen_records, topic_assignment) = (seen_records.clone(), topic_assignment.clone());
             std::thread::spawn(move || {
                 use rdkafka::message::Message as _;
                 while !stop.load(Ordering::SeqCst) {
                     if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
                         seen.lock().unwrap().push((m.partition(), m.offset()));
+                        seen_records.lock().unwrap().push((
+                            m.topic().to_owned(),
+                            m.partition(),
+                            m.offset(),
+                        ));
                         // A commit refused in a rebalance shows up as a
                         // record read twice, which the tests count.
                         if let Err(e) =
@@ -235,6 +248,16 @@ impl RdConsumer {
                         .map(|a| a.elements().iter().map(|e| e.partition()).collect())
                         .unwrap_or_default();
                     *assignment.lock().unwrap() = now;
+                    let by_topic: BTreeSet<(String, i32)> = consumer
+                        .assignment()
+                        .map(|a| {
+                            a.elements()
+                                .iter()
+                                .map(|e| (e.topic().to_owned(), e.partition()))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    *topic_assignment.lock().unwrap() = by_topic;
                 }
                 // Leaves the group.
                 drop(consumer);
@@ -244,6 +267,8 @@ impl RdConsumer {
             stop,
             seen,
             assignment,
+            seen_records,
+            topic_assignment,
             thread: Some(thread),
         }
     }
@@ -261,6 +286,16 @@ impl RdConsumer {
     /// (partition, offset) of every record read so far.
     pub fn seen(&self) -> Vec<(i32, i64)> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// (topic, partition) of every partition librdkafka holds now.
+    pub fn topic_assignment(&self) -> BTreeSet<(String, i32)> {
+        self.topic_assignment.lock().unwrap().clone()
+    }
+
+    /// (topic, partition, offset) of every record read so far.
+    pub fn seen_records(&self) -> Vec<(String, i32, i64)> {
+        self.seen_records.lock().unwrap().clone()
     }
 
     /// Stops polling and closes the consumer (which leaves the group).
