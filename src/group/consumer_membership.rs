@@ -1057,6 +1057,18 @@ mod tests {
         let mut m = joined(t0, &[0, 1], None);
         let leave = m.leave().expect("leave");
         assert_eq!(leave.member_epoch, LEAVE_EPOCH);
+        // Who leaves, and nothing else: every other field null or -1
+        // ("unchanged").
+        assert_eq!(
+            (leave.group_id.as_str(), leave.member_id.as_str()),
+            ("g", "member-1")
+        );
+        assert_eq!(leave.rebalance_timeout_ms, -1);
+        assert_eq!(leave.rack_id, None);
+        assert_eq!(leave.subscribed_topic_names, None);
+        assert_eq!(leave.subscribed_topic_regex, None);
+        assert_eq!(leave.server_assignor, None);
+        assert!(leave.topic_partitions.is_none());
         assert_eq!(events(&mut m), vec![GroupEvent::Revoked(set(&[0, 1]))]);
         // Offsets of the revoked partitions still commit with the epoch.
         assert_eq!(m.commit_generation(), Some((1, "member-1")));
@@ -1074,6 +1086,15 @@ mod tests {
 
         let mut never = ConsumerMembership::new(config(None), "x".into());
         assert!(never.leave().is_none(), "nothing to leave");
+
+        // Left while its join (epoch 0) was unanswered: the broker may know
+        // it, so it leaves, but it has no epoch to commit with.
+        let mut joining = ConsumerMembership::new(config(None), "y".into());
+        joining.subscribe(BTreeSet::from(["t".to_owned()]));
+        joining.poll_heartbeat(t0, &names()).expect("join");
+        let leave = joining.leave().expect("leave while joining");
+        assert_eq!(leave.member_epoch, LEAVE_EPOCH);
+        assert_eq!(joining.commit_generation(), None);
     }
 
     #[test]
