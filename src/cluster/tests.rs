@@ -1172,6 +1172,81 @@ fn a_refused_address_is_retried_only_after_its_backoff() {
     }
 }
 
+fn problems(sim: &mut Sim) -> Vec<Problem> {
+    std::iter::from_fn(|| sim.c.poll_problem()).collect()
+}
+
+/// docs/reliability.md: a known broker's connection failing once is
+/// reconnected quietly; from its second failure in a row it is reported,
+/// once, then again only after `REPORT_AGAIN_AFTER`.
+#[test]
+fn a_known_broker_is_reported_from_its_second_failure_in_a_row() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    assert!(problems(&mut sim).is_empty());
+    sim.refused.insert("b3:9092".into());
+    sim.request(Target::Broker(3));
+    // The first refusal: no news.
+    assert!(problems(&mut sim).is_empty());
+    // The reconnect after the backoff (50 ms ± 20 %) fails too.
+    sim.advance(Duration::from_millis(70));
+    let reported = problems(&mut sim);
+    assert!(
+        matches!(
+            reported.as_slice(),
+            [Problem::BrokerUnreachable {
+                broker: Some(3),
+                purpose: Purpose::Leader,
+                cause: ConnectionError::Refused { .. },
+                ..
+            }]
+        ),
+        "{reported:?}"
+    );
+    // It keeps failing: not reported again within REPORT_AGAIN_AFTER.
+    for _ in 0..50 {
+        sim.request(Target::Broker(3));
+        sim.advance(Duration::from_secs(1));
+    }
+    assert!(problems(&mut sim).is_empty());
+    for _ in 0..15 {
+        sim.request(Target::Broker(3));
+        sim.advance(Duration::from_secs(1));
+    }
+    assert_eq!(problems(&mut sim).len(), 1);
+}
+
+/// Every bootstrap address refused: one report naming each address with
+/// its cause (a bootstrap connection's failure is no known broker's).
+#[test]
+fn bootstrap_unreachable_is_reported_once_every_address_failed() {
+    let mut sim = Sim::new(config(&["b1:9092", "b2:9092"], None));
+    sim.refused
+        .extend(["b1:9092".to_owned(), "b2:9092".to_owned()]);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    // Both addresses were tried one after the other (the second at once:
+    // it was in no backoff), then reported together.
+    let reported = problems(&mut sim);
+    match reported.as_slice() {
+        [Problem::BootstrapUnreachable { attempts }] => {
+            let addrs: BTreeSet<&str> = attempts.iter().map(|(a, _)| a.as_str()).collect();
+            assert_eq!(addrs, BTreeSet::from(["b1:9092", "b2:9092"]));
+            assert!(attempts
+                .iter()
+                .all(|(_, e)| matches!(e, ConnectionError::Refused { .. })));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Retried with backoff, still refused: not reported again within
+    // REPORT_AGAIN_AFTER.
+    step_through_deadlines(&mut sim, Duration::from_secs(10));
+    assert!(problems(&mut sim).is_empty());
+}
+
 #[test]
 fn no_deadline_is_left_in_the_past_while_every_bootstrap_is_refused() {
     let mut sim = Sim::new(config(&["b1:9092", "b2:9092"], Some("g")));

@@ -169,15 +169,19 @@ impl Pair {
                 .links
                 .values()
                 .filter_map(|l| l.waiting.as_ref()?.wake_at(&self.mock));
-            let next = [
-                self.core.next_deadline_after(self.now),
-                self.mock.groups.next_deadline(),
-            ]
-            .into_iter()
-            .flatten()
-            .chain(parked)
-            .filter(|t| *t > self.now)
-            .min();
+            // What the runtime's driver sleeps until: never `now` or
+            // earlier (it would wake at once, again and again).
+            let core_next = self.core.next_deadline_after(self.now);
+            assert!(
+                core_next.is_none_or(|t| t > self.now),
+                "the core's next deadline is not after now"
+            );
+            let next = [core_next, self.mock.groups.next_deadline()]
+                .into_iter()
+                .flatten()
+                .chain(parked)
+                .filter(|t| *t > self.now)
+                .min();
             match next {
                 Some(t) if t < end => self.now = t,
                 _ => {
