@@ -1370,6 +1370,28 @@ mod tests {
             s.leave("closing").is_none(),
             "static members keep their place"
         );
+
+        // Its first JoinGroup unanswered, no member id yet: nothing to
+        // leave, and nothing to commit with.
+        let mut joining = Membership::new(config(vec![AssignmentStrategy::Range]));
+        joining.subscribe(BTreeSet::from(["t".to_owned()]));
+        joining.poll_request(t0, &counts()).expect("join");
+        assert!(joining.leave("closing").is_none());
+        assert_eq!(joining.commit_generation(), None);
+    }
+
+    /// While a heartbeat is in flight its answer moves the member on, not
+    /// time: the next heartbeat's time, already past, is no deadline (one
+    /// in the past would wake the driver again and again); the session's
+    /// end still is.
+    #[test]
+    fn a_heartbeat_in_flight_leaves_only_the_session_end_as_deadline() {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        let due = t0 + Duration::from_secs(3);
+        let (kind, _) = m.poll_request(due, &counts()).expect("heartbeat");
+        assert_eq!(kind, GroupRequestKind::Heartbeat);
+        assert_eq!(m.next_deadline(), Some(t0 + Duration::from_secs(10)));
     }
 
     #[test]
