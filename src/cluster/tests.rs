@@ -678,6 +678,39 @@ fn metadata_goes_over_the_least_loaded_leader_connection() {
     assert!(!sim.census().iter().any(|(p, _)| *p == Purpose::Bootstrap));
 }
 
+/// With leader connections ready, Metadata never goes over the
+/// coordinator connection, however idle it is (docs/connections.md rule
+/// 2: the coordinator's connection is a fallback only).
+#[test]
+fn metadata_prefers_a_leader_connection_to_an_idle_coordinator_connection() {
+    let mut sim = Sim::new(config(&["b2:9092"], Some("g")));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Coordinator);
+    sim.request(Target::Broker(1));
+    sim.request(Target::Broker(3));
+    let purposes: BTreeMap<ConnectionId, Purpose> = sim
+        .c
+        .connections(sim.now)
+        .into_iter()
+        .map(|c| (c.id, c.purpose))
+        .collect();
+    assert!(purposes.values().any(|p| *p == Purpose::Coordinator));
+    let before = sim.log.len();
+    for _ in 0..3 {
+        sim.c.request_metadata_refresh(sim.now);
+        sim.pump();
+    }
+    let over: Vec<Purpose> = sim.log[before..]
+        .iter()
+        .filter(|(_, _, api)| *api == ApiKey::Metadata)
+        .map(|(conn, _, _)| purposes[conn])
+        .collect();
+    assert!(!over.is_empty());
+    assert!(over.iter().all(|p| *p == Purpose::Leader), "{over:?}");
+}
+
 #[test]
 fn idle_connections_close_at_exactly_the_idle_time() {
     let mut sim = Sim::new(config(&["b2:9092"], None));
