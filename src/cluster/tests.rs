@@ -711,6 +711,57 @@ fn metadata_prefers_a_leader_connection_to_an_idle_coordinator_connection() {
     assert!(over.iter().all(|p| *p == Purpose::Leader), "{over:?}");
 }
 
+/// A tool's requests to "the bootstrap connection" share one socket.
+#[test]
+fn requests_to_the_bootstrap_connection_share_one_socket() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    for _ in 0..3 {
+        sim.request(Target::Bootstrap);
+    }
+    assert_eq!(sim.census(), vec![(Purpose::Bootstrap, None)]);
+    assert_eq!(sim.c.counters()["b2:9092"].connects, 1);
+}
+
+/// A request for a broker the metadata does not know yet refreshes the
+/// metadata (after the retry backoff, the cache being fresh) and goes out
+/// once the broker is known, well within its own timeout.
+#[test]
+fn a_broker_missing_from_the_metadata_is_looked_up() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.brokers.insert(4, "b4:9092".into());
+    let before = sim.log.len();
+    let id = sim.request(Target::Broker(4));
+    assert!(!sim.responses.contains_key(&id));
+    sim.advance(Duration::from_millis(200));
+    let apis: Vec<(String, ApiKey)> = sim.log[before..]
+        .iter()
+        .map(|(_, addr, api)| (addr.clone(), *api))
+        .collect();
+    assert!(
+        apis.iter().any(|(_, api)| *api == ApiKey::Metadata),
+        "{apis:?}"
+    );
+    assert!(sim.responses[&id].is_ok(), "{:?}", sim.responses.get(&id));
+    assert!(apis.iter().any(|(addr, _)| addr == "b4:9092"), "{apis:?}");
+
+    // With a Metadata request already in flight (unanswered), a request
+    // for another unknown broker waits for it: no second one is sent.
+    sim.held.insert(ApiKey::Metadata);
+    sim.c.request_metadata_refresh(sim.now);
+    sim.pump();
+    let before = sim.log.len();
+    sim.request(Target::Broker(5));
+    sim.advance(Duration::from_millis(500));
+    let metadata = sim.log[before..]
+        .iter()
+        .filter(|(_, _, api)| *api == ApiKey::Metadata)
+        .count();
+    assert_eq!(metadata, 0, "a second Metadata while one is in flight");
+}
+
 #[test]
 fn idle_connections_close_at_exactly_the_idle_time() {
     let mut sim = Sim::new(config(&["b2:9092"], None));
