@@ -24,6 +24,8 @@ struct Sim {
     brokers: BTreeMap<i32, String>,
     /// Partition leaders of topic "t": partition -> broker id.
     leaders: BTreeMap<i32, i32>,
+    /// The coordinator's broker id; below 0, FindCoordinator is answered
+    /// with COORDINATOR_NOT_AVAILABLE.
     coordinator: i32,
     /// Addresses that refuse connections.
     refused: BTreeSet<String>,
@@ -334,6 +336,27 @@ impl Sim {
             ),
             ApiKey::Metadata => {
                 encode_response(&self.metadata_response(asked.flatten().as_deref()), v, corr)
+            }
+            ApiKey::FindCoordinator if self.coordinator < 0 => {
+                let code = ErrorCode::CoordinatorNotAvailable.code();
+                let resp = if v >= 4 {
+                    FindCoordinatorResponse {
+                        coordinators: vec![Coordinator {
+                            key: "g".into(),
+                            node_id: -1,
+                            error_code: code,
+                            ..Coordinator::default()
+                        }],
+                        ..FindCoordinatorResponse::default()
+                    }
+                } else {
+                    FindCoordinatorResponse {
+                        error_code: code,
+                        node_id: -1,
+                        ..FindCoordinatorResponse::default()
+                    }
+                };
+                encode_response(&resp, v, corr)
             }
             ApiKey::FindCoordinator => {
                 let addr = &self.brokers[&self.coordinator];
@@ -1329,6 +1352,44 @@ fn bootstrap_unreachable_is_reported_once_every_address_failed() {
     // REPORT_AGAIN_AFTER.
     step_through_deadlines(&mut sim, Duration::from_secs(10));
     assert!(problems(&mut sim).is_empty());
+}
+
+/// FindCoordinator answered with COORDINATOR_NOT_AVAILABLE: while a group
+/// request waits, the lookup is retried when its backoff ends (the driver
+/// wakes for it); once nothing waits, that backoff is no deadline.
+#[test]
+fn a_refused_coordinator_lookup_is_retried_while_requests_wait_and_only_then() {
+    let mut cfg = config(&["b2:9092"], Some("g"));
+    cfg.retry_backoff = ExponentialBackoff {
+        base: Duration::from_millis(1000),
+        max: Duration::from_millis(1000),
+        jitter: 0.0,
+    };
+    cfg.request_timeout = Duration::from_millis(2500);
+    let mut sim = Sim::new(cfg);
+    sim.coordinator = -1;
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    let join = sim.request(Target::Coordinator);
+    let lookups = |sim: &Sim| {
+        sim.log
+            .iter()
+            .filter(|(_, _, api)| *api == ApiKey::FindCoordinator)
+            .count()
+    };
+    assert_eq!(lookups(&sim), 1);
+    // Retried each second while the request waits: at 1 s and 2 s.
+    step_through_deadlines(&mut sim, Duration::from_millis(2200));
+    assert_eq!(lookups(&sim), 3);
+    // The request times out at 2.5 s; the lookup's backoff then ends at
+    // 3 s with nothing waiting: no retry, and no deadline left behind.
+    step_through_deadlines(&mut sim, Duration::from_secs(5));
+    assert!(matches!(
+        sim.responses.get(&join),
+        Some(Err(RequestError::Timeout { .. }))
+    ));
+    assert_eq!(lookups(&sim), 3);
 }
 
 #[test]
