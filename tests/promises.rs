@@ -361,6 +361,39 @@ async fn consumers_leave_no_socket_or_descriptor_behind<C: TestCluster>() {
     );
 }
 
+/// The background task keeps the membership alive on its own: with every
+/// partition paused (no Fetch to wake it) and the application not polling
+/// for 2 s, it still heartbeats every `heartbeat.interval.ms` (500 ms), on
+/// its timers alone, and spends little CPU doing so.
+async fn heartbeats_go_on_while_the_application_does_not_poll<C: TestCluster>() {
+    let mock: C = topology();
+    let name = mock.name();
+    produce_range(&mock.bootstrap(), "t", 2, 0..4, "none");
+    let mut consumer =
+        Consumer::new(config(&bootstrap(&mock), Some("g")).build().unwrap()).unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    consume_all(&mut consumer, 4).await;
+    let assigned = consumer.assignment();
+    consumer.pause(&assigned);
+    // A Fetch still in flight is answered within fetch.max.wait.ms (100 ms).
+    common::sleep(Duration::from_millis(300)).await;
+    mock.clear_requests();
+    let cpu0 = common::cpu::cpu_seconds();
+    common::sleep(Duration::from_secs(2)).await;
+    let cpu = common::cpu::cpu_seconds() - cpu0;
+    let heartbeats = mock
+        .requests()
+        .into_iter()
+        .filter(|(b, k)| *k == ApiKey::Heartbeat.code() && *b == COORDINATOR)
+        .count();
+    assert!(
+        heartbeats >= 2,
+        "{name}: {heartbeats} heartbeats in 2 s without a poll"
+    );
+    assert!(cpu < 0.6, "{name}: {cpu:.3} s of CPU in 2 s without a poll");
+    consumer.close().await.expect("close");
+}
+
 mod librdkafka_mock {
     use super::*;
     use common::mock::RawMock;
@@ -399,6 +432,12 @@ mod librdkafka_mock {
     #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
     async fn a_kip848_pattern_consumer_routes_every_request() {
         super::a_pattern_consumer_routes_every_request::<RawMock>(GroupProtocol::Consumer).await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn heartbeats_go_on_while_the_application_does_not_poll() {
+        super::heartbeats_go_on_while_the_application_does_not_poll::<RawMock>().await
     }
 }
 
@@ -439,6 +478,12 @@ mod lazykafka_mock {
     #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
     async fn a_kip848_pattern_consumer_routes_every_request() {
         super::a_pattern_consumer_routes_every_request::<MockCluster>(GroupProtocol::Consumer).await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn heartbeats_go_on_while_the_application_does_not_poll() {
+        super::heartbeats_go_on_while_the_application_does_not_poll::<MockCluster>().await
     }
 }
 

@@ -280,3 +280,28 @@ pub(crate) fn parse_find_coordinator(
         other => Err(other),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Message, Reader};
+
+    /// The group is named in `key` up to v3 and in `coordinator_keys` from
+    /// v4 (KIP-699), at every version the client speaks.
+    #[test]
+    fn find_coordinator_names_the_group_at_every_version() {
+        for version in 0..=6 {
+            let mut w = Writer::new();
+            find_coordinator_request("g1")
+                .encode_body(&mut w, version)
+                .unwrap();
+            let bytes = w.into_inner().freeze();
+            let r = FindCoordinatorRequest::decode(&mut Reader::new(bytes), version).unwrap();
+            if version >= 4 {
+                assert_eq!(r.coordinator_keys, vec!["g1".to_owned()], "v{version}");
+            } else {
+                assert_eq!(r.key, "g1", "v{version}");
+            }
+        }
+    }
+}
