@@ -394,6 +394,27 @@ async fn heartbeats_go_on_while_the_application_does_not_poll<C: TestCluster>() 
     consumer.close().await.expect("close");
 }
 
+/// An offsets lookup for a topic the consumer neither reads nor has
+/// metadata for: its leader is looked up first (Metadata naming it), then
+/// ListOffsets goes to that leader.
+async fn an_offsets_lookup_finds_the_leader_of_a_topic_not_read<C: TestCluster>() {
+    let mock: C = topology();
+    let name = mock.name();
+    mock.create_topic("u", &[3]);
+    produce_range(&mock.bootstrap(), "u", 1, 0..3, "none");
+    produce_range(&mock.bootstrap(), "t", 2, 0..2, "none");
+    let mut consumer = Consumer::new(config(&bootstrap(&mock), None).build().unwrap()).unwrap();
+    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+    consume_all(&mut consumer, 1).await;
+    let u = TopicPartition::new("u", 0);
+    let end = consumer
+        .end_offsets([u.clone()])
+        .await
+        .unwrap_or_else(|e| panic!("{name}: end_offsets: {e}"));
+    assert_eq!(end.get(&u), Some(&3), "{name}");
+    consumer.close().await.expect("close");
+}
+
 mod librdkafka_mock {
     use super::*;
     use common::mock::RawMock;
@@ -438,6 +459,12 @@ mod librdkafka_mock {
     #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
     async fn heartbeats_go_on_while_the_application_does_not_poll() {
         super::heartbeats_go_on_while_the_application_does_not_poll::<RawMock>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn an_offsets_lookup_finds_the_leader_of_a_topic_not_read() {
+        super::an_offsets_lookup_finds_the_leader_of_a_topic_not_read::<RawMock>().await
     }
 }
 
@@ -484,6 +511,12 @@ mod lazykafka_mock {
     #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
     async fn heartbeats_go_on_while_the_application_does_not_poll() {
         super::heartbeats_go_on_while_the_application_does_not_poll::<MockCluster>().await
+    }
+
+    #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+    #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+    async fn an_offsets_lookup_finds_the_leader_of_a_topic_not_read() {
+        super::an_offsets_lookup_finds_the_leader_of_a_topic_not_read::<MockCluster>().await
     }
 }
 
