@@ -1022,3 +1022,35 @@ fn a_kip_848_regex_member_names_a_topic_created_later_by_its_id() {
     assert!(pair.served(ApiKey::JoinGroup).is_empty());
     assert!(pair.errors.is_empty(), "{:?}", pair.errors);
 }
+
+/// A partition missing from the metadata is reported once it has been
+/// missing for `topic.metadata.propagation.max.ms`, not before, and
+/// without waiting for the application to poll again and again.
+#[test]
+fn a_missing_topic_is_reported_when_the_propagation_time_ends() {
+    // Metadata for the missing topic is retried every 500 ms
+    // (retry.backoff.ms): at 0, 0.5, 1.0 and
+    // 1.5 s; the report is due at 1.2 s.
+    let mut pair = Pair::new(3, 1, |b| {
+        b.topic_metadata_propagation_max(Duration::from_millis(1200))
+            .retry_backoff(Duration::from_millis(500))
+    });
+    pair.core.set_mode(
+        pair.now,
+        Mode::Assigned([TopicPartition::new("absent", 0)].into_iter().collect()),
+    );
+    pair.poll();
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+    pair.advance(Duration::from_millis(1199));
+    pair.poll();
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+    // Reported by 1.35 s, within one step of the clock.
+    pair.advance(Duration::from_millis(151));
+    pair.poll();
+    assert!(
+        matches!(pair.errors.as_slice(), [crate::Error::Topic { .. }]),
+        "{:?} (Metadata at {:?})",
+        pair.errors,
+        pair.served(ApiKey::Metadata)
+    );
+}
