@@ -1485,6 +1485,26 @@ impl Cluster {
         }
     }
 
+    /// Closes `conn` after a response that could not be decoded: the
+    /// broker and the client disagree on the protocol, and nothing more
+    /// read from it can be trusted.
+    fn close_undecodable(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        api: ApiKey,
+        e: &dyn std::fmt::Display,
+    ) {
+        self.close(
+            now,
+            conn,
+            CloseReason::Error,
+            Some(ConnectionError::protocol(format_args!(
+                "cannot decode {api} response: {e}"
+            ))),
+        );
+    }
+
     /// DESIGN §1.2e: the bootstrap connection goes once the coordinator (in
     /// group mode) and at least one leader (or replica) connection are
     /// ready, and nothing is in flight on it.
@@ -1672,16 +1692,7 @@ impl Cluster {
             body, version,
         ) {
             Ok((r, _)) => r,
-            Err(e) => {
-                return self.close(
-                    now,
-                    conn,
-                    CloseReason::Error,
-                    Some(ConnectionError::protocol(format_args!(
-                        "cannot decode SaslHandshake response: {e}"
-                    ))),
-                )
-            }
+            Err(e) => return self.close_undecodable(now, conn, ApiKey::SaslHandshake, &e),
         };
         let Some(sasl) = self.config.sasl.clone() else {
             return;
@@ -1787,16 +1798,7 @@ impl Cluster {
         >(body, version)
         {
             Ok((r, _)) => r,
-            Err(e) => {
-                return self.close(
-                    now,
-                    conn,
-                    CloseReason::Error,
-                    Some(ConnectionError::protocol(format_args!(
-                        "cannot decode SaslAuthenticate response: {e}"
-                    ))),
-                )
-            }
+            Err(e) => return self.close_undecodable(now, conn, ApiKey::SaslAuthenticate, &e),
         };
         if response.error_code != 0 {
             let code = crate::protocol::ErrorCode::from_code(response.error_code);
@@ -1940,14 +1942,7 @@ impl Cluster {
                 Err(e) => {
                     self.by_id_refresh
                         .failed(now, &self.config.retry_backoff, &mut self.rng);
-                    self.close(
-                        now,
-                        conn,
-                        CloseReason::Error,
-                        Some(ConnectionError::protocol(format_args!(
-                            "cannot decode {api} response: {e}"
-                        ))),
-                    );
+                    self.close_undecodable(now, conn, api, &e);
                 }
             },
             Origin::Metadata => match metadata::parse(version, body) {
@@ -1969,14 +1964,7 @@ impl Cluster {
                 Err(e) => {
                     self.metadata_refresh
                         .failed(now, &self.config.retry_backoff, &mut self.rng);
-                    self.close(
-                        now,
-                        conn,
-                        CloseReason::Error,
-                        Some(ConnectionError::protocol(format_args!(
-                            "cannot decode {api} response: {e}"
-                        ))),
-                    );
+                    self.close_undecodable(now, conn, api, &e);
                 }
             },
             Origin::FindCoordinator => {
@@ -2000,14 +1988,7 @@ impl Cluster {
                             &self.config.retry_backoff,
                             &mut self.rng,
                         );
-                        self.close(
-                            now,
-                            conn,
-                            CloseReason::Error,
-                            Some(ConnectionError::protocol(format_args!(
-                                "cannot decode {api} response: {e}"
-                            ))),
-                        );
+                        self.close_undecodable(now, conn, api, &e);
                     }
                 }
             }
