@@ -67,14 +67,7 @@ fn receivers<C: TestCluster>(mock: &C, api: ApiKey) -> BTreeSet<i32> {
 }
 
 async fn consume_all(consumer: &mut Consumer, n: usize) {
-    let deadline = Instant::now() + WAIT;
-    let mut seen = 0;
-    while seen < n && Instant::now() < deadline {
-        seen += poll_through_faults(consumer, Duration::from_millis(100))
-            .await
-            .len();
-    }
-    assert_eq!(seen, n, "records");
+    assert_eq!(common::cpu::consume(consumer, n).await, n, "records");
 }
 
 /// Promise 1: `new`, `subscribe`, `assign`, `pause`, `seek` and the getters
