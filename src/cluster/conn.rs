@@ -274,27 +274,56 @@ impl Conn {
             .decode(&mut self.recv)
             .map_err(StreamError::Frame)?
         {
-            let received = crate::protocol::frame::peek_correlation_id(&frame).unwrap_or(-1);
-            let expected = self.in_flight.front().map(|r| r.correlation_id);
-            if expected != Some(received) {
-                return Err(StreamError::Correlation { expected, received });
-            }
-            let request = self
-                .in_flight
-                .pop_front()
-                .expect("checked: a request is in flight");
-            let mut reader = Reader::new(frame);
-            ResponseHeader::decode(
-                &mut reader,
-                request.api.response_header_version(request.version),
-            )
-            .map_err(|e| StreamError::Decode(request.api, e))?;
-            let body = reader
-                .take("response body", reader.remaining())
-                .unwrap_or_default();
-            out.push((request, body));
+            out.push(self.respond(frame)?);
         }
         Ok(out)
+    }
+
+    /// Takes one whole frame (size prefix included), as the runtime's
+    /// reader delivers it in a buffer of its own: the response body is a
+    /// slice of it, nothing is copied. Anything else (bytes of an earlier
+    /// partial frame waiting, a prefix that does not match the length) goes
+    /// the way of [`Conn::receive`].
+    pub fn receive_frame(
+        &mut self,
+        now: Instant,
+        frame: Bytes,
+    ) -> Result<Vec<(InFlight, Bytes)>, StreamError> {
+        let whole = self.recv.is_empty()
+            && frame.get(..4).is_some_and(|prefix| {
+                let prefix = [prefix[0], prefix[1], prefix[2], prefix[3]];
+                crate::protocol::frame::frame_size(prefix, self.frames.max_frame_size())
+                    .is_ok_and(|size| size + 4 == frame.len())
+            });
+        if !whole {
+            return self.receive(now, BytesMut::from(&frame[..]));
+        }
+        self.last_activity = now;
+        Ok(vec![self.respond(frame.slice(4..))?])
+    }
+
+    /// Matches one frame's body (prefix removed) to the oldest request in
+    /// flight and strips the response header.
+    fn respond(&mut self, frame: Bytes) -> Result<(InFlight, Bytes), StreamError> {
+        let received = crate::protocol::frame::peek_correlation_id(&frame).unwrap_or(-1);
+        let expected = self.in_flight.front().map(|r| r.correlation_id);
+        if expected != Some(received) {
+            return Err(StreamError::Correlation { expected, received });
+        }
+        let request = self
+            .in_flight
+            .pop_front()
+            .expect("checked: a request is in flight");
+        let mut reader = Reader::new(frame);
+        ResponseHeader::decode(
+            &mut reader,
+            request.api.response_header_version(request.version),
+        )
+        .map_err(|e| StreamError::Decode(request.api, e))?;
+        let body = reader
+            .take("response body", reader.remaining())
+            .unwrap_or_default();
+        Ok((request, body))
     }
 
     /// The earliest deadline of a request in flight or queued here.

@@ -56,7 +56,7 @@ use crate::protocol::{
     DEFAULT_MAX_FRAME_SIZE,
 };
 use bytes::{Bytes, BytesMut};
-use conn::{Conn, Phase, Queued, StreamError};
+use conn::{Conn, InFlight, Phase, Queued, StreamError};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
@@ -775,13 +775,30 @@ impl Cluster {
     /// whole frames (as the runtime's reader delivers them), the response
     /// bodies are slices of it and nothing is copied.
     pub fn handle_received_buf(&mut self, now: Instant, conn: ConnectionId, bytes: BytesMut) {
+        self.handle_received_with(now, conn, bytes.len(), |c| c.receive(now, bytes));
+    }
+
+    /// Like [`Cluster::handle_received_buf`], for one whole frame (its size
+    /// prefix included) in a buffer of its own, as the runtime's reader
+    /// delivers it: the response body is a slice of `frame`.
+    pub fn handle_received_frame(&mut self, now: Instant, conn: ConnectionId, frame: Bytes) {
+        self.handle_received_with(now, conn, frame.len(), |c| c.receive_frame(now, frame));
+    }
+
+    fn handle_received_with(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        len: usize,
+        receive: impl FnOnce(&mut Conn) -> Result<Vec<(InFlight, Bytes)>, StreamError>,
+    ) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         let addr = c.addr.clone();
-        self.counter(&addr).bytes_in += bytes.len() as u64;
+        self.counter(&addr).bytes_in += len as u64;
         let c = self.conns.get_mut(&conn).expect("present");
-        match c.receive(now, bytes) {
+        match receive(c) {
             Ok(responses) => {
                 for (request, body) in responses {
                     let rtt = now.saturating_duration_since(request.sent_at);

@@ -55,6 +55,9 @@ struct Sim {
     /// What each Metadata request asked for: its version, and its topics
     /// (name, id), `None` for every topic.
     metadata_asked: Vec<(i16, Option<Vec<AskedTopic>>)>,
+    /// Deliver each answer in two pieces (three bytes, then the rest)
+    /// instead of as one whole frame.
+    split_answers: bool,
 }
 
 /// A topic a Metadata request names: (name, id).
@@ -125,6 +128,7 @@ impl Sim {
             extra_topics: BTreeMap::new(),
             metadata_max: ApiKey::Metadata.client_versions().max,
             metadata_asked: Vec::new(),
+            split_answers: false,
         }
     }
 
@@ -192,7 +196,17 @@ impl Sim {
                             }
                         }
                         for answer in answers {
-                            self.c.handle_received(self.now, conn, &answer);
+                            if self.split_answers {
+                                // A partial frame, then the rest: not one
+                                // whole frame, so it is buffered and joined.
+                                self.c.handle_received(self.now, conn, &answer[..3]);
+                                self.c
+                                    .handle_received_frame(self.now, conn, answer.slice(3..));
+                            } else {
+                                // Whole frames, as the runtime's reader
+                                // delivers them.
+                                self.c.handle_received_frame(self.now, conn, answer);
+                            }
                         }
                     }
                     Action::Close { conn } => {
@@ -599,6 +613,24 @@ fn group_lifecycle_bootstrap_coordinator_leaders_then_retirement() {
         .events
         .iter()
         .any(|e| e.purpose == Purpose::Leader && e.broker == Some(2)));
+}
+
+#[test]
+fn answers_cut_anywhere_are_joined_as_whole_frames_are_taken() {
+    let run = |split: bool| {
+        let mut sim = Sim::new(config(&["b1:9092", "b2:9092", "b3:9092"], Some("g")));
+        sim.split_answers = split;
+        sim.c.set_topics(["t".to_owned()]);
+        sim.c.handle_timeout(sim.now);
+        let join = sim.request(Target::Coordinator);
+        let fetch = sim.request(Target::Broker(3));
+        sim.pump();
+        assert!(sim.responses[&join].is_ok(), "{:?}", sim.responses[&join]);
+        assert!(sim.responses[&fetch].is_ok(), "{:?}", sim.responses[&fetch]);
+        assert!(!sim.kinds().iter().any(|(k, _, _)| k == "closed:error"));
+        (sim.log.len(), sim.census())
+    };
+    assert_eq!(run(true), run(false));
 }
 
 #[test]

@@ -26,6 +26,7 @@ mod async_std_rt;
 mod connection;
 mod driver;
 pub(crate) mod engine;
+mod frame_pool;
 mod pump;
 mod rt;
 mod signal;

@@ -5,12 +5,13 @@
 //! reaches the cluster at once and the socket is closed on our side too:
 //! nothing is left in CLOSE_WAIT.
 
+use super::frame_pool::FramePool;
 use super::rt::{connect_socket, Runtime, Socket, SocketHandle};
 use crate::cluster::{Action, Cluster};
 use crate::events::{ConnectionError, ConnectionId};
 use crate::protocol::frame::frame_size;
 use crate::tls::TlsConnector;
-use bytes::BytesMut;
+use bytes::Bytes;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::io::{AsyncRead, AsyncWrite};
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
@@ -26,7 +27,7 @@ pub(crate) enum SocketInput {
     /// One whole response frame (size prefix included), or, when the
     /// prefix announces a frame too large, the prefix alone (the cluster
     /// refuses it and closes the connection).
-    Data(BytesMut),
+    Data(Bytes),
     Eof,
     Failed(ConnectionError),
 }
@@ -87,6 +88,8 @@ pub(crate) struct Sockets {
     table: SocketTable,
     /// The write half of each open socket; only the driver loop writes.
     writers: HashMap<ConnectionId, Box<dyn AsyncWrite + Send + Unpin>>,
+    /// Buffers for large frames, shared by the reader tasks.
+    frames: FramePool,
     tx: UnboundedSender<(ConnectionId, SocketInput)>,
     rx: UnboundedReceiver<(ConnectionId, SocketInput)>,
 }
@@ -110,6 +113,7 @@ impl Sockets {
             options,
             table: SocketTable::default(),
             writers: HashMap::new(),
+            frames: FramePool::default(),
             tx,
             rx,
         }
@@ -203,30 +207,33 @@ impl Sockets {
                     read,
                     self.tx.clone(),
                     cluster.max_frame_size(),
+                    self.frames.clone(),
                 )));
                 cluster.handle_connected(now, id, peer);
             }
             SocketInput::ConnectFailed(e) => cluster.handle_connect_failed(now, id, e),
-            SocketInput::Data(bytes) => cluster.handle_received_buf(now, id, bytes),
+            SocketInput::Data(frame) => cluster.handle_received_frame(now, id, frame),
             SocketInput::Eof => cluster.handle_closed(now, id, ConnectionError::ClosedByBroker),
             SocketInput::Failed(e) => cluster.handle_closed(now, id, e),
         }
     }
 }
 
-/// Reads whole frames and forwards each as it completes: one allocation
-/// of the frame's own size (checked against `max_frame_size` first), read
-/// into directly, and handed to the cluster without a copy. (Forwarding
-/// fixed-size chunks instead cost two more copies of every byte and, for
-/// large Fetch responses, a buffer regrown many times over.)
+/// Reads whole frames and forwards each as it completes: one buffer of at
+/// least the frame's size (checked against `max_frame_size` first; a large
+/// one reused from `frames`), read into directly, and handed to the cluster
+/// without a copy. (Forwarding fixed-size chunks instead cost two more
+/// copies of every byte and, for large Fetch responses, a buffer regrown
+/// many times over.)
 async fn read_loop(
     id: ConnectionId,
     mut stream: Box<dyn AsyncRead + Send + Unpin>,
     tx: UnboundedSender<(ConnectionId, SocketInput)>,
     max_frame_size: usize,
+    frames: FramePool,
 ) {
     loop {
-        let (input, last) = match read_frame(&mut *stream, max_frame_size).await {
+        let (input, last) = match read_frame(&mut *stream, max_frame_size, &frames).await {
             Ok(frame) => (SocketInput::Data(frame), false),
             // Too large: the cluster sees the prefix, refuses it and
             // closes the socket; nothing more is read.
@@ -247,24 +254,25 @@ enum ReadEnd {
     Eof,
     Failed(ConnectionError),
     /// The size prefix was refused (too large or negative).
-    Refused(BytesMut),
+    Refused(Bytes),
 }
 
-/// Reads one frame: the 4-byte size prefix, then the body into a buffer of
-/// exactly that size.
+/// Reads one frame: the 4-byte size prefix, then the body into a buffer
+/// from `frames` of at least that size.
 async fn read_frame(
     stream: &mut (dyn AsyncRead + Send + Unpin),
     max_frame_size: usize,
-) -> Result<BytesMut, ReadEnd> {
+    frames: &FramePool,
+) -> Result<Bytes, ReadEnd> {
     let mut prefix = [0u8; 4];
     read_full(stream, &mut prefix).await?;
     let Ok(size) = frame_size(prefix, max_frame_size) else {
-        return Err(ReadEnd::Refused(BytesMut::from(&prefix[..])));
+        return Err(ReadEnd::Refused(Bytes::copy_from_slice(&prefix)));
     };
-    let mut frame = BytesMut::zeroed(4 + size);
-    frame[..4].copy_from_slice(&prefix);
-    read_full(stream, &mut frame[4..]).await?;
-    Ok(frame)
+    let mut buf = frames.take(4 + size);
+    buf[..4].copy_from_slice(&prefix);
+    read_full(stream, &mut buf[4..4 + size]).await?;
+    Ok(frames.frame(buf, 4 + size))
 }
 
 async fn read_full(

@@ -1,0 +1,189 @@
+//! Buffers for large response frames, used again once every record taken
+//! from a frame is gone.
+//!
+//! A Fetch response of several MB read into a fresh allocation costs the
+//! zeroing of every byte (safe Rust reads only into initialised memory)
+//! and, for allocations this large, page faults on memory the allocator
+//! has just handed back to the kernel. A buffer that comes back here keeps
+//! its initialised length, so reading the next frame into it costs
+//! neither: only bytes beyond anything the buffer held before are zeroed.
+//!
+//! A frame goes to the cluster as [`Bytes`] whose owner returns the buffer
+//! when the last slice of it (a response body, a record's value held by
+//! the application) is dropped. At most [`KEEP_BUFFERS`] buffers and
+//! [`KEEP_BYTES`] bytes are kept; anything beyond is freed.
+
+use bytes::Bytes;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Frames smaller than this get a buffer of their own: zeroing them costs
+/// little, and a small response (Metadata, a heartbeat) whose decoded
+/// parts live on must not hold a large buffer.
+pub(crate) const POOLED_FROM: usize = 64 * 1024;
+/// How many buffers are kept for reuse.
+pub(crate) const KEEP_BUFFERS: usize = 8;
+/// How many bytes the kept buffers may hold in all.
+pub(crate) const KEEP_BYTES: usize = 64 * 1024 * 1024;
+
+/// The buffers kept for reuse, shared by every socket of one consumer.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FramePool(Arc<Mutex<Kept>>);
+
+#[derive(Debug, Default)]
+struct Kept {
+    buffers: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+impl FramePool {
+    /// A zero-filled or reused buffer of at least `len` initialised bytes
+    /// (their content is unspecified).
+    pub fn take(&self, len: usize) -> Vec<u8> {
+        if len < POOLED_FROM {
+            return vec![0; len];
+        }
+        let reused = {
+            let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            // The smallest buffer long enough; else the longest, to grow.
+            let fit = kept
+                .buffers
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.len() >= len)
+                .min_by_key(|(_, b)| b.len())
+                .or_else(|| kept.buffers.iter().enumerate().max_by_key(|(_, b)| b.len()))
+                .map(|(i, _)| i);
+            fit.map(|i| {
+                let b = kept.buffers.swap_remove(i);
+                kept.bytes -= b.len();
+                b
+            })
+        };
+        match reused {
+            Some(mut b) => {
+                if b.len() < len {
+                    b.resize(len, 0);
+                }
+                b
+            }
+            None => vec![0; len],
+        }
+    }
+
+    /// Wraps the first `len` bytes of `buf` (from [`FramePool::take`]) as a
+    /// frame; `buf` comes back to the pool when the last slice is dropped.
+    pub fn frame(&self, buf: Vec<u8>, len: usize) -> Bytes {
+        debug_assert!(len <= buf.len());
+        if buf.len() < POOLED_FROM {
+            let mut buf = buf;
+            buf.truncate(len);
+            return Bytes::from(buf);
+        }
+        Bytes::from_owner(Frame {
+            buf,
+            len,
+            pool: self.clone(),
+        })
+    }
+
+    /// Keeps `buf` for reuse, or frees it when the pool is full.
+    fn give_back(&self, buf: Vec<u8>) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.buffers.len() < KEEP_BUFFERS && kept.bytes + buf.len() <= KEEP_BYTES {
+            kept.bytes += buf.len();
+            kept.buffers.push(buf);
+        }
+    }
+
+    /// How many buffers are kept, and their bytes.
+    #[cfg(test)]
+    fn kept(&self) -> (usize, usize) {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        (kept.buffers.len(), kept.bytes)
+    }
+}
+
+/// The owner behind a pooled frame's [`Bytes`].
+struct Frame {
+    buf: Vec<u8>,
+    len: usize,
+    pool: FramePool,
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        self.pool.give_back(std::mem::take(&mut self.buf));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_frames_are_not_pooled() {
+        let pool = FramePool::default();
+        let buf = pool.take(100);
+        assert_eq!(buf.len(), 100);
+        let frame = pool.frame(buf, 100);
+        drop(frame);
+        assert_eq!(pool.kept(), (0, 0));
+    }
+
+    #[test]
+    fn a_buffer_comes_back_when_its_last_slice_is_dropped() {
+        let pool = FramePool::default();
+        let mut buf = pool.take(POOLED_FROM);
+        buf[..5].copy_from_slice(b"hello");
+        let frame = pool.frame(buf, 5);
+        assert_eq!(&frame[..], b"hello");
+        let body = frame.slice(1..);
+        drop(frame);
+        assert_eq!(pool.kept(), (0, 0), "a slice still holds the buffer");
+        assert_eq!(&body[..], b"ello");
+        drop(body);
+        assert_eq!(pool.kept(), (1, POOLED_FROM));
+        // Taken again: the same allocation, no larger.
+        let again = pool.take(POOLED_FROM);
+        assert_eq!(again.len(), POOLED_FROM);
+        assert_eq!(&again[..5], b"hello", "reused, not zeroed again");
+        assert_eq!(pool.kept(), (0, 0));
+    }
+
+    #[test]
+    fn the_smallest_long_enough_buffer_is_taken_and_a_short_one_grows() {
+        let pool = FramePool::default();
+        let sizes = [POOLED_FROM, 3 * POOLED_FROM, 2 * POOLED_FROM];
+        let bufs: Vec<_> = sizes.iter().map(|&n| pool.take(n)).collect();
+        for b in bufs {
+            let n = b.len();
+            drop(pool.frame(b, n));
+        }
+        assert_eq!(pool.kept(), (3, 6 * POOLED_FROM));
+        assert_eq!(pool.take(POOLED_FROM + 1).len(), 2 * POOLED_FROM);
+        // Nothing long enough now but the longest: it grows.
+        assert_eq!(pool.take(4 * POOLED_FROM).len(), 4 * POOLED_FROM);
+        assert_eq!(pool.kept(), (1, POOLED_FROM));
+    }
+
+    #[test]
+    fn the_pool_keeps_a_bounded_number_of_buffers_and_bytes() {
+        let pool = FramePool::default();
+        let frames: Vec<_> = (0..KEEP_BUFFERS + 3)
+            .map(|_| pool.frame(pool.take(POOLED_FROM), POOLED_FROM))
+            .collect();
+        drop(frames);
+        assert_eq!(pool.kept(), (KEEP_BUFFERS, KEEP_BUFFERS * POOLED_FROM));
+        let pool = FramePool::default();
+        let big = KEEP_BYTES / 2 + 1;
+        let frames: Vec<_> = (0..2).map(|_| pool.frame(pool.take(big), big)).collect();
+        drop(frames);
+        assert_eq!(pool.kept(), (1, big), "two would exceed KEEP_BYTES");
+    }
+}
