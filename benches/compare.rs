@@ -36,7 +36,7 @@
 //!   for tansu, which is much slower to fill and to serve;
 //! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
 //! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
-//!   `100B,100B-lz4,10KiB,scale,sessions,tls`;
+//!   `100B,100B-lz4,10KiB,scale,sessions,tls,process`;
 //! - `LAZYKAFKA_BENCH_STEADY_MS` (default 10000): the steady window of the
 //!   `sessions` case. That case (KIP-227 incremental fetch sessions) puts
 //!   2,000 × scale partitions (at least 30) over the 3 brokers of a mock,
@@ -60,6 +60,21 @@
 //! prints each client's TLS / plaintext CPU per record (`tls_vs_plain` in
 //! the JSON).
 //!
+//! The `process` case measures whole processes as a user runs them: the
+//! `consume` example (built first with `cargo build --release --example
+//! consume`) and the same command line on librdkafka (this binary with
+//! `--consume-librdkafka`), each reading 600,000 × scale records of 100 B
+//! from 24 partitions to the end (`--offset beginning --count N`, JSON
+//! lines to /dev/null); CPU time and peak RSS come from `wait4`.
+//!
+//! After the summary, each uncompressed data set's physical floor is
+//! measured on the same bytes and printed next to both clients' CPU per
+//! record: the bare parse + CRC-32C loop of the `records` bench and a
+//! loopback `read` of the set (`floors` in the JSON).
+//!
+//! `LAZYKAFKA_BENCH_IDLE_MS` (default 1000) sets how long the children
+//! poll with nothing to read for the idle figure.
+//!
 //! lazykafka runs on async-std by default; built with
 //! `--no-default-features --features runtime-tokio,gzip,snappy,lz4,zstd,mock`
 //! it runs on a current-thread tokio runtime, or on a multi-thread one
@@ -71,6 +86,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/floor.rs"]
+mod floor;
 
 use common::{client_sockets, Tansu, ESTABLISHED};
 use lazykafka::mock::{MockCluster, MockRecord};
@@ -98,6 +115,9 @@ fn main() {
     if args.iter().any(|a| a == "--child") {
         child::run();
         return;
+    }
+    if args.get(1).map(String::as_str) == Some("--consume-librdkafka") {
+        std::process::exit(twin::run(&args[2..]));
     }
     if !args.iter().any(|a| a == "--bench") {
         eprintln!("compare: a benchmark; run it with `cargo bench --bench compare`");
@@ -880,6 +900,232 @@ mod parent {
         }
     }
 
+    /// The physical floor of CPU per record for an uncompressed data set,
+    /// measured in this process on the same bytes (batches built as the
+    /// mock holds them): the bare parse + CRC-32C loop of the `records`
+    /// bench (`check.crcs=true` asks for the CRC), and a loopback `read` of
+    /// the set (a writer thread sends it over a 127.0.0.1 socket; the
+    /// reading thread's CPU is counted, reading into one reused 1 MiB
+    /// buffer). A consumer can go no lower than their sum.
+    fn floors(set: &DataSet) -> Value {
+        use lazykafka::records::RecordBatchBuilder;
+        let records = if set.value_len >= 1024 {
+            5_000
+        } else {
+            200_000
+        };
+        let repeat = 5;
+        let pool = values(set.value_len);
+        let per_batch = (1_000_000 / set.value_len).clamp(1, 1000);
+        let mut bytes = Vec::new();
+        let mut offset = 0;
+        while offset < records {
+            let mut b = RecordBatchBuilder::new(offset as i64);
+            for i in offset..(offset + per_batch).min(records) {
+                b.append(0, None, Some(&pool[i % pool.len()]), &[])
+                    .expect("append");
+            }
+            bytes.extend_from_slice(&b.build().expect("batch"));
+            offset += per_batch;
+        }
+        let per_record = |cpu: Duration| cpu.as_secs_f64() * 1e6 / (records * repeat) as f64;
+        let cpu0 = cpu_time(libc::RUSAGE_THREAD);
+        let mut sum = 0;
+        for _ in 0..repeat {
+            sum += floor::bare_parse_crc(std::hint::black_box(&bytes));
+        }
+        assert!(sum > 0);
+        let crc = per_record(cpu_time(libc::RUSAGE_THREAD).saturating_sub(cpu0));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let read = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut w = std::net::TcpStream::connect(addr).expect("connect");
+                for _ in 0..repeat {
+                    for chunk in bytes.chunks(1 << 20) {
+                        std::io::Write::write_all(&mut w, chunk).expect("write");
+                    }
+                }
+            });
+            let (mut r, _) = listener.accept().expect("accept");
+            let mut buf = vec![0u8; 1 << 20];
+            let (mut left, cpu0) = (bytes.len() * repeat, cpu_time(libc::RUSAGE_THREAD));
+            while left > 0 {
+                let n = std::io::Read::read(&mut r, &mut buf).expect("read");
+                assert!(n > 0, "early EOF");
+                left = left.saturating_sub(n);
+            }
+            per_record(cpu_time(libc::RUSAGE_THREAD).saturating_sub(cpu0))
+        });
+        json!({
+            "records": records * repeat,
+            "bytes_per_record": bytes.len() as f64 / records as f64,
+            "parse_crc_us_per_record": crc,
+            "loopback_read_us_per_record": read,
+            "sum_us_per_record": crc + read,
+        })
+    }
+
+    /// The `consume` example, built in release mode next to this binary
+    /// (`cargo build --release --example consume` is run first: the
+    /// example needs the default runtime feature), or `None` with the
+    /// reason.
+    fn consume_example() -> Result<std::path::PathBuf, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        // target/release/deps/compare-… → target/release/examples/consume
+        let release = exe
+            .parent()
+            .and_then(|d| d.parent())
+            .ok_or("no release directory")?;
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = Command::new(cargo)
+            .args(["build", "--release", "--quiet", "--example", "consume"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env(
+                "CARGO_TARGET_DIR",
+                release.parent().ok_or("no target directory")?,
+            )
+            .status()
+            .map_err(|e| format!("cargo: {e}"))?;
+        if !built.success() {
+            return Err(format!("cargo build --example consume: {built}"));
+        }
+        let bin = release.join("examples").join("consume");
+        bin.exists()
+            .then_some(bin)
+            .ok_or_else(|| "no examples/consume after the build".to_owned())
+    }
+
+    /// CPU time (user + system), peak RSS and wall time of one whole
+    /// process, from `wait4`; standard output goes to /dev/null.
+    fn measure_process(cmd: &mut Command) -> Value {
+        let t0 = Instant::now();
+        // Reaped by `wait4` below, which also gives its resource usage.
+        #[allow(clippy::zombie_processes)]
+        let child = cmd
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start the process");
+        let mut status = 0;
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+        let wall = t0.elapsed().as_secs_f64();
+        assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        json!({
+            "exit_ok": libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "cpu_s": tv(ru.ru_utime) + tv(ru.ru_stime),
+            "user_s": tv(ru.ru_utime),
+            "sys_s": tv(ru.ru_stime),
+            "vmhwm_mb": ru.ru_maxrss as f64 / 1024.0,
+            "wall_s": wall,
+        })
+    }
+
+    /// The whole process, as a user runs it: the `consume` example and the
+    /// same command line on librdkafka (this binary with
+    /// `--consume-librdkafka`, see [`twin`](crate::twin)), each reading
+    /// 600,000 × scale records of 100 B from 24 partitions of a 3-broker
+    /// mock to the end (`--offset beginning --count N`, JSON lines to
+    /// /dev/null), alternated round by round.
+    fn process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<String>) {
+        let example = match consume_example() {
+            Ok(bin) => bin,
+            Err(why) => {
+                let note = format!("process case skipped: {why}");
+                println!("{note}");
+                notes.push(note);
+                return;
+            }
+        };
+        let set = DataSet {
+            name: "process",
+            topic: "process",
+            records: ((600_000.0 * s.scale).round() as usize).max(24),
+            value_len: 100,
+            compression: "none",
+            partitions: 24,
+        };
+        let mock = Mock::new(3);
+        mock.cluster
+            .create_topic(set.topic, set.partitions)
+            .expect("process topic");
+        mock.fill(&set);
+        let bootstrap = mock.bootstrap();
+        let count = set.records.to_string();
+        let args = [
+            "--bootstrap",
+            bootstrap.as_str(),
+            "--topic",
+            set.topic,
+            "--offset",
+            "beginning",
+            "--count",
+            count.as_str(),
+        ];
+        let me = std::env::current_exe().expect("current exe");
+        for round in 0..s.rounds {
+            for client in ["lazykafka", "librdkafka"] {
+                let mut cmd = if client == "lazykafka" {
+                    Command::new(&example)
+                } else {
+                    let mut c = Command::new(&me);
+                    c.arg("--consume-librdkafka");
+                    c
+                };
+                cmd.args(args);
+                let mut r = measure_process(&mut cmd);
+                assert_eq!(r["exit_ok"], true, "{client}: {r}");
+                r["cpu_us_per_record"] =
+                    json!(r["cpu_s"].as_f64().unwrap_or(f64::NAN) * 1e6 / set.records as f64);
+                r["broker"] = json!("mock");
+                r["case"] = json!("process");
+                r["client"] = json!(client);
+                r["round"] = json!(round);
+                r["records"] = json!(set.records);
+                eprintln!(
+                    "  mock   process   {client:<10} round {round}: cpu {:.3} s ({:.3} user, \
+                     {:.3} sys), peak RSS {:.1} MB, wall {:.2} s",
+                    r["cpu_s"].as_f64().unwrap_or(f64::NAN),
+                    r["user_s"].as_f64().unwrap_or(f64::NAN),
+                    r["sys_s"].as_f64().unwrap_or(f64::NAN),
+                    r["vmhwm_mb"].as_f64().unwrap_or(f64::NAN),
+                    r["wall_s"].as_f64().unwrap_or(f64::NAN),
+                );
+                runs.push(r);
+            }
+        }
+        println!(
+            "\nmock / process: `consume --offset beginning --count {count}` ({} × 100 B, 24 \
+             partitions), JSON lines to /dev/null\n  {:<32} {:>12} {:>12} {:>9}",
+            set.records, "median", "lazykafka", "librdkafka", "ratio"
+        );
+        for (metric, label) in [
+            ("cpu_s", "CPU time, s"),
+            ("user_s", "user CPU, s"),
+            ("sys_s", "system CPU, s"),
+            ("cpu_us_per_record", "CPU µs/record"),
+            ("vmhwm_mb", "peak RSS, MB"),
+            ("wall_s", "wall time, s"),
+        ] {
+            let of = |client: &str| {
+                median(
+                    runs.iter()
+                        .filter(|r| r["case"] == "process" && r["client"] == client)
+                        .filter_map(|r| r[metric].as_f64())
+                        .collect(),
+                )
+            };
+            let (a, b) = (of("lazykafka"), of("librdkafka"));
+            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.3}"));
+            let ratio = match (a, b) {
+                (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
+                _ => "-".into(),
+            };
+            println!("  {label:<32} {:>12} {:>12} {:>9}", f(a), f(b), ratio);
+        }
+    }
+
     /// The 100 B data set on a second 3-broker mock with TLS listeners (a
     /// CA and a leaf for `localhost` and `127.0.0.1`, made now); both
     /// clients get the CA file and `security.protocol=SSL`.
@@ -1178,10 +1424,44 @@ mod parent {
         if s.wants("tls") {
             tls_case(&s, &mut runs);
         }
+        if s.wants("process") {
+            process_case(&s, &mut runs, &mut notes);
+        }
 
         let summary = summarise(&runs);
         print_table(&summary);
         let tls_vs_plain = tls_vs_plain(&summary);
+        let mut floor_report = serde_json::Map::new();
+        for set in sets
+            .iter()
+            .filter(|d| d.compression == "none" && s.wants(d.name))
+        {
+            let f = floors(set);
+            let of = |client: &str| {
+                median(
+                    runs.iter()
+                        .filter(|r| r["broker"] == "mock" && r["case"] == set.name)
+                        .filter(|r| r["client"] == client)
+                        .filter_map(|r| r["cpu_us_per_record"].as_f64())
+                        .collect(),
+                )
+            };
+            let floor = f["sum_us_per_record"].as_f64().unwrap_or(f64::NAN);
+            let vs =
+                |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3} ({:.2}x)", v / floor));
+            println!(
+                "\nfloor / {}: parse + CRC-32C {:.3} µs/record, loopback read {:.3} µs/record, \
+                 sum {floor:.3}; CPU µs/record (x the floor): lazykafka {}, librdkafka {}",
+                set.name,
+                f["parse_crc_us_per_record"].as_f64().unwrap_or(f64::NAN),
+                f["loopback_read_us_per_record"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN),
+                vs(of("lazykafka")),
+                vs(of("librdkafka")),
+            );
+            floor_report.insert(set.name.to_owned(), f);
+        }
         let report = json!({
             "scale": s.scale,
             "tansu_scale": s.tansu_scale,
@@ -1198,6 +1478,7 @@ mod parent {
             "notes": notes,
             "summary": summary,
             "tls_vs_plain": tls_vs_plain,
+            "floors": floor_report,
             "runs": runs,
             "wall_s": started.elapsed().as_secs_f64(),
         });
@@ -1211,6 +1492,127 @@ mod parent {
             s.out.display(),
             started.elapsed().as_secs_f64()
         );
+    }
+}
+
+/// `--consume-librdkafka`: the `consume` example's command line on
+/// librdkafka, for the `process` case. It takes the flags that case uses
+/// (`--bootstrap`, `--topic`, `--offset beginning|end`, `--count N`) and
+/// does what the example does with them: looks up the topic's partitions,
+/// assigns every one, and prints each record as the same JSON line through
+/// a buffer flushed after each batch (the records librdkafka hands over
+/// without waiting, up to 500), until `N` records; then closes.
+mod twin {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    use rdkafka::message::Message as _;
+    use rdkafka::{Offset, TopicPartitionList};
+    use serde::Serialize;
+    use std::borrow::Cow;
+    use std::io::{BufWriter, Write};
+    use std::time::Duration;
+
+    /// The example's JSON line.
+    #[derive(Serialize)]
+    struct RecordLine<'a> {
+        topic: &'a str,
+        partition: i32,
+        offset: i64,
+        timestamp: i64,
+        key: Option<Cow<'a, str>>,
+        value: Option<Cow<'a, str>>,
+    }
+
+    /// Returns the exit code.
+    pub fn run(args: &[String]) -> i32 {
+        let flag = |name: &str| {
+            args.iter()
+                .position(|a| a == name)
+                .and_then(|i| args.get(i + 1))
+                .cloned()
+        };
+        let (Some(bootstrap), Some(topic)) = (flag("--bootstrap"), flag("--topic")) else {
+            eprintln!("error: --bootstrap and --topic are required");
+            return 2;
+        };
+        let count: Option<usize> = flag("--count").and_then(|n| n.parse().ok());
+        let offset = match flag("--offset").as_deref() {
+            Some("beginning") => Offset::Beginning,
+            Some("end") | None => Offset::End,
+            Some(other) => {
+                eprintln!("error: --offset {other} is not supported here");
+                return 2;
+            }
+        };
+        let consumer: BaseConsumer = match ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            // librdkafka's consumer needs a group for assign(); nothing is
+            // committed.
+            .set("group.id", "consume-librdkafka")
+            .set("enable.auto.commit", "false")
+            .create()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        };
+        let metadata = match consumer.fetch_metadata(Some(&topic), Duration::from_secs(10)) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        };
+        let mut tpl = TopicPartitionList::new();
+        for t in metadata.topics() {
+            for p in t.partitions() {
+                let _ = tpl.add_partition_offset(t.name(), p.id(), offset);
+            }
+        }
+        if let Err(e) = consumer.assign(&tpl) {
+            eprintln!("error: {e}");
+            return 1;
+        }
+        let stdout = std::io::stdout();
+        let mut printed = 0usize;
+        while count.is_none_or(|n| printed < n) {
+            let mut wait = Duration::from_millis(500);
+            let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
+            for _ in 0..500 {
+                if count.is_some_and(|n| printed >= n) {
+                    break;
+                }
+                match consumer.poll(wait) {
+                    Some(Ok(m)) => {
+                        let line = RecordLine {
+                            topic: m.topic(),
+                            partition: m.partition(),
+                            offset: m.offset(),
+                            timestamp: m.timestamp().to_millis().unwrap_or(-1),
+                            key: m.key().map(String::from_utf8_lossy),
+                            value: m.payload().map(String::from_utf8_lossy),
+                        };
+                        if serde_json::to_writer(&mut out, &line).is_err()
+                            || out.write_all(b"\n").is_err()
+                        {
+                            return 1;
+                        }
+                        printed += 1;
+                        // The rest of the batch: what is there already.
+                        wait = Duration::ZERO;
+                    }
+                    Some(Err(e)) => eprintln!("error: {e}"),
+                    None => break,
+                }
+            }
+            if out.flush().is_err() {
+                return 1;
+            }
+        }
+        drop(consumer);
+        0
     }
 }
 
@@ -1381,14 +1783,22 @@ mod child {
     }
 
     /// How long the clients keep polling after the last record, to measure
-    /// what waiting for nothing costs.
-    const IDLE_WINDOW: Duration = Duration::from_secs(1);
+    /// what waiting for nothing costs: `LAZYKAFKA_BENCH_IDLE_MS`, default
+    /// 1000.
+    fn idle_window() -> Duration {
+        Duration::from_millis(
+            std::env::var("LAZYKAFKA_BENCH_IDLE_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1000),
+        )
+    }
 
     /// CPU seconds per wall second spent in `poll_once` calls for
-    /// [`IDLE_WINDOW`].
+    /// [`idle_window`].
     fn idle_cpu(census: &Census, mut poll_once: impl FnMut()) -> f64 {
-        let (cpu0, t0) = (census.process_cpu(), Instant::now());
-        while t0.elapsed() < IDLE_WINDOW {
+        let (cpu0, t0, window) = (census.process_cpu(), Instant::now(), idle_window());
+        while t0.elapsed() < window {
             poll_once();
         }
         let wall = t0.elapsed().as_secs_f64();

@@ -77,6 +77,7 @@ use lazykafka::{Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, TopicPart
 use serde::Serialize;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_async_std::Signals;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
@@ -329,14 +330,18 @@ struct RecordLine<'a> {
     partition: i32,
     offset: i64,
     timestamp: i64,
-    key: Option<String>,
-    value: Option<String>,
+    key: Option<Cow<'a, str>>,
+    value: Option<Cow<'a, str>>,
 }
 
 /// Writes one record to `out` in `format`.
 fn write_record(out: &mut impl Write, format: Format, r: &ConsumerRecord) -> std::io::Result<()> {
     match format {
-        Format::Json => writeln!(out, "{}", record_line(r)),
+        Format::Json => {
+            // Serialised straight into the buffer: no string per record.
+            serde_json::to_writer(&mut *out, &record_line(r)).map_err(std::io::Error::from)?;
+            out.write_all(b"\n")
+        }
         Format::Value => {
             out.write_all(r.value().unwrap_or_default())?;
             out.write_all(b"\n")
@@ -350,17 +355,17 @@ fn write_record(out: &mut impl Write, format: Format, r: &ConsumerRecord) -> std
     }
 }
 
-fn record_line(r: &ConsumerRecord) -> String {
-    let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned());
-    let line = RecordLine {
+/// A record's JSON line; key and value borrow the record's bytes when they
+/// are valid UTF-8.
+fn record_line(r: &ConsumerRecord) -> RecordLine<'_> {
+    RecordLine {
         topic: r.topic(),
         partition: r.partition(),
         offset: r.offset(),
         timestamp: r.timestamp(),
-        key: text(r.key()),
-        value: text(r.value()),
-    };
-    serde_json::to_string(&line).unwrap_or_default()
+        key: r.key().map(String::from_utf8_lossy),
+        value: r.value().map(String::from_utf8_lossy),
+    }
 }
 
 /// One connection event on stderr: exactly these keys.

@@ -543,10 +543,12 @@ impl Consumer {
         self.start();
         let max = self.config.max_poll_records().max(1) as usize;
         let deadline = Instant::now() + timeout;
+        // One timer for the whole call, however often progress wakes it.
+        let mut timer = None;
         loop {
-            // Progress from here on wakes the wait below.
+            // A report from here on wakes the wait below.
             if let Some(engine) = self.engine.as_mut() {
-                engine.drain_progress();
+                engine.drain_ready();
             }
             if self.peek_core(|core, now| core.polled(now)) {
                 self.kick();
@@ -572,7 +574,11 @@ impl Consumer {
                 return Ok(Vec::new());
             }
             let engine = self.engine.as_mut().expect("started above");
-            engine.next_progress(left).await;
+            let wait = timer.get_or_insert_with(|| engine.timer(left));
+            if !engine.ready_or(wait).await {
+                // Fired: a new one if the clocks leave time still.
+                timer = None;
+            }
         }
     }
 

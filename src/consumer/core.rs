@@ -556,6 +556,16 @@ impl ConsumerCore {
         self.fetcher.take_records(max)
     }
 
+    /// Whether `poll` has something to take: records, an error or a group
+    /// event for the rebalance listener. The background task wakes a
+    /// waiting `poll` only then.
+    pub fn has_output(&self) -> bool {
+        !self.errors.is_empty()
+            || !self.group_events.is_empty()
+            || self.fetcher.has_buffered()
+            || self.fetcher.has_errors()
+    }
+
     /// Errors for the application.
     pub fn take_error(&mut self) -> Option<Error> {
         if let Some(e) = self.errors.pop_front() {

@@ -5,7 +5,7 @@
 //! dropping the consumer.
 
 use super::pump::{pass, Driven, Machine, Wake};
-use super::rt::Runtime;
+use super::rt::{BoxFuture, Runtime};
 use super::signal::Signal;
 use super::sockets::{SocketOptions, SocketTable, Sockets};
 use crate::cluster::Cluster;
@@ -26,8 +26,12 @@ pub(crate) struct Shared {
     stop: Mutex<bool>,
     /// Set by the consumer when it changed the state: the task drives.
     kick: Signal,
-    /// Set by the task after each step: a waiting `poll` looks again.
+    /// Set by the task at the end of each burst of steps: a waiting
+    /// [`Engine::wait_for`] looks again.
     progress: Signal,
+    /// Set with `progress` when the application has something to take: a
+    /// waiting `poll` looks again.
+    ready: Signal,
 }
 
 impl Shared {
@@ -55,6 +59,7 @@ impl Engine {
             stop: Mutex::new(false),
             kick: Signal::default(),
             progress: Signal::default(),
+            ready: Signal::default(),
         });
         let rt = super::rt::current();
         let sockets = Sockets::new(rt.clone(), options);
@@ -101,6 +106,29 @@ impl Engine {
         futures::select! {
             _ = self.shared.progress.wait().fuse() => true,
             _ = self.rt.sleep(timeout).fuse() => false,
+        }
+    }
+
+    /// Forgets earlier reports that the application has something to
+    /// take: only a report after this call wakes [`Engine::ready_or`].
+    pub fn drain_ready(&mut self) {
+        self.shared.ready.take();
+    }
+
+    /// A timer on the task's runtime, for [`Engine::ready_or`]: one timer
+    /// for a whole wait made of several, rather than one for each (each
+    /// new timer costs the runtime's timer thread a wake-up).
+    pub fn timer(&self, timeout: Duration) -> BoxFuture<()> {
+        self.rt.sleep(timeout)
+    }
+
+    /// Waits until the task reports that the application has something
+    /// to take, or `timer` fired; returns whether it reported. A timer
+    /// that fired must not be passed again.
+    pub async fn ready_or(&mut self, timer: &mut BoxFuture<()>) -> bool {
+        futures::select! {
+            _ = self.shared.ready.wait().fuse() => true,
+            _ = timer.fuse() => false,
         }
     }
 
@@ -208,6 +236,10 @@ impl Driven for Locked<'_> {
     fn publish(&mut self) {
         forward_events(self.core, self.events);
     }
+
+    fn has_output(&self) -> bool {
+        self.core.has_output()
+    }
 }
 
 async fn run(mut state: EngineState, mut sockets: Sockets) {
@@ -216,6 +248,7 @@ async fn run(mut state: EngineState, mut sockets: Sockets) {
         let wake = Wake {
             kick: Some(&shared.kick),
             progress: Some(&shared.progress),
+            ready: Some(&shared.ready),
             until: None,
         };
         pass(&mut state, &mut sockets, wake).await;

@@ -10,18 +10,20 @@
 //!    response arrived), publishes their outputs, and takes their actions;
 //! 2. performs the actions (connects are spawned; writes are awaited here,
 //!    in order; a failed write closes its connection);
-//! 3. reports progress and yields to the executor once, so the connect and
-//!    reader tasks run even on a runtime with one thread;
-//! 4. if nothing was acted on, waits for a socket report, a kick, or the
-//!    next deadline *after* `now` (a deadline at or before `now` was acted
-//!    on by the step; one still there waits for an input, not for time,
-//!    and sleeping on it would be a busy loop), and feeds every report
-//!    that is waiting to the cluster.
+//! 3. if something was acted on, yields to the executor once (so the
+//!    connect and reader tasks run even on a runtime with one thread) and
+//!    ends: the next pass drives again;
+//! 4. otherwise reports progress (once per burst of passes, not once per
+//!    pass: every report wakes whoever waits in `poll`), waits for a socket
+//!    report, a kick, or the next deadline *after* `now` (a deadline at or
+//!    before `now` was acted on by the step; one still there waits for an
+//!    input, not for time, and sleeping on it would be a busy loop),
+//!    yields once if the wait did not suspend, and feeds every report that
+//!    is waiting to the cluster.
 
 use super::signal::{yield_now, Signal};
 use super::sockets::Sockets;
 use crate::cluster::Cluster;
-use futures::FutureExt;
 use std::time::{Duration, Instant};
 
 /// How long a pass waits when nothing at all is scheduled.
@@ -39,6 +41,11 @@ pub(crate) trait Driven {
     fn next_deadline_after(&self, now: Instant) -> Option<Instant>;
     /// Hands events and responses to whoever waits for them.
     fn publish(&mut self);
+    /// Whether the application has something to take (see
+    /// [`Wake::ready`]).
+    fn has_output(&self) -> bool {
+        false
+    }
 }
 
 /// Access to the state machines: owned, or behind the lock the consumer
@@ -54,19 +61,29 @@ pub(crate) trait Machine {
 pub(crate) struct Wake<'a> {
     /// Ends the wait when set (the state was changed from outside).
     pub kick: Option<&'a Signal>,
-    /// Set after the actions of each pass.
+    /// Set at the end of each burst of passes, before waiting.
     pub progress: Option<&'a Signal>,
+    /// Set with `progress` when [`Driven::has_output`] holds: `poll` waits
+    /// on this one, so that a step with nothing for it (a Fetch answered
+    /// empty, a heartbeat) does not wake it.
+    pub ready: Option<&'a Signal>,
     /// The wait ends at this time at the latest.
     pub until: Option<Instant>,
 }
 
-/// Steps 1 and 2 of a pass: drives, publishes, performs the actions;
-/// returns whether there were any, and the next deadline after the step.
-pub(crate) async fn act<M: Machine>(
-    machine: &mut M,
-    sockets: &mut Sockets,
-) -> (bool, Option<Instant>) {
-    let (actions, deadline) = machine.with(|d| {
+/// What [`act`] did and found.
+pub(crate) struct Acted {
+    /// Whether there were actions.
+    pub acted: bool,
+    /// The next deadline after the step.
+    pub deadline: Option<Instant>,
+    /// [`Driven::has_output`] after the step.
+    pub output: bool,
+}
+
+/// Steps 1 and 2 of a pass: drives, publishes, performs the actions.
+pub(crate) async fn act<M: Machine>(machine: &mut M, sockets: &mut Sockets) -> Acted {
+    let (actions, deadline, output) = machine.with(|d| {
         let now = Instant::now();
         d.drive(now);
         if d.next_deadline().is_some_and(|t| t <= now) {
@@ -74,7 +91,7 @@ pub(crate) async fn act<M: Machine>(
         }
         d.publish();
         let actions: Vec<_> = std::iter::from_fn(|| d.cluster().poll_action()).collect();
-        (actions, d.next_deadline_after(now))
+        (actions, d.next_deadline_after(now), d.has_output())
     });
     let acted = !actions.is_empty();
     for action in actions {
@@ -82,39 +99,45 @@ pub(crate) async fn act<M: Machine>(
             machine.with(|d| d.cluster().handle_closed(Instant::now(), conn, error));
         }
     }
-    (acted, deadline)
+    Acted {
+        acted,
+        deadline,
+        output,
+    }
 }
 
 /// One pass of the loop (see the [module documentation](self)).
 pub(crate) async fn pass<M: Machine>(machine: &mut M, sockets: &mut Sockets, wake: Wake<'_>) {
-    let (acted, deadline) = act(machine, sockets).await;
+    let Acted {
+        acted,
+        deadline,
+        output,
+    } = act(machine, sockets).await;
+    if acted {
+        // Writes may have produced more to do (a failed write closes a
+        // connection): the next pass drives again before waiting, and
+        // reports progress then, once.
+        yield_now().await;
+        return;
+    }
     if let Some(progress) = wake.progress {
         progress.notify();
     }
-    yield_now().await;
-    if acted {
-        // Writes may have produced more to do (a failed write closes a
-        // connection): the next pass drives again before waiting.
-        return;
+    if let Some(ready) = wake.ready.filter(|_| output) {
+        ready.notify();
     }
     let wake_at = match (deadline, wake.until) {
-        (Some(d), Some(u)) => Some(d.min(u)),
-        (d, u) => d.or(u),
+        (Some(d), Some(u)) => d.min(u),
+        (d, u) => d.or(u).unwrap_or_else(|| Instant::now() + IDLE_WAIT),
     };
-    let timer = sockets
-        .runtime()
-        .sleep(wake_at.map_or(IDLE_WAIT, |t| t.saturating_duration_since(Instant::now())));
-    let kicked = async {
-        match wake.kick {
-            Some(kick) => kick.wait().await,
-            None => futures::future::pending().await,
-        }
-    };
-    let input = futures::select! {
-        input = sockets.next().fuse() => input,
-        _ = kicked.fuse() => None,
-        _ = timer.fuse() => None,
-    };
+    let (input, suspended) = sockets.wait(wake_at, wake.kick).await;
+    if !suspended {
+        // Something was ready at once: give the executor thread to the
+        // other tasks all the same, so that a flood of inputs cannot keep
+        // the reader and connect tasks from running on a runtime with one
+        // thread.
+        yield_now().await;
+    }
     machine.with(|d| {
         let cluster = d.cluster();
         if let Some((id, input)) = input {

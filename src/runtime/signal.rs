@@ -30,18 +30,22 @@ impl Signal {
 
     /// Completes (and clears the signal) once it is set.
     pub fn wait(&self) -> impl Future<Output = ()> + '_ {
-        futures::future::poll_fn(move |cx| {
-            if self.take() {
-                return Poll::Ready(());
-            }
-            self.waker.register(cx.waker());
-            // Set between the check and the registration: seen now.
-            if self.take() {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        })
+        futures::future::poll_fn(move |cx| self.poll_wait(cx))
+    }
+
+    /// [`Signal::wait`] as a poll function: ready (and cleared) when set,
+    /// else the waker is registered.
+    pub fn poll_wait(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.take() {
+            return Poll::Ready(());
+        }
+        self.waker.register(cx.waker());
+        // Set between the check and the registration: seen now.
+        if self.take() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 //! nothing is left in CLOSE_WAIT.
 
 use super::frame_pool::FramePool;
-use super::rt::{connect_socket, Runtime, Socket, SocketHandle};
+use super::rt::{connect_socket, BoxFuture, Runtime, Socket, SocketHandle};
+use super::signal::Signal;
 use crate::cluster::{Action, Cluster};
 use crate::events::{ConnectionError, ConnectionId};
 use crate::protocol::frame::frame_size;
@@ -14,9 +15,10 @@ use crate::tls::TlsConnector;
 use bytes::Bytes;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::io::{AsyncRead, AsyncWrite};
-use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use futures::{AsyncReadExt, AsyncWriteExt, FutureExt, StreamExt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Instant;
 
 /// What a socket task reports.
@@ -90,6 +92,9 @@ pub(crate) struct Sockets {
     writers: HashMap<ConnectionId, Box<dyn AsyncWrite + Send + Unpin>>,
     /// Buffers for large frames, shared by the reader tasks.
     frames: FramePool,
+    /// The wait's timer and when it fires, kept from one wait to the next
+    /// while no earlier wake-up is needed (see [`Sockets::wait`]).
+    timer: Option<(Instant, BoxFuture<()>)>,
     tx: UnboundedSender<(ConnectionId, SocketInput)>,
     rx: UnboundedReceiver<(ConnectionId, SocketInput)>,
 }
@@ -114,6 +119,7 @@ impl Sockets {
             table: SocketTable::default(),
             writers: HashMap::new(),
             frames: FramePool::default(),
+            timer: None,
             tx,
             rx,
         }
@@ -121,11 +127,6 @@ impl Sockets {
 
     pub fn table(&self) -> SocketTable {
         self.table.clone()
-    }
-
-    /// The runtime the sockets live on.
-    pub fn runtime(&self) -> &dyn Runtime {
-        &*self.rt
     }
 
     /// Does one action; returns the error of a failed write.
@@ -169,9 +170,45 @@ impl Sockets {
         }
     }
 
-    /// Waits for the next socket report.
-    pub async fn next(&mut self) -> Option<(ConnectionId, SocketInput)> {
-        self.rx.next().await
+    /// Waits for the next socket report, for `kick`, or until `at`;
+    /// returns the report, if one ended the wait, and whether the wait
+    /// suspended at least once (it did not when something was ready at
+    /// once).
+    ///
+    /// The timer is kept for the next wait when it fires no later than
+    /// that wait's `at`, and replaced only when an earlier wake-up is
+    /// needed: creating a timer costs a wake-up of the runtime's timer
+    /// thread, and the usual next deadline (a request's timeout) moves a
+    /// little later with every request. A kept timer that fires early
+    /// costs one pass that finds nothing due and sets the next timer.
+    pub async fn wait(
+        &mut self,
+        at: Instant,
+        kick: Option<&Signal>,
+    ) -> (Option<(ConnectionId, SocketInput)>, bool) {
+        if !matches!(&self.timer, Some((t, _)) if *t <= at) {
+            let sleep = self.rt.sleep(at.saturating_duration_since(Instant::now()));
+            self.timer = Some((at, sleep));
+        }
+        let mut suspended = false;
+        let input = futures::future::poll_fn(|cx| {
+            if let Poll::Ready(input) = self.rx.poll_next_unpin(cx) {
+                return Poll::Ready(input);
+            }
+            if kick.is_some_and(|k| k.poll_wait(cx).is_ready()) {
+                return Poll::Ready(None);
+            }
+            let (_, timer) = self.timer.as_mut().expect("set above");
+            if timer.poll_unpin(cx).is_ready() {
+                // Fired: the next wait sets a new one.
+                self.timer = None;
+                return Poll::Ready(None);
+            }
+            suspended = true;
+            Poll::Pending
+        })
+        .await;
+        (input, suspended)
     }
 
     /// A report already waiting, if any.
