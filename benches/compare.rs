@@ -996,8 +996,11 @@ mod parent {
             .ok_or_else(|| "no examples/consume after the build".to_owned())
     }
 
-    /// CPU time (user + system), peak RSS and wall time of one whole
-    /// process, from `wait4`; standard output goes to /dev/null.
+    /// CPU time (user + system) and wall time of one whole process, from
+    /// `wait4`, and its peak RSS (`VmHWM`, read every millisecond while it
+    /// runs: `wait4`'s `ru_maxrss` would count this process's own size,
+    /// which the child had before its `exec`); standard output goes to
+    /// /dev/null.
     fn measure_process(cmd: &mut Command) -> Value {
         let t0 = Instant::now();
         // Reaped by `wait4` below, which also gives its resource usage.
@@ -1006,9 +1009,31 @@ mod parent {
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("start the process");
-        let mut status = 0;
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+        let status_file = format!("/proc/{}/status", child.id());
+        let done = AtomicBool::new(false);
+        let (pid, status, ru, hwm_kb) = std::thread::scope(|scope| {
+            let sampler = scope.spawn(|| {
+                let mut hwm = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    let now = std::fs::read_to_string(&status_file).ok().and_then(|text| {
+                        text.lines()
+                            .find_map(|l| l.strip_prefix("VmHWM:"))
+                            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                    });
+                    hwm = hwm.max(now.unwrap_or(0));
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                hwm
+            });
+            // VmHWM only grows, and goes with the process's memory at its
+            // exit: the last reading is the peak up to its last
+            // millisecond.
+            let mut status = 0;
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+            done.store(true, Ordering::Relaxed);
+            (pid, status, ru, sampler.join().expect("sampler"))
+        });
         let wall = t0.elapsed().as_secs_f64();
         assert_eq!(pid, child.id() as libc::pid_t, "wait4");
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
@@ -1017,7 +1042,7 @@ mod parent {
             "cpu_s": tv(ru.ru_utime) + tv(ru.ru_stime),
             "user_s": tv(ru.ru_utime),
             "sys_s": tv(ru.ru_stime),
-            "vmhwm_mb": ru.ru_maxrss as f64 / 1024.0,
+            "vmhwm_mb": hwm_kb as f64 / 1024.0,
             "wall_s": wall,
         })
     }

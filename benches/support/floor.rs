@@ -31,12 +31,13 @@ pub fn bare_parse_crc(set: &[u8]) -> usize {
             p += 1; // attributes
             let _ts = varint(batch, &mut p);
             let _off = varint(batch, &mut p);
-            let k = varint(batch, &mut p);
-            let key = &batch[p..p + k as usize];
-            p += k as usize;
-            let v = varint(batch, &mut p);
-            let val = &batch[p..p + v as usize];
-            p += v as usize;
+            // A length of -1 is a null key or value.
+            let k = varint(batch, &mut p).max(0) as usize;
+            let key = &batch[p..p + k];
+            p += k;
+            let v = varint(batch, &mut p).max(0) as usize;
+            let val = &batch[p..p + v];
+            p += v;
             for _ in 0..varint(batch, &mut p) {
                 let hk = varint(batch, &mut p) as usize;
                 p += hk;

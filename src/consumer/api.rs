@@ -554,19 +554,24 @@ impl Consumer {
                 self.kick();
             }
             self.run_callbacks();
-            // Taking records (or dropping buffered ones below the
-            // position) makes room for more fetches, and taking an error
-            // may let the fetcher go on: the task is woken then, and only
-            // then.
-            let (taken, had_buffered) = self.peek_core(|core, _| {
+            // Emptying a partition's buffer (taking its last records, or
+            // dropping buffered ones below the position) makes it
+            // fetchable again, and taking an error may let the fetcher go
+            // on: the task is woken then, and only then (taking 500 of a
+            // buffer's 3,000 records changes nothing it could do).
+            let (taken, had_buffered, drained) = self.peek_core(|core, _| {
                 if let Some(e) = core.take_error() {
-                    return (Err(e), true);
+                    return (Err(e), true, true);
                 }
                 let had = core.fetcher.has_buffered();
-                (Ok(core.take_records(max)), had)
+                let before = core.fetcher.drained();
+                let records = core.take_records(max);
+                (Ok(records), had, core.fetcher.drained() != before)
             });
-            if had_buffered || !matches!(&taken, Ok(records) if records.is_empty()) {
+            if drained {
                 self.kick();
+            }
+            if had_buffered || !matches!(&taken, Ok(records) if records.is_empty()) {
                 return taken;
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -768,6 +768,9 @@ pub struct Fetcher {
     next_token: u64,
     next_generation: u64,
     next_rank: i64,
+    /// How many buffers [`Fetcher::take_records`] has emptied: each one
+    /// makes its partition fetchable again.
+    drained: u64,
     front_rank: i64,
 }
 
@@ -794,6 +797,7 @@ impl Fetcher {
             next_token: 1,
             next_generation: 1,
             next_rank: 0,
+            drained: 0,
             front_rank: 0,
         }
     }
@@ -2418,6 +2422,7 @@ impl Fetcher {
             passed = 0;
             let PosState::Valid(mut pos) = st.pos else {
                 st.buffer = None;
+                self.drained += 1;
                 continue;
             };
             let buffer = st.buffer.as_mut().expect("checked");
@@ -2472,6 +2477,7 @@ impl Fetcher {
                 pos.offset = pos.offset.max(buffer.next_offset);
                 let error = buffer.error.take();
                 st.buffer = None;
+                self.drained += 1;
                 st.pos = match error {
                     Some(e) => {
                         self.errors.push(e);
@@ -2485,6 +2491,13 @@ impl Fetcher {
             }
         }
         out
+    }
+
+    /// How many partition buffers [`Fetcher::take_records`] has emptied so
+    /// far. A change means a partition can be fetched again: taking records
+    /// that leave every buffer non-empty changes nothing to fetch.
+    pub fn drained(&self) -> u64 {
+        self.drained
     }
 
     /// Whether [`Fetcher::take_records`] would return records now (records

@@ -403,6 +403,33 @@ fn a_caught_up_partition_waits_for_the_records_of_its_leader_to_be_taken() {
 }
 
 #[test]
+fn drained_counts_the_buffers_emptied_and_only_those() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let mut p0 = data(0, batch(0, 3));
+    p0.high_watermark = 50;
+    let mut p1 = data(1, batch(0, 3));
+    p1.high_watermark = 100;
+    fetch_once(&mut f, now, &md, vec![("t", vec![p0, p1])]);
+    assert_eq!(f.drained(), 0);
+    // Records taken, every buffer still holding some: nothing to fetch.
+    assert_eq!(t0_offsets(&f.take_records(2)), [0, 1]);
+    assert_eq!(f.drained(), 0);
+    assert!(f.poll_requests(now, &md).is_empty());
+    // Taking goes round the partitions: t-1's first record, then t-0's
+    // last, which empties its buffer: it can be fetched again.
+    assert_eq!(f.take_records(1)[0].partition(), 1);
+    assert_eq!(f.drained(), 0);
+    let last = f.take_records(1);
+    assert_eq!((last[0].partition(), last[0].offset()), (0, 2));
+    assert_eq!(f.drained(), 1);
+    assert!(!f.poll_requests(now, &md).is_empty());
+    assert_eq!(f.take_records(10).len(), 2);
+    assert_eq!(f.drained(), 2);
+}
+
+#[test]
 fn a_partition_with_records_left_is_fetched_while_others_drain() {
     let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
