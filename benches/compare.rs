@@ -2061,6 +2061,10 @@ mod child {
             }),
         );
         extra.insert(
+            "bytes_in_own".into(),
+            json!(counters.values().map(|c| c.bytes_in).sum::<u64>()),
+        );
+        extra.insert(
             "requests_total_own".into(),
             json!(counters.values().map(|c| c.requests).sum::<u64>()),
         );

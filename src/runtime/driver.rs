@@ -4,7 +4,7 @@
 //! the caller's task instead of one of its own.
 
 use super::pump::{act, pass, Driven, Machine, Wake};
-use super::sockets::{SocketOptions, SocketTable, Sockets};
+use super::sockets::{Readers, SocketOptions, SocketTable, Sockets};
 use crate::cluster::{Cluster, RequestBody, RequestError, RequestId, Response, Target};
 use crate::events::{ConnectionEvent, ConnectionInfo};
 use std::collections::{HashMap, VecDeque};
@@ -67,7 +67,7 @@ impl ClusterDriver {
     /// Wraps `cluster`. Nothing is connected and no task is started until a
     /// request needs it.
     pub fn new(cluster: Cluster, options: SocketOptions) -> Self {
-        let sockets = Sockets::new(super::rt::current(), options);
+        let sockets = Sockets::new(super::rt::current(), options, Readers::Tasks);
         let table = sockets.table();
         ClusterDriver {
             state: State {

@@ -7,7 +7,7 @@
 use super::pump::{pass, Driven, Machine, Wake};
 use super::rt::{BoxFuture, Runtime};
 use super::signal::Signal;
-use super::sockets::{SocketOptions, SocketTable, Sockets};
+use super::sockets::{Readers, SocketOptions, SocketTable, Sockets};
 use crate::cluster::Cluster;
 use crate::consumer::core::ConsumerCore;
 use crate::events::EventHub;
@@ -62,7 +62,7 @@ impl Engine {
             ready: Signal::default(),
         });
         let rt = super::rt::current();
-        let sockets = Sockets::new(rt.clone(), options);
+        let sockets = Sockets::new(rt.clone(), options, Readers::Inline);
         let table = sockets.table();
         let state = EngineState {
             shared: shared.clone(),

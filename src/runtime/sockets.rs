@@ -1,9 +1,11 @@
-//! The sockets behind a [`Cluster`]: connect tasks, one reader task per
-//! socket, writes, and closes, on the runtime behind the [seam](super::rt).
+//! The sockets behind a [`Cluster`]: connect tasks, frame readers, writes,
+//! and closes, on the runtime behind the [seam](super::rt).
 //!
-//! Each reader task forwards bytes as they arrive, so an EOF from the broker
-//! reaches the cluster at once and the socket is closed on our side too:
-//! nothing is left in CLOSE_WAIT.
+//! Frames are read as they arrive, by the consumer's background task itself
+//! while it waits ([`Readers::Inline`]) or by a task per socket for a
+//! driver that runs only while awaited ([`Readers::Tasks`]), so an EOF from
+//! the broker reaches the cluster at once and the socket is closed on our
+//! side too: nothing is left in CLOSE_WAIT.
 
 use super::frame_pool::FramePool;
 use super::rt::{connect_socket, BoxFuture, Runtime, Socket, SocketHandle};
@@ -15,6 +17,7 @@ use crate::tls::TlsConnector;
 use bytes::Bytes;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::io::{AsyncRead, AsyncWrite};
+use futures::stream::{BoxStream, SelectAll};
 use futures::{AsyncReadExt, AsyncWriteExt, FutureExt, StreamExt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -95,6 +98,10 @@ pub(crate) struct Sockets {
     /// The wait's timer and when it fires, kept from one wait to the next
     /// while no earlier wake-up is needed (see [`Sockets::wait`]).
     timer: Option<(Instant, BoxFuture<()>)>,
+    /// With [`Readers::Inline`], each socket's frames, read by whoever
+    /// waits in [`Sockets::wait`].
+    readers: SelectAll<BoxStream<'static, (ConnectionId, SocketInput)>>,
+    mode: Readers,
     tx: UnboundedSender<(ConnectionId, SocketInput)>,
     rx: UnboundedReceiver<(ConnectionId, SocketInput)>,
 }
@@ -110,8 +117,22 @@ impl std::fmt::Debug for Sockets {
     }
 }
 
+/// Who reads the sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Readers {
+    /// A task per socket, reading whatever its owner does: for a driver
+    /// that runs only while the application awaits it, so that a broker's
+    /// close is seen (and answered) at once all the same.
+    Tasks,
+    /// The loop that waits in [`Sockets::wait`] reads the sockets itself:
+    /// for the consumer's background task, which is always waiting when
+    /// not busy. A frame reaches the cluster without a hop through another
+    /// task (one wake-up less per response).
+    Inline,
+}
+
 impl Sockets {
-    pub fn new(rt: Arc<dyn Runtime>, options: SocketOptions) -> Self {
+    pub fn new(rt: Arc<dyn Runtime>, options: SocketOptions, mode: Readers) -> Self {
         let (tx, rx) = unbounded();
         Sockets {
             rt,
@@ -120,6 +141,8 @@ impl Sockets {
             writers: HashMap::new(),
             frames: FramePool::default(),
             timer: None,
+            readers: SelectAll::new(),
+            mode,
             tx,
             rx,
         }
@@ -195,6 +218,10 @@ impl Sockets {
             if let Poll::Ready(input) = self.rx.poll_next_unpin(cx) {
                 return Poll::Ready(input);
             }
+            // `None` here only means no socket is open yet.
+            if let Poll::Ready(Some(input)) = self.readers.poll_next_unpin(cx) {
+                return Poll::Ready(Some(input));
+            }
             if kick.is_some_and(|k| k.poll_wait(cx).is_ready()) {
                 return Poll::Ready(None);
             }
@@ -211,9 +238,14 @@ impl Sockets {
         (input, suspended)
     }
 
-    /// A report already waiting, if any.
+    /// A report already waiting, if any. (A socket found not ready here
+    /// is polled again, with the real waker, by the next
+    /// [`Sockets::wait`].)
     pub fn try_next(&mut self) -> Option<(ConnectionId, SocketInput)> {
-        self.rx.try_recv().ok()
+        self.rx
+            .try_recv()
+            .ok()
+            .or_else(|| self.readers.next().now_or_never().flatten())
     }
 
     /// Hands a report to the cluster (registering a new socket first).
@@ -239,13 +271,11 @@ impl Sockets {
                 } = socket;
                 self.table.insert(id, handle);
                 self.writers.insert(id, write);
-                self.rt.spawn(Box::pin(read_loop(
-                    id,
-                    read,
-                    self.tx.clone(),
-                    cluster.max_frame_size(),
-                    self.frames.clone(),
-                )));
+                let frames = read_frames(id, read, cluster.max_frame_size(), self.frames.clone());
+                match self.mode {
+                    Readers::Inline => self.readers.push(frames),
+                    Readers::Tasks => self.rt.spawn(Box::pin(forward(frames, self.tx.clone()))),
+                }
                 cluster.handle_connected(now, id, peer);
             }
             SocketInput::ConnectFailed(e) => cluster.handle_connect_failed(now, id, e),
@@ -256,29 +286,44 @@ impl Sockets {
     }
 }
 
-/// Reads whole frames and forwards each as it completes: one buffer of at
-/// least the frame's size (checked against `max_frame_size` first; a large
-/// one reused from `frames`), read into directly, and handed to the cluster
+/// A socket's whole frames, each as it completes: one buffer of at least
+/// the frame's size (checked against `max_frame_size` first; a large one
+/// reused from `frames`), read into directly, and handed to the cluster
 /// without a copy. (Forwarding fixed-size chunks instead cost two more
 /// copies of every byte and, for large Fetch responses, a buffer regrown
-/// many times over.)
-async fn read_loop(
+/// many times over.) The stream ends after the socket's end: EOF, a
+/// failure, or a size prefix refused (the cluster sees the prefix, refuses
+/// it and closes the socket; nothing more is read).
+fn read_frames(
     id: ConnectionId,
-    mut stream: Box<dyn AsyncRead + Send + Unpin>,
-    tx: UnboundedSender<(ConnectionId, SocketInput)>,
+    stream: Box<dyn AsyncRead + Send + Unpin>,
     max_frame_size: usize,
     frames: FramePool,
+) -> BoxStream<'static, (ConnectionId, SocketInput)> {
+    futures::stream::unfold(Some(stream), move |stream| {
+        let frames = frames.clone();
+        async move {
+            let mut stream = stream?;
+            let (input, last) = match read_frame(&mut *stream, max_frame_size, &frames).await {
+                Ok(frame) => (SocketInput::Data(frame), false),
+                Err(ReadEnd::Refused(prefix)) => (SocketInput::Data(prefix), true),
+                Err(ReadEnd::Eof) => (SocketInput::Eof, true),
+                Err(ReadEnd::Failed(e)) => (SocketInput::Failed(e), true),
+            };
+            Some(((id, input), (!last).then_some(stream)))
+        }
+    })
+    .boxed()
+}
+
+/// A reader task ([`Readers::Tasks`]): forwards a socket's frames until
+/// its end, or until nobody listens.
+async fn forward(
+    mut frames: BoxStream<'static, (ConnectionId, SocketInput)>,
+    tx: UnboundedSender<(ConnectionId, SocketInput)>,
 ) {
-    loop {
-        let (input, last) = match read_frame(&mut *stream, max_frame_size, &frames).await {
-            Ok(frame) => (SocketInput::Data(frame), false),
-            // Too large: the cluster sees the prefix, refuses it and
-            // closes the socket; nothing more is read.
-            Err(ReadEnd::Refused(prefix)) => (SocketInput::Data(prefix), true),
-            Err(ReadEnd::Eof) => (SocketInput::Eof, true),
-            Err(ReadEnd::Failed(e)) => (SocketInput::Failed(e), true),
-        };
-        if tx.unbounded_send((id, input)).is_err() || last {
+    while let Some(item) = frames.next().await {
+        if tx.unbounded_send(item).is_err() {
             return;
         }
     }
