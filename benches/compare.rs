@@ -1821,21 +1821,19 @@ mod child {
 
     /// CPU seconds per wall second spent in `poll_once` calls for
     /// [`idle_window`].
-    fn idle_cpu(census: &Census, mut poll_once: impl FnMut()) -> f64 {
+    fn idle_cpu(census: &Census, poll_for: impl FnOnce(Duration)) -> f64 {
         let (cpu0, t0, window) = (census.process_cpu(), Instant::now(), idle_window());
-        while t0.elapsed() < window {
-            poll_once();
-        }
+        poll_for(window);
         let wall = t0.elapsed().as_secs_f64();
         (census.process_cpu().saturating_sub(cpu0)).as_secs_f64() / wall
     }
 
     /// The steady window of the `sessions` case (`LKB_STEADY_MS`): polls
-    /// (`poll_once` returns the records it got) for that long and reports
+    /// for that long (`poll_for` returns the records it got) and reports
     /// the window, its records and the CPU per second spent.
     fn steady(
         census: &Census,
-        mut poll_once: impl FnMut() -> usize,
+        poll_for: impl FnOnce(Duration) -> usize,
         extra: &mut serde_json::Map<String, Value>,
     ) {
         let Some(ms) = std::env::var("LKB_STEADY_MS")
@@ -1845,10 +1843,7 @@ mod child {
             return;
         };
         let (cpu0, t0, us0) = (census.process_cpu(), Instant::now(), mono_us());
-        let mut got = 0;
-        while t0.elapsed() < Duration::from_millis(ms) {
-            got += poll_once();
-        }
+        let got = poll_for(Duration::from_millis(ms));
         let wall = t0.elapsed().as_secs_f64();
         let cpu = census.process_cpu().saturating_sub(cpu0).as_secs_f64();
         extra.insert("steady_start_us".into(), json!(us0));
@@ -2028,13 +2023,32 @@ mod child {
         });
         census.snapshot(&ports_of(bootstrap), &mut t);
         if !t.timed_out {
+            // Both windows poll in a loop inside one `block_on`, as an
+            // application's task does (a `block_on` per call would add the
+            // runtime's own hand-offs to every poll).
             steady(
                 census,
-                || block_on!(consumer.poll(Duration::from_millis(100))).map_or(0, |b| b.len()),
+                |span| {
+                    block_on!(async {
+                        let (t0, mut got) = (Instant::now(), 0);
+                        while t0.elapsed() < span {
+                            got += consumer
+                                .poll(Duration::from_millis(100))
+                                .await
+                                .map_or(0, |b| b.len());
+                        }
+                        got
+                    })
+                },
                 extra,
             );
-            t.idle_cpu_per_s = Some(idle_cpu(census, || {
-                let _ = block_on!(consumer.poll(Duration::from_millis(100)));
+            t.idle_cpu_per_s = Some(idle_cpu(census, |span| {
+                block_on!(async {
+                    let t0 = Instant::now();
+                    while t0.elapsed() < span {
+                        let _ = consumer.poll(Duration::from_millis(100)).await;
+                    }
+                })
             }));
         }
         let counters = consumer.broker_counters();
@@ -2167,16 +2181,23 @@ mod child {
         if !t.timed_out {
             steady(
                 census,
-                || {
-                    usize::from(matches!(
-                        consumer.poll(Duration::from_millis(100)),
-                        Some(Ok(_))
-                    ))
+                |span| {
+                    let (t0, mut got) = (Instant::now(), 0);
+                    while t0.elapsed() < span {
+                        got += usize::from(matches!(
+                            consumer.poll(Duration::from_millis(100)),
+                            Some(Ok(_))
+                        ));
+                    }
+                    got
                 },
                 extra,
             );
-            t.idle_cpu_per_s = Some(idle_cpu(census, || {
-                let _ = consumer.poll(Duration::from_millis(100));
+            t.idle_cpu_per_s = Some(idle_cpu(census, |span| {
+                let t0 = Instant::now();
+                while t0.elapsed() < span {
+                    let _ = consumer.poll(Duration::from_millis(100));
+                }
             }));
         }
         // The next statistics, for the connection attempts up to now.

@@ -365,7 +365,7 @@ pub enum Problem {
     },
 }
 
-/// Whether a request of `api` may go to `target` (DESIGN §1.2c-d). Group
+/// Whether a request of `api` may go to `target` (docs/connections.md, rules 3 and 4). Group
 /// APIs belong on the coordinator connection alone: the coordinator is the
 /// only broker that can answer them. Fetch and the other partition-leader
 /// APIs belong on a leader connection: a broker serves one request per
@@ -1015,7 +1015,7 @@ impl Cluster {
     }
 
     /// Opens a connection to the least-loaded broker ahead of any request
-    /// (DESIGN §1.2a: a live connection if there is one, else a bootstrap
+    /// (docs/connections.md, rule 2: a live connection if there is one, else a bootstrap
     /// address not in backoff), for a tool that wants a ready connection
     /// before it sends anything. `None` while every bootstrap address is
     /// in reconnect backoff.
@@ -1330,7 +1330,7 @@ impl Cluster {
         }
     }
 
-    /// DESIGN §1.2e: a bootstrap connection that reaches broker `id` (at
+    /// docs/connections.md, rule 6: a bootstrap connection that reaches broker `id` (at
     /// `addr`) becomes its leader (or replica) connection instead of a
     /// second socket being opened. Returns that connection.
     fn promote(
@@ -1357,7 +1357,7 @@ impl Cluster {
         Some(cid)
     }
 
-    /// DESIGN §1.2a and §1.3: the least-loaded ready leader or replica
+    /// docs/connections.md, rule 2: the least-loaded ready leader or replica
     /// connection, else the coordinator connection, else the bootstrap
     /// connection (at most one exists), else a new bootstrap connection.
     fn least_loaded(&mut self, now: Instant) -> Option<ConnectionId> {
@@ -1522,7 +1522,7 @@ impl Cluster {
         );
     }
 
-    /// DESIGN §1.2e: the bootstrap connection goes once the coordinator (in
+    /// docs/connections.md, rule 6: the bootstrap connection goes once the coordinator (in
     /// group mode) and at least one leader (or replica) connection are
     /// ready, and nothing is in flight on it.
     fn retire_bootstrap(&mut self, now: Instant) {

@@ -1880,7 +1880,7 @@ fn the_session_is_renewed_on_the_same_connection_before_it_ends() {
 }
 
 /// The bootstrap list is walked in its order, one address after the other,
-/// from a random start (DESIGN §1.2a): the attempts of a round are a
+/// from a random start (docs/connections.md, rule 2): the attempts of a round are a
 /// rotation of the list.
 #[test]
 fn bootstrap_addresses_are_walked_in_order_from_a_random_start() {

@@ -34,6 +34,14 @@
 //!   a fetch already, is not backing off after an error, and its leader is
 //!   known; at most one Fetch is in flight per leader broker, covering all
 //!   of that broker's fetchable partitions (one per read replica likewise);
+//! - a partition whose records are still waiting to be returned is fetched
+//!   *ahead* once, from the end of those records, when the last answer
+//!   showed more beyond them (its high watermark): at most one answer per
+//!   partition waits behind the records being returned, and its records
+//!   follow them only if they start exactly where those end (otherwise it
+//!   is dropped and fetched again). An ahead answer that brings no records,
+//!   or an error, is dropped and the partition is fetched as usual once its
+//!   records are taken;
 //! - a position that carries the leader epoch of the record before it is
 //!   validated against the leader (OffsetForLeaderEpoch, KIP-320) before
 //!   it is fetched from under a leader epoch it was not fetched under yet;
@@ -394,6 +402,63 @@ struct Buffer {
     /// The rest of the record set, decoded when `records` runs out (see
     /// [`decode_some`]).
     undecoded: Bytes,
+    /// The fetch offset it was fetched from.
+    from: i64,
+    /// Where its complete batches end, read off their headers when it came
+    /// (see [`batches_end`]): where a Fetch ahead of it starts.
+    end: Option<BatchesEnd>,
+    /// Whether a Fetch ahead of it was sent: one per buffer, whatever came
+    /// of it.
+    ahead_sent: bool,
+}
+
+/// The offset after the last complete batch of a record set, and that
+/// batch's partition leader epoch (-1 when it has none: magic 0 and 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BatchesEnd {
+    next_offset: i64,
+    leader_epoch: i32,
+}
+
+/// Where the complete batches of `set` end, read off their headers alone
+/// (nothing is decoded or checked: the decoder judges the batches when
+/// their records are wanted). `None` when no batch is complete.
+///
+/// A v2 batch ends at `base_offset + last_offset_delta`; a magic 0 or 1
+/// message (a compressed one is a wrapper) at its own offset.
+fn batches_end(set: &[u8]) -> Option<BatchesEnd> {
+    let mut at = 0usize;
+    let mut end = None;
+    while let Some(head) = set.get(at..at + 12) {
+        let base = i64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
+        let length = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
+        let Some(next) = usize::try_from(length)
+            .ok()
+            .and_then(|l| (at + 12).checked_add(l))
+            .filter(|&next| next <= set.len())
+        else {
+            break;
+        };
+        let body = &set[at + 12..next];
+        let (last, leader_epoch) = match body.get(4) {
+            // v2: partition_leader_epoch(4) magic(1) crc(4) attributes(2)
+            // last_offset_delta(4).
+            Some(2) => {
+                let Some(fields) = body.get(..15) else { break };
+                let epoch = i32::from_be_bytes(fields[..4].try_into().expect("4 bytes"));
+                let delta = i32::from_be_bytes(fields[11..15].try_into().expect("4 bytes"));
+                (base.saturating_add(i64::from(delta)), epoch)
+            }
+            Some(0 | 1) => (base, -1),
+            _ => break,
+        };
+        end = Some(BatchesEnd {
+            next_offset: last.saturating_add(1),
+            leader_epoch,
+        });
+        at = next;
+    }
+    end
 }
 
 /// How much of a record set is decoded at a time: whole batches of at least
@@ -463,6 +528,49 @@ fn records_from(
         }
     });
     (records, end, error)
+}
+
+/// How many records a record set of at least [`DECODE_CHUNK`] bytes holds
+/// for a position at `from`, read off the headers of its whole v2 batches,
+/// when its first batch is sure to hold some (a v2 data batch, not a
+/// control one, that ends at or after `from`): such a set is decoded only
+/// as its records are taken, by the application's `poll`, not when it
+/// comes (a batch that turns out corrupt then stops the partition there,
+/// as one in a later chunk does).
+fn records_ahead_of_decoding(set: &[u8], from: i64) -> Option<usize> {
+    if set.len() < DECODE_CHUNK {
+        return None;
+    }
+    let mut at = 0usize;
+    let mut count = 0usize;
+    while let Some(head) = set.get(at..at + 12) {
+        let base = i64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
+        let length = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
+        let Some(next) = usize::try_from(length)
+            .ok()
+            .and_then(|l| (at + 12).checked_add(l))
+            .filter(|&next| next <= set.len())
+        else {
+            break;
+        };
+        // partition_leader_epoch(4) magic(1) crc(4) attributes(2)
+        // last_offset_delta(4) base_timestamp(8) max_timestamp(8)
+        // producer_id(8) producer_epoch(2) base_sequence(4) records(4).
+        let Some(body) = set.get(at + 12..at + 12 + 49).filter(|_| set[at + 16] == 2) else {
+            break;
+        };
+        let control = body[10] & 0x20 != 0;
+        let delta = i32::from_be_bytes(body[11..15].try_into().expect("4 bytes"));
+        let records = i32::from_be_bytes(body[45..49].try_into().expect("4 bytes"));
+        if at == 0 && (control || base.saturating_add(i64::from(delta)) < from || records <= 0) {
+            return None;
+        }
+        if !control {
+            count += usize::try_from(records).unwrap_or(0);
+        }
+        at = next;
+    }
+    (at > 0).then_some(count)
 }
 
 /// Splits the first whole batches (entries of the record set: 8-byte
@@ -535,6 +643,9 @@ struct PartitionState {
     paused: bool,
     pos: PosState,
     buffer: Option<Buffer>,
+    /// The answer to a Fetch ahead of `buffer`: taken from once `buffer`
+    /// is used up, if it starts where `buffer` ends.
+    ahead: Option<Buffer>,
     /// The Fetch this partition is in, if any.
     fetch_in_flight: Option<FetchToken>,
     retry: Retry,
@@ -578,12 +689,39 @@ impl PartitionState {
         matches!((self.pos, self.high_watermark), (PosState::Valid(pos), Some(hw)) if pos.offset >= hw)
     }
 
-    fn fetchable(&self, now: Instant) -> bool {
-        matches!(self.pos, PosState::Valid(_))
-            && !self.paused
-            && self.buffer.is_none()
-            && self.fetch_in_flight.is_none()
-            && !self.backing_off(now)
+    /// Where a Fetch for this partition would start, if it is to be
+    /// fetched now: at the position when nothing is buffered, or ahead of
+    /// the buffered records (once per buffer) when the last answer showed
+    /// more after them.
+    fn fetch_from(&self, now: Instant) -> Option<Position> {
+        let PosState::Valid(pos) = self.pos else {
+            return None;
+        };
+        if self.paused || self.fetch_in_flight.is_some() || self.backing_off(now) {
+            return None;
+        }
+        let Some(buffer) = &self.buffer else {
+            return Some(pos);
+        };
+        let end = buffer.end?;
+        let more = self.high_watermark.is_some_and(|hw| end.next_offset < hw);
+        (self.ahead.is_none()
+            && !buffer.ahead_sent
+            && buffer.error.is_none()
+            && end.next_offset > pos.offset
+            && more)
+            .then(|| Position {
+                offset: end.next_offset,
+                leader_epoch: (end.leader_epoch >= 0)
+                    .then_some(end.leader_epoch)
+                    .or(pos.leader_epoch),
+            })
+    }
+
+    /// Drops every record fetched for this partition and not returned.
+    fn drop_buffered(&mut self) {
+        self.buffer = None;
+        self.ahead = None;
     }
 }
 
@@ -833,6 +971,7 @@ impl Fetcher {
                     paused: false,
                     pos: PosState::Initializing,
                     buffer: None,
+                    ahead: None,
                     fetch_in_flight: None,
                     retry: Retry::default(),
                     size_override: None,
@@ -978,7 +1117,9 @@ impl Fetcher {
         st.generation = generation;
         st.size_override = None;
         st.checked_epoch = None;
-        if st.buffer.take().is_some() {
+        let had = st.buffer.is_some();
+        st.drop_buffered();
+        if had {
             self.ready.retain(|t| t != tp);
         }
         Ok(())
@@ -1392,36 +1533,37 @@ impl Fetcher {
             .filter(|(_, st)| st.buffer.is_some() && !st.paused)
             .filter_map(|(tp, st)| read_target(tp, st, metadata))
             .collect();
-        let mut per_target: BTreeMap<Target, Vec<(i64, TopicPartition)>> = BTreeMap::new();
+        let mut per_target: BTreeMap<Target, Vec<(i64, TopicPartition, Position)>> =
+            BTreeMap::new();
         for (tp, st) in &self.partitions {
-            if !st.fetchable(now) {
+            let Some(from) = st.fetch_from(now) else {
                 continue;
-            }
+            };
             let Some(target) = read_target(tp, st, metadata) else {
                 continue;
             };
             if busy.contains(&target) || self.throttled.contains_key(&broker_of(target)) {
                 continue;
             }
-            if draining.contains(&target) && st.caught_up() {
+            if draining.contains(&target) && st.buffer.is_none() && st.caught_up() {
                 continue;
             }
             per_target
                 .entry(target)
                 .or_default()
-                .push((st.rank, tp.clone()));
+                .push((st.rank, tp.clone(), from));
         }
         for (target, mut list) in per_target {
-            list.sort();
+            list.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
             let token = self.token();
             // Every partition to fetch now, with what is sent for it.
             let mut next: Vec<(TopicPartition, SessionEntry)> = Vec::new();
             let mut sent = BTreeMap::new();
-            for (_, tp) in list {
+            for (_, tp, pos) in list {
                 let st = self.partitions.get_mut(&tp).expect("planned from the map");
-                let PosState::Valid(pos) = st.pos else {
-                    continue;
-                };
+                if let Some(buffer) = &mut st.buffer {
+                    buffer.ahead_sent = true;
+                }
                 let max_bytes = st.size_override.unwrap_or(self.config.max_partition_bytes);
                 let leader_epoch = offsets::leader_epoch(metadata, &tp);
                 st.fetch_in_flight = Some(token);
@@ -1876,13 +2018,19 @@ impl Fetcher {
     }
 
     /// Whether an answer for `tp` sent as `s` still applies: the partition
-    /// is assigned, nothing moved its position meanwhile, and it has no
-    /// records waiting.
+    /// is assigned, nothing moved its position meanwhile, and it was
+    /// fetched from its position with no records waiting, or ahead of the
+    /// records waiting (see [`PartitionState::fetch_from`]).
     fn is_current(&self, tp: &TopicPartition, s: &Sent) -> bool {
         self.partitions.get(tp).is_some_and(|st| {
             st.generation == s.generation
-                && st.buffer.is_none()
-                && matches!(st.pos, PosState::Valid(p) if p.offset == s.fetch_offset)
+                && match (&st.pos, &st.buffer) {
+                    (PosState::Valid(p), None) => p.offset == s.fetch_offset,
+                    (PosState::Valid(_), Some(b)) => {
+                        st.ahead.is_none() && b.end.map(|e| e.next_offset) == Some(s.fetch_offset)
+                    }
+                    _ => false,
+                }
         })
     }
 
@@ -1933,6 +2081,27 @@ impl Fetcher {
         let PosState::Valid(pos) = st.pos else {
             return;
         };
+        // An answer to a Fetch ahead of the records still waiting (see
+        // `PartitionState::fetch_from`) is kept only for its records:
+        // anything else it says is met again by the Fetch from the
+        // position once those are taken.
+        let ahead = st.buffer.is_some();
+        let diverging = &data.diverging_epoch;
+        if ahead && (code != ErrorCode::None || diverging.epoch >= 0 || diverging.end_offset >= 0) {
+            log::debug!(
+                "fetch of {tp} ahead from offset {} (broker {broker}): {code}; dropped until its waiting records are taken",
+                s.fetch_offset
+            );
+            return;
+        }
+        let pos = if ahead {
+            Position {
+                offset: s.fetch_offset,
+                leader_epoch: pos.leader_epoch,
+            }
+        } else {
+            pos
+        };
         if from_replica
             && (code == ErrorCode::OffsetOutOfRange
                 || code == ErrorCode::FencedLeaderEpoch
@@ -1960,7 +2129,6 @@ impl Fetcher {
             backoff(st, now, &self.config.retry_backoff, &mut self.rng);
             return;
         }
-        let diverging = &data.diverging_epoch;
         if code == ErrorCode::None && (diverging.epoch >= 0 || diverging.end_offset >= 0) {
             // Fetch v12+: the leader compared `last_fetched_epoch` with
             // its log and found it diverging (KIP-320, as the Java
@@ -2080,19 +2248,47 @@ impl Fetcher {
                 first_offset: t.first_offset,
             })
             .collect();
+        let end_of_batches = batches_end(&bytes);
+        // A large set is decoded by whoever takes its records, not here:
+        // with records of kilobytes, checking and parsing them is most of
+        // the work a response brings.
+        let lazy = aborted
+            .is_empty()
+            .then(|| records_ahead_of_decoding(&bytes, pos.offset))
+            .flatten();
         let mut decoded = DecodedRecords::new();
         let mut undecoded = bytes;
-        let result = decode_some(
-            &self.decoder,
-            self.config.isolation,
-            &aborted,
-            &mut undecoded,
-            pos.offset,
-            &mut decoded,
-        );
+        let result = match lazy {
+            Some(_) => Ok(()),
+            None => decode_some(
+                &self.decoder,
+                self.config.isolation,
+                &aborted,
+                &mut undecoded,
+                pos.offset,
+                &mut decoded,
+            ),
+        };
         let (records, end, error) = records_from(&tp, &decoded, result, pos.offset, pos.offset);
+        if ahead {
+            // Nothing to deliver (a batch cut short, control batches
+            // only): the Fetch from the position meets it again.
+            if !records.is_empty() || lazy.is_some() {
+                st.stats.records_fetched += records.len() as u64;
+                st.ahead = Some(Buffer {
+                    records: records.into_iter(),
+                    next_offset: end,
+                    error,
+                    undecoded,
+                    from: pos.offset,
+                    end: end_of_batches,
+                    ahead_sent: false,
+                });
+            }
+            return;
+        }
         st.stats.records_fetched += records.len() as u64;
-        if decoded.batches > 0 {
+        if decoded.batches > 0 || lazy.is_some() {
             st.size_override = None;
         } else if error.is_none() {
             if let Some(tail) = decoded.partial_tail {
@@ -2122,7 +2318,7 @@ impl Fetcher {
                 return;
             }
         }
-        if records.is_empty() {
+        if records.is_empty() && lazy.is_none() {
             // Nothing to deliver: move past control batches, aborted
             // transactions and compacted gaps now.
             let pos = Position {
@@ -2138,12 +2334,15 @@ impl Fetcher {
             };
             return;
         }
-        outcome.records_buffered += records.len();
+        outcome.records_buffered += lazy.unwrap_or(records.len());
         st.buffer = Some(Buffer {
             records: records.into_iter(),
             next_offset: end,
             error,
             undecoded,
+            from: pos.offset,
+            end: end_of_batches,
+            ahead_sent: false,
         });
         self.ready.push_back(tp);
     }
@@ -2421,7 +2620,7 @@ impl Fetcher {
             }
             passed = 0;
             let PosState::Valid(mut pos) = st.pos else {
-                st.buffer = None;
+                st.drop_buffered();
                 self.drained += 1;
                 continue;
             };
@@ -2476,8 +2675,16 @@ impl Fetcher {
             if buffer.records.len() == 0 {
                 pos.offset = pos.offset.max(buffer.next_offset);
                 let error = buffer.error.take();
-                st.buffer = None;
+                // The answer fetched ahead follows on only if it starts
+                // exactly here; otherwise it is fetched again.
+                st.buffer = st
+                    .ahead
+                    .take()
+                    .filter(|next| error.is_none() && next.from == pos.offset);
                 self.drained += 1;
+                if st.buffer.is_some() {
+                    self.ready.push_back(tp);
+                }
                 st.pos = match error {
                     Some(e) => {
                         self.errors.push(e);

@@ -354,12 +354,27 @@ fn paused_partitions_are_not_fetched() {
     assert_eq!(fetches(&g.poll_requests(Instant::now(), &md)).len(), 1);
 }
 
+/// `data(partition, records)` with the high watermark where the records
+/// end: nothing more to fetch after them.
+fn caught_up(partition: i32, records: Bytes) -> PartitionData {
+    let end = batches_end(&records).expect("whole batches").next_offset;
+    PartitionData {
+        high_watermark: end,
+        ..data(partition, records)
+    }
+}
+
 #[test]
-fn partitions_with_buffered_records_are_not_fetched() {
+fn partitions_with_buffered_records_and_nothing_after_them_are_not_fetched() {
     let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
     let now = Instant::now();
-    let outcome = fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 3))])]);
+    let outcome = fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![caught_up(0, batch(0, 3))])],
+    );
     assert_eq!(outcome.records_buffered, 3);
     assert!(f.has_buffered());
 
@@ -385,33 +400,58 @@ fn a_caught_up_partition_waits_for_the_records_of_its_leader_to_be_taken() {
     let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
     let now = Instant::now();
-    let mut caught_up = data(0, batch(0, 3));
-    caught_up.high_watermark = 3;
     let mut behind = data(1, batch(0, 3));
     behind.high_watermark = 100;
-    fetch_once(&mut f, now, &md, vec![("t", vec![caught_up, behind])]);
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![caught_up(0, batch(0, 3)), behind])],
+    );
     assert_eq!(t0_offsets(&f.take_records(3)), [0, 1, 2]);
     // t-0 has nothing more to read: fetched alone it would be held by the
     // broker while t-1's next Fetch waits behind it on the connection.
+    // t-1 is fetched ahead of its buffered records, without t-0.
+    let planned = f.poll_requests(now, &md);
+    let list = fetches(&planned);
+    assert_eq!(list[0].1, [("t".into(), 1, 3)]);
+    let mut more = data(1, batch(3, 2));
+    more.high_watermark = 100;
+    f.handle_response(now, list[0].2, &fetch_response(12, vec![("t", vec![more])]));
+    // t-1 has its records and the answer fetched ahead: nothing to send.
     assert!(f.poll_requests(now, &md).is_empty());
-    assert_eq!(f.take_records(10).len(), 3);
+    assert_eq!(
+        offsets(&f.take_records(10)),
+        [
+            ("t".into(), 1, 0),
+            ("t".into(), 1, 1),
+            ("t".into(), 1, 2),
+            ("t".into(), 1, 3),
+            ("t".into(), 1, 4)
+        ]
+    );
     let planned = f.poll_requests(now, &md);
     assert_eq!(
         fetches(&planned)[0].1,
-        [("t".into(), 0, 3), ("t".into(), 1, 3)]
+        [("t".into(), 0, 3), ("t".into(), 1, 5)]
     );
 }
 
 #[test]
 fn drained_counts_the_buffers_emptied_and_only_those() {
-    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let md = metadata(&[("t", 0, 1), ("t", 1, 2)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
     let now = Instant::now();
-    let mut p0 = data(0, batch(0, 3));
-    p0.high_watermark = 50;
-    let mut p1 = data(1, batch(0, 3));
-    p1.high_watermark = 100;
-    fetch_once(&mut f, now, &md, vec![("t", vec![p0, p1])]);
+    let planned = f.poll_requests(now, &md);
+    for (broker, parts, token) in fetches(&planned) {
+        let p = parts[0].1;
+        assert_eq!(broker, p + 1);
+        f.handle_response(
+            now,
+            token,
+            &fetch_response(12, vec![("t", vec![caught_up(p, batch(0, 3))])]),
+        );
+    }
     assert_eq!(f.drained(), 0);
     // Records taken, every buffer still holding some: nothing to fetch.
     assert_eq!(t0_offsets(&f.take_records(2)), [0, 1]);
@@ -436,12 +476,190 @@ fn a_partition_with_records_left_is_fetched_while_others_drain() {
     let now = Instant::now();
     let mut p0 = data(0, batch(0, 3));
     p0.high_watermark = 50;
-    let mut p1 = data(1, batch(0, 3));
-    p1.high_watermark = 100;
-    fetch_once(&mut f, now, &md, vec![("t", vec![p0, p1])]);
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![p0, caught_up(1, batch(0, 3))])],
+    );
     assert_eq!(t0_offsets(&f.take_records(3)), [0, 1, 2]);
     let planned = f.poll_requests(now, &md);
     assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 3)]);
+}
+
+// ===== fetching ahead =====
+
+#[test]
+fn batches_end_reads_the_headers_of_whole_batches_only() {
+    let two = concat(&[&batch(5, 3), &batch(8, 2)]);
+    assert_eq!(
+        batches_end(&two),
+        Some(BatchesEnd {
+            next_offset: 10,
+            leader_epoch: 3
+        })
+    );
+    // A batch cut short by the response's size limit does not count.
+    let cut = two.slice(..two.len() - 1);
+    assert_eq!(batches_end(&cut).map(|e| e.next_offset), Some(8));
+    assert_eq!(batches_end(&cut[..20]), None);
+    assert_eq!(batches_end(&[]), None);
+    // Absurd lengths and unknown magic stop the walk, without a panic.
+    let mut absurd = two.to_vec();
+    absurd[8..12].copy_from_slice(&(-1i32).to_be_bytes());
+    assert_eq!(batches_end(&absurd), None);
+    let mut magic = two.to_vec();
+    magic[16] = 9;
+    assert_eq!(batches_end(&magic), None);
+}
+
+#[test]
+fn a_partition_is_fetched_ahead_of_its_buffered_records_once() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 3))])]);
+    assert_eq!(t0_offsets(&f.take_records(1)), [0]);
+    // The high watermark (1000) lies beyond the buffered records: the next
+    // Fetch goes out now, from where they end.
+    let planned = f.poll_requests(now, &md);
+    let list = fetches(&planned);
+    assert_eq!(list[0].1, [("t".into(), 0, 3)]);
+    assert!(f.poll_requests(now, &md).is_empty(), "one Fetch at a time");
+    let outcome = f.handle_response(
+        now,
+        list[0].2,
+        &fetch_response(12, vec![("t", vec![data(0, batch(3, 2))])]),
+    );
+    assert_eq!(
+        outcome.records_buffered, 0,
+        "not to be taken before the others"
+    );
+    assert!(
+        f.poll_requests(now, &md).is_empty(),
+        "one answer ahead at most"
+    );
+    assert_eq!(f.position(&tp("t", 0)), Some(1));
+    let drained = f.drained();
+    assert_eq!(t0_offsets(&f.take_records(3)), [1, 2, 3]);
+    assert_eq!(f.drained(), drained + 1, "the buffer was used up");
+    // The answer fetched ahead is the buffer now, and is fetched ahead of.
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 5)]);
+    assert_eq!(t0_offsets(&f.take_records(10)), [4]);
+    assert_eq!(f.position(&tp("t", 0)), Some(5));
+}
+
+#[test]
+fn an_answer_ahead_that_is_not_records_is_dropped_and_met_again_later() {
+    let md = metadata(&[("t", 0, 1)]);
+    let now = Instant::now();
+    for answer in [
+        error(0, ErrorCode::NotLeaderOrFollower),
+        error(0, ErrorCode::OffsetOutOfRange),
+        data(0, Bytes::new()),
+        data(0, batch(3, 2).slice(..30)),
+    ] {
+        let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+        fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 3))])]);
+        let list = fetches(&f.poll_requests(now, &md));
+        assert_eq!(list[0].1, [("t".into(), 0, 3)]);
+        let outcome = f.handle_response(
+            now,
+            list[0].2,
+            &fetch_response(12, vec![("t", vec![answer.clone()])]),
+        );
+        assert_eq!(outcome, FetchOutcome::default(), "{answer:?}");
+        assert!(!f.has_errors(), "{answer:?}");
+        // Not asked again while the records wait, whatever came.
+        assert!(f.poll_requests(now, &md).is_empty(), "{answer:?}");
+        assert_eq!(t0_offsets(&f.take_records(10)), [0, 1, 2]);
+        // Then from the position, as usual.
+        let list = fetches(&f.poll_requests(now, &md));
+        assert_eq!(list[0].1, [("t".into(), 0, 3)], "{answer:?}");
+    }
+}
+
+#[test]
+fn an_answer_ahead_follows_only_records_that_end_where_it_starts() {
+    let md = metadata(&[("t", 0, 1)]);
+    let now = Instant::now();
+    // A seek while the Fetch ahead is out: its answer is stale.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 3))])]);
+    let list = fetches(&f.poll_requests(now, &md));
+    f.seek(&tp("t", 0), 1).unwrap();
+    f.handle_response(
+        now,
+        list[0].2,
+        &fetch_response(12, vec![("t", vec![data(0, batch(3, 2))])]),
+    );
+    assert!(f.take_records(10).is_empty());
+    let list = fetches(&f.poll_requests(now, &md));
+    assert_eq!(list[0].1, [("t".into(), 0, 1)]);
+
+    // A seek after the answer came: both are dropped.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 3))])]);
+    let list = fetches(&f.poll_requests(now, &md));
+    f.handle_response(
+        now,
+        list[0].2,
+        &fetch_response(12, vec![("t", vec![data(0, batch(3, 2))])]),
+    );
+    f.seek(&tp("t", 0), 2).unwrap();
+    assert!(f.take_records(10).is_empty());
+    let list = fetches(&f.poll_requests(now, &md));
+    assert_eq!(list[0].1, [("t".into(), 0, 2)]);
+
+    // A corrupt batch seen when the records came: no Fetch ahead.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let mut bad = batch(2, 1).to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    let set = concat(&[&batch(0, 2), &Bytes::from(bad)]);
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, set)])]);
+    assert!(f.poll_requests(now, &md).is_empty());
+
+    // A corrupt batch found later, in a chunk decoded as records are
+    // taken: the records stop there, and what was fetched after them is
+    // not returned.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let mut set = batches(100, 200);
+    let mut bad = set[80].to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    set[80] = Bytes::from(bad);
+    let parts: Vec<&Bytes> = set.iter().collect();
+    let mut answer = data(0, concat(&parts));
+    answer.high_watermark = 50_000;
+    fetch_once(&mut f, now, &md, vec![("t", vec![answer])]);
+    let list = fetches(&f.poll_requests(now, &md));
+    assert_eq!(list[0].1, [("t".into(), 0, 20_000)]);
+    f.handle_response(
+        now,
+        list[0].2,
+        &fetch_response(12, vec![("t", vec![data(0, batch(20_000, 2))])]),
+    );
+    let mut taken = Vec::new();
+    loop {
+        let records = f.take_records(500);
+        if records.is_empty() {
+            break;
+        }
+        taken.extend(t0_offsets(&records));
+    }
+    assert_eq!(taken, (0..16_000).collect::<Vec<i64>>());
+    let errors = f.take_errors();
+    assert!(
+        matches!(
+            errors[..],
+            [FetchError::CorruptRecords { offset: 16_000, .. }]
+        ),
+        "{errors:?}"
+    );
+    assert_eq!(f.position(&tp("t", 0)), Some(16_000));
+    assert!(f.poll_requests(now, &md).is_empty());
 }
 
 #[test]
@@ -902,9 +1120,14 @@ fn a_large_record_set_is_decoded_a_chunk_at_a_time_and_delivered_whole() {
     let cut = tail.slice(..tail.len() / 2);
     parts.push(&cut);
     let outcome = fetch_once(&mut f, now, &md, vec![("t", vec![data(0, concat(&parts))])]);
-    // Only the first chunk is decoded on arrival.
-    assert!(outcome.records_buffered > 0 && outcome.records_buffered < 20_000);
-    let mut offsets = Vec::new();
+    // Nothing is decoded on arrival: the batch headers tell how many
+    // records came; each chunk is decoded as records are taken.
+    assert_eq!(outcome.records_buffered, 20_000);
+    let fetched = |f: &Fetcher| f.partition_stats()[0].counters.records_fetched;
+    assert_eq!(fetched(&f), 0);
+    assert_eq!(f.take_records(1).len(), 1);
+    assert!(fetched(&f) > 0 && fetched(&f) < 20_000, "{}", fetched(&f));
+    let mut offsets = vec![0];
     loop {
         let taken = f.take_records(500);
         if taken.is_empty() {
@@ -918,6 +1141,34 @@ fn a_large_record_set_is_decoded_a_chunk_at_a_time_and_delivered_whole() {
     assert_eq!(f.position(&tp("t", 0)), Some(20_000));
     let planned = f.poll_requests(now, &md);
     assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 20_000)]);
+}
+
+#[test]
+fn only_large_sets_that_start_with_records_are_left_undecoded_on_arrival() {
+    let large = concat(&batches(100, 200).iter().collect::<Vec<_>>());
+    assert!(large.len() >= DECODE_CHUNK);
+    assert_eq!(records_ahead_of_decoding(&large, 0), Some(20_000));
+    // The first batch ends at 199: it holds records for 150, not for 200.
+    assert_eq!(records_ahead_of_decoding(&large, 150), Some(20_000));
+    assert_eq!(records_ahead_of_decoding(&large, 200), None);
+    // Small sets are decoded at once.
+    assert_eq!(records_ahead_of_decoding(&batch(0, 3), 0), None);
+    // A control batch first: decoded at once (it may hold nothing to
+    // return); one further on is not counted.
+    let marker =
+        RecordBatchBuilder::control_batch(20_000, 9, 0, ControlRecordType::Commit, 1, 5).unwrap();
+    let marker_first = concat(&[&marker, &large]);
+    assert_eq!(records_ahead_of_decoding(&marker_first, 0), None);
+    let marker_last = concat(&[&large, &marker]);
+    assert_eq!(records_ahead_of_decoding(&marker_last, 0), Some(20_000));
+    // Cut, absurd or foreign headers: decoded at once, and judged there.
+    assert_eq!(records_ahead_of_decoding(&large[..40], 0), None);
+    let mut absurd = large.to_vec();
+    absurd[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    assert_eq!(records_ahead_of_decoding(&absurd, 0), None);
+    let mut legacy = large.to_vec();
+    legacy[16] = 1;
+    assert_eq!(records_ahead_of_decoding(&legacy, 0), None);
 }
 
 #[test]
@@ -2359,7 +2610,11 @@ fn a_session_lists_only_what_changed_and_forgets_what_is_not_fetched() {
     f.handle_response(
         now,
         planned[0].2,
-        &session_response(77, ErrorCode::None, vec![("t", vec![data(1, batch(0, 2))])]),
+        &session_response(
+            77,
+            ErrorCode::None,
+            vec![("t", vec![caught_up(1, batch(0, 2))])],
+        ),
     );
     assert_eq!(f.fetch_session(1), Some((77, 1)));
     // t-1 has records buffered: not fetched, so forgotten; t-0 and t-2 did

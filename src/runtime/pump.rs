@@ -18,8 +18,11 @@
 //!    report, a kick, or the next deadline *after* `now` (a deadline at or
 //!    before `now` was acted on by the step; one still there waits for an
 //!    input, not for time, and sleeping on it would be a busy loop),
-//!    yields once if the wait did not suspend, and feeds every report that
-//!    is waiting to the cluster.
+//!    yields once if the wait did not suspend, and feeds the reports that
+//!    are waiting to the cluster: all of them, unless they bring
+//!    [`FEED_BUDGET`] bytes or more, after which the rest wait for the next
+//!    pass (a large response is acted on, its next Fetch sent, before the
+//!    other connections' responses are read).
 
 use super::signal::{yield_now, Signal};
 use super::sockets::Sockets;
@@ -28,6 +31,10 @@ use std::time::{Duration, Instant};
 
 /// How long a pass waits when nothing at all is scheduled.
 const IDLE_WAIT: Duration = Duration::from_secs(3600);
+
+/// How many bytes of frames one pass feeds at most before it acts (the
+/// frame that crosses the line is fed whole).
+pub(crate) const FEED_BUDGET: usize = 256 * 1024;
 
 /// The state machines a pass drives.
 pub(crate) trait Driven {
@@ -140,10 +147,16 @@ pub(crate) async fn pass<M: Machine>(machine: &mut M, sockets: &mut Sockets, wak
     }
     machine.with(|d| {
         let cluster = d.cluster();
+        let mut fed = 0;
         if let Some((id, input)) = input {
+            fed += input.len();
             sockets.feed(cluster, Instant::now(), id, input);
         }
-        while let Some((id, input)) = sockets.try_next() {
+        while fed < FEED_BUDGET {
+            let Some((id, input)) = sockets.try_next() else {
+                break;
+            };
+            fed += input.len();
             sockets.feed(cluster, Instant::now(), id, input);
         }
     });

@@ -37,6 +37,16 @@ pub(crate) enum SocketInput {
     Failed(ConnectionError),
 }
 
+impl SocketInput {
+    /// The bytes it brings: a frame's length, 0 for the others.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            SocketInput::Data(frame) => frame.len(),
+            _ => 0,
+        }
+    }
+}
+
 /// Socket-level settings the cluster does not decide.
 #[derive(Debug, Clone)]
 pub struct SocketOptions {
