@@ -427,19 +427,9 @@ struct BatchesEnd {
 /// A v2 batch ends at `base_offset + last_offset_delta`; a magic 0 or 1
 /// message (a compressed one is a wrapper) at its own offset.
 fn batches_end(set: &[u8]) -> Option<BatchesEnd> {
-    let mut at = 0usize;
     let mut end = None;
-    while let Some(head) = set.get(at..at + 12) {
-        let base = i64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
-        let length = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
-        let Some(next) = usize::try_from(length)
-            .ok()
-            .and_then(|l| (at + 12).checked_add(l))
-            .filter(|&next| next <= set.len())
-        else {
-            break;
-        };
-        let body = &set[at + 12..next];
+    for (base, entry) in whole_entries(set) {
+        let body = &set[entry.start + 12..entry.end];
         let (last, leader_epoch) = match body.get(4) {
             // v2: partition_leader_epoch(4) magic(1) crc(4) attributes(2)
             // last_offset_delta(4).
@@ -456,9 +446,27 @@ fn batches_end(set: &[u8]) -> Option<BatchesEnd> {
             next_offset: last.saturating_add(1),
             leader_epoch,
         });
-        at = next;
     }
     end
+}
+
+/// The whole entries at the head of a record set (8-byte base offset,
+/// 4-byte length, body), each as its base offset and its bytes' range in
+/// `set`, until one is cut short or declares a negative length.
+fn whole_entries(set: &[u8]) -> impl Iterator<Item = (i64, std::ops::Range<usize>)> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let head = set.get(at..at + 12)?;
+        let base = i64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
+        let length = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
+        let end = usize::try_from(length)
+            .ok()
+            .and_then(|l| (at + 12).checked_add(l))
+            .filter(|&end| end <= set.len())?;
+        let entry = at..end;
+        at = end;
+        Some((base, entry))
+    })
 }
 
 /// How much of a record set is decoded at a time: whole batches of at least
@@ -541,36 +549,31 @@ fn records_ahead_of_decoding(set: &[u8], from: i64) -> Option<usize> {
     if set.len() < DECODE_CHUNK {
         return None;
     }
-    let mut at = 0usize;
-    let mut count = 0usize;
-    while let Some(head) = set.get(at..at + 12) {
-        let base = i64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
-        let length = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
-        let Some(next) = usize::try_from(length)
-            .ok()
-            .and_then(|l| (at + 12).checked_add(l))
-            .filter(|&next| next <= set.len())
-        else {
-            break;
-        };
+    let mut count = None;
+    for (base, entry) in whole_entries(set) {
         // partition_leader_epoch(4) magic(1) crc(4) attributes(2)
         // last_offset_delta(4) base_timestamp(8) max_timestamp(8)
         // producer_id(8) producer_epoch(2) base_sequence(4) records(4).
-        let Some(body) = set.get(at + 12..at + 12 + 49).filter(|_| set[at + 16] == 2) else {
+        let Some(body) = set
+            .get(entry.start + 12..entry.start + 12 + 49)
+            .filter(|body| body[4] == 2)
+        else {
             break;
         };
         let control = body[10] & 0x20 != 0;
         let delta = i32::from_be_bytes(body[11..15].try_into().expect("4 bytes"));
         let records = i32::from_be_bytes(body[45..49].try_into().expect("4 bytes"));
-        if at == 0 && (control || base.saturating_add(i64::from(delta)) < from || records <= 0) {
+        if count.is_none()
+            && (control || base.saturating_add(i64::from(delta)) < from || records <= 0)
+        {
             return None;
         }
+        let count = count.get_or_insert(0);
         if !control {
-            count += usize::try_from(records).unwrap_or(0);
+            *count += usize::try_from(records).unwrap_or(0);
         }
-        at = next;
     }
-    (at > 0).then_some(count)
+    count
 }
 
 /// Splits the first whole batches (entries of the record set: 8-byte
@@ -578,22 +581,13 @@ fn records_ahead_of_decoding(set: &[u8], from: i64) -> Option<usize> {
 /// `rest`; everything when it cannot tell (a short or odd tail goes with
 /// the last chunk, for the decoder to judge).
 fn split_chunk(rest: &mut Bytes) -> Bytes {
-    let mut at = 0;
-    while at < DECODE_CHUNK {
-        let Some(head) = rest.get(at..at + 12) else {
-            return std::mem::take(rest);
-        };
-        let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
-        let Some(end) = usize::try_from(length)
-            .ok()
-            .and_then(|l| (at + 12).checked_add(l))
-            .filter(|&end| end <= rest.len())
-        else {
-            return std::mem::take(rest);
-        };
-        at = end;
+    let at = whole_entries(rest)
+        .map(|(_, entry)| entry.end)
+        .find(|&end| end >= DECODE_CHUNK);
+    match at {
+        Some(at) => rest.split_to(at),
+        None => std::mem::take(rest),
     }
-    rest.split_to(at)
 }
 
 /// Decodes chunks of `rest` into `out` until one yields a record at or
