@@ -2264,27 +2264,30 @@ impl Fetcher {
             ),
         };
         let (records, end, error) = records_from(&tp, &decoded, result, pos.offset, pos.offset);
+        let decoded_now = records.len();
+        let buffer = Buffer {
+            records: records.into_iter(),
+            next_offset: end,
+            error,
+            undecoded,
+            from: pos.offset,
+            end: end_of_batches,
+            ahead_sent: false,
+        };
+        let nothing_to_deliver = decoded_now == 0 && lazy.is_none();
         if ahead {
             // Nothing to deliver (a batch cut short, control batches
             // only): the Fetch from the position meets it again.
-            if !records.is_empty() || lazy.is_some() {
-                st.stats.records_fetched += records.len() as u64;
-                st.ahead = Some(Buffer {
-                    records: records.into_iter(),
-                    next_offset: end,
-                    error,
-                    undecoded,
-                    from: pos.offset,
-                    end: end_of_batches,
-                    ahead_sent: false,
-                });
+            if !nothing_to_deliver {
+                st.stats.records_fetched += decoded_now as u64;
+                st.ahead = Some(buffer);
             }
             return;
         }
-        st.stats.records_fetched += records.len() as u64;
+        st.stats.records_fetched += decoded_now as u64;
         if decoded.batches > 0 || lazy.is_some() {
             st.size_override = None;
-        } else if error.is_none() {
+        } else if buffer.error.is_none() {
             if let Some(tail) = decoded.partial_tail {
                 // Only part of one batch came. When it is larger than the
                 // partition limit asked, ask for its size (a broker that
@@ -2312,14 +2315,14 @@ impl Fetcher {
                 return;
             }
         }
-        if records.is_empty() && lazy.is_none() {
+        if nothing_to_deliver {
             // Nothing to deliver: move past control batches, aborted
             // transactions and compacted gaps now.
             let pos = Position {
                 offset: end,
                 leader_epoch: pos.leader_epoch,
             };
-            st.pos = match error {
+            st.pos = match buffer.error {
                 Some(e) => {
                     self.errors.push(e);
                     PosState::Halted(pos)
@@ -2328,16 +2331,8 @@ impl Fetcher {
             };
             return;
         }
-        outcome.records_buffered += lazy.unwrap_or(records.len());
-        st.buffer = Some(Buffer {
-            records: records.into_iter(),
-            next_offset: end,
-            error,
-            undecoded,
-            from: pos.offset,
-            end: end_of_batches,
-            ahead_sent: false,
-        });
+        outcome.records_buffered += lazy.unwrap_or(decoded_now);
+        st.buffer = Some(buffer);
         self.ready.push_back(tp);
     }
 
