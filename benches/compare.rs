@@ -88,6 +88,9 @@
 mod common;
 #[path = "support/floor.rs"]
 mod floor;
+/// The `consume` example's JSON line, for its librdkafka twin.
+#[path = "../examples/support/record_line.rs"]
+mod record_line;
 
 use common::{client_sockets, Tansu, ESTABLISHED};
 use lazykafka::mock::{MockCluster, MockRecord};
@@ -1532,21 +1535,10 @@ mod twin {
     use rdkafka::consumer::{BaseConsumer, Consumer as _};
     use rdkafka::message::Message as _;
     use rdkafka::{Offset, TopicPartitionList};
-    use serde::Serialize;
-    use std::borrow::Cow;
     use std::io::{BufWriter, Write};
     use std::time::Duration;
 
-    /// The example's JSON line.
-    #[derive(Serialize)]
-    struct RecordLine<'a> {
-        topic: &'a str,
-        partition: i32,
-        offset: i64,
-        timestamp: i64,
-        key: Option<Cow<'a, str>>,
-        value: Option<Cow<'a, str>>,
-    }
+    use super::record_line::RecordLine;
 
     /// Returns the exit code.
     pub fn run(args: &[String]) -> i32 {

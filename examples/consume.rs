@@ -77,11 +77,14 @@ use lazykafka::{Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, TopicPart
 use serde::Serialize;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_async_std::Signals;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+
+#[path = "support/record_line.rs"]
+mod record_line;
+use record_line::RecordLine;
 
 const USAGE: &str = "\
 usage: consume --bootstrap HOST:PORT[,..] --topic T [--topic T ..] [flags]
@@ -321,17 +324,6 @@ fn config(args: &Args) -> Result<ConsumerConfig, Failure> {
         builder = builder.auto_offset_reset(OffsetReset::Earliest);
     }
     builder.build().map_err(usage_error)
-}
-
-/// One record on stdout.
-#[derive(Serialize)]
-struct RecordLine<'a> {
-    topic: &'a str,
-    partition: i32,
-    offset: i64,
-    timestamp: i64,
-    key: Option<Cow<'a, str>>,
-    value: Option<Cow<'a, str>>,
 }
 
 /// Writes one record to `out` in `format`.
