@@ -163,7 +163,7 @@ step "cargo test ${tokio_features[*]} (tokio)"
 if ! cargo test "${tokio_features[@]}" --lib \
     --test consumer --test consumer_api --test cluster_lifecycle --test faults \
     --test consumer_group_kip848 --test consumer_pattern \
-    --test one_thread --test many_threads --test promises --test tokio_threads --test bad_input --test mock_cluster \
+    --test one_thread --test many_threads --test promises --test tokio_threads --test timer_thread --test bad_input --test mock_cluster \
     --test failures --test truncation --test fetch_sessions --test nearest_replica \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
     --test records_peers --test tls --test sasl \

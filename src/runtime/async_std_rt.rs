@@ -1,5 +1,6 @@
 //! The [`Runtime`] on async-std (feature `runtime-async-std`, the default);
-//! TLS through futures-rustls.
+//! TLS through futures-rustls, timers on a thread of their own
+//! ([`super::timer`]).
 
 use super::rt::{configure, BoxFuture, ConnectError, Runtime, Setup, Socket, SocketHandle};
 use async_std::net::{TcpStream, ToSocketAddrs};
@@ -9,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// async-std's global executor, reactor and timers.
+/// async-std's global executor and reactor, and [`super::timer`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct AsyncStd;
 
@@ -19,7 +20,8 @@ impl Runtime for AsyncStd {
     }
 
     fn sleep(&self, duration: Duration) -> BoxFuture<()> {
-        Box::pin(async_std::task::sleep(duration))
+        // Not async-io's timers: see `super::timer`.
+        super::timer::sleep(duration)
     }
 
     fn resolve(&self, addr: String) -> BoxFuture<io::Result<Vec<SocketAddr>>> {

@@ -31,6 +31,8 @@ mod pump;
 mod rt;
 mod signal;
 mod sockets;
+#[cfg(feature = "runtime-async-std")]
+mod timer;
 #[cfg(feature = "runtime-tokio")]
 mod tokio_rt;
 

@@ -1,0 +1,382 @@
+//! The consumer's timers on async-std: one thread for the process that
+//! sleeps until the earliest deadline and wakes its task.
+//!
+//! async-std's own timers live in async-io's reactor: arming one writes to
+//! the reactor's notification descriptor, and its expiry is a reactor
+//! tick. While a `block_on` runs (async-std's executor threads always run
+//! one), async-io's driver thread answers every tick with up to ten timed
+//! futex waits (50 µs to 10 ms) before it blocks again. A consumer polled
+//! in a loop (`poll(100 ms)`) arms and fires a timer per call, so most of
+//! its idle cost was the reactor's, not its own (docs/benchmarks.md, "Why
+//! idle cost more on async-std"). Here a timer that is armed costs a lock
+//! and, when it is the new earliest deadline, a condition-variable notify;
+//! one that fires costs the thread's wake-up and the task's wake. No
+//! reactor is involved, so the driver thread stays asleep.
+//!
+//! The thread (`lazykafka-timer`) starts with the first timer made, that
+//! is inside the first `poll`, never in `Consumer::new`. If it cannot be
+//! started, timers fall back to async-std's. Timers are `Instant`-based:
+//! a deadline that has passed is ready when polled, whatever the thread
+//! did.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// The armed timers, earliest first, and what the thread waits for.
+#[derive(Debug, Default)]
+struct Armed {
+    /// Keyed by deadline, then by an id that makes keys unique.
+    timers: BTreeMap<(Instant, u64), Waker>,
+    /// The next id.
+    next_id: u64,
+    /// Whether the thread is waiting, for the earliest deadline or for a
+    /// notify if there is none (a notify is needed to move it).
+    waiting: bool,
+}
+
+/// The process's timer thread: see the [module documentation](self).
+#[derive(Debug, Default)]
+pub(crate) struct TimerThread {
+    armed: Mutex<Armed>,
+    changed: Condvar,
+}
+
+impl TimerThread {
+    /// The process's timer thread, started on first use; `None` if it
+    /// could not be started.
+    fn get() -> Option<&'static TimerThread> {
+        static THREAD: OnceLock<Option<&'static TimerThread>> = OnceLock::new();
+        *THREAD.get_or_init(|| {
+            let timers: &'static TimerThread = Box::leak(Box::default());
+            std::thread::Builder::new()
+                .name("lazykafka-timer".into())
+                .spawn(move || timers.run())
+                .ok()
+                .map(|_| timers)
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Armed> {
+        // The lock is never held across user code, so it cannot be
+        // poisoned by a panic there; recover the state if it is anyway.
+        self.armed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Arms a timer; returns its key. (Wakers are cloned and dropped
+    /// outside the lock: a waker's code may arm or drop a timer itself.)
+    fn arm(&self, deadline: Instant, waker: &Waker) -> (Instant, u64) {
+        let waker = waker.clone();
+        let mut armed = self.lock();
+        let key = (deadline, armed.next_id);
+        armed.next_id += 1;
+        armed.timers.insert(key, waker);
+        // The thread must look again only if it would sleep past this
+        // one: when it is the new earliest.
+        let earliest = armed.timers.first_key_value().map(|(k, _)| *k) == Some(key);
+        if armed.waiting && earliest {
+            armed.waiting = false;
+            drop(armed);
+            self.changed.notify_one();
+        }
+        key
+    }
+
+    /// Replaces an armed timer's waker; returns false if it already fired.
+    fn rearm(&self, key: (Instant, u64), waker: &Waker) -> bool {
+        let new = waker.clone();
+        let mut armed = self.lock();
+        let Some(w) = armed.timers.get_mut(&key) else {
+            return false;
+        };
+        if w.will_wake(&new) {
+            return true;
+        }
+        let old = std::mem::replace(w, new);
+        drop(armed);
+        drop(old);
+        true
+    }
+
+    /// Disarms a timer (a no-op if it fired).
+    fn disarm(&self, key: (Instant, u64)) {
+        let removed = {
+            let mut armed = self.lock();
+            armed.timers.remove(&key)
+        };
+        drop(removed);
+    }
+
+    /// Takes every timer due at `now`, for waking.
+    fn take_due(armed: &mut Armed, now: Instant, due: &mut Vec<Waker>) {
+        while let Some(entry) = armed.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            due.push(entry.remove());
+        }
+    }
+
+    /// The thread: waits for the earliest deadline, wakes what is due
+    /// (outside the lock), and again.
+    fn run(&self) {
+        let mut due = Vec::new();
+        let mut armed = self.lock();
+        loop {
+            Self::take_due(&mut armed, Instant::now(), &mut due);
+            if !due.is_empty() {
+                drop(armed);
+                for waker in due.drain(..) {
+                    // A waker that panics must not take every other
+                    // timer of the process down with this thread.
+                    let woken = std::panic::catch_unwind(AssertUnwindSafe(|| waker.wake()));
+                    if woken.is_err() {
+                        log::warn!("a task's waker panicked when its timer fired");
+                    }
+                }
+                armed = self.lock();
+                continue;
+            }
+            let next = armed.timers.first_key_value().map(|(key, _)| key.0);
+            armed.waiting = true;
+            armed = match next {
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    self.changed
+                        .wait_timeout(armed, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.changed.wait(armed).unwrap_or_else(|e| e.into_inner()),
+            };
+            armed.waiting = false;
+        }
+    }
+}
+
+/// Completes at `deadline`, woken by the [`TimerThread`].
+#[derive(Debug)]
+pub(crate) struct Sleep {
+    deadline: Instant,
+    timers: &'static TimerThread,
+    /// Set once armed.
+    key: Option<(Instant, u64)>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            if let Some(key) = self.key.take() {
+                self.timers.disarm(key);
+            }
+            return Poll::Ready(());
+        }
+        match self.key {
+            // Still armed: only the waker may have changed. (A timer fires
+            // only once its deadline has passed, which was checked above.)
+            Some(key) if self.timers.rearm(key, cx.waker()) => {}
+            _ => {
+                let key = self.timers.arm(self.deadline, cx.waker());
+                self.key = Some(key);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.timers.disarm(key);
+        }
+    }
+}
+
+/// A timer of `duration` on the [`TimerThread`], or async-std's if that
+/// thread cannot be started.
+pub(crate) fn sleep(duration: Duration) -> super::rt::BoxFuture<()> {
+    // A duration too long for an `Instant` never ends.
+    let Some(deadline) = Instant::now().checked_add(duration) else {
+        return Box::pin(futures::future::pending());
+    };
+    match TimerThread::get() {
+        Some(timers) => Box::pin(Sleep {
+            deadline,
+            timers,
+            key: None,
+        }),
+        None => Box::pin(async_std::task::sleep(duration)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Counts its wakes.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn wakes(count: &Arc<Count>) -> usize {
+        count.0.load(Ordering::SeqCst)
+    }
+
+    fn poll_once(sleep: &mut Sleep, count: &Arc<Count>) -> Poll<()> {
+        let waker = Waker::from(count.clone());
+        Pin::new(sleep).poll(&mut Context::from_waker(&waker))
+    }
+
+    /// Waits up to 10 s for `cond`.
+    fn wait_for(what: &str, cond: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A timer thread of the test's own, so that no other test's timers
+    /// wake it.
+    fn own_thread() -> &'static TimerThread {
+        let timers: &'static TimerThread = Box::leak(Box::default());
+        std::thread::spawn(move || timers.run());
+        timers
+    }
+
+    fn sleep_for(timers: &'static TimerThread, ms: u64) -> Sleep {
+        Sleep {
+            deadline: Instant::now() + Duration::from_millis(ms),
+            timers,
+            key: None,
+        }
+    }
+
+    /// Runs `scenario` until it reports that the machine kept to its
+    /// timing (a step done before a deadline it must precede), at most 20
+    /// times.
+    fn on_time(scenario: impl Fn() -> bool) {
+        assert!(
+            (0..20).any(|_| scenario()),
+            "the machine never kept to the scenario's timing"
+        );
+    }
+
+    #[test]
+    fn wakes_after_the_deadline_and_is_then_ready() {
+        let count = Arc::new(Count::default());
+        let armed_at = Instant::now();
+        let mut sleep = sleep_for(own_thread(), 30);
+        assert!(poll_once(&mut sleep, &count).is_pending());
+        wait_for("the wake", || wakes(&count) == 1);
+        assert!(armed_at.elapsed() >= Duration::from_millis(30));
+        assert!(poll_once(&mut sleep, &count).is_ready());
+    }
+
+    #[test]
+    fn an_earlier_timer_armed_later_moves_the_waiting_thread() {
+        let timers = own_thread();
+        let late = Arc::new(Count::default());
+        let early = Arc::new(Count::default());
+        let mut long = sleep_for(timers, 60_000);
+        assert!(poll_once(&mut long, &late).is_pending());
+        // The thread waits towards the long deadline, alone: only the
+        // notify of the sooner timer can move it.
+        wait_for("the thread to wait", || timers.lock().waiting);
+        let mut short = sleep_for(timers, 20);
+        assert!(poll_once(&mut short, &early).is_pending());
+        wait_for("the short timer", || wakes(&early) == 1);
+        assert_eq!(wakes(&late), 0);
+        assert!(poll_once(&mut long, &late).is_pending());
+    }
+
+    #[test]
+    fn a_dropped_timer_never_wakes() {
+        let timers = own_thread();
+        on_time(|| {
+            let dropped = Arc::new(Count::default());
+            let kept = Arc::new(Count::default());
+            let mut first = sleep_for(timers, 20);
+            let mut second = sleep_for(timers, 40);
+            let first_due = first.deadline;
+            assert!(poll_once(&mut first, &dropped).is_pending());
+            assert!(poll_once(&mut second, &kept).is_pending());
+            drop(first);
+            let in_time = Instant::now() < first_due;
+            // The later timer fires, so the earlier one's deadline is past.
+            wait_for("the kept timer", || wakes(&kept) == 1);
+            if in_time {
+                assert_eq!(wakes(&dropped), 0);
+            }
+            in_time
+        });
+    }
+
+    #[test]
+    fn a_repoll_moves_the_wake_to_the_new_waker() {
+        let timers = own_thread();
+        on_time(|| {
+            let old = Arc::new(Count::default());
+            let new = Arc::new(Count::default());
+            let mut sleep = sleep_for(timers, 20);
+            assert!(poll_once(&mut sleep, &old).is_pending());
+            if poll_once(&mut sleep, &new).is_ready() {
+                return false;
+            }
+            wait_for("the new waker", || wakes(&new) == 1);
+            assert_eq!(wakes(&old), 0);
+            true
+        });
+    }
+
+    #[test]
+    fn a_passed_deadline_is_ready_without_arming() {
+        let count = Arc::new(Count::default());
+        let mut sleep = sleep_for(own_thread(), 0);
+        assert!(poll_once(&mut sleep, &count).is_ready());
+        assert!(sleep.key.is_none());
+    }
+
+    /// Wakes by panicking.
+    struct Panics;
+
+    impl std::task::Wake for Panics {
+        fn wake(self: Arc<Self>) {
+            panic!("a waker that panics");
+        }
+    }
+
+    #[test]
+    fn a_waker_that_panics_leaves_the_thread_running() {
+        let timers = own_thread();
+        let mut bad = sleep_for(timers, 5);
+        let waker = Waker::from(Arc::new(Panics));
+        assert!(Pin::new(&mut bad)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        let count = Arc::new(Count::default());
+        let mut good = sleep_for(timers, 30);
+        assert!(poll_once(&mut good, &count).is_pending());
+        wait_for("the timer after the panic", || wakes(&count) == 1);
+    }
+
+    #[test]
+    fn the_process_thread_starts_once() {
+        let first = TimerThread::get().expect("the timer thread starts");
+        let second = TimerThread::get().expect("the timer thread starts");
+        assert!(std::ptr::eq(first, second));
+    }
+}
