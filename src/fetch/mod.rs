@@ -410,6 +410,10 @@ struct Buffer {
     /// Whether a Fetch ahead of it was sent: one per buffer, whatever came
     /// of it.
     ahead_sent: bool,
+    /// Whether the CRCs of its whole batches were checked when it came
+    /// (see [`crcs_hold`]): its batches are then parsed without checking
+    /// them again.
+    crcs_checked: bool,
 }
 
 /// The offset after the last complete batch of a record set, and that
@@ -418,6 +422,24 @@ struct Buffer {
 struct BatchesEnd {
     next_offset: i64,
     leader_epoch: i32,
+}
+
+/// The decoder as configured, and one that leaves CRCs alone for sets
+/// whose CRCs were checked when they came ([`Buffer::crcs_checked`]).
+#[derive(Debug)]
+struct Decoders {
+    checking: RecordSetDecoder,
+    parsing: RecordSetDecoder,
+}
+
+impl Decoders {
+    fn get(&self, crcs_checked: bool) -> &RecordSetDecoder {
+        if crcs_checked {
+            &self.parsing
+        } else {
+            &self.checking
+        }
+    }
 }
 
 /// Where the complete batches of `set` end, read off their headers alone
@@ -541,10 +563,11 @@ fn records_from(
 /// How many records a record set of at least [`DECODE_CHUNK`] bytes holds
 /// for a position at `from`, read off the headers of its whole v2 batches,
 /// when its first batch is sure to hold some (a v2 data batch, not a
-/// control one, that ends at or after `from`): such a set is decoded only
+/// control one, that ends at or after `from`): such a set is parsed only
 /// as its records are taken, by the application's `poll`, not when it
-/// comes (a batch that turns out corrupt then stops the partition there,
-/// as one in a later chunk does).
+/// comes (its CRCs are checked when it comes, see [`crcs_hold`]; a batch
+/// that turns out malformed later stops the partition there, as one in a
+/// later chunk does).
 fn records_ahead_of_decoding(set: &[u8], from: i64) -> Option<usize> {
     if set.len() < DECODE_CHUNK {
         return None;
@@ -574,6 +597,14 @@ fn records_ahead_of_decoding(set: &[u8], from: i64) -> Option<usize> {
         }
     }
     count
+}
+
+/// Whether every whole entry of `set` is a v2 batch whose CRC-32C holds.
+/// A large set is checked here when it comes, on the thread that read it,
+/// while its bytes are still in that core's cache; checked later by
+/// `poll`, on another core, the same pass cost up to twice as much.
+fn crcs_hold(set: &[u8]) -> bool {
+    whole_entries(set).all(|(_, entry)| records::v2_crc_holds(&set[entry]))
 }
 
 /// Splits the first whole batches (entries of the record set: 8-byte
@@ -877,7 +908,7 @@ const MAX_PARTITION_OVERRIDE: usize = DEFAULT_MAX_FRAME_SIZE / 2;
 #[derive(Debug)]
 pub struct Fetcher {
     config: FetchConfig,
-    decoder: RecordSetDecoder,
+    decoders: Decoders,
     rng: Rng,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// Partitions with buffered records, in the order `take_records`
@@ -909,15 +940,16 @@ pub struct Fetcher {
 impl Fetcher {
     /// A fetcher with no partition.
     pub fn new(config: FetchConfig) -> Self {
-        let decoder = RecordSetDecoder::new(
-            DecodeOptions::new()
-                .with_check_crcs(config.check_crcs)
-                .with_max_decompressed_bytes(config.max_decompressed_bytes),
-        );
+        let options =
+            DecodeOptions::new().with_max_decompressed_bytes(config.max_decompressed_bytes);
+        let decoders = Decoders {
+            checking: RecordSetDecoder::new(options.with_check_crcs(config.check_crcs)),
+            parsing: RecordSetDecoder::new(options.with_check_crcs(false)),
+        };
         Fetcher {
             rng: Rng::new(config.seed),
             config,
-            decoder,
+            decoders,
             partitions: BTreeMap::new(),
             ready: VecDeque::new(),
             in_flight: BTreeMap::new(),
@@ -2243,19 +2275,24 @@ impl Fetcher {
             })
             .collect();
         let end_of_batches = batches_end(&bytes);
-        // A large set is decoded by whoever takes its records, not here:
+        // A large set is parsed by whoever takes its records, not here:
         // with records of kilobytes, checking and parsing them is most of
-        // the work a response brings.
+        // the work a response brings. Its CRCs are checked here, while
+        // the bytes are in this core's cache.
         let lazy = aborted
             .is_empty()
             .then(|| records_ahead_of_decoding(&bytes, pos.offset))
             .flatten();
+        // Checked now (a set that fails is decoded now, which names the
+        // faulty batch); parsed later.
+        let lazy = lazy.filter(|_| !self.config.check_crcs || crcs_hold(&bytes));
+        let crcs_checked = lazy.is_some() && self.config.check_crcs;
         let mut decoded = DecodedRecords::new();
         let mut undecoded = bytes;
         let result = match lazy {
             Some(_) => Ok(()),
             None => decode_some(
-                &self.decoder,
+                &self.decoders.checking,
                 self.config.isolation,
                 &aborted,
                 &mut undecoded,
@@ -2273,6 +2310,7 @@ impl Fetcher {
             from: pos.offset,
             end: end_of_batches,
             ahead_sent: false,
+            crcs_checked,
         };
         let nothing_to_deliver = decoded_now == 0 && lazy.is_none();
         if ahead {
@@ -2619,7 +2657,7 @@ impl Fetcher {
                 let Some(record) = buffer.records.next() else {
                     if buffer.error.is_none() && !buffer.undecoded.is_empty() {
                         refill(
-                            &self.decoder,
+                            self.decoders.get(buffer.crcs_checked),
                             self.config.isolation,
                             &tp,
                             buffer,
@@ -2653,7 +2691,7 @@ impl Fetcher {
                 // The next chunk now, so that the buffer is known to hold
                 // records (or is done with) before this call returns.
                 refill(
-                    &self.decoder,
+                    self.decoders.get(buffer.crcs_checked),
                     self.config.isolation,
                     &tp,
                     buffer,

@@ -1169,6 +1169,77 @@ fn only_large_sets_that_start_with_records_are_left_undecoded_on_arrival() {
 }
 
 #[test]
+fn crcs_are_checked_over_every_whole_batch_of_a_set() {
+    let set = batches(100, 200);
+    let whole = concat(&set.iter().collect::<Vec<_>>());
+    assert!(crcs_hold(&whole));
+    // A cut batch at the end is left to the decoder.
+    assert!(crcs_hold(&whole[..whole.len() - 7]));
+    // One flipped byte in any batch, or a legacy entry, fails.
+    for at in [30, whole.len() / 2, whole.len() - 1] {
+        let mut bad = whole.to_vec();
+        bad[at] ^= 0x01;
+        assert!(!crcs_hold(&bad), "byte {at}");
+    }
+    let mut legacy = whole.to_vec();
+    let second = set[0].len();
+    legacy[second + 16] = 1;
+    assert!(!crcs_hold(&legacy));
+}
+
+#[test]
+fn a_large_set_is_checked_on_arrival_and_only_a_faulty_one_decoded_then() {
+    let md = metadata(&[("t", 0, 1)]);
+    let now = Instant::now();
+    let fetched = |f: &Fetcher| f.partition_stats()[0].counters.records_fetched;
+    let good = concat(&batches(100, 200).iter().collect::<Vec<_>>());
+    // A digit of the last record's value: still a record, not its CRC.
+    let mut bad = good.to_vec();
+    let digit = bad.len() - 2;
+    bad[digit] ^= 0x01;
+    // Sound CRCs: left undecoded (parsed as records are taken).
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, good.clone())])]);
+    assert_eq!(fetched(&f), 0);
+    assert_eq!(take_all(&mut f).len(), 20_000);
+    // A faulty batch (the last): decoded now, so the records before it
+    // come and the error names it, as for a small set.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, Bytes::from(bad.clone()))])],
+    );
+    assert!(fetched(&f) > 0);
+    assert_eq!(take_all(&mut f), (0..19_800).collect::<Vec<i64>>());
+    let errors = f.take_errors();
+    assert!(
+        matches!(
+            &errors[..],
+            [FetchError::CorruptRecords { offset: 19_800, .. }]
+        ),
+        "{errors:?}"
+    );
+    // With check.crcs=false nothing is checked: left undecoded whatever
+    // the CRCs say, and every record comes.
+    let unchecked = FetchConfig {
+        check_crcs: false,
+        ..config()
+    };
+    let mut f = fetcher(unchecked, &[(tp("t", 0), 0)]);
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, Bytes::from(bad))])],
+    );
+    assert_eq!(fetched(&f), 0);
+    assert_eq!(take_all(&mut f).len(), 20_000);
+    assert!(f.take_errors().is_empty());
+}
+
+#[test]
 fn a_corrupt_batch_in_a_later_chunk_stops_the_partition_after_the_records_before_it() {
     let md = metadata(&[("t", 0, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0)]);

@@ -40,6 +40,8 @@ pub(crate) const HEADER_LEN: usize = 61;
 pub(crate) const CRC_START: usize = 21;
 /// Where the CRC sits.
 pub(crate) const CRC_AT: usize = 17;
+/// Where the magic byte sits.
+const MAGIC_AT: usize = 16;
 /// The smallest encoded record: one byte each for length, attributes,
 /// timestamp delta, offset delta, key length, value length and header
 /// count.
@@ -133,7 +135,7 @@ impl BatchHeader {
 
     /// Checks the CRC-32C over attributes..end.
     pub fn verify_crc(&self, batch: &[u8]) -> Result<(), RecordsErrorKind> {
-        let actual = crc32c::crc32c(batch.get(CRC_START..).unwrap_or_default());
+        let actual = computed_crc(batch);
         if actual != self.crc {
             return Err(RecordsErrorKind::CrcMismatch {
                 algorithm: Checksum::Crc32c,
@@ -160,6 +162,22 @@ pub(crate) fn records_section(
         codec => compression::decompress(codec, &section, limit.min(u32::MAX as usize), 2)
             .map(Bytes::from),
     }
+}
+
+/// The CRC-32C of a whole v2 batch, over attributes..end.
+fn computed_crc(batch: &[u8]) -> u32 {
+    crc32c::crc32c(batch.get(CRC_START..).unwrap_or_default())
+}
+
+/// Whether `entry` (one whole entry of a record set: base offset, length,
+/// body) is a v2 batch whose CRC-32C matches. Anything else (a legacy
+/// message, a batch too short to hold a CRC) is `false`.
+pub(crate) fn v2_crc_holds(entry: &[u8]) -> bool {
+    let Some(stored) = entry.get(CRC_AT..CRC_START) else {
+        return false;
+    };
+    entry[MAGIC_AT] == 2
+        && computed_crc(entry) == u32::from_be_bytes(stored.try_into().expect("4 bytes"))
 }
 
 /// Decodes the `recordCount` records of `section`, appending them to `out`.

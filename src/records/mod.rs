@@ -50,3 +50,5 @@ pub use decoder::{
 };
 pub use error::{Checksum, RecordsError, RecordsErrorKind};
 pub use record::{Header, HeaderIter, Headers, OwnedRecord, Record, TimestampType};
+
+pub(crate) use batch::v2_crc_holds;
