@@ -10,9 +10,10 @@
 //!    response arrived), publishes their outputs, and takes their actions;
 //! 2. performs the actions (connects are spawned; writes are awaited here,
 //!    in order; a failed write closes its connection);
-//! 3. if something was acted on, yields to the executor once (so the
-//!    connect and reader tasks run even on a runtime with one thread) and
-//!    ends: the next pass drives again;
+//! 3. if something was acted on, ends: the next pass drives again
+//!    (after [`ACTING_PASSES`] such passes in a row it first yields to the
+//!    executor, so that the connect and reader tasks run even on a runtime
+//!    with one thread);
 //! 4. otherwise reports progress (once per burst of passes, not once per
 //!    pass: every report wakes whoever waits in `poll`), waits for a socket
 //!    report, a kick, or the next deadline *after* `now` (a deadline at or
@@ -31,6 +32,11 @@ use std::time::{Duration, Instant};
 
 /// How long a pass waits when nothing at all is scheduled.
 const IDLE_WAIT: Duration = Duration::from_secs(3600);
+
+/// How many passes in a row may act before the loop yields to the
+/// executor (so that connect and reader tasks run even on a runtime with
+/// one thread, when every pass finds something to do).
+const ACTING_PASSES: u32 = 8;
 
 /// How many bytes of frames one pass feeds at most before it acts (the
 /// frame that crosses the line is fed whole).
@@ -123,10 +129,18 @@ pub(crate) async fn pass<M: Machine>(machine: &mut M, sockets: &mut Sockets, wak
     if acted {
         // Writes may have produced more to do (a failed write closes a
         // connection): the next pass drives again before waiting, and
-        // reports progress then, once.
-        yield_now().await;
+        // reports progress then, once. It yields to the executor only
+        // after [`ACTING_PASSES`] such passes in a row: a pass that acted
+        // usually ends in a wait that suspends, and on a multi-thread
+        // executor every yield wakes a sleeping worker for nothing.
+        sockets.acting_passes += 1;
+        if sockets.acting_passes >= ACTING_PASSES {
+            sockets.acting_passes = 0;
+            yield_now().await;
+        }
         return;
     }
+    sockets.acting_passes = 0;
     if let Some(progress) = wake.progress {
         progress.notify();
     }

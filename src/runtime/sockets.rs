@@ -114,6 +114,9 @@ pub(crate) struct Sockets {
     mode: Readers,
     tx: UnboundedSender<(ConnectionId, SocketInput)>,
     rx: UnboundedReceiver<(ConnectionId, SocketInput)>,
+    /// Passes in a row that acted since the driver loop last yielded
+    /// (see `pump::pass`).
+    pub(super) acting_passes: u32,
 }
 
 impl std::fmt::Debug for Sockets {
@@ -155,6 +158,7 @@ impl Sockets {
             mode,
             tx,
             rx,
+            acting_passes: 0,
         }
     }
 
