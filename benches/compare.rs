@@ -73,7 +73,9 @@
 //! loopback `read` of the set (`floors` in the JSON).
 //!
 //! `LAZYKAFKA_BENCH_IDLE_MS` (default 1000) sets how long the children
-//! poll with nothing to read for the idle figure.
+//! poll with nothing to read for the idle figure; the JSON also has that
+//! figure per thread name (`idle_threads_ms_per_s`, each thread's run time
+//! from `/proc/self/task/*/schedstat`, the census thread left out).
 //!
 //! lazykafka runs on async-std by default; built with
 //! `--no-default-features --features runtime-tokio,gzip,snappy,lz4,zstd,mock`
@@ -1694,7 +1696,8 @@ mod child {
             let flag = stop.clone();
             let cpu_us = Arc::new(AtomicU64::new(0));
             let cpu = cpu_us.clone();
-            let handle = std::thread::spawn(move || {
+            // Named, so that the per-thread idle figures leave it out.
+            let handle = spawn_named(CENSUS_THREAD, move || {
                 let mut seen = BTreeSet::new();
                 // Inodes placed (connected somewhere, or given up on), and
                 // how often an unplaced one was looked for.
@@ -1787,6 +1790,10 @@ mod child {
         /// CPU time per second of wall time spent polling after the last
         /// record, with nothing left to read.
         idle_cpu_per_s: Option<f64>,
+        /// The same, per thread name (threads of one name summed), from
+        /// each thread's own run time (`/proc/self/task/*/schedstat`),
+        /// the census thread left out.
+        idle_threads: BTreeMap<String, f64>,
     }
 
     impl Tally {
@@ -1811,13 +1818,61 @@ mod child {
         )
     }
 
+    /// The name of the census thread.
+    const CENSUS_THREAD: &str = "census";
+
+    /// A thread named `name`.
+    fn spawn_named<T: Send + 'static>(
+        name: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(f)
+            .expect("spawn a thread")
+    }
+
+    /// Each thread's run time so far, by thread id and name, from
+    /// `/proc/self/task/*/schedstat` (nanoseconds on a CPU).
+    fn thread_run_times() -> BTreeMap<(u32, String), u64> {
+        let mut out = BTreeMap::new();
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return out;
+        };
+        for task in tasks.flatten() {
+            let Ok(tid) = task.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let ns = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok());
+            if let Some(ns) = ns {
+                out.insert((tid, name.trim_end().to_owned()), ns);
+            }
+        }
+        out
+    }
+
     /// CPU seconds per wall second spent in `poll_once` calls for
-    /// [`idle_window`].
-    fn idle_cpu(census: &Census, poll_for: impl FnOnce(Duration)) -> f64 {
+    /// [`idle_window`], for the whole process less the census thread and
+    /// per thread name.
+    fn idle_cpu(census: &Census, tally: &mut Tally, poll_for: impl FnOnce(Duration)) {
+        let threads0 = thread_run_times();
         let (cpu0, t0, window) = (census.process_cpu(), Instant::now(), idle_window());
         poll_for(window);
         let wall = t0.elapsed().as_secs_f64();
-        (census.process_cpu().saturating_sub(cpu0)).as_secs_f64() / wall
+        let threads1 = thread_run_times();
+        tally.idle_cpu_per_s =
+            Some((census.process_cpu().saturating_sub(cpu0)).as_secs_f64() / wall);
+        for ((tid, name), ns) in threads1 {
+            if name == CENSUS_THREAD {
+                continue;
+            }
+            let before = threads0.get(&(tid, name.clone())).copied().unwrap_or(0);
+            *tally.idle_threads.entry(name).or_default() +=
+                ns.saturating_sub(before) as f64 / 1e6 / wall;
+        }
     }
 
     /// The steady window of the `sessions` case (`LKB_STEADY_MS`): polls
@@ -1902,6 +1957,7 @@ mod child {
             "vmhwm_kb": status_field("VmHWM"),
             "threads": tally.threads,
             "idle_cpu_ms_per_s": tally.idle_cpu_per_s.map(|c| c * 1e3),
+            "idle_threads_ms_per_s": tally.idle_threads,
             "seen": seen.len(),
             "held": held,
         });
@@ -2034,14 +2090,14 @@ mod child {
                 },
                 extra,
             );
-            t.idle_cpu_per_s = Some(idle_cpu(census, |span| {
+            idle_cpu(census, &mut t, |span| {
                 block_on!(async {
                     let t0 = Instant::now();
                     while t0.elapsed() < span {
                         let _ = consumer.poll(Duration::from_millis(100)).await;
                     }
                 })
-            }));
+            });
         }
         let counters = consumer.broker_counters();
         extra.insert(
@@ -2185,12 +2241,12 @@ mod child {
                 },
                 extra,
             );
-            t.idle_cpu_per_s = Some(idle_cpu(census, |span| {
+            idle_cpu(census, &mut t, |span| {
                 let t0 = Instant::now();
                 while t0.elapsed() < span {
                     let _ = consumer.poll(Duration::from_millis(100));
                 }
-            }));
+            });
         }
         // The next statistics, for the connection attempts up to now.
         let gen = generation.load(Ordering::SeqCst);
