@@ -351,13 +351,14 @@ impl Pair {
     }
 
     fn deliver(&mut self, conn: ConnectionId, answer: Answer) {
-        match answer {
+        match answer.encoded() {
             Answer::Reply(bytes) => self.core.cluster.handle_received(self.now, conn, &bytes),
             Answer::ReplyThenClose(bytes, _) => {
                 self.core.cluster.handle_received(self.now, conn, &bytes);
                 self.broker_closes(conn);
             }
             Answer::Silent => {}
+            Answer::Fetch(..) => unreachable!("encoded above"),
             Answer::Close(_) => self.broker_closes(conn),
             Answer::PeerClosed => unreachable!("only the server looks at sockets"),
         }

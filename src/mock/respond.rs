@@ -16,7 +16,7 @@ use super::sasl::{self as mock_sasl, ConnAuth, Gate};
 use super::state::{self, State};
 use super::{BrokerClose, MockEventKind};
 use crate::error::ErrorCode;
-use crate::protocol::frame::{decode_request, encode_response};
+use crate::protocol::frame::{decode_request, encode_response_with_capacity};
 use crate::protocol::messages::api_versions::ApiVersionsRequest;
 use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
@@ -50,6 +50,11 @@ use crate::protocol::{ApiKey, Reader, RequestHeader};
 pub(crate) enum Answer {
     /// Send these bytes (one response frame).
     Reply(Bytes),
+    /// Send this Fetch answer (with its version and correlation id),
+    /// encoded by [`Answer::encoded`] after the state's lock is released:
+    /// its records are copied into the frame, megabytes at a time, and the
+    /// broker's other connections should not wait for that.
+    Fetch(Box<FetchResponse>, i16, i32),
     /// A refusal after which the broker closes the connection (SASL).
     ReplyThenClose(Bytes, BrokerClose),
     /// Produce with `acks=0`: Kafka sends nothing back.
@@ -63,8 +68,38 @@ pub(crate) enum Answer {
     PeerClosed,
 }
 
+impl Answer {
+    /// The answer with a [`Answer::Fetch`] encoded as an [`Answer::Reply`]
+    /// (in a buffer sized for its records up front); any other as it is.
+    pub fn encoded(self) -> Answer {
+        let Answer::Fetch(resp, version, correlation_id) = self else {
+            return self;
+        };
+        // Records, plus room for each partition's and topic's fields.
+        let capacity = resp.responses.iter().fold(256, |n, t| {
+            n + 64
+                + t.topic.len()
+                + t.partitions.iter().fold(0, |n, p| {
+                    n + 128
+                        + p.records.as_ref().map_or(0, Bytes::len)
+                        + 32 * p.aborted_transactions.as_ref().map_or(0, Vec::len)
+                })
+        });
+        reply_with_capacity(&*resp, version, correlation_id, capacity)
+    }
+}
+
 fn reply<M: Message>(body: &M, version: i16, correlation_id: i32) -> Answer {
-    match encode_response(body, version, correlation_id) {
+    reply_with_capacity(body, version, correlation_id, 0)
+}
+
+fn reply_with_capacity<M: Message>(
+    body: &M,
+    version: i16,
+    correlation_id: i32,
+    capacity: usize,
+) -> Answer {
+    match encode_response_with_capacity(body, version, correlation_id, capacity) {
         Ok(bytes) => Answer::Reply(bytes),
         Err(e) => {
             log::debug!("mock: cannot encode {:?} v{version}: {e}", M::API_KEY);
@@ -658,7 +693,7 @@ fn finish_fetch(
             log.push(record);
         }
     }
-    reply(&resp, version, corr)
+    Answer::Fetch(Box::new(resp), version, corr)
 }
 
 fn join_group(
@@ -772,5 +807,40 @@ mod tests {
         let (_, md) = decode_response::<MetadataResponse>(bytes.slice(4..), 12).unwrap();
         assert_eq!(md.topics.len(), 1);
         assert_eq!(md.topics[0].name.as_deref(), Some("t"));
+    }
+
+    /// A Fetch answer leaves the lock unencoded; encoded, it is the frame
+    /// `encode_response` writes, at the flexible and the older versions.
+    #[test]
+    fn a_fetch_answer_is_encoded_after_the_lock_as_encode_response_would() {
+        use crate::protocol::frame::encode_response;
+        use crate::protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
+        let resp = FetchResponse {
+            responses: vec![FetchableTopicResponse {
+                topic: "t".into(),
+                partitions: (0..3)
+                    .map(|p| PartitionData {
+                        partition_index: p,
+                        high_watermark: 10,
+                        records: Some(Bytes::from(vec![p as u8; 70_000])),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        for version in [11, 12, 16] {
+            let Answer::Reply(bytes) = Answer::Fetch(Box::new(resp.clone()), version, 9).encoded()
+            else {
+                panic!("a Fetch answer encodes to a reply");
+            };
+            assert_eq!(
+                bytes,
+                encode_response(&resp, version, 9).unwrap(),
+                "v{version}"
+            );
+        }
+        assert!(matches!(Answer::Silent.encoded(), Answer::Silent));
     }
 }

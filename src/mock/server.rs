@@ -235,7 +235,8 @@ fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: impl
         loop {
             match decoder.decode(&mut buf) {
                 Ok(Some(frame)) => {
-                    match answer(shared, broker, id, frame, &mut auth) {
+                    // Encoded here, without the state's lock.
+                    match answer(shared, broker, id, frame, &mut auth).encoded() {
                         Answer::Reply(bytes) => {
                             // The flush sends what TLS still holds.
                             if stream
@@ -251,6 +252,7 @@ fn serve_connection(shared: &Arc<Shared>, broker: i32, id: u64, mut stream: impl
                             break 'conn Some(reason);
                         }
                         Answer::Silent => {}
+                        Answer::Fetch(..) => unreachable!("encoded above"),
                         Answer::Close(reason) => break 'conn Some(reason),
                         Answer::PeerClosed => break 'conn None,
                     }

@@ -213,12 +213,23 @@ pub fn encode_response<M: Message>(
     version: i16,
     correlation_id: i32,
 ) -> Result<Bytes, EncodeError> {
+    encode_response_with_capacity(body, version, correlation_id, 0)
+}
+
+/// [`encode_response`] into a buffer that starts with room for `capacity`
+/// bytes (a frame of megabytes then is not regrown as it is written).
+pub(crate) fn encode_response_with_capacity<M: Message>(
+    body: &M,
+    version: i16,
+    correlation_id: i32,
+    capacity: usize,
+) -> Result<Bytes, EncodeError> {
     check_encode_version::<M>(version)?;
     let header = ResponseHeader {
         correlation_id,
         unknown_tagged_fields: Vec::new(),
     };
-    let mut w = Writer::new();
+    let mut w = Writer::from_buf(BytesMut::with_capacity(capacity));
     w.i32(0);
     header.encode(&mut w, M::API_KEY.response_header_version(version));
     body.encode(&mut w, version)?;
