@@ -365,6 +365,9 @@ mod parent {
         } else {
             Command::new(exe)
         };
+        // The parent's CPU while the child runs: its mock brokers' (nothing
+        // else in it is busy then).
+        let parent_cpu0 = cpu_time(libc::RUSAGE_SELF);
         let out = cmd
             .arg("--child")
             .env("LKB_CLIENT", job.client)
@@ -381,10 +384,12 @@ mod parent {
             )
             .output()
             .expect("run child");
+        let parent_cpu = cpu_time(libc::RUSAGE_SELF).saturating_sub(parent_cpu0);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let line = stdout.lines().rev().find(|l| l.starts_with('{'));
         match line.and_then(|l| serde_json::from_str::<Value>(l).ok()) {
             Some(mut v) => {
+                v["parent_cpu_s"] = json!(parent_cpu.as_secs_f64());
                 if job.strace {
                     // Every connect() to a broker port, whatever its outcome.
                     let text = std::fs::read_to_string(&trace).unwrap_or_default();
@@ -503,6 +508,11 @@ mod parent {
         /// Forgets the requests logged so far.
         fn clear_requests(&self) {
             self.cluster.clear_events();
+            if std::env::var_os("LAZYKAFKA_BENCH_TIMELINE").is_some() {
+                // Restarted: only this run's Fetch requests.
+                self.cluster.record_fetches(false);
+                self.cluster.record_fetches(true);
+            }
         }
 
         /// Adds the mock's count of requests between the child's first poll
@@ -555,6 +565,22 @@ mod parent {
                     })
                     .collect();
                 result["requests_timeline"] = json!(all);
+                // What the mock answered: Fetch requests, record bytes
+                // sent, and answers without records.
+                let fetches: Vec<_> = self
+                    .cluster
+                    .fetches()
+                    .into_iter()
+                    .filter(|f| {
+                        let t = self.started_us + f.at.as_micros() as i64;
+                        t >= from && t <= last
+                    })
+                    .collect();
+                result["fetches"] = json!(fetches.len());
+                result["fetch_record_bytes"] =
+                    json!(fetches.iter().map(|f| f.record_bytes).sum::<usize>());
+                result["fetches_without_records"] =
+                    json!(fetches.iter().filter(|f| f.record_bytes == 0).count());
             }
             result["requests_before_first_mock"] = json!(before.len());
             result["requests_before_first_by_api"] = json!(by_key);
