@@ -576,6 +576,15 @@ mod parent {
                         t >= from && t <= last
                     })
                     .collect();
+                // After the last record: the idle window, then the close.
+                let mut after: BTreeMap<String, u64> = BTreeMap::new();
+                for r in self.cluster.requests() {
+                    if self.started_us + r.at.as_micros() as i64 > last {
+                        let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
+                        *after.entry(api).or_default() += 1;
+                    }
+                }
+                result["requests_after_last_record"] = json!(after);
                 result["fetches"] = json!(fetches.len());
                 result["fetch_record_bytes"] =
                     json!(fetches.iter().map(|f| f.record_bytes).sum::<usize>());
