@@ -65,7 +65,11 @@ pub fn client_sockets(remote_ports: &[u16]) -> Vec<Socket> {
         };
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 10 || !inodes.contains(f[9]) {
+            // `remove`: each socket once. /proc/net/tcp is read a page at
+            // a time, and a socket that moves in the kernel's table between
+            // two reads (other tests open and close sockets meanwhile) can
+            // be listed twice.
+            if f.len() < 10 || !inodes.remove(f[9]) {
                 continue;
             }
             let port =
