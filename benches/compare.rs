@@ -561,7 +561,7 @@ mod parent {
                     .filter(|(t, _)| *t >= from && *t <= last)
                     .map(|(t, r)| {
                         let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
-                        json!([(t - from) as f64 / 1e3, r.broker, api])
+                        json!([(t - from) as f64 / 1e3, r.broker, api, r.connection])
                     })
                     .collect();
                 result["requests_timeline"] = json!(all);
@@ -585,6 +585,13 @@ mod parent {
                     }
                 }
                 result["requests_after_last_record"] = json!(after);
+                result["fetches_answered"] = json!(fetches
+                    .iter()
+                    .map(|f| {
+                        let t = self.started_us + f.at.as_micros() as i64 - from;
+                        json!([t as f64 / 1e3, f.broker, f.connection, f.record_bytes])
+                    })
+                    .collect::<Vec<_>>());
                 result["fetches"] = json!(fetches.len());
                 result["fetch_record_bytes"] =
                     json!(fetches.iter().map(|f| f.record_bytes).sum::<usize>());
