@@ -15,9 +15,9 @@
 //!
 //! The buffer given out is the one given back last, when it is long enough
 //! and not more than twice as long as asked (else the smallest long enough
-//! one): the application has just read its records, so much of it is still
-//! in the CPU's caches, and the kernel's copy of the next frame into it
-//! costs less than into a buffer untouched for longer (at 10 KiB records
+//! one): it is the one used most recently, so more of it is still in the
+//! CPU's caches, and the kernel's copy of the next frame into it costs
+//! less than into a buffer untouched for longer (at 10 KiB records
 //! the copy took about a fifth less CPU than with the smallest buffer
 //! taken first; docs/benchmarks.md).
 
