@@ -515,6 +515,11 @@ mod parent {
             }
         }
 
+        /// `at` (from the mock's start) on CLOCK_MONOTONIC, in µs.
+        fn mono_us(&self, at: Duration) -> i64 {
+            self.started_us + at.as_micros() as i64
+        }
+
         /// Adds the mock's count of requests between the child's first poll
         /// and its first record.
         fn add_requests(&self, result: &mut Value) {
@@ -524,82 +529,71 @@ mod parent {
             ) else {
                 return;
             };
-            let before: Vec<_> = self
+            // Every request, with its time and API name.
+            let requests: Vec<(i64, String, _)> = self
                 .cluster
                 .requests()
                 .into_iter()
-                .filter(|r| {
-                    let t = self.started_us + r.at.as_micros() as i64;
-                    t >= from && t <= to
-                })
-                .collect();
-            let mut by_key: BTreeMap<String, u64> = BTreeMap::new();
-            for r in &before {
-                let name = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
-                *by_key.entry(name).or_default() += 1;
-            }
-            // When (ms from the first poll), which broker, which API.
-            let timeline: Vec<Value> = before
-                .iter()
                 .map(|r| {
-                    let t = self.started_us + r.at.as_micros() as i64 - from;
                     let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
-                    json!([t as f64 / 1e3, r.broker, api])
+                    (self.mono_us(r.at), api, r)
                 })
                 .collect();
-            result["requests_before_first_timeline"] = json!(timeline);
-            if std::env::var_os("LAZYKAFKA_BENCH_TIMELINE").is_some() {
-                // Every request up to the last record, for looking into a
-                // run.
-                let last = result["first_poll_us"].as_i64().unwrap_or(0)
-                    + (result["elapsed_s"].as_f64().unwrap_or(0.0) * 1e6) as i64;
-                let all: Vec<Value> = self
-                    .cluster
-                    .requests()
-                    .iter()
-                    .map(|r| (self.started_us + r.at.as_micros() as i64, r))
-                    .filter(|(t, _)| *t >= from && *t <= last)
-                    .map(|(t, r)| {
-                        let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
-                        json!([(t - from) as f64 / 1e3, r.broker, api, r.connection])
-                    })
-                    .collect();
-                result["requests_timeline"] = json!(all);
-                // What the mock answered: Fetch requests, record bytes
-                // sent, and answers without records.
-                let fetches: Vec<_> = self
-                    .cluster
-                    .fetches()
-                    .into_iter()
-                    .filter(|f| {
-                        let t = self.started_us + f.at.as_micros() as i64;
-                        t >= from && t <= last
-                    })
-                    .collect();
-                // After the last record: the idle window, then the close.
-                let mut after: BTreeMap<String, u64> = BTreeMap::new();
-                for r in self.cluster.requests() {
-                    if self.started_us + r.at.as_micros() as i64 > last {
-                        let api = r.api.map_or_else(|| "other".into(), |a| format!("{a:?}"));
-                        *after.entry(api).or_default() += 1;
+            let by_api = |within: &dyn Fn(i64) -> bool| {
+                let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+                for (t, api, _) in &requests {
+                    if within(*t) {
+                        *counts.entry(api.as_str()).or_default() += 1;
                     }
                 }
-                result["requests_after_last_record"] = json!(after);
-                result["fetches_answered"] = json!(fetches
-                    .iter()
-                    .map(|f| {
-                        let t = self.started_us + f.at.as_micros() as i64 - from;
-                        json!([t as f64 / 1e3, f.broker, f.connection, f.record_bytes])
-                    })
-                    .collect::<Vec<_>>());
-                result["fetches"] = json!(fetches.len());
-                result["fetch_record_bytes"] =
-                    json!(fetches.iter().map(|f| f.record_bytes).sum::<usize>());
-                result["fetches_without_records"] =
-                    json!(fetches.iter().filter(|f| f.record_bytes == 0).count());
-            }
+                counts
+            };
+            // When (ms from the first poll), which broker, which API.
+            let before: Vec<Value> = requests
+                .iter()
+                .filter(|(t, _, _)| (from..=to).contains(t))
+                .map(|(t, api, r)| json!([(t - from) as f64 / 1e3, r.broker, api]))
+                .collect();
             result["requests_before_first_mock"] = json!(before.len());
-            result["requests_before_first_by_api"] = json!(by_key);
+            result["requests_before_first_by_api"] = json!(by_api(&|t| (from..=to).contains(&t)));
+            result["requests_before_first_timeline"] = json!(before);
+            if std::env::var_os("LAZYKAFKA_BENCH_TIMELINE").is_none() {
+                return;
+            }
+            // Every request up to the last record, for looking into a run,
+            // with its connection.
+            let last = from + (result["elapsed_s"].as_f64().unwrap_or(0.0) * 1e6) as i64;
+            let all: Vec<Value> = requests
+                .iter()
+                .filter(|(t, _, _)| (from..=last).contains(t))
+                .map(|(t, api, r)| json!([(t - from) as f64 / 1e3, r.broker, api, r.connection]))
+                .collect();
+            result["requests_timeline"] = json!(all);
+            // After the last record: the idle window, then the close.
+            result["requests_after_last_record"] = json!(by_api(&|t| t > last));
+            // What the mock answered: each Fetch, the record bytes sent,
+            // the answers without records.
+            let fetches: Vec<Value> = self
+                .cluster
+                .fetches()
+                .iter()
+                .map(|f| (self.mono_us(f.at), f))
+                .filter(|(t, _)| (from..=last).contains(t))
+                .map(|(t, f)| {
+                    json!([
+                        (t - from) as f64 / 1e3,
+                        f.broker,
+                        f.connection,
+                        f.record_bytes
+                    ])
+                })
+                .collect();
+            let bytes = |f: &Value| f[3].as_u64().unwrap_or(0);
+            result["fetches"] = json!(fetches.len());
+            result["fetch_record_bytes"] = json!(fetches.iter().map(bytes).sum::<u64>());
+            result["fetches_without_records"] =
+                json!(fetches.iter().filter(|f| bytes(f) == 0).count());
+            result["fetches_answered"] = json!(fetches);
         }
     }
 
