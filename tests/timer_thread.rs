@@ -3,8 +3,8 @@
 //! `poll`, never by `Consumer::new`, `subscribe`, `assign`, `pause`,
 //! `resume` or `seek`, and there is one per process however many consumers
 //! poll. On tokio there is none (the timer module is not built there;
-//! tokio's own timers serve): the same test checks that none appears. The process's
-//! threads are counted by name (`/proc/self/task`).
+//! tokio's own timers serve): the same test checks that none appears. The
+//! process's threads are counted by name (`/proc/self/task`).
 //!
 //! One test function: the timer thread is per process, and the test
 //! harness would run other tests beside it.
