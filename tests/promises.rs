@@ -13,6 +13,8 @@
 
 // Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+// See `CPU_ALONE`.
+#![allow(clippy::await_holding_lock)]
 
 mod common;
 
@@ -25,6 +27,27 @@ use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, TopicPartition};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
+
+/// The heartbeat test measures the whole process's CPU: it runs alone
+/// (holding this for writing), every other test of this file holds it for
+/// reading, so that their consumers and mocks are not counted. The guards
+/// are held across `.await`s on purpose (hence the file's
+/// `clippy::await_holding_lock` allowance): each test runs its own
+/// `block_on` on its own thread, and what waits on the lock is another
+/// test, as intended.
+static CPU_ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPU_ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CPU_ALONE
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// How long a wrongly started task gets to open a socket.
 const QUIET: Duration = Duration::from_millis(300);
@@ -73,6 +96,7 @@ async fn consume_all(consumer: &mut Consumer, n: usize) {
 /// Promise 1: `new`, `subscribe`, `assign`, `pause`, `seek` and the getters
 /// open nothing, and neither does dropping a consumer that never polled.
 async fn nothing_before_the_first_poll<C: TestCluster>() {
+    let _others = beside_others();
     let mock: C = topology();
     let name = mock.name();
     let mut grouped = Consumer::new(config(&bootstrap(&mock), Some("g")).build().unwrap()).unwrap();
@@ -112,6 +136,7 @@ async fn nothing_before_the_first_poll<C: TestCluster>() {
 /// known Metadata goes over a leader connection; the census ends at the
 /// coordinator and the two leaders.
 async fn a_group_consumer_routes_every_request<C: TestCluster>() {
+    let _others = beside_others();
     let mock: C = topology();
     let name = mock.name();
     produce_range(&mock.bootstrap(), "t", 2, 0..20, "none");
@@ -189,6 +214,7 @@ async fn a_group_consumer_routes_every_request<C: TestCluster>() {
 /// The same for manual assignment: no coordinator connection at all, the
 /// bootstrap connection retired once a leader connection is ready.
 async fn a_manual_consumer_holds_leader_connections_only<C: TestCluster>() {
+    let _others = beside_others();
     let mock: C = topology();
     let name = mock.name();
     produce_range(&mock.bootstrap(), "t", 2, 0..20, "none");
@@ -220,6 +246,7 @@ async fn a_manual_consumer_holds_leader_connections_only<C: TestCluster>() {
 /// bootstrap broker, and a topic created later adds no socket beyond its
 /// leaders' (the same brokers here).
 async fn a_pattern_consumer_routes_every_request<C: TestCluster>(protocol: GroupProtocol) {
+    let _others = beside_others();
     let mock: C = topology();
     let name = mock.name();
     mock.set_consumer_group_timing(300, 6_000);
@@ -328,6 +355,7 @@ async fn round<C: TestCluster>(mock: &C, close: bool) {
 /// Sockets and descriptors: consumers created, polled, closed and
 /// dropped (and dropped without `close`) many times leave nothing behind.
 async fn consumers_leave_no_socket_or_descriptor_behind<C: TestCluster>() {
+    let _others = beside_others();
     let mock: C = topology();
     let name = mock.name();
     produce_range(&mock.bootstrap(), "t", 2, 0..4, "none");
@@ -359,6 +387,7 @@ async fn consumers_leave_no_socket_or_descriptor_behind<C: TestCluster>() {
 /// for 2 s, it still heartbeats every `heartbeat.interval.ms` (500 ms), on
 /// its timers alone, and spends little CPU doing so.
 async fn heartbeats_go_on_while_the_application_does_not_poll<C: TestCluster>() {
+    let _alone = alone();
     let mock: C = topology();
     let name = mock.name();
     produce_range(&mock.bootstrap(), "t", 2, 0..4, "none");
@@ -391,6 +420,7 @@ async fn heartbeats_go_on_while_the_application_does_not_poll<C: TestCluster>() 
 /// metadata for: its leader is looked up first (Metadata naming it), then
 /// ListOffsets goes to that leader.
 async fn an_offsets_lookup_finds_the_leader_of_a_topic_not_read<C: TestCluster>() {
+    let _others = beside_others();
     let mock: C = topology();
     let name = mock.name();
     mock.create_topic("u", &[3]);
@@ -554,6 +584,7 @@ fn socket_options<C: TestCluster>(mock: &C) -> Vec<(bool, bool)> {
 }
 
 async fn sockets_set_nodelay_and_keepalive<C: TestCluster>() {
+    let _others = beside_others();
     let mock: C = topology();
     let name = mock.name();
     produce_range(&mock.bootstrap(), "t", 2, 0..4, "none");
