@@ -928,6 +928,8 @@ impl ConsumerConfig {
     /// [`Error::Topic`] or [`Error::UnknownPartition`], and
     /// `partitions_for` gives up on it (default 1 s: a new topic reaches
     /// every broker within it on a healthy cluster; librdkafka waits 30 s).
+    /// A partition being fetched whose metadata names no leader is
+    /// reported ([`Error::NoLeader`]) after the same time.
     pub fn topic_metadata_propagation_max(&self) -> Duration {
         self.topic_metadata_propagation_max
     }

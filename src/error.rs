@@ -180,6 +180,22 @@ pub enum Error {
         /// How many partitions the topic has.
         partitions: usize,
     },
+    /// An assigned partition has had no leader for longer than
+    /// `topic.metadata.propagation.max.ms`: the metadata names none (a
+    /// leader election, or every replica down), so nothing is fetched from
+    /// it. The consumer keeps refreshing the metadata (with
+    /// `retry.backoff.ms`) and fetches again from the same position once a
+    /// leader is named; reported again after [`REPORT_AGAIN_AFTER`] while
+    /// it lasts.
+    NoLeader {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The partition's error in the metadata (LEADER_NOT_AVAILABLE
+        /// when the broker gave none with its leader of -1).
+        code: ErrorCode,
+    },
     /// The consumer group refused a request with an error code (or its
     /// answer could not be used). When [`Error::is_fatal`] is true the
     /// member has stopped: it no longer joins the group nor fetches its
@@ -247,7 +263,7 @@ impl Error {
                 .iter()
                 .all(|(_, cause)| matches!(cause, crate::events::ConnectionError::Tls { .. })),
             Error::Topic { code, .. } => code.is_retriable(),
-            Error::UnknownPartition { .. } => true,
+            Error::UnknownPartition { .. } | Error::NoLeader { .. } => true,
             Error::Group { code, stopped, .. } => {
                 !stopped && code.is_some_and(|c| c.is_retriable())
             }
@@ -370,6 +386,14 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "partition {partition} of topic {topic:?} does not exist (the topic has {partitions})"
+            ),
+            Error::NoLeader {
+                topic,
+                partition,
+                code,
+            } => write!(
+                f,
+                "partition {partition} of topic {topic:?} has no leader ({code}); fetching it resumes once the metadata names one"
             ),
             Error::Group {
                 group,

@@ -13,7 +13,7 @@
 mod common;
 
 use common::clusters::{standard, TestCluster};
-use common::peers::config;
+use common::peers::{config, produce_range};
 use common::raw::broker_dropping_joins;
 use lazykafka::events::{ConnectionError, Purpose};
 use lazykafka::protocol::ApiKey;
@@ -186,6 +186,79 @@ async fn unknown_topic_and_partition_assigned<C: TestCluster>() {
     consumer.close().await.unwrap();
 }
 
+async fn partition_without_leader<C: TestCluster>() {
+    let mock: C = standard();
+    mock.prepare_leaderless();
+    // Partition 1 of t is led by broker 3.
+    let mut consumer = Consumer::new(
+        config(&mock.bootstrap(), None)
+            .auto_offset_reset(lazykafka::OffsetReset::Earliest)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.assign([TopicPartition::new("t", 1)]).unwrap();
+    // Fetching from the leader first (nothing to read yet).
+    let start = Instant::now();
+    while !mock.requests().contains(&(3, ApiKey::Fetch.code())) {
+        assert!(
+            start.elapsed() < WAIT,
+            "{}: no Fetch to broker 3",
+            mock.name()
+        );
+        let _ = consumer.poll(Duration::from_millis(100)).await;
+    }
+    mock.remove_leader("t", 1, 3);
+    let start = Instant::now();
+    let mut errors = Vec::new();
+    let reported = loop {
+        assert!(
+            start.elapsed() < WAIT,
+            "{}: no NoLeader within {WAIT:?}: {errors:?}",
+            mock.name()
+        );
+        match consumer.poll(Duration::from_millis(100)).await {
+            Err(e @ Error::NoLeader { .. }) => break e,
+            Err(e) => errors.push(e),
+            Ok(_) => {}
+        }
+    };
+    match &reported {
+        Error::NoLeader {
+            topic,
+            partition: 1,
+            code: ErrorCode::LeaderNotAvailable,
+        } if topic == "t" => {}
+        other => panic!("{}: {other:?}", mock.name()),
+    }
+    assert!(reported.is_retriable() && !reported.is_fatal());
+    // Said once, not on every metadata refresh.
+    let again = errors_within(&mut consumer, Duration::from_secs(2)).await;
+    assert!(
+        !again.iter().any(|e| matches!(e, Error::NoLeader { .. })),
+        "{}: {again:?}",
+        mock.name()
+    );
+    // A leader again: the records written to it meanwhile are fetched.
+    mock.restore_leader("t", 1, 3);
+    // Records 1, 3 and 5 go to partition 1.
+    produce_range(&mock.bootstrap(), "t", 2, 0..6, "none");
+    let start = Instant::now();
+    let mut offsets = Vec::new();
+    while offsets.len() < 3 {
+        assert!(
+            start.elapsed() < WAIT,
+            "{}: records after the leader came back: {offsets:?}",
+            mock.name()
+        );
+        if let Ok(records) = consumer.poll(Duration::from_millis(100)).await {
+            offsets.extend(records.iter().map(|r| (r.partition(), r.offset())));
+        }
+    }
+    assert_eq!(offsets, [(1, 0), (1, 1), (1, 2)], "{}", mock.name());
+    consumer.close().await.unwrap();
+}
+
 async fn join_refused_for_group_authorization<C: TestCluster>() {
     let mock: C = standard();
     mock.push_errors(ApiKey::JoinGroup, ErrorCode::GroupAuthorizationFailed, 1);
@@ -239,6 +312,7 @@ on_both_mocks!(
     join_refused_for_group_authorization,
     unknown_topic_subscribed,
     unknown_topic_and_partition_assigned,
+    partition_without_leader,
     commit_refused_for_group_authorization,
 );
 

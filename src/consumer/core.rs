@@ -127,6 +127,17 @@ struct Missing {
     reported: Option<Instant>,
 }
 
+/// What the metadata lacks for a wanted topic or partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lack {
+    /// The topic (its error code).
+    Topic,
+    /// The partition: the topic has only this many.
+    Partition { partitions: usize },
+    /// The partition's leader.
+    Leader,
+}
+
 impl ConsumerCore {
     pub fn new(
         cluster: Cluster,
@@ -740,8 +751,9 @@ impl ConsumerCore {
     }
 
     /// Notes which wanted topics (and assigned partitions) the metadata
-    /// lacks, and reports those missing for `topic.metadata.propagation.max.ms`
-    /// (at once for an error retrying can't fix, such as an authorization
+    /// lacks, and which assigned partitions it names no leader for, and
+    /// reports those missing for `topic.metadata.propagation.max.ms` (at
+    /// once for an error retrying can't fix, such as an authorization
     /// failure). Nothing is said before metadata arrived at all.
     fn watch_topics(&mut self, now: Instant) {
         if self.cluster.metadata_generation() == 0 {
@@ -780,12 +792,36 @@ impl ConsumerCore {
                 }
             };
             if code != ErrorCode::None {
-                lacking.push((key.clone(), code, info.map_or(0, |t| t.partitions.len())));
+                let lack = match key.1 {
+                    None => Lack::Topic,
+                    Some(_) => Lack::Partition {
+                        partitions: info.map_or(0, |t| t.partitions.len()),
+                    },
+                };
+                lacking.push((key.clone(), code, lack));
             }
+        }
+        // Partitions being fetched (assigned by hand or by the group) of a
+        // known topic whose metadata names no leader: nothing is fetched
+        // from them until it does.
+        for tp in self.fetcher.leader_unknown(metadata) {
+            let Some(p) = metadata
+                .topics
+                .get(&tp.topic)
+                .filter(|t| t.error == ErrorCode::None)
+                .and_then(|t| t.partitions.get(&tp.partition))
+            else {
+                continue;
+            };
+            let code = match p.error {
+                ErrorCode::None => ErrorCode::LeaderNotAvailable,
+                code => code,
+            };
+            lacking.push(((tp.topic, Some(tp.partition)), code, Lack::Leader));
         }
         let lacking_keys: BTreeSet<_> = lacking.iter().map(|(k, _, _)| k.clone()).collect();
         self.missing.retain(|k, _| lacking_keys.contains(k));
-        for (key, code, partitions) in lacking {
+        for (key, code, lack) in lacking {
             let entry = self.missing.entry(key.clone()).or_insert(Missing {
                 since: now,
                 code,
@@ -809,13 +845,19 @@ impl ConsumerCore {
                 continue;
             }
             entry.reported = Some(now);
-            let error = match key {
-                (topic, Some(partition)) => Error::UnknownPartition {
+            let (topic, partition) = key;
+            let error = match (lack, partition) {
+                (Lack::Partition { partitions }, Some(partition)) => Error::UnknownPartition {
                     topic,
                     partition,
                     partitions,
                 },
-                (topic, None) => Error::Topic { topic, code },
+                (Lack::Leader, Some(partition)) => Error::NoLeader {
+                    topic,
+                    partition,
+                    code,
+                },
+                _ => Error::Topic { topic, code },
             };
             self.report(error);
         }

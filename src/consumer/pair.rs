@@ -454,15 +454,23 @@ fn group_config(b: ConsumerConfigBuilder) -> ConsumerConfigBuilder {
         .unwrap()
 }
 
-#[test]
-fn manual_assignment_fetches_every_record_from_the_leaders_only() {
-    // Broker 1 is the only bootstrap address and leads nothing.
+/// 3 brokers (broker 1 the only bootstrap address), topic [`TOPIC`] with
+/// 5 records on partition 0 (led by broker 2) and 3 on partition 1 (broker
+/// 3), both assigned by hand, from the earliest offset; nothing polled yet.
+fn assigned_two_leaders() -> Pair {
     let mut pair = Pair::new(3, 1, |b| b.auto_offset_reset(crate::OffsetReset::Earliest));
     pair.mock.create_topic(TOPIC, 2, Some(&[2, 3])).unwrap();
     pair.produce(TOPIC, 0, 5);
     pair.produce(TOPIC, 1, 3);
     let assigned: BTreeSet<_> = [tp(0), tp(1)].into_iter().collect();
     pair.core.set_mode(pair.now, Mode::Assigned(assigned));
+    pair
+}
+
+#[test]
+fn manual_assignment_fetches_every_record_from_the_leaders_only() {
+    // Broker 1 is the only bootstrap address and leads nothing.
+    let mut pair = assigned_two_leaders();
     assert!(pair.links.is_empty(), "no connection before the first poll");
 
     let records = pair.poll_for(Duration::from_secs(2), Duration::from_millis(100));
@@ -1054,4 +1062,58 @@ fn a_missing_topic_is_reported_when_the_propagation_time_ends() {
         pair.errors,
         pair.served(ApiKey::Metadata)
     );
+}
+
+#[test]
+fn a_partition_without_a_leader_is_reported_and_fetched_again_once_it_has_one() {
+    let mut pair = assigned_two_leaders();
+    assert_eq!(
+        pair.poll_for(Duration::from_secs(2), Duration::from_millis(100))
+            .len(),
+        8
+    );
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+
+    // Partition 0's only replica goes down: the metadata names no leader
+    // for it (LEADER_NOT_AVAILABLE).
+    pair.broker_down(2);
+    let no_leader = |errors: &[Error]| -> usize {
+        errors
+            .iter()
+            .filter(|e| {
+                matches!(e, Error::NoLeader { topic, partition: 0, code: crate::ErrorCode::LeaderNotAvailable } if topic == TOPIC)
+            })
+            .count()
+    };
+    // Not before `topic.metadata.propagation.max.ms` (1 s) has passed...
+    pair.poll_for(Duration::from_millis(900), Duration::from_millis(100));
+    assert_eq!(no_leader(&pair.errors), 0, "{:?}", pair.errors);
+    // ...then once, within seconds, while the refused connection was
+    // reported on its own.
+    pair.poll_for(Duration::from_millis(2100), Duration::from_millis(100));
+    assert_eq!(no_leader(&pair.errors), 1, "{:?}", pair.errors);
+    let reported = pair
+        .errors
+        .iter()
+        .find(|e| matches!(e, Error::NoLeader { .. }))
+        .unwrap();
+    assert!(reported.is_retriable() && !reported.is_fatal());
+    let text = reported.to_string();
+    assert!(
+        text.contains("partition 0")
+            && text.contains(TOPIC)
+            && text.contains("LEADER_NOT_AVAILABLE"),
+        "{text}"
+    );
+    pair.poll_for(Duration::from_secs(10), Duration::from_millis(100));
+    assert_eq!(no_leader(&pair.errors), 1, "{:?}", pair.errors);
+
+    // Back: fetched again from where it stood, and nothing more reported.
+    pair.mock.brokers.get_mut(&2).unwrap().up = true;
+    pair.produce(TOPIC, 0, 2);
+    pair.errors.clear();
+    let more = pair.poll_for(Duration::from_secs(5), Duration::from_millis(100));
+    let offsets: Vec<(i32, i64)> = more.iter().map(|r| (r.partition(), r.offset())).collect();
+    assert_eq!(offsets, [(0, 5), (0, 6)]);
+    assert_eq!(no_leader(&pair.errors), 0, "{:?}", pair.errors);
 }

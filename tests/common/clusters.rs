@@ -61,6 +61,16 @@ pub trait TestCluster {
     fn broker_up(&self, broker: i32);
     /// Moves a partition's leadership.
     fn set_leader(&self, topic: &str, partition: i32, broker: i32);
+    /// Leaves a partition led by `broker` without a leader. librdkafka's
+    /// mock names none (leader -1) while every broker stays up;
+    /// `lazykafka::mock` has no leaderless state of its own, so `broker`
+    /// goes down (its Metadata then answers LEADER_NOT_AVAILABLE).
+    fn remove_leader(&self, topic: &str, partition: i32, broker: i32);
+    /// Readies the cluster for [`TestCluster::remove_leader`]: call it
+    /// before the consumer connects.
+    fn prepare_leaderless(&self) {}
+    /// Gives the partition its leader `broker` back.
+    fn restore_leader(&self, topic: &str, partition: i32, broker: i32);
     /// Answers the next `count` requests of `api` with `code`.
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize);
     /// The heartbeat interval and session timeout of KIP-848 groups.
@@ -143,6 +153,19 @@ impl TestCluster for RawMock {
     fn set_leader(&self, topic: &str, partition: i32, broker: i32) {
         RawMock::set_leader(self, topic, partition, broker)
     }
+    fn prepare_leaderless(&self) {
+        // librdkafka's mock (2.12.1) crashes answering a Fetch v10+ for a
+        // partition without a leader: the NOT_LEADER_OR_FOLLOWER answer
+        // names the current leader (KIP-951) through the missing one's
+        // pointer (rd_kafka_mock_handle_Fetch). Below v10 it adds none.
+        self.set_apiversion(ApiKey::Fetch.code(), 0, 9);
+    }
+    fn remove_leader(&self, topic: &str, partition: i32, _broker: i32) {
+        RawMock::set_leader(self, topic, partition, -1)
+    }
+    fn restore_leader(&self, topic: &str, partition: i32, broker: i32) {
+        RawMock::set_leader(self, topic, partition, broker)
+    }
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize) {
         use rdkafka_sys::rd_kafka_resp_err_t as E;
         let err = match code {
@@ -203,6 +226,12 @@ impl TestCluster for MockCluster {
     }
     fn set_leader(&self, topic: &str, partition: i32, broker: i32) {
         MockCluster::set_leader(self, topic, partition, broker).unwrap()
+    }
+    fn remove_leader(&self, _topic: &str, _partition: i32, broker: i32) {
+        MockCluster::broker_down(self, broker).unwrap()
+    }
+    fn restore_leader(&self, _topic: &str, _partition: i32, broker: i32) {
+        MockCluster::broker_up(self, broker).unwrap()
     }
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize) {
         MockCluster::push_errors(self, api, &vec![code; count])
