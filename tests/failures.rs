@@ -186,10 +186,9 @@ async fn unknown_topic_and_partition_assigned<C: TestCluster>() {
     consumer.close().await.unwrap();
 }
 
-async fn partition_without_leader<C: TestCluster>() {
-    let mock: C = standard();
-    mock.prepare_leaderless();
-    // Partition 1 of t is led by broker 3.
+/// A consumer without a group, assigned partition 1 of t from its
+/// earliest offset.
+fn reader_of_t1<C: TestCluster>(mock: &C) -> Consumer {
     let mut consumer = Consumer::new(
         config(&mock.bootstrap(), None)
             .auto_offset_reset(lazykafka::OffsetReset::Earliest)
@@ -198,6 +197,14 @@ async fn partition_without_leader<C: TestCluster>() {
     )
     .unwrap();
     consumer.assign([TopicPartition::new("t", 1)]).unwrap();
+    consumer
+}
+
+async fn partition_without_leader<C: TestCluster>() {
+    let mock: C = standard();
+    mock.prepare_leaderless();
+    // Partition 1 of t is led by broker 3.
+    let mut consumer = reader_of_t1(&mock);
     // Fetching from the leader first (nothing to read yet).
     let start = Instant::now();
     while !mock.requests().contains(&(3, ApiKey::Fetch.code())) {
@@ -259,6 +266,54 @@ async fn partition_without_leader<C: TestCluster>() {
     consumer.close().await.unwrap();
 }
 
+async fn partition_refused_by_its_leader<C: TestCluster>() {
+    let mock: C = standard();
+    // Records 1, 3 and 5 go to partition 1 of t, led by broker 3.
+    produce_range(&mock.bootstrap(), "t", 2, 0..6, "none");
+    // Its leader refuses the next 8 Fetch requests (a failed log
+    // directory): they span about 4 s of backoff.
+    mock.push_errors(ApiKey::Fetch, ErrorCode::KafkaStorageError, 8);
+    let mut consumer = reader_of_t1(&mock);
+    let start = Instant::now();
+    let mut errors = Vec::new();
+    let mut offsets = Vec::new();
+    while offsets.len() < 3 {
+        assert!(
+            start.elapsed() < WAIT,
+            "{}: records {offsets:?}, errors {errors:?}",
+            mock.name()
+        );
+        match consumer.poll(Duration::from_millis(100)).await {
+            Ok(records) => offsets.extend(records.iter().map(|r| (r.partition(), r.offset()))),
+            Err(e) => errors.push((e, start.elapsed())),
+        }
+    }
+    // Said once, within seconds, naming the broker, partition and code.
+    assert_eq!(errors.len(), 1, "{}: {errors:?}", mock.name());
+    let (e, after) = &errors[0];
+    // librdkafka's mock answers with the pushed error for the whole
+    // response, `lazykafka::mock` for each partition.
+    match e {
+        Error::Fetch(lazykafka::fetch::FetchError::Broker {
+            broker: 3,
+            partition,
+            code: ErrorCode::KafkaStorageError,
+        }) if partition
+            .as_ref()
+            .is_none_or(|tp| *tp == TopicPartition::new("t", 1)) => {}
+        other => panic!("{}: {other:?}", mock.name()),
+    }
+    assert!(e.is_retriable(), "{e}");
+    assert!(
+        *after < Duration::from_secs(5),
+        "{}: after {after:?}",
+        mock.name()
+    );
+    // Then fetched as the refusals ran out, nothing skipped.
+    assert_eq!(offsets, [(1, 0), (1, 1), (1, 2)], "{}", mock.name());
+    consumer.close().await.unwrap();
+}
+
 async fn join_refused_for_group_authorization<C: TestCluster>() {
     let mock: C = standard();
     mock.push_errors(ApiKey::JoinGroup, ErrorCode::GroupAuthorizationFailed, 1);
@@ -313,6 +368,7 @@ on_both_mocks!(
     unknown_topic_subscribed,
     unknown_topic_and_partition_assigned,
     partition_without_leader,
+    partition_refused_by_its_leader,
     commit_refused_for_group_authorization,
 );
 

@@ -79,9 +79,14 @@ pub enum FetchError {
         /// The topic.
         topic: String,
     },
-    /// A broker error this layer does not handle by itself (for a
-    /// partition, or for the whole response when `partition` is `None`).
-    /// The request is retried with backoff.
+    /// A broker answered a Fetch with an error code (for a partition, or
+    /// for the whole response when `partition` is `None`). The request is
+    /// retried with backoff, the metadata refreshed first for an error it
+    /// should cure (NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, ...). Said
+    /// once while the failures last: at the first for an error of no
+    /// known cure, after a second of failures in a row for one a refresh
+    /// should cure (a leader that moved is found within it), and again
+    /// after [`REPORT_AGAIN_AFTER`](crate::error::REPORT_AGAIN_AFTER).
     Broker {
         /// The broker that answered.
         broker: i32,

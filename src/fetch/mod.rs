@@ -86,6 +86,7 @@ pub use offsets::{
 
 use crate::cluster::{
     ExponentialBackoff, Metadata, RequestBody, RequestError, Response, Rng, Target,
+    REPORT_AGAIN_AFTER,
 };
 use crate::protocol::messages::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic, PartitionData,
@@ -649,10 +650,49 @@ fn decode_some(
     Ok(())
 }
 
+/// How long a partition's fetches may keep failing with an error that a
+/// metadata refresh should cure ([`ErrorClass::Leader`]:
+/// NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, ...) before it is
+/// reported: a leader that moved is found within it.
+pub(crate) const LEADER_ERRORS_REPORTED_AFTER: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Retry {
     failures: u32,
     not_before: Option<Instant>,
+    /// When the failures in a row began.
+    since: Option<Instant>,
+    /// When they were last reported to the application.
+    reported: Option<Instant>,
+}
+
+impl Retry {
+    /// Whether a failure of this partition at `now` is to be reported: the
+    /// failures in a row have lasted `grace` (counted from the first; a
+    /// first failure has lasted nothing), and were not reported within
+    /// [`REPORT_AGAIN_AFTER`]. So a lasting failure is said once, not at
+    /// every retry.
+    fn report_due(&self, now: Instant, grace: Duration) -> bool {
+        let since = self.since.unwrap_or(now);
+        now.saturating_duration_since(since) >= grace
+            && self
+                .reported
+                .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER)
+    }
+
+    /// How long the failures in a row have lasted at `now`.
+    fn lasted(&self, now: Instant) -> Duration {
+        self.since
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+    }
+}
+
+/// How long failures of `class` must last before they are reported.
+fn report_grace(class: ErrorClass) -> Duration {
+    match class {
+        ErrorClass::Leader => LEADER_ERRORS_REPORTED_AFTER,
+        ErrorClass::Authorization | ErrorClass::Other => Duration::ZERO,
+    }
 }
 
 #[derive(Debug)]
@@ -917,6 +957,9 @@ pub struct Fetcher {
     in_flight: BTreeMap<FetchToken, InFlight>,
     /// Brokers that asked us to wait (throttle_time_ms, KIP-219).
     throttled: BTreeMap<i32, Instant>,
+    /// When a whole-response error of each broker was last reported; gone
+    /// once the broker answers without one.
+    top_reported: BTreeMap<i32, Instant>,
     errors: Vec<FetchError>,
     /// Fetch sessions (KIP-227), one per connection: by leader
     /// (`Target::Broker`) and by read replica (`Target::Replica`).
@@ -954,6 +997,7 @@ impl Fetcher {
             ready: VecDeque::new(),
             in_flight: BTreeMap::new(),
             throttled: BTreeMap::new(),
+            top_reported: BTreeMap::new(),
             errors: Vec::new(),
             sessions: BTreeMap::new(),
             connections: BTreeMap::new(),
@@ -2006,18 +2050,39 @@ impl Fetcher {
                     return;
                 }
             }
-            log::warn!("Fetch response of broker {broker}: {top}");
             if classify(top) == ErrorClass::Leader {
                 outcome.refresh_metadata = true;
             }
-            self.errors.push(FetchError::Broker {
-                broker,
-                partition: None,
-                code: top,
-            });
+            // Said once while it lasts, as a partition's error is: once
+            // the partitions asked for have failed for its grace, and then
+            // once per `REPORT_AGAIN_AFTER` for this broker.
+            let grace = report_grace(classify(top));
+            let lasted = sent
+                .iter()
+                .filter(|(tp, s)| self.is_current(tp, s))
+                .map(|(tp, _)| self.partitions[tp].retry.lasted(now))
+                .max()
+                .unwrap_or(grace);
+            let due = lasted >= grace
+                && self
+                    .top_reported
+                    .get(&broker)
+                    .is_none_or(|t| now.saturating_duration_since(*t) >= REPORT_AGAIN_AFTER);
+            if due {
+                log::warn!("Fetch response of broker {broker}: {top}; retrying");
+                self.top_reported.insert(broker, now);
+                self.errors.push(FetchError::Broker {
+                    broker,
+                    partition: None,
+                    code: top,
+                });
+            } else {
+                log::debug!("Fetch response of broker {broker}: {top} again");
+            }
             self.back_off_sent(now, &sent);
             return;
         }
+        self.top_reported.remove(&broker);
         let by_id = response.version >= FIRST_TOPIC_ID_VERSION;
         for topic in resp.responses {
             let name = if by_id {
@@ -2215,22 +2280,33 @@ impl Fetcher {
             }
             other => {
                 match classify(other) {
-                    ErrorClass::Leader => {
-                        log::debug!(
-                            "fetch of {tp} from broker {broker}: {other}; refreshing metadata"
-                        );
-                        outcome.refresh_metadata = true;
-                    }
                     ErrorClass::Authorization => {
                         report_authorization(&mut self.errors, &tp.topic);
                     }
-                    ErrorClass::Other => {
-                        log::warn!("fetch of {tp} from broker {broker}: {other}");
-                        self.errors.push(FetchError::Broker {
-                            broker,
-                            partition: Some(tp.clone()),
-                            code: other,
-                        });
+                    class @ (ErrorClass::Leader | ErrorClass::Other) => {
+                        // A leader error is usually a leader that moved,
+                        // cured by the refresh; one the refresh does not
+                        // cure (a failed log directory, a broker the
+                        // metadata keeps naming that refuses the
+                        // partition) is reported once it has lasted, so
+                        // that it is not silent.
+                        let leader = class == ErrorClass::Leader;
+                        outcome.refresh_metadata |= leader;
+                        if st.retry.report_due(now, report_grace(class)) {
+                            log::warn!(
+                                "fetch of {tp} from broker {broker}: {other} (failing for {:?}); {}retrying",
+                                st.retry.lasted(now),
+                                if leader { "refreshing metadata and " } else { "" }
+                            );
+                            st.retry.reported = Some(now);
+                            self.errors.push(FetchError::Broker {
+                                broker,
+                                partition: Some(tp.clone()),
+                                code: other,
+                            });
+                        } else {
+                            log::debug!("fetch of {tp} from broker {broker}: {other}; retrying");
+                        }
                     }
                 }
                 backoff(st, now, &self.config.retry_backoff, &mut self.rng);
@@ -2845,6 +2921,7 @@ fn describe(target: Target) -> String {
 }
 
 fn backoff(st: &mut PartitionState, now: Instant, policy: &ExponentialBackoff, rng: &mut Rng) {
+    st.retry.since.get_or_insert(now);
     st.retry.failures = st.retry.failures.saturating_add(1);
     st.retry.not_before = Some(now + policy.delay(st.retry.failures, rng.unit()));
 }

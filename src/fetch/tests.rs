@@ -1351,6 +1351,62 @@ fn a_corrupt_batch_is_reported_with_its_offset_and_never_skipped() {
 }
 
 #[test]
+fn a_leader_error_that_lasts_a_second_is_reported_once_and_again_a_minute_later() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let start = Instant::now();
+    let storage_error = || vec![("t", vec![error(0, ErrorCode::KafkaStorageError)])];
+    // Failing again as each backoff ends: silent for the first second.
+    let mut now = start;
+    let mut reported_at = None;
+    while reported_at.is_none() {
+        assert!(
+            now < start + Duration::from_secs(3),
+            "not reported within 3 s"
+        );
+        let outcome = fetch_once(&mut f, now, &md, storage_error());
+        assert!(outcome.refresh_metadata);
+        if outcome.errors > 0 {
+            reported_at = Some(now);
+        }
+        now = f.next_deadline().expect("a retry is due");
+    }
+    let reported_at = reported_at.unwrap();
+    assert!(reported_at >= start + LEADER_ERRORS_REPORTED_AFTER);
+    let errors = f.take_errors();
+    assert_eq!(
+        errors,
+        [FetchError::Broker {
+            broker: 1,
+            partition: Some(tp("t", 0)),
+            code: ErrorCode::KafkaStorageError,
+        }]
+    );
+    assert!(errors[0].is_retriable());
+    // Not again while it lasts, until a minute has passed.
+    while now < reported_at + REPORT_AGAIN_AFTER {
+        let outcome = fetch_once(&mut f, now, &md, storage_error());
+        assert_eq!(outcome.errors, 0);
+        now = f.next_deadline().expect("a retry is due");
+    }
+    let outcome = fetch_once(&mut f, now, &md, storage_error());
+    assert_eq!(outcome.errors, 1);
+    f.take_errors();
+    // Records again end it: the next failure starts a new second.
+    now = f.next_deadline().unwrap();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, batch(0, 1))])]);
+    assert_eq!(t0_offsets(&f.take_records(10)), [0]);
+    let outcome = fetch_once(&mut f, now, &md, storage_error());
+    assert_eq!(outcome.errors, 0);
+    now = f.next_deadline().unwrap();
+    let outcome = fetch_once(&mut f, now, &md, storage_error());
+    assert_eq!(
+        outcome.errors, 0,
+        "a new streak is silent for its first second"
+    );
+}
+
+#[test]
 fn leader_errors_ask_for_metadata_and_back_off() {
     let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
@@ -1471,6 +1527,53 @@ fn a_top_level_error_backs_off_every_partition() {
     assert_eq!(outcome.errors, 1);
     assert!(f.poll_requests(now, &md).is_empty());
     assert!(f.next_deadline().is_some());
+}
+
+#[test]
+fn a_top_level_error_is_said_once_while_it_lasts() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let top_error = |f: &mut Fetcher, now: Instant, code: ErrorCode| -> usize {
+        let planned = f.poll_requests(now, &md);
+        let token = fetches(&planned)[0].2;
+        let body = FetchResponse {
+            error_code: code.code(),
+            ..FetchResponse::default()
+        };
+        let response = Response {
+            api: ApiKey::Fetch,
+            version: 12,
+            broker: Some(1),
+            body: encode(&body, 12),
+        };
+        f.handle_response(now, token, &response).errors
+    };
+    // An error of no known cause: said at once, then not at each retry.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let start = Instant::now();
+    assert_eq!(top_error(&mut f, start, ErrorCode::UnknownServerError), 1);
+    let mut now = f.next_deadline().unwrap();
+    while now < start + Duration::from_secs(30) {
+        assert_eq!(top_error(&mut f, now, ErrorCode::UnknownServerError), 0);
+        now = f.next_deadline().unwrap();
+    }
+    // One a metadata refresh should cure: said once it lasted a second.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let mut now = start;
+    let mut said = Vec::new();
+    while now < start + Duration::from_secs(30) {
+        if top_error(&mut f, now, ErrorCode::KafkaStorageError) > 0 {
+            said.push(now);
+        }
+        now = f.next_deadline().unwrap();
+    }
+    assert_eq!(
+        said.len(),
+        1,
+        "{:?}",
+        said.iter().map(|t| *t - start).collect::<Vec<_>>()
+    );
+    assert!(said[0] >= start + LEADER_ERRORS_REPORTED_AFTER);
+    assert!(said[0] < start + 3 * LEADER_ERRORS_REPORTED_AFTER);
 }
 
 #[test]
@@ -2215,7 +2318,16 @@ proptest! {
             let want: Vec<i64> = logs[p].records.iter().copied().filter(|&o| o >= c).collect();
             prop_assert_eq!(&sim.delivered[p], &want, "partition {}", p);
         }
-        prop_assert!(sim.f.take_errors().is_empty());
+        // Only NOT_LEADER_OR_FOLLOWER answers that lasted are said.
+        let errors = sim.f.take_errors();
+        prop_assert!(
+            errors.iter().all(|e| matches!(
+                e,
+                FetchError::Broker { code: ErrorCode::NotLeaderOrFollower, .. }
+            )),
+            "{:?}",
+            errors
+        );
     }
 
     /// Whatever bytes and errors come back, for whichever offsets: the

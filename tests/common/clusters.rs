@@ -173,6 +173,7 @@ impl TestCluster for RawMock {
             ErrorCode::TopicAuthorizationFailed => E::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
             ErrorCode::FencedMemberEpoch => E::RD_KAFKA_RESP_ERR_FENCED_MEMBER_EPOCH,
             ErrorCode::GroupMaxSizeReached => E::RD_KAFKA_RESP_ERR_GROUP_MAX_SIZE_REACHED,
+            ErrorCode::KafkaStorageError => E::RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR,
             other => panic!("no librdkafka name for {other} here yet"),
         };
         self.push_request_errors(api.code(), &vec![err; count]);
