@@ -166,7 +166,7 @@ impl RequestBody for MetadataByTopicId {
 /// Reads a Metadata response into the cache's form.
 pub(crate) fn parse(version: i16, body: Bytes) -> Result<Metadata, DecodeError> {
     let (resp, _) = decode_response_body::<MetadataResponse>(body, version)?;
-    let brokers = resp
+    let brokers: BTreeMap<i32, BrokerAddress> = resp
         .brokers
         .into_iter()
         .map(|b| {
@@ -193,7 +193,16 @@ pub(crate) fn parse(version: i16, body: Bytes) -> Result<Metadata, DecodeError> 
                     (
                         p.partition_index,
                         PartitionInfo {
-                            leader: p.leader_id,
+                            // A leader the response does not list among its
+                            // brokers is none (as the Java client's
+                            // `MetadataResponse` has it): Kafka lists live
+                            // brokers only, so it is down and leadership
+                            // has not moved yet. Dialling it cannot work.
+                            leader: if brokers.contains_key(&p.leader_id) {
+                                p.leader_id
+                            } else {
+                                -1
+                            },
                             leader_epoch: p.leader_epoch,
                             error: ErrorCode::from_code(p.error_code),
                         },
@@ -285,6 +294,49 @@ pub(crate) fn parse_find_coordinator(
 mod tests {
     use super::*;
     use crate::protocol::{Message, Reader};
+
+    /// A partition's leader missing from the response's brokers (down,
+    /// leadership not yet moved) is read as no leader.
+    #[test]
+    fn a_leader_not_among_the_brokers_is_no_leader() {
+        use crate::protocol::messages::metadata::{
+            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        let response = MetadataResponse {
+            brokers: vec![MetadataResponseBroker {
+                node_id: 2,
+                host: "b2".into(),
+                port: 9092,
+                ..Default::default()
+            }],
+            topics: vec![MetadataResponseTopic {
+                name: Some("t".into()),
+                partitions: [(0, 1), (1, 2), (2, -1)]
+                    .into_iter()
+                    .map(|(partition_index, leader_id)| MetadataResponsePartition {
+                        partition_index,
+                        leader_id,
+                        leader_epoch: 5,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        for version in [1, 9, 12] {
+            let mut w = Writer::new();
+            response.encode(&mut w, version).unwrap();
+            let md = parse(version, w.into_inner().freeze()).unwrap();
+            assert_eq!(md.leader("t", 0), None, "v{version}");
+            assert_eq!(md.leader("t", 1), Some(2), "v{version}");
+            assert_eq!(md.leader("t", 2), None, "v{version}");
+            if version >= 7 {
+                assert_eq!(md.topics["t"].partitions[&0].leader_epoch, 5);
+            }
+            assert!(!md.covers(&BTreeSet::from(["t".to_owned()])));
+        }
+    }
 
     /// The group is named in `key` up to v3 and in `coordinator_keys` from
     /// v4 (KIP-699), at every version the client speaks.

@@ -1964,12 +1964,17 @@ impl Cluster {
             },
             Origin::Metadata => match metadata::parse(version, body) {
                 Ok(md) => {
-                    self.metadata_refresh.succeeded();
                     let complete = md.covers(&self.topics);
                     self.update_metadata(now, md, false);
-                    if !complete {
+                    if complete {
+                        self.metadata_refresh.succeeded();
+                    } else {
                         // Some topic is unknown or has a partition without a
-                        // leader yet: ask again after the retry backoff.
+                        // leader yet: ask again after the retry backoff,
+                        // which grows while the answers stay incomplete (to
+                        // `retry.backoff.max.ms`, as KIP-580 has it): a
+                        // partition without a leader for minutes must not
+                        // cost its broker ten Metadata requests a second.
                         self.metadata_wanted = true;
                         self.metadata_refresh.failed(
                             now,

@@ -79,8 +79,9 @@ pub enum FetchError {
         /// The topic.
         topic: String,
     },
-    /// A broker answered a Fetch with an error code (for a partition, or
-    /// for the whole response when `partition` is `None`). The request is
+    /// A broker answered a Fetch, ListOffsets or OffsetForLeaderEpoch
+    /// request with an error code (for a partition, or for a whole Fetch
+    /// response when `partition` is `None`). The request is
     /// retried with backoff, the metadata refreshed first for an error it
     /// should cure (NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, ...). Said
     /// once while the failures last: at the first for an error of no

@@ -2279,36 +2279,15 @@ impl Fetcher {
                 return;
             }
             other => {
-                match classify(other) {
-                    ErrorClass::Authorization => {
-                        report_authorization(&mut self.errors, &tp.topic);
-                    }
-                    class @ (ErrorClass::Leader | ErrorClass::Other) => {
-                        // A leader error is usually a leader that moved,
-                        // cured by the refresh; one the refresh does not
-                        // cure (a failed log directory, a broker the
-                        // metadata keeps naming that refuses the
-                        // partition) is reported once it has lasted, so
-                        // that it is not silent.
-                        let leader = class == ErrorClass::Leader;
-                        outcome.refresh_metadata |= leader;
-                        if st.retry.report_due(now, report_grace(class)) {
-                            log::warn!(
-                                "fetch of {tp} from broker {broker}: {other} (failing for {:?}); {}retrying",
-                                st.retry.lasted(now),
-                                if leader { "refreshing metadata and " } else { "" }
-                            );
-                            st.retry.reported = Some(now);
-                            self.errors.push(FetchError::Broker {
-                                broker,
-                                partition: Some(tp.clone()),
-                                code: other,
-                            });
-                        } else {
-                            log::debug!("fetch of {tp} from broker {broker}: {other}; retrying");
-                        }
-                    }
-                }
+                outcome.refresh_metadata |= partition_error(
+                    &mut self.errors,
+                    &mut st.retry,
+                    now,
+                    ApiKey::Fetch,
+                    broker,
+                    &tp,
+                    other,
+                );
                 backoff(st, now, &self.config.retry_backoff, &mut self.rng);
                 return;
             }
@@ -2505,22 +2484,15 @@ impl Fetcher {
                     st.retry = Retry::default();
                 }
                 Some(Err(code)) => {
-                    match classify(*code) {
-                        ErrorClass::Leader => {
-                            log::debug!("ListOffsets for {tp} from broker {broker}: {code}; refreshing metadata");
-                            outcome.refresh_metadata = true;
-                        }
-                        ErrorClass::Authorization => {
-                            report_authorization(&mut self.errors, &tp.topic);
-                        }
-                        ErrorClass::Other => {
-                            self.errors.push(FetchError::Broker {
-                                broker,
-                                partition: Some(tp.clone()),
-                                code: *code,
-                            });
-                        }
-                    }
+                    outcome.refresh_metadata |= partition_error(
+                        &mut self.errors,
+                        &mut st.retry,
+                        now,
+                        ApiKey::ListOffsets,
+                        broker,
+                        &tp,
+                        *code,
+                    );
                     backoff(st, now, &self.config.retry_backoff, &mut self.rng);
                 }
                 // No offset, or the partition left out of the answer: ask
@@ -2594,24 +2566,16 @@ impl Fetcher {
             };
             let code = ErrorCode::from_code(answer.error_code);
             if code != ErrorCode::None {
-                match classify(code) {
-                    ErrorClass::Leader => {
-                        log::debug!("OffsetForLeaderEpoch for {tp} from broker {broker}: {code}; refreshing metadata");
-                        outcome.refresh_metadata = true;
-                    }
-                    ErrorClass::Authorization => {
-                        report_authorization(&mut self.errors, &tp.topic);
-                    }
-                    ErrorClass::Other => {
-                        log::warn!("OffsetForLeaderEpoch for {tp} from broker {broker}: {code}");
-                        self.errors.push(FetchError::Broker {
-                            broker,
-                            partition: Some(tp.clone()),
-                            code,
-                        });
-                    }
-                }
                 let st = self.partitions.get_mut(&tp).expect("checked");
+                outcome.refresh_metadata |= partition_error(
+                    &mut self.errors,
+                    &mut st.retry,
+                    now,
+                    ApiKey::OffsetForLeaderEpoch,
+                    broker,
+                    &tp,
+                    code,
+                );
                 backoff(st, now, &self.config.retry_backoff, &mut self.rng);
                 continue;
             }
@@ -2928,6 +2892,52 @@ fn backoff(st: &mut PartitionState, now: Instant, policy: &ExponentialBackoff, r
 
 /// Queues a [`FetchError::TopicAuthorization`] unless one for the topic
 /// is still waiting to be taken: one per topic, not one per partition.
+/// What a partition's error code from `broker` in an `api` answer (Fetch,
+/// ListOffsets, OffsetForLeaderEpoch) does besides the retry: an
+/// authorization failure is reported for its topic; any other error is
+/// reported when due ([`Retry::report_due`]: at once for an error of no
+/// known cure, once it has lasted [`LEADER_ERRORS_REPORTED_AFTER`] for one
+/// a metadata refresh should cure, since a leader that moved is found
+/// within it; then only after [`REPORT_AGAIN_AFTER`]). Returns whether the
+/// metadata is to be refreshed.
+fn partition_error(
+    errors: &mut Vec<FetchError>,
+    retry: &mut Retry,
+    now: Instant,
+    api: ApiKey,
+    broker: i32,
+    tp: &TopicPartition,
+    code: ErrorCode,
+) -> bool {
+    let class = classify(code);
+    if class == ErrorClass::Authorization {
+        report_authorization(errors, &tp.topic);
+        return false;
+    }
+    let leader = class == ErrorClass::Leader;
+    let api = api.name();
+    if retry.report_due(now, report_grace(class)) {
+        log::warn!(
+            "{api} of {tp} from broker {broker}: {code} (failing for {:?}); {}retrying",
+            retry.lasted(now),
+            if leader {
+                "refreshing metadata and "
+            } else {
+                ""
+            }
+        );
+        retry.reported = Some(now);
+        errors.push(FetchError::Broker {
+            broker,
+            partition: Some(tp.clone()),
+            code,
+        });
+    } else {
+        log::debug!("{api} of {tp} from broker {broker}: {code}; retrying");
+    }
+    leader
+}
+
 fn report_authorization(errors: &mut Vec<FetchError>, topic: &str) {
     let known = errors
         .iter()

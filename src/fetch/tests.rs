@@ -1855,6 +1855,39 @@ fn seek_to_end_and_beginning_drop_buffered_records() {
 }
 
 #[test]
+fn a_reset_refused_with_a_leader_error_for_a_second_is_reported_once() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = Fetcher::new(config());
+    f.assign([tp("t", 0)]);
+    f.set_committed(&tp("t", 0), None);
+    let start = Instant::now();
+    let mut now = start;
+    let mut said = Vec::new();
+    while now < start + Duration::from_secs(30) {
+        let planned = f.poll_requests(now, &md);
+        assert_eq!(planned.len(), 1, "one ListOffsets");
+        let outcome = f.handle_response(
+            now,
+            planned[0].2,
+            &list_offsets_response(vec![("t", 0, ErrorCode::NotLeaderOrFollower, -1)]),
+        );
+        assert!(outcome.refresh_metadata);
+        said.extend(f.take_errors().into_iter().map(|e| (now - start, e)));
+        now = f.next_deadline().expect("a retry is due");
+    }
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].0 >= LEADER_ERRORS_REPORTED_AFTER, "{said:?}");
+    assert_eq!(
+        said[0].1,
+        FetchError::Broker {
+            broker: 1,
+            partition: Some(tp("t", 0)),
+            code: ErrorCode::NotLeaderOrFollower,
+        }
+    );
+}
+
+#[test]
 fn reset_errors_retry_after_backoff() {
     let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
     let mut f = Fetcher::new(config());
