@@ -183,8 +183,9 @@ pub enum Error {
     /// An assigned partition has had no leader for longer than
     /// `topic.metadata.propagation.max.ms`: the metadata names none (a
     /// leader election, or every replica down), so nothing is fetched from
-    /// it. The consumer keeps refreshing the metadata (with
-    /// `retry.backoff.ms`) and fetches again from the same position once a
+    /// it. The consumer keeps refreshing the metadata (after
+    /// `retry.backoff.ms`, doubling to `retry.backoff.max.ms`) and fetches
+    /// again from the same position once a
     /// leader is named; reported again after [`REPORT_AGAIN_AFTER`] while
     /// it lasts.
     NoLeader {

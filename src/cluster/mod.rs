@@ -489,6 +489,15 @@ impl Refresh {
         *self = Refresh::default();
     }
 
+    /// Brings a backoff grown by failures back to its first step: the
+    /// next attempt waits at most `backoff.base` from `now`.
+    fn hurry(&mut self, now: Instant, backoff: &ExponentialBackoff) {
+        self.failures = 0;
+        if let Some(t) = self.not_before {
+            self.not_before = Some(t.min(now + backoff.base));
+        }
+    }
+
     fn failed(&mut self, now: Instant, backoff: &ExponentialBackoff, rng: &mut Rng) {
         self.in_flight = false;
         self.failures = self.failures.saturating_add(1);
@@ -657,8 +666,13 @@ impl Cluster {
         self.all_topics || !self.topics.is_empty()
     }
 
-    /// Asks for fresh metadata (after a leader error, for instance).
+    /// Asks for fresh metadata (after a leader error, for instance). A
+    /// backoff grown by incomplete answers (an unrelated topic unknown, a
+    /// partition without a leader for a while) comes back to
+    /// `retry.backoff.ms`: a leader that moved is looked up as soon as
+    /// when all was well. (What calls this is itself backed off.)
     pub fn request_metadata_refresh(&mut self, now: Instant) {
+        self.metadata_refresh.hurry(now, &self.config.retry_backoff);
         self.metadata_wanted = true;
         self.drive(now);
     }

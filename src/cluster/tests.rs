@@ -733,6 +733,55 @@ fn metadata_goes_over_the_least_loaded_leader_connection() {
     assert!(!sim.census().iter().any(|(p, _)| *p == Purpose::Bootstrap));
 }
 
+/// While a partition has no leader, Metadata is asked again with a backoff
+/// that grows to `retry.backoff.max.ms`; a leader error elsewhere brings it
+/// back to `retry.backoff.ms`.
+#[test]
+fn incomplete_metadata_backs_off_to_the_max_until_a_leader_error_hurries_it() {
+    let mut sim = Sim::new(config(&["b1:9092"], None));
+    sim.leaders.insert(1, -1);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    let metadata_times = |sim: &mut Sim, span: Duration| -> usize {
+        let before = sim.log.len();
+        step_through_deadlines(sim, span);
+        sim.log[before..]
+            .iter()
+            .filter(|(_, _, api)| *api == ApiKey::Metadata)
+            .count()
+    };
+    // 100 ms doubling to 1 s (±20%): a handful in the first 3 s, then about
+    // one a second.
+    let early = metadata_times(&mut sim, Duration::from_secs(3));
+    assert!(
+        (3..=8).contains(&early),
+        "{early} Metadata in the first 3 s"
+    );
+    let later = metadata_times(&mut sim, Duration::from_secs(10));
+    assert!(
+        (8..=13).contains(&later),
+        "{later} Metadata in the next 10 s"
+    );
+    // A leader error: the next Metadata within 120 ms, not up to 1.2 s.
+    let before = sim.log.len();
+    let start = sim.now;
+    sim.c.request_metadata_refresh(sim.now);
+    sim.pump();
+    while !sim.log[before..]
+        .iter()
+        .any(|(_, _, api)| *api == ApiKey::Metadata)
+    {
+        let next = sim.c.poll_timeout().expect("a retry is due");
+        assert!(
+            next <= start + Duration::from_millis(120),
+            "{:?}",
+            next - start
+        );
+        sim.advance(next - sim.now);
+    }
+}
+
 /// With leader connections ready, Metadata never goes over the
 /// coordinator connection, however idle it is (docs/connections.md rule
 /// 2: the coordinator's connection is a fallback only).

@@ -660,30 +660,61 @@ pub(crate) const LEADER_ERRORS_REPORTED_AFTER: Duration = Duration::from_secs(1)
 struct Retry {
     failures: u32,
     not_before: Option<Instant>,
-    /// When the failures in a row began.
-    since: Option<Instant>,
-    /// When they were last reported to the application.
+    /// The run of failures with one error code this partition is in.
+    streak: Option<Streak>,
+}
+
+/// A run of failures with one error code (of one partition, or of a whole
+/// Fetch response from one broker), and when it was last reported. A
+/// failure with another code, or one after a gap longer than retries
+/// leave, starts a new run: so a run that is reported once it lasted is
+/// one failure after another, not two outages far apart.
+#[derive(Debug, Clone, Copy)]
+struct Streak {
+    code: ErrorCode,
+    since: Instant,
+    last: Instant,
     reported: Option<Instant>,
 }
 
-impl Retry {
-    /// Whether a failure of this partition at `now` is to be reported: the
-    /// failures in a row have lasted `grace` (counted from the first; a
-    /// first failure has lasted nothing), and were not reported within
-    /// [`REPORT_AGAIN_AFTER`]. So a lasting failure is said once, not at
-    /// every retry.
-    fn report_due(&self, now: Instant, grace: Duration) -> bool {
-        let since = self.since.unwrap_or(now);
-        now.saturating_duration_since(since) >= grace
+impl Streak {
+    /// Notes a failure with `code` at `now` in `slot` and returns the run
+    /// it belongs to. `max_gap`: the longest wait between two failures of
+    /// one run (twice the longest retry backoff).
+    fn note(
+        slot: &mut Option<Streak>,
+        code: ErrorCode,
+        now: Instant,
+        max_gap: Duration,
+    ) -> &mut Streak {
+        let goes_on = slot
+            .as_ref()
+            .is_some_and(|s| s.code == code && now.saturating_duration_since(s.last) <= max_gap);
+        if !goes_on {
+            *slot = Some(Streak {
+                code,
+                since: now,
+                last: now,
+                reported: None,
+            });
+        }
+        let streak = slot.as_mut().expect("set above");
+        streak.last = now;
+        streak
+    }
+
+    /// Whether to report it at `now`: it has lasted `grace`, and was not
+    /// reported within [`REPORT_AGAIN_AFTER`]. So a lasting failure is said
+    /// once, not at every retry.
+    fn due(&self, now: Instant, grace: Duration) -> bool {
+        self.lasted(now) >= grace
             && self
                 .reported
                 .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER)
     }
 
-    /// How long the failures in a row have lasted at `now`.
     fn lasted(&self, now: Instant) -> Duration {
-        self.since
-            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+        now.saturating_duration_since(self.since)
     }
 }
 
@@ -957,9 +988,9 @@ pub struct Fetcher {
     in_flight: BTreeMap<FetchToken, InFlight>,
     /// Brokers that asked us to wait (throttle_time_ms, KIP-219).
     throttled: BTreeMap<i32, Instant>,
-    /// When a whole-response error of each broker was last reported; gone
-    /// once the broker answers without one.
-    top_reported: BTreeMap<i32, Instant>,
+    /// Per connection target, the run of whole-response Fetch errors it is
+    /// in; gone once it answers without one.
+    top_errors: BTreeMap<Target, Option<Streak>>,
     errors: Vec<FetchError>,
     /// Fetch sessions (KIP-227), one per connection: by leader
     /// (`Target::Broker`) and by read replica (`Target::Replica`).
@@ -997,7 +1028,7 @@ impl Fetcher {
             ready: VecDeque::new(),
             in_flight: BTreeMap::new(),
             throttled: BTreeMap::new(),
-            top_reported: BTreeMap::new(),
+            top_errors: BTreeMap::new(),
             errors: Vec::new(),
             sessions: BTreeMap::new(),
             connections: BTreeMap::new(),
@@ -2053,36 +2084,33 @@ impl Fetcher {
             if classify(top) == ErrorClass::Leader {
                 outcome.refresh_metadata = true;
             }
-            // Said once while it lasts, as a partition's error is: once
-            // the partitions asked for have failed for its grace, and then
-            // once per `REPORT_AGAIN_AFTER` for this broker.
-            let grace = report_grace(classify(top));
-            let lasted = sent
-                .iter()
-                .filter(|(tp, s)| self.is_current(tp, s))
-                .map(|(tp, _)| self.partitions[tp].retry.lasted(now))
-                .max()
-                .unwrap_or(grace);
-            let due = lasted >= grace
-                && self
-                    .top_reported
-                    .get(&broker)
-                    .is_none_or(|t| now.saturating_duration_since(*t) >= REPORT_AGAIN_AFTER);
-            if due {
-                log::warn!("Fetch response of broker {broker}: {top}; retrying");
-                self.top_reported.insert(broker, now);
+            // Said once while it lasts, as a partition's error is (per
+            // connection target), once it has lasted its grace.
+            let max_gap = self.max_retry_gap();
+            let streak = Streak::note(
+                self.top_errors.entry(target).or_default(),
+                top,
+                now,
+                max_gap,
+            );
+            if streak.due(now, report_grace(classify(top))) {
+                log::warn!(
+                    "Fetch response of broker {broker}: {top} (failing for {:?}); retrying",
+                    streak.lasted(now)
+                );
+                streak.reported = Some(now);
                 self.errors.push(FetchError::Broker {
                     broker,
                     partition: None,
                     code: top,
                 });
             } else {
-                log::debug!("Fetch response of broker {broker}: {top} again");
+                log::debug!("Fetch response of broker {broker}: {top}; retrying");
             }
             self.back_off_sent(now, &sent);
             return;
         }
-        self.top_reported.remove(&broker);
+        self.top_errors.remove(&target);
         let by_id = response.version >= FIRST_TOPIC_ID_VERSION;
         for topic in resp.responses {
             let name = if by_id {
@@ -2112,6 +2140,12 @@ impl Fetcher {
     /// is assigned, nothing moved its position meanwhile, and it was
     /// fetched from its position with no records waiting, or ahead of the
     /// records waiting (see [`PartitionState::fetch_from`]).
+    /// The longest wait between two failures of one run ([`Streak`]):
+    /// twice the longest retry backoff.
+    fn max_retry_gap(&self) -> Duration {
+        self.config.retry_backoff.max.saturating_mul(2)
+    }
+
     fn is_current(&self, tp: &TopicPartition, s: &Sent) -> bool {
         self.partitions.get(tp).is_some_and(|st| {
             st.generation == s.generation
@@ -2157,6 +2191,7 @@ impl Fetcher {
         data: PartitionData,
         outcome: &mut FetchOutcome,
     ) {
+        let max_gap = self.max_retry_gap();
         let broker = broker_of(target);
         let from_replica = matches!(target, Target::Replica(_));
         let code = ErrorCode::from_code(data.error_code);
@@ -2283,6 +2318,7 @@ impl Fetcher {
                     &mut self.errors,
                     &mut st.retry,
                     now,
+                    max_gap,
                     ApiKey::Fetch,
                     broker,
                     &tp,
@@ -2437,6 +2473,7 @@ impl Fetcher {
         response: &Response,
         outcome: &mut FetchOutcome,
     ) {
+        let max_gap = self.max_retry_gap();
         // Which partitions this answer may still move.
         let mut current = BTreeMap::new();
         for (tp, (generation, epoch)) in &sent {
@@ -2488,6 +2525,7 @@ impl Fetcher {
                         &mut self.errors,
                         &mut st.retry,
                         now,
+                        max_gap,
                         ApiKey::ListOffsets,
                         broker,
                         &tp,
@@ -2513,6 +2551,7 @@ impl Fetcher {
         response: &Response,
         outcome: &mut FetchOutcome,
     ) {
+        let max_gap = self.max_retry_gap();
         // Which partitions this answer may still move.
         let mut current = BTreeMap::new();
         for (tp, (generation, epoch)) in &sent {
@@ -2571,6 +2610,7 @@ impl Fetcher {
                     &mut self.errors,
                     &mut st.retry,
                     now,
+                    max_gap,
                     ApiKey::OffsetForLeaderEpoch,
                     broker,
                     &tp,
@@ -2885,25 +2925,24 @@ fn describe(target: Target) -> String {
 }
 
 fn backoff(st: &mut PartitionState, now: Instant, policy: &ExponentialBackoff, rng: &mut Rng) {
-    st.retry.since.get_or_insert(now);
     st.retry.failures = st.retry.failures.saturating_add(1);
     st.retry.not_before = Some(now + policy.delay(st.retry.failures, rng.unit()));
 }
 
-/// Queues a [`FetchError::TopicAuthorization`] unless one for the topic
-/// is still waiting to be taken: one per topic, not one per partition.
 /// What a partition's error code from `broker` in an `api` answer (Fetch,
 /// ListOffsets, OffsetForLeaderEpoch) does besides the retry: an
 /// authorization failure is reported for its topic; any other error is
-/// reported when due ([`Retry::report_due`]: at once for an error of no
-/// known cure, once it has lasted [`LEADER_ERRORS_REPORTED_AFTER`] for one
-/// a metadata refresh should cure, since a leader that moved is found
+/// reported when its run is due ([`Streak::due`]: at once for an error of
+/// no known cure, once it has lasted [`LEADER_ERRORS_REPORTED_AFTER`] for
+/// one a metadata refresh should cure, since a leader that moved is found
 /// within it; then only after [`REPORT_AGAIN_AFTER`]). Returns whether the
 /// metadata is to be refreshed.
+#[allow(clippy::too_many_arguments)]
 fn partition_error(
     errors: &mut Vec<FetchError>,
     retry: &mut Retry,
     now: Instant,
+    max_gap: Duration,
     api: ApiKey,
     broker: i32,
     tp: &TopicPartition,
@@ -2916,17 +2955,18 @@ fn partition_error(
     }
     let leader = class == ErrorClass::Leader;
     let api = api.name();
-    if retry.report_due(now, report_grace(class)) {
+    let streak = Streak::note(&mut retry.streak, code, now, max_gap);
+    if streak.due(now, report_grace(class)) {
         log::warn!(
             "{api} of {tp} from broker {broker}: {code} (failing for {:?}); {}retrying",
-            retry.lasted(now),
+            streak.lasted(now),
             if leader {
                 "refreshing metadata and "
             } else {
                 ""
             }
         );
-        retry.reported = Some(now);
+        streak.reported = Some(now);
         errors.push(FetchError::Broker {
             broker,
             partition: Some(tp.clone()),
@@ -2938,6 +2978,8 @@ fn partition_error(
     leader
 }
 
+/// Queues a [`FetchError::TopicAuthorization`] unless one for the topic
+/// is still waiting to be taken: one per topic, not one per partition.
 fn report_authorization(errors: &mut Vec<FetchError>, topic: &str) {
     let known = errors
         .iter()

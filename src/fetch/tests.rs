@@ -1407,6 +1407,40 @@ fn a_leader_error_that_lasts_a_second_is_reported_once_and_again_a_minute_later(
 }
 
 #[test]
+fn a_run_of_failures_ends_with_another_code_or_a_long_gap() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let start = Instant::now();
+    let answer = |f: &mut Fetcher, now: Instant, code: ErrorCode| -> usize {
+        fetch_once(f, now, &md, vec![("t", vec![error(0, code)])]).errors
+    };
+    // Errors of no known cure: each new code is said at once.
+    assert_eq!(answer(&mut f, start, ErrorCode::UnknownServerError), 1);
+    let now = f.next_deadline().unwrap();
+    assert_eq!(answer(&mut f, now, ErrorCode::UnknownServerError), 0);
+    let now = f.next_deadline().unwrap();
+    assert_eq!(answer(&mut f, now, ErrorCode::CorruptMessage), 1);
+    // A leader error: a run of its own, silent for its first second...
+    let mut now = f.next_deadline().unwrap();
+    let began = now;
+    while now < began + LEADER_ERRORS_REPORTED_AFTER {
+        assert_eq!(answer(&mut f, now, ErrorCode::NotLeaderOrFollower), 0);
+        now = f.next_deadline().unwrap();
+    }
+    // ...but not when the same error comes back after minutes without a
+    // leader (no request meanwhile): that is a new run.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    assert_eq!(answer(&mut f, start, ErrorCode::NotLeaderOrFollower), 0);
+    let leaderless = metadata(&[("t", 0, -1)]);
+    let mut now = f.next_deadline().unwrap();
+    while now < start + Duration::from_secs(300) {
+        assert!(f.poll_requests(now, &leaderless).is_empty());
+        now += Duration::from_secs(10);
+    }
+    assert_eq!(answer(&mut f, now, ErrorCode::NotLeaderOrFollower), 0);
+}
+
+#[test]
 fn leader_errors_ask_for_metadata_and_back_off() {
     let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
