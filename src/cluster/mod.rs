@@ -529,6 +529,9 @@ pub struct Cluster {
     metadata_refresh: Refresh,
     metadata_wanted: bool,
     topics: BTreeSet<String>,
+    /// Partitions being fetched ([`Cluster::set_partitions_wanted`]): an
+    /// answer that names no leader for one of them is incomplete.
+    partitions_wanted: BTreeSet<(String, i32)>,
     /// Metadata asks for every topic (a classic pattern subscription).
     all_topics: bool,
     /// Topic ids whose names are wanted (a KIP-848 assignment).
@@ -583,6 +586,7 @@ impl Cluster {
             metadata_refresh: Refresh::default(),
             metadata_wanted: false,
             topics: BTreeSet::new(),
+            partitions_wanted: BTreeSet::new(),
             all_topics: false,
             topic_ids: BTreeSet::new(),
             by_id_refresh: Refresh::default(),
@@ -618,6 +622,28 @@ impl Cluster {
                 self.metadata_wanted = true;
             }
         }
+    }
+
+    /// The partitions being fetched (their topics among those of
+    /// [`Cluster::set_topics`]): while the metadata names no leader for one
+    /// of them (a partition it does not list, such as one the group
+    /// assigned after the topic grew, or a leaderless one), Metadata is
+    /// asked again with the retry backoff, as for a missing topic, not only
+    /// after `metadata.max.age.ms`. Connects nothing.
+    pub fn set_partitions_wanted(&mut self, partitions: BTreeSet<(String, i32)>) {
+        if partitions != self.partitions_wanted {
+            self.partitions_wanted = partitions;
+            if !self.leaders_known(&self.metadata) {
+                self.metadata_wanted = true;
+            }
+        }
+    }
+
+    /// Whether `md` names a leader for every partition wanted.
+    fn leaders_known(&self, md: &Metadata) -> bool {
+        self.partitions_wanted
+            .iter()
+            .all(|(t, p)| md.leader(t, *p).is_some())
     }
 
     /// Makes Metadata requests ask for every topic (`true`: a classic
@@ -1978,7 +2004,7 @@ impl Cluster {
             },
             Origin::Metadata => match metadata::parse(version, body) {
                 Ok(md) => {
-                    let complete = md.covers(&self.topics);
+                    let complete = md.covers(&self.topics) && self.leaders_known(&md);
                     self.update_metadata(now, md, false);
                     if complete {
                         self.metadata_refresh.succeeded();

@@ -805,19 +805,33 @@ impl ConsumerCore {
         // known topic whose metadata names no leader: nothing is fetched
         // from them until it does.
         for tp in self.fetcher.leader_unknown(metadata) {
-            let Some(p) = metadata
+            let Some(t) = metadata
                 .topics
                 .get(&tp.topic)
-                .filter(|t| t.error == ErrorCode::None)
-                .and_then(|t| t.partitions.get(&tp.partition))
+                .filter(|t| t.error == ErrorCode::None && !t.partitions.is_empty())
             else {
+                continue;
+            };
+            let key = (tp.topic.clone(), Some(tp.partition));
+            let Some(p) = t.partitions.get(&tp.partition) else {
+                // Assigned by the group but not in the metadata (assigned
+                // by hand, it is among `wanted` above).
+                if !wanted.contains(&key) {
+                    lacking.push((
+                        key,
+                        ErrorCode::UnknownTopicOrPartition,
+                        Lack::Partition {
+                            partitions: t.partitions.len(),
+                        },
+                    ));
+                }
                 continue;
             };
             let code = match p.error {
                 ErrorCode::None => ErrorCode::LeaderNotAvailable,
                 code => code,
             };
-            lacking.push(((tp.topic, Some(tp.partition)), code, Lack::Leader));
+            lacking.push((key, code, Lack::Leader));
         }
         let lacking_keys: BTreeSet<_> = lacking.iter().map(|(k, _, _)| k.clone()).collect();
         self.missing.retain(|k, _| lacking_keys.contains(k));
@@ -919,6 +933,13 @@ impl ConsumerCore {
         }
         topics.extend(self.query_topics.iter().cloned());
         self.cluster.set_topics(topics);
+        self.cluster.set_partitions_wanted(
+            self.fetcher
+                .assignment()
+                .into_iter()
+                .map(|tp| (tp.topic, tp.partition))
+                .collect(),
+        );
     }
 
     fn route_responses(&mut self, now: Instant) {

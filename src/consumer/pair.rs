@@ -787,17 +787,26 @@ fn a_lost_coordinator_is_found_again() {
     assert!(!pair.connected_brokers().contains(&2));
 }
 
-#[test]
-fn a_consumer_group_member_kip_848_gets_its_partitions_and_commits() {
+/// 3 brokers, topic [`TOPIC`] with `partitions` partitions, a KIP-848
+/// group (coordinated by broker 3, heartbeats every `heartbeat`) that the
+/// pair's member is to join from the earliest offsets, without
+/// auto-commit; nothing subscribed yet.
+fn kip848_pair(partitions: i32, heartbeat: Duration) -> Pair {
     let mut pair = Pair::new(3, 1, |b| {
         b.group_id(GROUP)
             .group_protocol(GroupProtocol::Consumer)
             .enable_auto_commit(false)
             .auto_offset_reset(crate::OffsetReset::Earliest)
     });
-    pair.mock.consumer_groups.heartbeat_interval = Duration::from_secs(2);
-    pair.mock.create_topic(TOPIC, 3, None).unwrap();
+    pair.mock.consumer_groups.heartbeat_interval = heartbeat;
+    pair.mock.create_topic(TOPIC, partitions, None).unwrap();
     pair.mock.coordinators.insert(GROUP.into(), 3);
+    pair
+}
+
+#[test]
+fn a_consumer_group_member_kip_848_gets_its_partitions_and_commits() {
+    let mut pair = kip848_pair(3, Duration::from_secs(2));
     for p in 0..3 {
         pair.produce(TOPIC, p, 4);
     }
@@ -1116,4 +1125,31 @@ fn a_partition_without_a_leader_is_reported_and_fetched_again_once_it_has_one() 
     let offsets: Vec<(i32, i64)> = more.iter().map(|r| (r.partition(), r.offset())).collect();
     assert_eq!(offsets, [(0, 5), (0, 6)]);
     assert_eq!(no_leader(&pair.errors), 0, "{:?}", pair.errors);
+}
+
+#[test]
+fn a_partition_the_group_assigns_before_the_metadata_lists_it_is_fetched_within_seconds() {
+    let mut pair = kip848_pair(2, Duration::from_secs(1));
+    pair.subscribe(TOPIC);
+    pair.poll_for(Duration::from_secs(5), Duration::from_millis(100));
+    assert_eq!(pair.assignment(), [tp(0), tp(1)].into_iter().collect());
+
+    // The topic grows: the coordinator assigns the new partition at the
+    // next heartbeat, before the consumer's metadata (refreshed every
+    // `metadata.max.age.ms`, 5 min) lists it.
+    pair.mock
+        .topics
+        .get_mut(TOPIC)
+        .unwrap()
+        .partitions
+        .push(crate::mock::state::Partition::new(2));
+    pair.produce(TOPIC, 2, 3);
+    let records = pair.poll_for(Duration::from_secs(5), Duration::from_millis(100));
+    assert_eq!(pair.assignment(), (0..3).map(tp).collect());
+    let offsets: Vec<(i32, i64)> = records
+        .iter()
+        .map(|r| (r.partition(), r.offset()))
+        .collect();
+    assert_eq!(offsets, [(2, 0), (2, 1), (2, 2)]);
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
 }
