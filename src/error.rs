@@ -185,9 +185,8 @@ pub enum Error {
     /// leader election, or every replica down), so nothing is fetched from
     /// it. The consumer keeps refreshing the metadata (after
     /// `retry.backoff.ms`, doubling to `retry.backoff.max.ms`) and fetches
-    /// again from the same position once a
-    /// leader is named; reported again after [`REPORT_AGAIN_AFTER`] while
-    /// it lasts.
+    /// again from the same position once a leader is named; reported again
+    /// after [`REPORT_AGAIN_AFTER`] while it lasts.
     NoLeader {
         /// The topic.
         topic: String,

@@ -49,6 +49,30 @@ async fn errors_within(consumer: &mut Consumer, span: Duration) -> Vec<Error> {
     out
 }
 
+/// Polls until `n` records came, within [`WAIT`]; returns each record's
+/// partition and offset, and the errors `poll` returned meanwhile with
+/// when (from the start).
+async fn records_and_errors(
+    consumer: &mut Consumer,
+    n: usize,
+    peer: &str,
+) -> (Vec<(i32, i64)>, Vec<(Error, Duration)>) {
+    let start = Instant::now();
+    let mut offsets = Vec::new();
+    let mut errors = Vec::new();
+    while offsets.len() < n {
+        assert!(
+            start.elapsed() < WAIT,
+            "{peer}: records {offsets:?}, errors {errors:?}"
+        );
+        match consumer.poll(Duration::from_millis(100)).await {
+            Ok(records) => offsets.extend(records.iter().map(|r| (r.partition(), r.offset()))),
+            Err(e) => errors.push((e, start.elapsed())),
+        }
+    }
+    (offsets, errors)
+}
+
 /// A loopback port nothing listens on.
 fn closed_port() -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -250,18 +274,7 @@ async fn partition_without_leader<C: TestCluster>() {
     mock.restore_leader("t", 1, 3);
     // Records 1, 3 and 5 go to partition 1.
     produce_range(&mock.bootstrap(), "t", 2, 0..6, "none");
-    let start = Instant::now();
-    let mut offsets = Vec::new();
-    while offsets.len() < 3 {
-        assert!(
-            start.elapsed() < WAIT,
-            "{}: records after the leader came back: {offsets:?}",
-            mock.name()
-        );
-        if let Ok(records) = consumer.poll(Duration::from_millis(100)).await {
-            offsets.extend(records.iter().map(|r| (r.partition(), r.offset())));
-        }
-    }
+    let (offsets, _) = records_and_errors(&mut consumer, 3, mock.name()).await;
     assert_eq!(offsets, [(1, 0), (1, 1), (1, 2)], "{}", mock.name());
     consumer.close().await.unwrap();
 }
@@ -274,20 +287,7 @@ async fn partition_refused_by_its_leader<C: TestCluster>() {
     // directory): they span about 4 s of backoff.
     mock.push_errors(ApiKey::Fetch, ErrorCode::KafkaStorageError, 8);
     let mut consumer = reader_of_t1(&mock);
-    let start = Instant::now();
-    let mut errors = Vec::new();
-    let mut offsets = Vec::new();
-    while offsets.len() < 3 {
-        assert!(
-            start.elapsed() < WAIT,
-            "{}: records {offsets:?}, errors {errors:?}",
-            mock.name()
-        );
-        match consumer.poll(Duration::from_millis(100)).await {
-            Ok(records) => offsets.extend(records.iter().map(|r| (r.partition(), r.offset()))),
-            Err(e) => errors.push((e, start.elapsed())),
-        }
-    }
+    let (offsets, errors) = records_and_errors(&mut consumer, 3, mock.name()).await;
     // Said once, within seconds, naming the broker, partition and code.
     assert_eq!(errors.len(), 1, "{}: {errors:?}", mock.name());
     let (e, after) = &errors[0];

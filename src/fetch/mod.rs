@@ -2136,16 +2136,16 @@ impl Fetcher {
         // Partitions the response left out are simply fetchable again.
     }
 
-    /// Whether an answer for `tp` sent as `s` still applies: the partition
-    /// is assigned, nothing moved its position meanwhile, and it was
-    /// fetched from its position with no records waiting, or ahead of the
-    /// records waiting (see [`PartitionState::fetch_from`]).
     /// The longest wait between two failures of one run ([`Streak`]):
     /// twice the longest retry backoff.
     fn max_retry_gap(&self) -> Duration {
         self.config.retry_backoff.max.saturating_mul(2)
     }
 
+    /// Whether an answer for `tp` sent as `s` still applies: the partition
+    /// is assigned, nothing moved its position meanwhile, and it was
+    /// fetched from its position with no records waiting, or ahead of the
+    /// records waiting (see [`PartitionState::fetch_from`]).
     fn is_current(&self, tp: &TopicPartition, s: &Sent) -> bool {
         self.partitions.get(tp).is_some_and(|st| {
             st.generation == s.generation
