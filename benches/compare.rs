@@ -75,7 +75,15 @@
 //! `LAZYKAFKA_BENCH_IDLE_MS` (default 1000) sets how long the children
 //! poll with nothing to read for the idle figure; the JSON also has that
 //! figure per thread name (`idle_threads_ms_per_s`, each thread's run time
-//! from `/proc/self/task/*/schedstat`, the census thread left out).
+//! from `/proc/self/task/*/schedstat`, the census thread left out) and
+//! how often each thread ran in it (`idle_thread_runs_per_s`, the third
+//! field of the same file). Every child also reports its minor page faults
+//! (`minor_faults`, `getrusage`).
+//!
+//! `LAZYKAFKA_BENCH_WRAP` runs every timed child under a command, for
+//! looking only (`strace -f -c -o /tmp/sc-{}`, `perf record -F 20000 -g
+//! -o /tmp/p-{} --`): the words are split at spaces and `{}` becomes the
+//! case, the client and a run number.
 //!
 //! lazykafka runs on async-std by default; built with
 //! `--no-default-features --features runtime-tokio,gzip,snappy,lz4,zstd,mock`
@@ -156,6 +164,13 @@ fn cpu_time(who: libc::c_int) -> Duration {
     unsafe { libc::getrusage(who, &mut ru) };
     let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     Duration::from_micros(us(ru.ru_utime) + us(ru.ru_stime))
+}
+
+/// Minor page faults of this process so far (`getrusage`).
+fn minor_faults() -> u64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_minflt as u64
 }
 
 /// A field of `/proc/self/status` (such as `VmHWM`, in kB, or `Threads`).
@@ -361,6 +376,15 @@ mod parent {
                 .arg(data)
                 .arg("--")
                 .arg(exe);
+            c
+        } else if let Ok(wrap) = std::env::var("LAZYKAFKA_BENCH_WRAP") {
+            // Every timed child under a command of the user's (see the
+            // crate documentation).
+            let n = PROFILES.fetch_add(1, Ordering::Relaxed);
+            let wrap = wrap.replace("{}", &format!("{}-{}-{}", job.topic, job.client, n));
+            let mut words = wrap.split_whitespace();
+            let mut c = Command::new(words.next().expect("a command"));
+            c.args(words).arg(exe);
             c
         } else {
             Command::new(exe)
@@ -1830,6 +1854,10 @@ mod child {
         /// each thread's own run time (`/proc/self/task/*/schedstat`),
         /// the census thread left out.
         idle_threads: BTreeMap<String, f64>,
+        /// How many times per second each thread (by name) was put on a
+        /// CPU in that window (the third field of `schedstat`): its
+        /// wake-ups, about.
+        idle_thread_runs: BTreeMap<String, f64>,
     }
 
     impl Tally {
@@ -1870,7 +1898,7 @@ mod child {
 
     /// Each thread's run time so far, by thread id and name, from
     /// `/proc/self/task/*/schedstat` (nanoseconds on a CPU).
-    fn thread_run_times() -> BTreeMap<(u32, String), u64> {
+    fn thread_run_times() -> BTreeMap<(u32, String), (u64, u64)> {
         let mut out = BTreeMap::new();
         let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
             return out;
@@ -1880,12 +1908,14 @@ mod child {
                 continue;
             };
             let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-            let ns = std::fs::read_to_string(task.path().join("schedstat"))
-                .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse().ok());
-            if let Some(ns) = ns {
-                out.insert((tid, name.trim_end().to_owned()), ns);
-            }
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
+            let (Some(Some(ns)), Some(_), Some(Some(slices))) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            out.insert((tid, name.trim_end().to_owned()), (ns, slices));
         }
         out
     }
@@ -1905,9 +1935,15 @@ mod child {
             if name == CENSUS_THREAD {
                 continue;
             }
-            let before = threads0.get(&(tid, name.clone())).copied().unwrap_or(0);
-            *tally.idle_threads.entry(name).or_default() +=
+            let (ns, slices) = ns;
+            let (before, slices_before) = threads0
+                .get(&(tid, name.clone()))
+                .copied()
+                .unwrap_or((0, 0));
+            *tally.idle_threads.entry(name.clone()).or_default() +=
                 ns.saturating_sub(before) as f64 / 1e6 / wall;
+            *tally.idle_thread_runs.entry(name).or_default() +=
+                slices.saturating_sub(slices_before) as f64 / wall;
         }
     }
 
@@ -1991,9 +2027,11 @@ mod child {
             "cpu_us_per_record": cpu.as_secs_f64() * 1e6 / tally.records.max(1) as f64,
             "vmhwm_mb": status_field("VmHWM") as f64 / 1024.0,
             "vmhwm_kb": status_field("VmHWM"),
+            "minor_faults": minor_faults(),
             "threads": tally.threads,
             "idle_cpu_ms_per_s": tally.idle_cpu_per_s.map(|c| c * 1e3),
             "idle_threads_ms_per_s": tally.idle_threads,
+            "idle_thread_runs_per_s": tally.idle_thread_runs,
             "seen": seen.len(),
             "held": held,
         });

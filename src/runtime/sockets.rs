@@ -354,7 +354,8 @@ enum ReadEnd {
 }
 
 /// Reads one frame: the 4-byte size prefix, then the body into a buffer
-/// from `frames` of at least that size.
+/// from `frames` (a large body lands on a page boundary:
+/// [`super::frame_pool::BODY_ALIGN`]).
 async fn read_frame(
     stream: &mut (dyn AsyncRead + Send + Unpin),
     max_frame_size: usize,
@@ -365,10 +366,9 @@ async fn read_frame(
     let Ok(size) = frame_size(prefix, max_frame_size) else {
         return Err(ReadEnd::Refused(Bytes::copy_from_slice(&prefix)));
     };
-    let mut buf = frames.take(4 + size);
-    buf[..4].copy_from_slice(&prefix);
-    read_full(stream, &mut buf[4..4 + size]).await?;
-    Ok(frames.frame(buf, 4 + size))
+    let mut buf = frames.frame_buf(prefix, size);
+    read_full(stream, buf.body()).await?;
+    Ok(frames.finish(buf))
 }
 
 async fn read_full(
