@@ -11,7 +11,10 @@
 //! idle cost more on async-std"). Here a timer that is armed costs a lock
 //! and, when it is the new earliest deadline, a condition-variable notify;
 //! one that fires costs the thread's wake-up and the task's wake. No
-//! reactor is involved, so the driver thread stays asleep.
+//! reactor is involved, so the driver thread stays asleep. On Linux the
+//! thread sleeps in a read of a timerfd instead, which the thread that
+//! arms an earlier timer sets itself: the timer thread then wakes only to
+//! fire timers (see [`Bell`]).
 //!
 //! The thread (`lazykafka-timer`) starts with the first timer made, that
 //! is inside the first `poll`, never in `Consumer::new`. If it cannot be
@@ -37,13 +40,82 @@ struct Armed {
     /// Whether the thread is waiting, for the earliest deadline or for a
     /// notify if there is none (a notify is needed to move it).
     waiting: bool,
+    /// When the thread's timerfd rings, if it is set ([`Bell::Fd`]).
+    rings_at: Option<Instant>,
+    /// How many times the thread has come back from waiting.
+    wakeups: u64,
+}
+
+/// What the thread sleeps on until the earliest deadline.
+#[derive(Debug)]
+enum Bell {
+    /// A timerfd (Linux), read by the thread: a timer armed earlier than
+    /// the one it rings for sets it anew from the arming thread, and the
+    /// sleeping thread wakes only when it rings. A `poll(100 ms)` loop
+    /// thus costs the thread one wake-up per call, not two (one to take
+    /// the new deadline, one to fire it).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    Fd(std::os::fd::OwnedFd),
+    /// A condition variable, notified when a timer is armed earlier than
+    /// the deadline the thread waits for.
+    Condvar(Condvar),
 }
 
 /// The process's timer thread: see the [module documentation](self).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct TimerThread {
     armed: Mutex<Armed>,
-    changed: Condvar,
+    bell: Bell,
+}
+
+impl Default for TimerThread {
+    fn default() -> Self {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+            // `Instant` is CLOCK_MONOTONIC on Linux.
+            if let Ok(fd) = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::CLOEXEC) {
+                return TimerThread {
+                    armed: Mutex::default(),
+                    bell: Bell::Fd(fd),
+                };
+            }
+        }
+        TimerThread {
+            armed: Mutex::default(),
+            bell: Bell::Condvar(Condvar::new()),
+        }
+    }
+}
+
+/// Sets `fd` to ring at `at` (as soon as possible if that has passed),
+/// or clears it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn set_fd(fd: &std::os::fd::OwnedFd, at: Option<Instant>) {
+    use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags, Timespec};
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let value = match at {
+        // A zero value would clear it: 1 ns at least. A deadline past
+        // the range of a timespec is put a day ahead; the thread looks
+        // again then.
+        Some(at) => Timespec::try_from(
+            at.saturating_duration_since(Instant::now())
+                .clamp(Duration::from_nanos(1), Duration::from_secs(86_400)),
+        )
+        .unwrap_or(zero),
+        None => zero,
+    };
+    let spec = Itimerspec {
+        it_interval: zero,
+        it_value: value,
+    };
+    // Fails only for an invalid descriptor or value, neither of which
+    // can be made here.
+    let set = timerfd_settime(fd, TimerfdTimerFlags::empty(), &spec);
+    debug_assert!(set.is_ok(), "timerfd_settime: {set:?}");
 }
 
 impl TimerThread {
@@ -78,10 +150,23 @@ impl TimerThread {
         // The thread must look again only if it would sleep past this
         // one: when it is the new earliest.
         let earliest = armed.timers.first_key_value().map(|(k, _)| *k) == Some(key);
-        if armed.waiting && earliest {
-            armed.waiting = false;
-            drop(armed);
-            self.changed.notify_one();
+        match &self.bell {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            Bell::Fd(fd) => {
+                // A bell that has rung (its time is past) is left alone:
+                // the thread is about to look at every timer anyway.
+                if earliest && armed.rings_at.is_none_or(|at| deadline < at) {
+                    set_fd(fd, Some(deadline));
+                    armed.rings_at = Some(deadline);
+                }
+            }
+            Bell::Condvar(changed) => {
+                if armed.waiting && earliest {
+                    armed.waiting = false;
+                    drop(armed);
+                    changed.notify_one();
+                }
+            }
         }
         key
     }
@@ -102,7 +187,8 @@ impl TimerThread {
         true
     }
 
-    /// Disarms a timer (a no-op if it fired).
+    /// Disarms a timer (a no-op if it fired). The thread may still wake
+    /// at its deadline, once, and finds nothing to do then.
     fn disarm(&self, key: (Instant, u64)) {
         let removed = {
             let mut armed = self.lock();
@@ -143,17 +229,31 @@ impl TimerThread {
             }
             let next = armed.timers.first_key_value().map(|(key, _)| key.0);
             armed.waiting = true;
-            armed = match next {
-                Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    self.changed
-                        .wait_timeout(armed, left)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
+            armed = match &self.bell {
+                #[cfg(any(target_os = "linux", target_os = "android"))]
+                Bell::Fd(fd) => {
+                    set_fd(fd, next);
+                    armed.rings_at = next;
+                    drop(armed);
+                    // Returns when the timerfd rings (8 bytes: how many
+                    // times), or early on a signal; either way the
+                    // timers are looked at again.
+                    let _ = rustix::io::read(fd, &mut [0u8; 8]);
+                    self.lock()
                 }
-                None => self.changed.wait(armed).unwrap_or_else(|e| e.into_inner()),
+                Bell::Condvar(changed) => match next {
+                    Some(at) => {
+                        let left = at.saturating_duration_since(Instant::now());
+                        changed
+                            .wait_timeout(armed, left)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0
+                    }
+                    None => changed.wait(armed).unwrap_or_else(|e| e.into_inner()),
+                },
             };
             armed.waiting = false;
+            armed.wakeups += 1;
         }
     }
 }
@@ -301,6 +401,30 @@ mod tests {
         wait_for("the short timer", || wakes(&early) == 1);
         assert_eq!(wakes(&late), 0);
         assert!(poll_once(&mut long, &late).is_pending());
+    }
+
+    /// On Linux the thread sleeps on a timerfd: a sooner timer armed
+    /// while it waits for a later one does not wake it; it wakes once,
+    /// for the sooner one's deadline.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn an_earlier_timer_does_not_wake_the_thread_before_its_deadline() {
+        let timers = own_thread();
+        assert!(matches!(timers.bell, Bell::Fd(_)));
+        let late = Arc::new(Count::default());
+        let early = Arc::new(Count::default());
+        let mut long = sleep_for(timers, 60_000);
+        assert!(poll_once(&mut long, &late).is_pending());
+        wait_for("the thread to wait", || timers.lock().waiting);
+        let before = timers.lock().wakeups;
+        let mut short = sleep_for(timers, 50);
+        let short_due = short.deadline;
+        assert!(poll_once(&mut short, &early).is_pending());
+        wait_for("the short timer", || wakes(&early) == 1);
+        assert!(Instant::now() >= short_due);
+        wait_for("the thread to wait again", || timers.lock().waiting);
+        assert_eq!(timers.lock().wakeups, before + 1, "woken only to fire");
+        assert_eq!(wakes(&late), 0);
     }
 
     #[test]
