@@ -11,15 +11,17 @@
 //! 2. performs the actions (connects are spawned; writes are awaited here,
 //!    in order; a failed write closes its connection);
 //! 3. if something was acted on, ends: the next pass drives again
-//!    (after [`ACTING_PASSES`] such passes in a row it first yields to the
-//!    executor, so that the connect and reader tasks run even on a runtime
-//!    with one thread);
+//!    (after [`BUSY_PASSES`] passes in a row that acted or found an input
+//!    waiting, it first yields to the executor, so that the connect and
+//!    reader tasks run even on a runtime with one thread);
 //! 4. otherwise reports progress (once per burst of passes, not once per
 //!    pass: every report wakes whoever waits in `poll`), waits for a socket
 //!    report, a kick, or the next deadline *after* `now` (a deadline at or
 //!    before `now` was acted on by the step; one still there waits for an
 //!    input, not for time, and sleeping on it would be a busy loop),
-//!    yields once if the wait did not suspend, and feeds the reports that
+//!    counts the pass as busy if the wait did not suspend (an input was
+//!    already waiting, as it is on the first pass after a wake-up), and
+//!    feeds the reports that
 //!    are waiting to the cluster: all of them, unless they bring
 //!    [`FEED_BUDGET`] bytes or more, after which the rest wait for the next
 //!    pass (a large response is acted on, its next Fetch sent, before the
@@ -33,10 +35,13 @@ use std::time::{Duration, Instant};
 /// How long a pass waits when nothing at all is scheduled.
 const IDLE_WAIT: Duration = Duration::from_secs(3600);
 
-/// How many passes in a row may act before the loop yields to the
-/// executor (so that connect and reader tasks run even on a runtime with
-/// one thread, when every pass finds something to do).
-const ACTING_PASSES: u32 = 8;
+/// How many passes in a row may act or find an input waiting before the
+/// loop yields to the executor (so that connect and reader tasks run even
+/// on a runtime with one thread, when every pass finds something to do).
+/// Not after each: on a multi-thread executor every yield wakes a sleeping
+/// worker for nothing, and the first pass after a wake-up always finds
+/// the input it was woken for.
+const BUSY_PASSES: u32 = 8;
 
 /// How many bytes of frames one pass feeds at most before it acts (the
 /// frame that crosses the line is fed whole).
@@ -130,17 +135,11 @@ pub(crate) async fn pass<M: Machine>(machine: &mut M, sockets: &mut Sockets, wak
         // Writes may have produced more to do (a failed write closes a
         // connection): the next pass drives again before waiting, and
         // reports progress then, once. It yields to the executor only
-        // after [`ACTING_PASSES`] such passes in a row: a pass that acted
-        // usually ends in a wait that suspends, and on a multi-thread
-        // executor every yield wakes a sleeping worker for nothing.
-        sockets.acting_passes += 1;
-        if sockets.acting_passes >= ACTING_PASSES {
-            sockets.acting_passes = 0;
-            yield_now().await;
-        }
+        // after [`BUSY_PASSES`] busy passes in a row: a pass that acted
+        // usually ends in a wait that suspends.
+        busy(sockets).await;
         return;
     }
-    sockets.acting_passes = 0;
     if let Some(progress) = wake.progress {
         progress.notify();
     }
@@ -152,12 +151,14 @@ pub(crate) async fn pass<M: Machine>(machine: &mut M, sockets: &mut Sockets, wak
         (d, u) => d.or(u).unwrap_or_else(|| Instant::now() + IDLE_WAIT),
     };
     let (input, suspended) = sockets.wait(wake_at, wake.kick).await;
-    if !suspended {
-        // Something was ready at once: give the executor thread to the
-        // other tasks all the same, so that a flood of inputs cannot keep
-        // the reader and connect tasks from running on a runtime with one
-        // thread.
-        yield_now().await;
+    if suspended {
+        sockets.busy_passes = 0;
+    } else {
+        // Something was ready at once: after a few such passes, give the
+        // executor thread to the other tasks, so that a flood of inputs
+        // cannot keep the connect tasks from running on a runtime with
+        // one thread.
+        busy(sockets).await;
     }
     machine.with(|d| {
         let cluster = d.cluster();
@@ -174,4 +175,14 @@ pub(crate) async fn pass<M: Machine>(machine: &mut M, sockets: &mut Sockets, wak
             sockets.feed(cluster, Instant::now(), id, input);
         }
     });
+}
+
+/// Counts a busy pass; yields to the executor after [`BUSY_PASSES`] in a
+/// row.
+async fn busy(sockets: &mut Sockets) {
+    sockets.busy_passes += 1;
+    if sockets.busy_passes >= BUSY_PASSES {
+        sockets.busy_passes = 0;
+        yield_now().await;
+    }
 }

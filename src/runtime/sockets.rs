@@ -114,9 +114,9 @@ pub(crate) struct Sockets {
     mode: Readers,
     tx: UnboundedSender<(ConnectionId, SocketInput)>,
     rx: UnboundedReceiver<(ConnectionId, SocketInput)>,
-    /// Passes in a row that acted since the driver loop last yielded
-    /// (see `pump::pass`).
-    pub(super) acting_passes: u32,
+    /// Passes in a row that acted or found an input waiting, since the
+    /// driver loop last suspended or yielded (see `pump::pass`).
+    pub(super) busy_passes: u32,
 }
 
 impl std::fmt::Debug for Sockets {
@@ -158,7 +158,7 @@ impl Sockets {
             mode,
             tx,
             rx,
-            acting_passes: 0,
+            busy_passes: 0,
         }
     }
 
