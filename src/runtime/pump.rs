@@ -1,6 +1,6 @@
 //! The driver loop, one pass at a time, for every user of the sockets: the
-//! consumer's background task ([`super::engine`]) and [`ClusterDriver`]
-//! (super::ClusterDriver), which differ only in what they drive and in
+//! consumer's background task ([`super::engine`]) and
+//! [`ClusterDriver`](super::ClusterDriver), which differ only in what they drive and in
 //! who wakes them.
 //!
 //! A pass:
