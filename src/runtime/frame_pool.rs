@@ -115,14 +115,14 @@ impl FramePool {
     /// to be pooled, else one of its own.
     pub fn frame_buf(&self, prefix: [u8; 4], size: usize) -> FrameBuf {
         let len = 4 + size;
-        let (mut buf, start) = if len < POOLED_FROM {
-            (vec![0; len], 0)
+        let pooled = len >= POOLED_FROM;
+        let mut buf = self.take(if pooled { len + BODY_ALIGN } else { len });
+        // Only the address is read, to find the aligned spot.
+        let at = buf.as_ptr() as usize;
+        let start = if pooled {
+            (at + 4).next_multiple_of(BODY_ALIGN) - 4 - at
         } else {
-            let buf = self.take(len + BODY_ALIGN);
-            // Only the address is read, to find the aligned spot.
-            let at = buf.as_ptr() as usize;
-            let start = (at + 4).next_multiple_of(BODY_ALIGN) - 4 - at;
-            (buf, start)
+            0
         };
         buf[start..start + 4].copy_from_slice(&prefix);
         FrameBuf { buf, start, size }
