@@ -411,10 +411,13 @@ struct Buffer {
     /// Whether a Fetch ahead of it was sent: one per buffer, whatever came
     /// of it.
     ahead_sent: bool,
-    /// Whether the CRCs of its whole batches were checked when it came
-    /// (see [`crcs_hold`]): its batches are then parsed without checking
-    /// them again.
+    /// Whether the CRCs of its undecoded whole batches were checked (see
+    /// [`crcs_hold`] and [`Fetcher::check_pending_crcs`]): its batches are
+    /// then parsed without checking them again. Until then they are parsed
+    /// with their CRCs checked.
     crcs_checked: bool,
+    /// Whether [`Fetcher::check_pending_crcs`] is still to look at it.
+    crcs_pending: bool,
 }
 
 /// The offset after the last complete batch of a record set, and that
@@ -601,9 +604,10 @@ fn records_ahead_of_decoding(set: &[u8], from: i64) -> Option<usize> {
 }
 
 /// Whether every whole entry of `set` is a v2 batch whose CRC-32C holds.
-/// A large set is checked here when it comes, on the thread that read it,
-/// while its bytes are still in that core's cache; checked later by
-/// `poll`, on another core, the same pass cost up to twice as much.
+/// A large set is checked by [`Fetcher::check_pending_crcs`], on the
+/// thread that read it, while its bytes are still in that core's cache;
+/// checked later by `poll`, on another core, the same pass cost up to
+/// twice as much.
 fn crcs_hold(set: &[u8]) -> bool {
     whole_entries(set).all(|(_, entry)| records::v2_crc_holds(&set[entry]))
 }
@@ -1009,6 +1013,9 @@ pub struct Fetcher {
     /// makes its partition fetchable again.
     drained: u64,
     front_rank: i64,
+    /// Partitions whose buffered (or fetched ahead) record sets wait for
+    /// [`Fetcher::check_pending_crcs`].
+    crcs_pending: Vec<TopicPartition>,
 }
 
 impl Fetcher {
@@ -1037,6 +1044,7 @@ impl Fetcher {
             next_generation: 1,
             next_rank: 0,
             drained: 0,
+            crcs_pending: Vec::new(),
             front_rank: 0,
         }
     }
@@ -2368,16 +2376,20 @@ impl Fetcher {
         let end_of_batches = batches_end(&bytes);
         // A large set is parsed by whoever takes its records, not here:
         // with records of kilobytes, checking and parsing them is most of
-        // the work a response brings. Its CRCs are checked here, while
-        // the bytes are in this core's cache.
+        // the work a response brings. Its CRCs are checked by
+        // `check_pending_crcs`, which the driver calls once the next
+        // Fetch is on its way, while the bytes are still in this core's
+        // cache; until then, and for good if one fails, its batches are
+        // parsed with their CRCs checked (a faulty one is named when
+        // `poll` reaches it, after the records before it).
         let lazy = aborted
             .is_empty()
             .then(|| records_ahead_of_decoding(&bytes, pos.offset))
             .flatten();
-        // Checked now (a set that fails is decoded now, which names the
-        // faulty batch); parsed later.
-        let lazy = lazy.filter(|_| !self.config.check_crcs || crcs_hold(&bytes));
-        let crcs_checked = lazy.is_some() && self.config.check_crcs;
+        let crcs_pending = lazy.is_some() && self.config.check_crcs;
+        if crcs_pending {
+            self.crcs_pending.push(tp.clone());
+        }
         let mut decoded = DecodedRecords::new();
         let mut undecoded = bytes;
         let result = match lazy {
@@ -2401,7 +2413,8 @@ impl Fetcher {
             from: pos.offset,
             end: end_of_batches,
             ahead_sent: false,
-            crcs_checked,
+            crcs_checked: false,
+            crcs_pending,
         };
         let nothing_to_deliver = decoded_now == 0 && lazy.is_none();
         if ahead {
@@ -2702,6 +2715,31 @@ impl Fetcher {
     }
 
     // ===== records and errors =====
+
+    /// Checks the CRC-32C of every large record set fetched since the
+    /// last call, so that taking its records parses them without checking
+    /// them again. A driver calls it after sending the requests
+    /// [`Fetcher::poll_requests`] planned, so that the next Fetch goes out
+    /// before the check; without it (or before it), [`Fetcher::take_records`]
+    /// checks each batch as it parses it. A set whose check fails is
+    /// parsed the same way: its records before the faulty batch are
+    /// returned, then the partition stops with
+    /// [`FetchError::CorruptRecords`] naming it.
+    pub fn check_pending_crcs(&mut self) {
+        for tp in std::mem::take(&mut self.crcs_pending) {
+            let Some(st) = self.partitions.get_mut(&tp) else {
+                continue;
+            };
+            for buffer in [st.buffer.as_mut(), st.ahead.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                if std::mem::take(&mut buffer.crcs_pending) {
+                    buffer.crcs_checked = crcs_hold(&buffer.undecoded);
+                }
+            }
+        }
+    }
 
     /// Up to `max` records (`max.poll.records`), advancing positions past
     /// them. Partitions take turns: one with records left after its turn

@@ -1188,36 +1188,89 @@ fn crcs_are_checked_over_every_whole_batch_of_a_set() {
 }
 
 #[test]
-fn a_large_set_is_checked_on_arrival_and_only_a_faulty_one_decoded_then() {
+fn a_large_set_is_checked_after_the_next_fetch_and_a_faulty_one_parsed_with_its_checks() {
     let md = metadata(&[("t", 0, 1)]);
     let now = Instant::now();
     let fetched = |f: &Fetcher| f.partition_stats()[0].counters.records_fetched;
+    let checked = |f: &Fetcher| {
+        let st = &f.partitions[&tp("t", 0)];
+        (
+            st.buffer.as_ref().map(|b| b.crcs_checked),
+            st.ahead.as_ref().map(|b| b.crcs_checked),
+        )
+    };
     let good = concat(&batches(100, 200).iter().collect::<Vec<_>>());
     // A digit of the last record's value: still a record, not its CRC.
     let mut bad = good.to_vec();
     let digit = bad.len() - 2;
     bad[digit] ^= 0x01;
-    // Sound CRCs: left undecoded (parsed as records are taken).
+    let bad = Bytes::from(bad);
+    let errors_at_19_800 = |f: &mut Fetcher| {
+        let errors = f.take_errors();
+        assert!(
+            matches!(
+                &errors[..],
+                [FetchError::CorruptRecords { offset: 19_800, .. }]
+            ),
+            "{errors:?}"
+        );
+    };
+    // Sound CRCs: left undecoded when it comes, checked once the driver
+    // has sent the next Fetch, then parsed without a second check.
     let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
     fetch_once(&mut f, now, &md, vec![("t", vec![data(0, good.clone())])]);
     assert_eq!(fetched(&f), 0);
+    assert_eq!(checked(&f), (Some(false), None));
+    f.check_pending_crcs();
+    assert_eq!(checked(&f), (Some(true), None));
     assert_eq!(take_all(&mut f).len(), 20_000);
-    // A faulty batch (the last): decoded now, so the records before it
-    // come and the error names it, as for a small set.
+    // A faulty batch (the last): the check fails, so the set is parsed
+    // with its checks: the records before it come and the error names it.
+    for check in [true, false] {
+        let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+        fetch_once(&mut f, now, &md, vec![("t", vec![data(0, bad.clone())])]);
+        if check {
+            f.check_pending_crcs();
+        }
+        assert_eq!(checked(&f), (Some(false), None));
+        assert_eq!(take_all(&mut f), (0..19_800).collect::<Vec<i64>>());
+        errors_at_19_800(&mut f);
+    }
+    // Records taken before the check were parsed with their checks; the
+    // check covers what is left.
     let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
-    fetch_once(
-        &mut f,
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, bad.clone())])]);
+    let first = f.take_records(500);
+    assert_eq!(first.len(), 500);
+    f.check_pending_crcs();
+    assert_eq!(checked(&f), (Some(false), None));
+    let rest = take_all(&mut f);
+    assert_eq!(rest, (500..19_800).collect::<Vec<i64>>());
+    errors_at_19_800(&mut f);
+    // The answer fetched ahead is checked too.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let mut answer = data(0, good.clone());
+    answer.high_watermark = 40_000;
+    fetch_once(&mut f, now, &md, vec![("t", vec![answer])]);
+    let list = fetches(&f.poll_requests(now, &md));
+    assert_eq!(list[0].1, [("t".into(), 0, 20_000)]);
+    let later: Vec<Bytes> = (0..100).map(|i| batch(20_000 + i * 200, 200)).collect();
+    let mut ahead = concat(&later.iter().collect::<Vec<_>>()).to_vec();
+    let digit = ahead.len() - 2;
+    ahead[digit] ^= 0x01;
+    f.handle_response(
         now,
-        &md,
-        vec![("t", vec![data(0, Bytes::from(bad.clone()))])],
+        list[0].2,
+        &fetch_response(12, vec![("t", vec![data(0, Bytes::from(ahead))])]),
     );
-    assert!(fetched(&f) > 0);
-    assert_eq!(take_all(&mut f), (0..19_800).collect::<Vec<i64>>());
+    f.check_pending_crcs();
+    assert_eq!(checked(&f), (Some(true), Some(false)));
+    assert_eq!(take_all(&mut f), (0..39_800).collect::<Vec<i64>>());
     let errors = f.take_errors();
     assert!(
         matches!(
             &errors[..],
-            [FetchError::CorruptRecords { offset: 19_800, .. }]
+            [FetchError::CorruptRecords { offset: 39_800, .. }]
         ),
         "{errors:?}"
     );
@@ -1228,12 +1281,8 @@ fn a_large_set_is_checked_on_arrival_and_only_a_faulty_one_decoded_then() {
         ..config()
     };
     let mut f = fetcher(unchecked, &[(tp("t", 0), 0)]);
-    fetch_once(
-        &mut f,
-        now,
-        &md,
-        vec![("t", vec![data(0, Bytes::from(bad))])],
-    );
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, bad)])]);
+    f.check_pending_crcs();
     assert_eq!(fetched(&f), 0);
     assert_eq!(take_all(&mut f).len(), 20_000);
     assert!(f.take_errors().is_empty());

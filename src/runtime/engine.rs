@@ -240,6 +240,10 @@ impl Driven for Locked<'_> {
     fn has_output(&self) -> bool {
         self.core.has_output()
     }
+
+    fn after_actions(&mut self) {
+        self.core.fetcher.check_pending_crcs();
+    }
 }
 
 async fn run(mut state: EngineState, mut sockets: Sockets) {

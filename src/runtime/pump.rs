@@ -9,7 +9,9 @@
 //!    during the first step, such as a retry whose backoff ended as a
 //!    response arrived), publishes their outputs, and takes their actions;
 //! 2. performs the actions (connects are spawned; writes are awaited here,
-//!    in order; a failed write closes its connection);
+//!    in order; a failed write closes its connection), then does what was
+//!    left for after them ([`Driven::after_actions`]: the CRC check of the
+//!    record sets that just came, once the next Fetch is sent);
 //! 3. if something was acted on, ends: the next pass drives again
 //!    (after [`BUSY_PASSES`] passes in a row that acted or found an input
 //!    waiting, it first yields to the executor, so that the connect and
@@ -64,6 +66,10 @@ pub(crate) trait Driven {
     fn has_output(&self) -> bool {
         false
     }
+    /// What is left to do once the actions are performed (the requests
+    /// they held are on their way): the CRC check of the record sets that
+    /// came, after the Fetch that follows them is sent.
+    fn after_actions(&mut self) {}
 }
 
 /// Access to the state machines: owned, or behind the lock the consumer
@@ -117,6 +123,7 @@ pub(crate) async fn act<M: Machine>(machine: &mut M, sockets: &mut Sockets) -> A
             machine.with(|d| d.cluster().handle_closed(Instant::now(), conn, error));
         }
     }
+    machine.with(|d| d.after_actions());
     Acted {
         acted,
         deadline,
