@@ -1,6 +1,7 @@
 //! The [`Runtime`] on async-std (feature `runtime-async-std`, the default);
 //! TLS through futures-rustls, timers on a thread of their own
-//! ([`super::timer`]).
+//! ([`super::timer`]), and each consumer's background task on a thread of
+//! its own ([`DRIVER_THREAD`]).
 
 use super::rt::{configure, BoxFuture, ConnectError, Runtime, Setup, Socket, SocketHandle};
 use async_std::net::{TcpStream, ToSocketAddrs};
@@ -14,9 +15,42 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct AsyncStd;
 
+/// The name of the thread each consumer's background task runs on.
+pub(crate) const DRIVER_THREAD: &str = "lazykafka-task";
+
 impl Runtime for AsyncStd {
     fn spawn(&self, task: BoxFuture<()>) {
         async_std::task::spawn(task);
+    }
+
+    /// On a thread of its own, parked between wake-ups, not on async-std's
+    /// executor. There, every socket event woke one executor thread, which
+    /// woke the other (async-executor hands on the search for work), which
+    /// found nothing and went to wait in async-io's reactor, sending
+    /// async-io's driver thread through its back-off of up to ten timed
+    /// waits: about twelve thread wake-ups per long-polled Fetch answered
+    /// while idle. On its own thread the reactor wakes the task directly
+    /// (docs/benchmarks.md, "The background task on a thread of its own").
+    /// The thread ends with the task (`close`, or the consumer dropped).
+    fn spawn_driver(&self, task: BoxFuture<()>) {
+        // The task is handed back if the thread cannot be made.
+        let slot = Arc::new(std::sync::Mutex::new(Some(task)));
+        let ours = slot.clone();
+        let spawned = std::thread::Builder::new()
+            .name(DRIVER_THREAD.into())
+            .spawn(move || {
+                let task = ours.lock().ok().and_then(|mut t| t.take());
+                if let Some(task) = task {
+                    futures::executor::block_on(task);
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("no thread for the consumer's background task ({e}); it runs on async-std's executor");
+            let task = slot.lock().ok().and_then(|mut t| t.take());
+            if let Some(task) = task {
+                async_std::task::spawn(task);
+            }
+        }
     }
 
     fn sleep(&self, duration: Duration) -> BoxFuture<()> {

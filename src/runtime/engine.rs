@@ -68,7 +68,7 @@ impl Engine {
             shared: shared.clone(),
             events: events.clone(),
         };
-        rt.spawn(Box::pin(run(state, sockets)));
+        rt.spawn_driver(Box::pin(run(state, sockets)));
         Engine {
             shared,
             table,

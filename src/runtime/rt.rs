@@ -28,6 +28,12 @@ pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>
 pub(crate) trait Runtime: Send + Sync + fmt::Debug + 'static {
     /// Runs `task` to completion in the background.
     fn spawn(&self, task: BoxFuture<()>);
+    /// Runs a consumer's background task (the driver loop of
+    /// [`super::engine`], which lives as long as the consumer) to
+    /// completion: by default as any other task.
+    fn spawn_driver(&self, task: BoxFuture<()>) {
+        self.spawn(task);
+    }
     /// Completes after `duration` (on the runtime's own timer).
     fn sleep(&self, duration: Duration) -> BoxFuture<()>;
     /// Resolves `host:port` into every address it names.
