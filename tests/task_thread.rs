@@ -27,6 +27,13 @@ fn threads_named(name: &str) -> usize {
         .count()
 }
 
+/// How many threads this process has.
+fn all_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .count()
+}
+
 const NAME: &str = "lazykafka-task";
 
 /// The task threads `consumers` polling consumers make: one each on
@@ -62,6 +69,9 @@ async fn each_polling_consumer_has_one_task_thread_until_it_is_closed() {
         consumer
     };
 
+    // A thread names itself only once it runs, so the calls below are
+    // checked against every thread of the process: none may start.
+    let threads_before = all_threads();
     let mut first = new_consumer();
     first.pause(&parts[..1]);
     first.resume(&parts[..1]);
@@ -73,12 +83,17 @@ async fn each_polling_consumer_has_one_task_thread_until_it_is_closed() {
     )
     .unwrap();
     grouped.subscribe(["t"]).unwrap();
+    drop(grouped);
+    assert_eq!(
+        all_threads(),
+        threads_before,
+        "threads started before the first poll"
+    );
     assert_eq!(
         threads_named(NAME),
         0,
         "a task thread before the first poll"
     );
-    drop(grouped);
 
     let one_poll = Duration::from_millis(100);
     let first_seen = first.poll(one_poll).await.unwrap().len();

@@ -27,6 +27,13 @@ fn threads_named(name: &str) -> usize {
         .count()
 }
 
+/// How many threads this process has.
+fn all_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .count()
+}
+
 /// The timer threads a polling process has: one on async-std, none on
 /// tokio.
 const EXPECTED: usize = if cfg!(feature = "runtime-async-std") {
@@ -52,6 +59,9 @@ async fn the_timer_thread_starts_with_the_first_poll_and_once_per_process() {
         consumer
     };
 
+    // A thread names itself only once it runs, so the calls below are
+    // also checked against every thread of the process: none may start.
+    let threads_before = all_threads();
     let mut first = new_consumer();
     first.pause(&parts[..1]);
     first.resume(&parts[..1]);
@@ -64,6 +74,11 @@ async fn the_timer_thread_starts_with_the_first_poll_and_once_per_process() {
     .unwrap();
     grouped.subscribe(["t"]).unwrap();
     drop(grouped);
+    assert_eq!(
+        all_threads(),
+        threads_before,
+        "threads started before the first poll"
+    );
     assert_eq!(
         threads_named("lazykafka-timer"),
         0,

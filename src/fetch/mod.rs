@@ -22,8 +22,10 @@
 //!
 //! Call order: after any `handle_*`, `assign`, `seek*`, `set_committed`,
 //! `resume`, or when `next_deadline()` passes, call `poll_requests` again
-//! and send what it returns; call `take_records` and `take_errors` from the
-//! application's `poll`. A [`FetchOutcome`] with `refresh_metadata`, or
+//! and send what it returns, then `check_pending_crcs` (so that the next
+//! Fetch goes out before the CRCs of what came are checked; without it,
+//! `take_records` checks them as it parses); call `take_records` and
+//! `take_errors` from the application's `poll`. A [`FetchOutcome`] with `refresh_metadata`, or
 //! [`Fetcher::take_metadata_wanted`] after planning, asks for a Metadata
 //! refresh (then plan again with the new metadata).
 //!
@@ -429,7 +431,7 @@ struct BatchesEnd {
 }
 
 /// The decoder as configured, and one that leaves CRCs alone for sets
-/// whose CRCs were checked when they came ([`Buffer::crcs_checked`]).
+/// whose CRCs were checked already ([`Buffer::crcs_checked`]).
 #[derive(Debug)]
 struct Decoders {
     checking: RecordSetDecoder,
@@ -569,9 +571,9 @@ fn records_from(
 /// when its first batch is sure to hold some (a v2 data batch, not a
 /// control one, that ends at or after `from`): such a set is parsed only
 /// as its records are taken, by the application's `poll`, not when it
-/// comes (its CRCs are checked when it comes, see [`crcs_hold`]; a batch
-/// that turns out malformed later stops the partition there, as one in a
-/// later chunk does).
+/// comes (its CRCs are checked by [`Fetcher::check_pending_crcs`], or as
+/// it is parsed; a batch that turns out malformed stops the partition
+/// there, after the records before it).
 fn records_ahead_of_decoding(set: &[u8], from: i64) -> Option<usize> {
     if set.len() < DECODE_CHUNK {
         return None;
@@ -1014,8 +1016,9 @@ pub struct Fetcher {
     drained: u64,
     front_rank: i64,
     /// Partitions whose buffered (or fetched ahead) record sets wait for
-    /// [`Fetcher::check_pending_crcs`].
-    crcs_pending: Vec<TopicPartition>,
+    /// [`Fetcher::check_pending_crcs`] (a set: bounded by the partitions,
+    /// whether or not a driver calls it).
+    crcs_pending: BTreeSet<TopicPartition>,
 }
 
 impl Fetcher {
@@ -1044,7 +1047,7 @@ impl Fetcher {
             next_generation: 1,
             next_rank: 0,
             drained: 0,
-            crcs_pending: Vec::new(),
+            crcs_pending: BTreeSet::new(),
             front_rank: 0,
         }
     }
@@ -2388,7 +2391,7 @@ impl Fetcher {
             .flatten();
         let crcs_pending = lazy.is_some() && self.config.check_crcs;
         if crcs_pending {
-            self.crcs_pending.push(tp.clone());
+            self.crcs_pending.insert(tp.clone());
         }
         let mut decoded = DecodedRecords::new();
         let mut undecoded = bytes;

@@ -1274,6 +1274,18 @@ fn a_large_set_is_checked_after_the_next_fetch_and_a_faulty_one_parsed_with_its_
         ),
         "{errors:?}"
     );
+    // A driver that never calls the check: what waits for it stays one
+    // entry per partition, however many sets come.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    for round in 0..4 {
+        let later: Vec<Bytes> = (0..100)
+            .map(|i| batch(round * 20_000 + i * 200, 200))
+            .collect();
+        let set = concat(&later.iter().collect::<Vec<_>>());
+        fetch_once(&mut f, now, &md, vec![("t", vec![data(0, set)])]);
+        assert_eq!(take_all(&mut f).len(), 20_000);
+        assert_eq!(f.crcs_pending.len(), 1, "round {round}");
+    }
     // With check.crcs=false nothing is checked: left undecoded whatever
     // the CRCs say, and every record comes.
     let unchecked = FetchConfig {
@@ -1282,6 +1294,7 @@ fn a_large_set_is_checked_after_the_next_fetch_and_a_faulty_one_parsed_with_its_
     };
     let mut f = fetcher(unchecked, &[(tp("t", 0), 0)]);
     fetch_once(&mut f, now, &md, vec![("t", vec![data(0, bad)])]);
+    assert!(f.crcs_pending.is_empty());
     f.check_pending_crcs();
     assert_eq!(fetched(&f), 0);
     assert_eq!(take_all(&mut f).len(), 20_000);
