@@ -9,6 +9,7 @@ pub mod examples;
 pub mod mock;
 pub mod peers;
 pub mod raw;
+pub mod threads;
 pub mod tls;
 
 /// The address of the real broker (tansu) the test command started, from
