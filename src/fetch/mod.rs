@@ -418,8 +418,6 @@ struct Buffer {
     /// then parsed without checking them again. Until then they are parsed
     /// with their CRCs checked.
     crcs_checked: bool,
-    /// Whether [`Fetcher::check_pending_crcs`] is still to look at it.
-    crcs_pending: bool,
 }
 
 /// The offset after the last complete batch of a record set, and that
@@ -2389,8 +2387,7 @@ impl Fetcher {
             .is_empty()
             .then(|| records_ahead_of_decoding(&bytes, pos.offset))
             .flatten();
-        let crcs_pending = lazy.is_some() && self.config.check_crcs;
-        if crcs_pending {
+        if lazy.is_some() && self.config.check_crcs {
             self.crcs_pending.insert(tp.clone());
         }
         let mut decoded = DecodedRecords::new();
@@ -2417,7 +2414,6 @@ impl Fetcher {
             end: end_of_batches,
             ahead_sent: false,
             crcs_checked: false,
-            crcs_pending,
         };
         let nothing_to_deliver = decoded_now == 0 && lazy.is_none();
         if ahead {
@@ -2733,13 +2729,14 @@ impl Fetcher {
             let Some(st) = self.partitions.get_mut(&tp) else {
                 continue;
             };
+            // A set checked already is skipped; one that failed is looked
+            // at again only when its partition brings another.
             for buffer in [st.buffer.as_mut(), st.ahead.as_mut()]
                 .into_iter()
                 .flatten()
+                .filter(|b| !b.crcs_checked)
             {
-                if std::mem::take(&mut buffer.crcs_pending) {
-                    buffer.crcs_checked = crcs_hold(&buffer.undecoded);
-                }
+                buffer.crcs_checked = crcs_hold(&buffer.undecoded);
             }
         }
     }
