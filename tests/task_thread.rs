@@ -12,7 +12,6 @@
 
 mod common;
 
-use common::peers::WAIT;
 use common::threads;
 use std::time::Duration;
 
@@ -28,34 +27,23 @@ fn expected(consumers: usize) -> usize {
     }
 }
 
-/// Waits until the count is `want` (a new thread names itself as it
-/// starts, and one ends shortly after its task).
-fn settles_at(want: usize) -> bool {
-    common::wait_for(WAIT, || threads::named(NAME) == want)
-}
-
 #[cfg_attr(feature = "runtime-async-std", async_std::test)]
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
 async fn each_polling_consumer_has_one_task_thread_until_it_is_closed() {
     let mock = threads::mock_with_records();
-    let mut first = threads::assigned_and_touched(&mock);
-    assert_eq!(
-        threads::named(NAME),
-        0,
-        "a task thread before the first poll"
-    );
+    let mut first = threads::assigned_and_touched(&mock, NAME);
 
     let one_poll = Duration::from_millis(100);
     let first_seen = first.poll(one_poll).await.unwrap().len();
     assert!(
-        settles_at(expected(1)),
+        threads::settles_at(NAME, expected(1)),
         "after one consumer's first poll: {} task threads",
         threads::named(NAME)
     );
     let mut second = threads::assigned(&mock);
     let second_seen = second.poll(one_poll).await.unwrap().len();
     assert!(
-        settles_at(expected(2)),
+        threads::settles_at(NAME, expected(2)),
         "after two consumers' first polls: {} task threads",
         threads::named(NAME)
     );
@@ -75,13 +63,13 @@ async fn each_polling_consumer_has_one_task_thread_until_it_is_closed() {
     // Closed, then dropped without a close: each thread ends with its task.
     first.close().await.unwrap();
     assert!(
-        settles_at(expected(1)),
+        threads::settles_at(NAME, expected(1)),
         "after one close: {} task threads",
         threads::named(NAME)
     );
     drop(second);
     assert!(
-        settles_at(0),
+        threads::settles_at(NAME, 0),
         "after both consumers: {} task threads",
         threads::named(NAME)
     );

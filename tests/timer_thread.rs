@@ -16,6 +16,8 @@ use common::threads;
 use lazykafka::Consumer;
 use std::time::Duration;
 
+const NAME: &str = "lazykafka-timer";
+
 /// The timer threads a polling process has: one on async-std, none on
 /// tokio.
 const EXPECTED: usize = if cfg!(feature = "runtime-async-std") {
@@ -28,24 +30,17 @@ const EXPECTED: usize = if cfg!(feature = "runtime-async-std") {
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
 async fn the_timer_thread_starts_with_the_first_poll_and_once_per_process() {
     let mock = threads::mock_with_records();
-    let mut first = threads::assigned_and_touched(&mock);
-    assert_eq!(
-        threads::named("lazykafka-timer"),
-        0,
-        "a timer thread before the first poll"
-    );
+    let mut first = threads::assigned_and_touched(&mock, NAME);
 
     // One poll each of two consumers, at once: the first timers made.
     let mut second = threads::assigned(&mock);
     let one_poll = Duration::from_millis(100);
     let (a, b) = futures::join!(first.poll(one_poll), second.poll(one_poll));
     let (first_seen, second_seen) = (a.unwrap().len(), b.unwrap().len());
-    // A new thread names itself as it starts: wait for the name.
     assert!(
-        common::wait_for(common::peers::WAIT, || threads::named("lazykafka-timer")
-            == EXPECTED),
+        threads::settles_at(NAME, EXPECTED),
         "after the first poll: {} timer threads",
-        threads::named("lazykafka-timer")
+        threads::named(NAME)
     );
 
     let consume = |mut consumer: Consumer, seen: usize| async move {
@@ -61,9 +56,5 @@ async fn the_timer_thread_starts_with_the_first_poll_and_once_per_process() {
         20,
         "records consumed"
     );
-    assert_eq!(
-        threads::named("lazykafka-timer"),
-        EXPECTED,
-        "after more consumers"
-    );
+    assert_eq!(threads::named(NAME), EXPECTED, "after more consumers");
 }

@@ -5,7 +5,7 @@
 // Drives a `Consumer`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 
-use super::peers::config;
+use super::peers::{config, WAIT};
 use lazykafka::mock::{MockCluster, MockRecord};
 use lazykafka::{Consumer, TopicPartition};
 
@@ -25,6 +25,13 @@ pub fn named(name: &str) -> usize {
         .filter_map(|entry| std::fs::read_to_string(entry.path().join("comm")).ok())
         .filter(|comm| comm.trim_end() == name)
         .count()
+}
+
+/// Waits (up to [`WAIT`]) until exactly `want` threads are named `name`:
+/// a new thread names itself as it starts, and one ends shortly after its
+/// work.
+pub fn settles_at(name: &str, want: usize) -> bool {
+    super::wait_for(WAIT, || named(name) == want)
 }
 
 /// The partitions of [`mock_with_records`]'s topic `t`.
@@ -54,8 +61,8 @@ pub fn assigned(mock: &MockCluster) -> Consumer {
 /// A consumer of [`parts`] after every call that must start nothing:
 /// `new`, `assign`, `pause`, `resume`, `seek`; and a group member made,
 /// subscribed and dropped beside it. Asserts that the process has as many
-/// threads after them as before.
-pub fn assigned_and_touched(mock: &MockCluster) -> Consumer {
+/// threads after them as before, and none named `name`.
+pub fn assigned_and_touched(mock: &MockCluster, name: &str) -> Consumer {
     let before = all();
     let parts = parts();
     let mut consumer = assigned(mock);
@@ -71,5 +78,6 @@ pub fn assigned_and_touched(mock: &MockCluster) -> Consumer {
     grouped.subscribe(["t"]).unwrap();
     drop(grouped);
     assert_eq!(all(), before, "threads started before the first poll");
+    assert_eq!(named(name), 0, "a {name} thread before the first poll");
     consumer
 }
