@@ -353,6 +353,7 @@ const SOCKET_CONNECTION_SETUP_TIMEOUT_MS: &str = "socket.connection.setup.timeou
 const SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS: &str = "socket.connection.setup.timeout.max.ms";
 const SOCKET_KEEPALIVE_ENABLE: &str = "socket.keepalive.enable";
 const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
+const RETRY_BACKOFF_MAX_MS: &str = "retry.backoff.max.ms";
 const MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION: &str = "max.in.flight.requests.per.connection";
 const CHECK_CRCS: &str = "check.crcs";
 const FETCH_SESSIONS_ENABLE: &str = "fetch.sessions.enable";
@@ -453,6 +454,7 @@ pub struct ConsumerConfig {
     socket_connection_setup_timeout_max: Duration,
     socket_keepalive: bool,
     retry_backoff: Duration,
+    retry_backoff_max: Duration,
     max_in_flight_requests_per_connection: u32,
     check_crcs: bool,
     fetch_sessions: bool,
@@ -512,6 +514,7 @@ impl ConsumerConfig {
         SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS,
         SOCKET_KEEPALIVE_ENABLE,
         RETRY_BACKOFF_MS,
+        RETRY_BACKOFF_MAX_MS,
         MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
         CHECK_CRCS,
         FETCH_SESSIONS_ENABLE,
@@ -704,6 +707,7 @@ impl ConsumerConfig {
             ),
             (SOCKET_KEEPALIVE_ENABLE, self.socket_keepalive.to_string()),
             (RETRY_BACKOFF_MS, ms(self.retry_backoff)),
+            (RETRY_BACKOFF_MAX_MS, ms(self.retry_backoff_max)),
             (
                 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
                 self.max_in_flight_requests_per_connection.to_string(),
@@ -968,6 +972,15 @@ impl ConsumerConfig {
     /// (default 100 ms).
     pub fn retry_backoff(&self) -> Duration {
         self.retry_backoff
+    }
+
+    /// `retry.backoff.max.ms`: the wait before retrying a request that
+    /// failed again doubles (±20% jitter) up to this (default 1 s; KIP-580).
+    /// One policy for every request kind: Metadata, FindCoordinator, the
+    /// group's requests, OffsetFetch, ListOffsets, OffsetForLeaderEpoch and
+    /// Fetch errors. Never below `retry.backoff.ms`.
+    pub fn retry_backoff_max(&self) -> Duration {
+        self.retry_backoff_max
     }
 
     /// `max.in.flight.requests.per.connection`: requests sent on one
@@ -1243,6 +1256,7 @@ pub struct ConsumerConfigBuilder {
     socket_connection_setup_timeout_max: Duration,
     socket_keepalive: bool,
     retry_backoff: Duration,
+    retry_backoff_max: Duration,
     max_in_flight_requests_per_connection: u32,
     check_crcs: bool,
     fetch_sessions: bool,
@@ -1310,6 +1324,7 @@ impl ConsumerConfigBuilder {
             socket_connection_setup_timeout_max: Duration::from_millis(30_000),
             socket_keepalive: true,
             retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_millis(1000),
             max_in_flight_requests_per_connection: 5,
             check_crcs: true,
             fetch_sessions: true,
@@ -1424,6 +1439,7 @@ impl ConsumerConfigBuilder {
             }
             SOCKET_KEEPALIVE_ENABLE => self.socket_keepalive = parse_bool(p, v)?,
             RETRY_BACKOFF_MS => self.retry_backoff = parse_ms(p, v)?,
+            RETRY_BACKOFF_MAX_MS => self.retry_backoff_max = parse_ms(p, v)?,
             MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION => {
                 self.max_in_flight_requests_per_connection = parse_u32(p, v)?
             }
@@ -1703,6 +1719,13 @@ impl ConsumerConfigBuilder {
         self
     }
 
+    /// `retry.backoff.max.ms`; a value below `retry.backoff.ms` is taken
+    /// as `retry.backoff.ms` (no doubling).
+    pub fn retry_backoff_max(mut self, backoff: Duration) -> Self {
+        self.retry_backoff_max = backoff;
+        self
+    }
+
     /// `max.in.flight.requests.per.connection`; at least 1.
     pub fn max_in_flight_requests_per_connection(mut self, requests: u32) -> Self {
         self.max_in_flight_requests_per_connection = requests;
@@ -1925,6 +1948,12 @@ impl ConsumerConfigBuilder {
         )?;
         check_ms(RETRY_BACKOFF_MS, b.retry_backoff, 0, i64::MAX as u64)?;
         check_ms(
+            RETRY_BACKOFF_MAX_MS,
+            b.retry_backoff_max,
+            0,
+            i64::MAX as u64,
+        )?;
+        check_ms(
             SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
             b.socket_connection_setup_timeout,
             1,
@@ -2144,6 +2173,7 @@ impl ConsumerConfigBuilder {
             socket_connection_setup_timeout_max: b.socket_connection_setup_timeout_max,
             socket_keepalive: b.socket_keepalive,
             retry_backoff: b.retry_backoff,
+            retry_backoff_max: b.retry_backoff_max.max(b.retry_backoff),
             max_in_flight_requests_per_connection: b.max_in_flight_requests_per_connection,
             check_crcs: b.check_crcs,
             fetch_sessions: b.fetch_sessions,

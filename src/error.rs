@@ -252,9 +252,26 @@ impl Error {
         }
     }
 
-    /// Whether the same operation can succeed if tried again later (for
-    /// an error from `poll`: whether the consumer goes on by itself, as it
-    /// retries in the background).
+    /// Whether the consumer goes on by itself: it retries in the
+    /// background (after a backoff, a reconnect, a metadata refresh or a
+    /// rejoin), and the same call can succeed if made again. A routine
+    /// event (a rebalance, a coordinator that moved or is loading, a
+    /// leader change, a broker restart) is always retriable, so a loop that
+    /// stops on errors that are not survives every one of them:
+    ///
+    /// ```no_run
+    /// # async fn run(consumer: &mut lazykafka::Consumer) -> Result<(), lazykafka::Error> {
+    /// loop {
+    ///     match consumer.poll(std::time::Duration::from_millis(500)).await {
+    ///         Ok(records) => { /* ... */ }
+    ///         Err(e) if e.is_retriable() => eprintln!("{e}"), // goes on by itself
+    ///         Err(e) => return Err(e), // a refusal, a closed consumer, ...
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// docs/reliability.md lists what each API's error codes do.
     pub fn is_retriable(&self) -> bool {
         match self {
             // A failed TLS handshake fails again until the certificates
@@ -264,8 +281,10 @@ impl Error {
                 .all(|(_, cause)| matches!(cause, crate::events::ConnectionError::Tls { .. })),
             Error::Topic { code, .. } => code.is_retriable(),
             Error::UnknownPartition { .. } | Error::NoLeader { .. } => true,
+            // A rebalance, a coordinator that moved or is loading: the
+            // member rejoins and retries by itself (docs/reliability.md).
             Error::Group { code, stopped, .. } => {
-                !stopped && code.is_some_and(|c| c.is_retriable())
+                !stopped && code.is_some_and(|c| crate::group::errors::classify(c).goes_on())
             }
             Error::Io { .. }
             | Error::ConnectTimeout { .. }
@@ -408,9 +427,25 @@ impl fmt::Display for Error {
                     None => f.write_str(reason)?,
                 }
                 if *stopped {
-                    f.write_str("; the member stopped")?;
+                    return f.write_str("; the member stopped");
                 }
-                Ok(())
+                use crate::group::errors::GroupErrorClass;
+                match code.map(crate::group::errors::classify) {
+                    Some(GroupErrorClass::Rebalance) if *api == "OffsetCommit" => f.write_str(
+                        "; the group is rebalancing and the member rejoins by itself: the offsets were not committed (commit again once partitions are assigned)",
+                    ),
+                    Some(GroupErrorClass::Rebalance) => {
+                        f.write_str("; the group is rebalancing and the member rejoins by itself")
+                    }
+                    Some(GroupErrorClass::Coordinator) => {
+                        f.write_str("; the coordinator is looked up again and the request retried")
+                    }
+                    Some(GroupErrorClass::Transient) => f.write_str("; retried after a backoff"),
+                    Some(GroupErrorClass::Refused) => f.write_str(
+                        "; refused: the consumer asks again with backoff, but retrying does not cure it",
+                    ),
+                    None => Ok(()),
+                }
             }
             Error::InvalidPattern { pattern, reason } => {
                 write!(f, "topic pattern {pattern:?}: {reason}")

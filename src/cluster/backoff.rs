@@ -1,11 +1,13 @@
-//! Reconnect backoff and connection-setup timeouts, per broker address.
+//! Backoffs: the reconnect backoff and connection-setup timeout per broker
+//! address, and the one retry policy every request kind shares.
 //!
-//! Both grow exponentially with consecutive failures and carry ±20% jitter,
-//! as the Java client's `ExponentialBackoff` does (KIP-601 for
-//! `reconnect.backoff.max.ms`, KIP-601/KIP-711 for the setup timeout). The
-//! random source is passed in, so tests can pin it.
+//! All grow exponentially with consecutive failures and carry ±20% jitter,
+//! as the Java client's `ExponentialBackoff` does (KIP-580 for
+//! `retry.backoff.max.ms`, KIP-601 for `reconnect.backoff.max.ms`,
+//! KIP-601/KIP-711 for the setup timeout). The random source is passed in,
+//! so tests can pin it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Exponential growth with jitter: `base * 2^(failures-1)`, capped at `max`,
 /// then scaled by a factor drawn from `1 ± jitter`.
@@ -31,6 +33,66 @@ impl ExponentialBackoff {
             .max(self.base.min(self.max));
         let factor = 1.0 - self.jitter + 2.0 * self.jitter * unit.clamp(0.0, 1.0);
         raw.mul_f64(factor)
+    }
+}
+
+/// One request kind's run of failures under the retry policy
+/// (`retry.backoff.ms` doubling to `retry.backoff.max.ms`, ±20% jitter;
+/// KIP-580): Metadata, FindCoordinator, the group's requests, OffsetFetch,
+/// ListOffsets, OffsetForLeaderEpoch and a partition's Fetch errors each
+/// keep one, and every retry of them waits for it. The `n`-th failure in a
+/// row makes the next attempt wait `policy.delay(n)`; a success ends the
+/// run, so the next failure waits `retry.backoff.ms` again.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    failures: u32,
+    not_before: Option<Instant>,
+}
+
+impl Retry {
+    /// Whether an attempt may go out at `now`.
+    pub fn ready(&self, now: Instant) -> bool {
+        self.not_before.is_none_or(|t| now >= t)
+    }
+
+    /// When the next attempt may go out, while a failure holds it back.
+    pub fn not_before(&self) -> Option<Instant> {
+        self.not_before
+    }
+
+    /// Failures in a row so far.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// One more failure at `now`: the next attempt waits for the policy's
+    /// delay (`unit`: a random number in `[0, 1)` for the jitter). Returns
+    /// the delay.
+    pub fn failed(&mut self, now: Instant, policy: &ExponentialBackoff, unit: f64) -> Duration {
+        self.failures = self.failures.saturating_add(1);
+        let delay = policy.delay(self.failures, unit);
+        self.not_before = Some(now + delay);
+        delay
+    }
+
+    /// The attempt succeeded: the run is over.
+    pub fn succeeded(&mut self) {
+        *self = Retry::default();
+    }
+
+    /// The wait no longer holds an attempt back (it was sent, or its
+    /// cause went away); the run of failures goes on.
+    pub fn clear_wait(&mut self) {
+        self.not_before = None;
+    }
+
+    /// Brings a run grown by failures back to its first step: the next
+    /// attempt waits at most `policy.base` from `now`.
+    pub fn hurry(&mut self, now: Instant, policy: &ExponentialBackoff) {
+        self.failures = 0;
+        if let Some(t) = self.not_before {
+            self.not_before = Some(t.min(now + policy.base));
+        }
     }
 }
 
@@ -99,6 +161,31 @@ mod tests {
         assert!(hi <= Duration::from_millis(60), "{hi:?}");
         // The jitter is really used: the spread covers most of the band.
         assert!(hi - lo > Duration::from_millis(18), "{lo:?}..{hi:?}");
+    }
+
+    #[test]
+    fn a_retry_run_grows_to_the_max_and_a_success_ends_it() {
+        let policy = ExponentialBackoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_millis(1000),
+            jitter: 0.0,
+        };
+        let t0 = Instant::now();
+        let mut retry = Retry::default();
+        assert!(retry.ready(t0));
+        let delays: Vec<u128> = (0..6)
+            .map(|_| retry.failed(t0, &policy, 0.5).as_millis())
+            .collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
+        assert!(!retry.ready(t0 + Duration::from_millis(999)));
+        assert!(retry.ready(t0 + Duration::from_millis(1000)));
+        assert_eq!(retry.failures(), 6);
+        retry.succeeded();
+        assert_eq!(retry.failed(t0, &policy, 0.5), Duration::from_millis(100));
+        retry.failed(t0, &policy, 0.5);
+        retry.hurry(t0, &policy);
+        assert_eq!(retry.not_before(), Some(t0 + Duration::from_millis(100)));
+        assert_eq!(retry.failures(), 0);
     }
 
     #[test]

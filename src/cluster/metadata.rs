@@ -265,7 +265,26 @@ pub(crate) fn parse_find_coordinator(
     body: Bytes,
     group: &str,
 ) -> Result<Result<BrokerAddress, ErrorCode>, DecodeError> {
-    let (resp, _) = decode_response_body::<FindCoordinatorResponse>(body, version)?;
+    // An answer that refuses the lookup may carry what no valid answer
+    // does (librdkafka's mock writes a null host beside its error code,
+    // which the schema does not allow): below v4 the error code comes first
+    // (after the throttle time from v1), and is acted on.
+    let leading = (version < 4)
+        .then(|| {
+            let at = if version >= 1 { 4 } else { 0 };
+            body.get(at..at + 2)
+                .map(|b| ErrorCode::from_code(i16::from_be_bytes([b[0], b[1]])))
+        })
+        .flatten();
+    let resp = match decode_response_body::<FindCoordinatorResponse>(body, version) {
+        Ok((resp, _)) => resp,
+        Err(e) => {
+            return match leading {
+                Some(code) if code != ErrorCode::None => Ok(Err(code)),
+                _ => Err(e),
+            }
+        }
+    };
     let (code, node_id, host, port) = if version >= 4 {
         match resp.coordinators.into_iter().find(|c| c.key == group) {
             Some(c) => (c.error_code, c.node_id, c.host, c.port),

@@ -43,7 +43,7 @@ mod backoff;
 mod conn;
 pub mod metadata;
 
-pub use backoff::{ExponentialBackoff, Rng};
+pub use backoff::{ExponentialBackoff, Retry, Rng};
 pub use conn::RequestBody;
 pub use metadata::{BrokerAddress, Metadata, PartitionInfo, TopicInfo};
 
@@ -363,6 +363,18 @@ pub enum Problem {
         /// What the broker said, or what was wrong with its answer.
         message: String,
     },
+    /// The coordinator lookup (FindCoordinator) was refused with an error
+    /// retrying does not cure (GROUP_AUTHORIZATION_FAILED: the principal
+    /// may not describe the group; INVALID_GROUP_ID, ...). Reported at
+    /// once, then every [`REPORT_AGAIN_AFTER`] while it lasts; the lookup
+    /// goes on under the retry policy, so a fix (an ACL added) is picked
+    /// up.
+    CoordinatorRefused {
+        /// The group.
+        group: String,
+        /// The broker's error code.
+        code: crate::protocol::ErrorCode,
+    },
 }
 
 /// Whether a request of `api` may go to `target` (docs/connections.md, rules 3 and 4). Group
@@ -460,29 +472,30 @@ struct AddrBackoff {
 }
 
 /// A repeated internal request (Metadata, FindCoordinator): in flight or
-/// not, and when it may be sent again after a failure.
+/// not, and its run of failures under the retry policy ([`Retry`]).
 #[derive(Debug, Default, Clone, Copy)]
 struct Refresh {
     in_flight: bool,
-    failures: u32,
-    not_before: Option<Instant>,
+    retry: Retry,
 }
 
 impl Refresh {
     fn may_send(&self, now: Instant) -> bool {
-        !self.in_flight && self.not_before.is_none_or(|t| now >= t)
+        !self.in_flight && self.retry.ready(now)
     }
 
     /// Marks it sent: in flight, and no longer waiting for its backoff.
     fn sent(&mut self) {
         self.in_flight = true;
-        self.not_before = None;
+        self.retry.clear_wait();
     }
 
     /// When it may be sent again, if it waits for that (not while in
     /// flight: its response, not time, moves it on).
     fn next_send(&self) -> Option<Instant> {
-        (!self.in_flight).then_some(self.not_before).flatten()
+        (!self.in_flight)
+            .then_some(self.retry.not_before())
+            .flatten()
     }
 
     fn succeeded(&mut self) {
@@ -492,16 +505,12 @@ impl Refresh {
     /// Brings a backoff grown by failures back to its first step: the
     /// next attempt waits at most `backoff.base` from `now`.
     fn hurry(&mut self, now: Instant, backoff: &ExponentialBackoff) {
-        self.failures = 0;
-        if let Some(t) = self.not_before {
-            self.not_before = Some(t.min(now + backoff.base));
-        }
+        self.retry.hurry(now, backoff);
     }
 
     fn failed(&mut self, now: Instant, backoff: &ExponentialBackoff, rng: &mut Rng) {
         self.in_flight = false;
-        self.failures = self.failures.saturating_add(1);
-        self.not_before = Some(now + backoff.delay(self.failures, rng.unit()));
+        self.retry.failed(now, backoff, rng.unit());
     }
 }
 
@@ -548,6 +557,8 @@ pub struct Cluster {
     problems: VecDeque<Problem>,
     /// When "every bootstrap address failed" was last reported.
     bootstrap_reported: Option<Instant>,
+    /// When a refused coordinator lookup was last reported.
+    coordinator_refusal_reported: Option<Instant>,
     /// The last connection failure, in words, for requests that time out
     /// waiting for a connection.
     last_failure: Option<String>,
@@ -598,6 +609,7 @@ impl Cluster {
             responses: VecDeque::new(),
             problems: VecDeque::new(),
             bootstrap_reported: None,
+            coordinator_refusal_reported: None,
             last_failure: None,
             oauth_token: None,
             shut_down: false,
@@ -671,7 +683,7 @@ impl Cluster {
         if ids != self.topic_ids {
             // New ids are looked up at once, not after an old backoff.
             if !ids.is_subset(&self.topic_ids) {
-                self.by_id_refresh.not_before = None;
+                self.by_id_refresh.retry.clear_wait();
             }
             self.topic_ids = ids;
         }
@@ -2034,6 +2046,7 @@ impl Cluster {
                 match metadata::parse_find_coordinator(version, body, &group) {
                     Ok(Ok(coordinator)) => {
                         self.coordinator_refresh.succeeded();
+                        self.coordinator_refusal_reported = None;
                         self.coordinator = Some(coordinator);
                     }
                     Ok(Err(code)) => {
@@ -2043,6 +2056,17 @@ impl Cluster {
                             &self.config.retry_backoff,
                             &mut self.rng,
                         );
+                        // COORDINATOR_NOT_AVAILABLE and the like pass by
+                        // themselves (a coordinator being elected or
+                        // loading); a refusal does not, and is news.
+                        let due = self
+                            .coordinator_refusal_reported
+                            .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
+                        if !code.is_retriable() && due {
+                            self.coordinator_refusal_reported = Some(now);
+                            self.problems
+                                .push_back(Problem::CoordinatorRefused { group, code });
+                        }
                     }
                     Err(e) => {
                         self.coordinator_refresh.failed(

@@ -371,6 +371,13 @@ const CASES: &[Case] = &[
         invalid: &[("-100", "retry.backoff.ms", &["\"-100\""])],
     },
     Case {
+        property: "retry.backoff.max.ms",
+        default: Some("1000"),
+        valid: "5000",
+        valid_rendered: "5000",
+        invalid: &[("-1", "retry.backoff.max.ms", &["\"-1\""])],
+    },
+    Case {
         property: "max.in.flight.requests.per.connection",
         default: Some("5"),
         valid: "1",
@@ -912,6 +919,7 @@ fn typed_setters_match_the_properties() {
         .socket_connection_setup_timeout_max(ms(16))
         .socket_keepalive(false)
         .retry_backoff(ms(17))
+        .retry_backoff_max(ms(170))
         .max_in_flight_requests_per_connection(18)
         .check_crcs(false)
         .fetch_sessions(false)
@@ -968,6 +976,7 @@ fn typed_setters_match_the_properties() {
         ("socket.connection.setup.timeout.max.ms", "16"),
         ("socket.keepalive.enable", "false"),
         ("retry.backoff.ms", "17"),
+        ("retry.backoff.max.ms", "170"),
         ("max.in.flight.requests.per.connection", "18"),
         ("check.crcs", "false"),
         ("fetch.sessions.enable", "false"),

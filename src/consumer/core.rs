@@ -11,7 +11,7 @@ use super::offsets::{
 };
 use crate::cluster::{
     Cluster, ClusterConfig, ExponentialBackoff, Problem, RequestBody, RequestError, RequestId,
-    Response, Rng, Target,
+    Response, Retry, Rng, Target,
 };
 use crate::config::ConsumerConfig;
 use crate::error::{Error, ErrorCode};
@@ -19,6 +19,7 @@ use crate::fetch::{ConsumerRecord, FetchConfig, FetchToken, Fetcher};
 use crate::group::consumer_membership::{
     generate_member_id, ConsumerMembership, ConsumerMembershipConfig,
 };
+use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::membership::{GroupEvent, GroupRequestKind, Membership, MembershipConfig};
 use crate::group::seam::GroupMembership;
 use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
@@ -48,8 +49,12 @@ pub(crate) enum Mode {
 enum Pending {
     Group(GroupRequestKind),
     Committed(BTreeSet<TopicPartition>),
-    /// A commit: the application's (with its id) or an automatic one.
-    Commit(Option<CommitId>, BTreeMap<TopicPartition, OffsetAndEpoch>),
+    /// A commit: the application's (with its id and its run of failures)
+    /// or an automatic one.
+    Commit(
+        Option<(CommitId, Retry)>,
+        BTreeMap<TopicPartition, OffsetAndEpoch>,
+    ),
     Fetch(FetchToken),
     Query(u64),
 }
@@ -117,6 +122,20 @@ pub(crate) struct ConsumerCore {
     /// Under a classic pattern subscription: the metadata generation the
     /// pattern was last matched against.
     matched_generation: Option<u64>,
+    /// The retry policy every request kind shares (`retry.backoff.ms`
+    /// doubling to `retry.backoff.max.ms`), and its jitter source.
+    retry_policy: ExponentialBackoff,
+    rng: Rng,
+    /// The OffsetFetch of positions to start from: its run of failures.
+    committed_retry: Retry,
+    /// The application's commits refused with an error that passes (a
+    /// coordinator that moved or is loading, a lost connection): sent
+    /// again once their retry wait ends, until the caller stops waiting.
+    commit_retries: BTreeMap<CommitId, (Retry, BTreeMap<TopicPartition, OffsetAndEpoch>)>,
+    /// Refusals by the group coordinator (per API) and when each was last
+    /// reported: said at once, then every `REPORT_AGAIN_AFTER` while it
+    /// lasts.
+    refusals_reported: BTreeMap<&'static str, Instant>,
 }
 
 /// A topic or partition the metadata lacks.
@@ -184,6 +203,11 @@ impl ConsumerCore {
             last_rebalance: None,
             exclude_internal_topics: true,
             matched_generation: None,
+            retry_policy: backoff(Duration::from_millis(100), Duration::from_millis(1000)),
+            rng: Rng::new(0x5eed),
+            committed_retry: Retry::default(),
+            commit_retries: BTreeMap::new(),
+            refusals_reported: BTreeMap::new(),
         }
     }
 
@@ -241,6 +265,9 @@ impl ConsumerCore {
     /// The caller stopped waiting for commit `id`: its outcome, when it
     /// comes, is dropped (the commit itself may still land).
     pub fn abandon_commit(&mut self, id: CommitId) {
+        if self.commit_retries.remove(&id).is_some() {
+            return;
+        }
         if self.commit_results.remove(&id).is_none() {
             self.abandoned_commits.insert(id);
         }
@@ -264,7 +291,7 @@ impl ConsumerCore {
             config.socket_connection_setup_timeout(),
             config.socket_connection_setup_timeout_max(),
         );
-        cc.retry_backoff = backoff(config.retry_backoff(), Duration::from_millis(1000));
+        cc.retry_backoff = retry_policy(config);
         cc.metadata_max_age = config.metadata_max_age();
         cc.max_in_flight = config.max_in_flight_requests_per_connection().max(1) as usize;
         cc.max_frame_size = config.receive_message_max_bytes() as usize;
@@ -283,7 +310,8 @@ impl ConsumerCore {
                         heartbeat_interval: config.heartbeat_interval(),
                         strategies: config.partition_assignment_strategy().to_vec(),
                         rack: config.client_rack().map(str::to_owned),
-                        retry_backoff: config.retry_backoff(),
+                        retry_backoff: retry_policy(config),
+                        seed: seeds.next_u64(),
                     }))
                 }
                 GroupProtocol::Consumer => {
@@ -295,7 +323,8 @@ impl ConsumerCore {
                             rack: config.client_rack().map(str::to_owned),
                             rebalance_timeout: config.max_poll_interval(),
                             server_assignor: config.group_remote_assignor().map(|a| a.to_string()),
-                            retry_backoff: config.retry_backoff(),
+                            retry_backoff: retry_policy(config),
+                            seed: seeds.next_u64(),
                         },
                         generate_member_id([rng.next_u64(), rng.next_u64()]),
                     ))
@@ -318,6 +347,8 @@ impl ConsumerCore {
         if !config.enable_auto_offset_store() {
             core.set_manual_offset_store();
         }
+        core.retry_policy = retry_policy(config);
+        core.rng = Rng::new(seeds.next_u64());
         core
     }
 
@@ -423,7 +454,7 @@ impl ConsumerCore {
         let id = CommitId(self.next_commit);
         self.next_commit += 1;
         let offsets = offsets.unwrap_or_else(|| self.committable(None));
-        self.send_commit(now, Some(id), offsets);
+        self.send_commit(now, Some((id, Retry::default())), offsets);
         id
     }
 
@@ -619,7 +650,7 @@ impl ConsumerCore {
     /// Makes the group wait for commit `id` before rejoining.
     pub fn block_group_on_commit(&mut self, id: CommitId) {
         let request = self.in_flight.iter().find_map(|(rid, p)| match p {
-            Pending::Commit(Some(c), _) if *c == id => Some(*rid),
+            Pending::Commit(Some((c, _)), _) if *c == id => Some(*rid),
             _ => None,
         });
         if request.is_some() {
@@ -677,6 +708,7 @@ impl ConsumerCore {
         self.drive_committed(now);
         self.drive_fetch(now);
         self.drive_auto_commit(now);
+        self.drive_commit_retries(now);
         // Requests issued above may complete synchronously in tests.
         self.route_responses(now);
         self.collect_problems();
@@ -713,6 +745,13 @@ impl ConsumerCore {
                     addr,
                     mechanism,
                     message,
+                },
+                Problem::CoordinatorRefused { group, code } => Error::Group {
+                    reason: format!("FindCoordinator failed: {code}"),
+                    group,
+                    api: "FindCoordinator",
+                    code: Some(code),
+                    stopped: false,
                 },
                 // `Problem` is non-exhaustive for other crates only.
             };
@@ -896,13 +935,22 @@ impl ConsumerCore {
             self.membership.as_ref().and_then(|m| m.next_deadline()),
             self.fetcher.next_deadline(),
             self.next_auto_commit,
+            self.committed_retry.not_before(),
             self.poll_deadline(),
         ];
+        let retries = self
+            .commit_retries
+            .values()
+            .filter_map(|(r, _)| r.not_before());
         let reports = self.missing.values().map(|m| match m.reported {
             None => m.since + self.propagation,
             Some(t) => t + crate::error::REPORT_AGAIN_AFTER,
         });
-        candidates.into_iter().flatten().chain(reports)
+        candidates
+            .into_iter()
+            .flatten()
+            .chain(retries)
+            .chain(reports)
     }
 
     fn poll_deadline(&self) -> Option<Instant> {
@@ -1129,9 +1177,11 @@ impl ConsumerCore {
     }
 
     fn drive_committed(&mut self, now: Instant) {
-        if self.committed_in_flight {
+        if self.committed_in_flight || !self.committed_retry.ready(now) {
             return;
         }
+        // Its wait is over: no deadline left in the past.
+        self.committed_retry.clear_wait();
         let needed: BTreeSet<TopicPartition> = self.fetcher.needs_committed().into_iter().collect();
         if needed.is_empty() {
             return;
@@ -1167,18 +1217,29 @@ impl ConsumerCore {
     ) {
         let group = self.group_id.clone().unwrap_or_default();
         let offsets = match result.map(|r| read_committed(&r, &group)) {
-            Ok(Ok(CommittedOffsets::Offsets(o))) => o,
+            Ok(Ok(CommittedOffsets::Offsets(o))) => {
+                self.committed_retry.succeeded();
+                self.refusals_reported.remove("OffsetFetch");
+                o
+            }
             Ok(Ok(CommittedOffsets::Error(code))) => {
-                log::debug!("OffsetFetch for {group}: {code}");
-                if matches!(
-                    code,
-                    ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable
-                ) {
-                    self.cluster.coordinator_unknown(now);
+                // Asked again under the retry policy, whatever the code: a
+                // coordinator loading its offsets after a restart answers
+                // COORDINATOR_LOAD_IN_PROGRESS for seconds.
+                let delay = self
+                    .committed_retry
+                    .failed(now, &self.retry_policy, self.rng.unit());
+                log::debug!("OffsetFetch for {group}: {code}; asked again in {delay:?}");
+                match classify(code) {
+                    GroupErrorClass::Coordinator => self.cluster.coordinator_unknown(now),
+                    GroupErrorClass::Refused => self.report_refusal(now, "OffsetFetch", code),
+                    GroupErrorClass::Transient | GroupErrorClass::Rebalance => {}
                 }
                 return;
             }
             Ok(Err(e)) => {
+                self.committed_retry
+                    .failed(now, &self.retry_policy, self.rng.unit());
                 self.errors.push_back(Error::Decode {
                     api: "OffsetFetch",
                     addr: String::new(),
@@ -1187,7 +1248,12 @@ impl ConsumerCore {
                 return;
             }
             Err(e) => {
-                log::debug!("OffsetFetch for {group} got no response: {e}");
+                let delay = self
+                    .committed_retry
+                    .failed(now, &self.retry_policy, self.rng.unit());
+                log::debug!(
+                    "OffsetFetch for {group} got no response: {e}; asked again in {delay:?}"
+                );
                 return;
             }
         };
@@ -1286,16 +1352,32 @@ impl ConsumerCore {
             .collect()
     }
 
-    /// Sends an OffsetCommit; `id` is the application's commit, `None` an
-    /// automatic one. Returns the request, when one was sent.
+    /// Sends again the application's commits whose retry wait ended.
+    fn drive_commit_retries(&mut self, now: Instant) {
+        let due: Vec<CommitId> = self
+            .commit_retries
+            .iter()
+            .filter(|(_, (retry, _))| retry.ready(now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            if let Some((retry, offsets)) = self.commit_retries.remove(&id) {
+                self.send_commit(now, Some((id, retry)), offsets);
+            }
+        }
+    }
+
+    /// Sends an OffsetCommit; `id` is the application's commit (with its
+    /// run of failures so far), `None` an automatic one. Returns the
+    /// request, when one was sent.
     fn send_commit(
         &mut self,
         now: Instant,
-        id: Option<CommitId>,
+        id: Option<(CommitId, Retry)>,
         offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
     ) -> Option<RequestId> {
         let Some(group) = self.group_id.clone() else {
-            if let Some(id) = id {
+            if let Some((id, _)) = id {
                 self.commit_results.insert(
                     id,
                     Err(Error::Config {
@@ -1307,7 +1389,7 @@ impl ConsumerCore {
             return None;
         };
         if offsets.is_empty() {
-            if let Some(id) = id {
+            if let Some((id, _)) = id {
                 log::info!("nothing to commit: no assigned partition has a position yet");
                 self.commit_results.insert(id, Ok(()));
             }
@@ -1342,35 +1424,61 @@ impl ConsumerCore {
         Some(rid)
     }
 
+    /// Reports a refusal by the group coordinator (`api`: the request it
+    /// refused) at once, then again only every `REPORT_AGAIN_AFTER` while
+    /// it lasts.
+    fn report_refusal(&mut self, now: Instant, api: &'static str, code: ErrorCode) {
+        let due = self
+            .refusals_reported
+            .get(api)
+            .is_none_or(|t| now.saturating_duration_since(*t) >= crate::error::REPORT_AGAIN_AFTER);
+        if due {
+            self.refusals_reported.insert(api, now);
+            self.report(Error::Group {
+                group: self.group_id.clone().unwrap_or_default(),
+                api,
+                code: Some(code),
+                reason: format!("{api} failed: {code}"),
+                stopped: false,
+            });
+        }
+    }
+
     fn handle_commit(
         &mut self,
         now: Instant,
-        id: Option<CommitId>,
+        id: Option<(CommitId, Retry)>,
         offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
         result: Result<Response, RequestError>,
     ) {
-        let outcome = match result {
-            Err(e) => Err(Error::Request {
-                api: "OffsetCommit",
-                source: e,
-            }),
+        let group = self.group_id.clone().unwrap_or_default();
+        // The error, and whether the same commit may be sent again (the
+        // coordinator moved or is loading, the connection was lost).
+        let (outcome, again) = match result {
+            Err(e) => {
+                let again = e.is_retriable();
+                (
+                    Err(Error::Request {
+                        api: "OffsetCommit",
+                        source: e,
+                    }),
+                    again,
+                )
+            }
             Ok(r) => match read_commit(&r) {
                 Ok(None) => {
                     log::debug!("committed {} offsets", offsets.len());
-                    Ok(())
+                    self.refusals_reported.remove("OffsetCommit");
+                    (Ok(()), false)
                 }
                 Ok(Some(code)) => {
-                    match code {
-                        ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable => {
-                            self.cluster.coordinator_unknown(now)
-                        }
+                    let class = classify(code);
+                    match class {
+                        GroupErrorClass::Coordinator => self.cluster.coordinator_unknown(now),
                         // STALE_MEMBER_EPOCH (KIP-848, OffsetCommit v9):
                         // the member's epoch moved on; a heartbeat at once
                         // brings the current one for the next commit.
-                        ErrorCode::RebalanceInProgress
-                        | ErrorCode::IllegalGeneration
-                        | ErrorCode::UnknownMemberId
-                        | ErrorCode::StaleMemberEpoch => {
+                        GroupErrorClass::Rebalance => {
                             // News of a rebalance only for a stable member;
                             // one already rejoining (a commit of revoked
                             // partitions) would otherwise rejoin once more
@@ -1379,33 +1487,69 @@ impl ConsumerCore {
                                 m.request_rejoin();
                             }
                         }
-                        _ => {}
+                        GroupErrorClass::Transient | GroupErrorClass::Refused => {}
                     }
-                    Err(Error::Group {
-                        group: self.group_id.clone().unwrap_or_default(),
-                        api: "OffsetCommit",
-                        code: Some(code),
-                        reason: format!("OffsetCommit failed: {code}"),
-                        stopped: false,
-                    })
+                    let reason = match class {
+                        GroupErrorClass::Rebalance => format!(
+                            "OffsetCommit refused with {code}: the group is rebalancing (the member rejoins by itself); the offsets were not committed: commit again once the partitions are assigned"
+                        ),
+                        _ => format!("OffsetCommit failed: {code}"),
+                    };
+                    let again = matches!(
+                        class,
+                        GroupErrorClass::Coordinator | GroupErrorClass::Transient
+                    );
+                    (
+                        Err(Error::Group {
+                            group: group.clone(),
+                            api: "OffsetCommit",
+                            code: Some(code),
+                            reason,
+                            stopped: false,
+                        }),
+                        again,
+                    )
                 }
-                Err(source) => Err(Error::Decode {
-                    api: "OffsetCommit",
-                    addr: String::new(),
-                    source,
-                }),
+                Err(source) => (
+                    Err(Error::Decode {
+                        api: "OffsetCommit",
+                        addr: String::new(),
+                        source,
+                    }),
+                    false,
+                ),
             },
         };
         match (id, outcome) {
-            (Some(id), _) if self.abandoned_commits.remove(&id) => {}
-            (Some(id), outcome) => {
+            (Some((id, _)), _) if self.abandoned_commits.remove(&id) => {}
+            // The application's commit is sent again under the retry policy
+            // (as the Java consumer's commitSync does) until its caller
+            // stops waiting (`default.api.timeout.ms`, which names the
+            // last error).
+            (Some((id, mut retry)), Err(e)) if again => {
+                let delay = retry.failed(now, &self.retry_policy, self.rng.unit());
+                log::debug!("commit {id:?}: {e}; sent again in {delay:?}");
+                self.last_error = Some(e.to_string());
+                self.commit_retries.insert(id, (retry, offsets));
+            }
+            (Some((id, _)), outcome) => {
                 self.commit_results.insert(id, outcome);
             }
-            // One retrying can't fix (authorization, say) reaches `poll`;
-            // a passing one is retried at the next interval.
+            // An automatic commit: one retrying can't fix (authorization,
+            // say) reaches `poll`; a rebalance or a coordinator that moved
+            // is routine (the next interval commits again, with the
+            // positions of the partitions then owned).
+            (
+                None,
+                Err(Error::Group {
+                    code: Some(code), ..
+                }),
+            ) if classify(code) == GroupErrorClass::Refused => {
+                self.report_refusal(now, "OffsetCommit", code)
+            }
             (None, Err(e)) if !e.is_retriable() => self.report(e),
             (None, Err(e)) => {
-                log::warn!("automatic commit failed: {e} (retried at the next interval)")
+                log::info!("automatic commit for group {group:?} not done: {e} (committed again at the next interval)")
             }
             (None, Ok(())) => {}
         }
@@ -1419,6 +1563,12 @@ fn backoff(base: Duration, max: Duration) -> ExponentialBackoff {
         max: max.max(base),
         jitter: 0.2,
     }
+}
+
+/// The retry policy every request kind shares: `retry.backoff.ms`
+/// doubling to `retry.backoff.max.ms`, ±20% jitter (KIP-580).
+pub(crate) fn retry_policy(config: &ConsumerConfig) -> ExponentialBackoff {
+    backoff(config.retry_backoff(), config.retry_backoff_max())
 }
 
 /// The fetch layer's settings from the consumer's.
@@ -1440,7 +1590,7 @@ fn fetch_config(config: &ConsumerConfig, seed: u64) -> FetchConfig {
         auto_offset_reset: config.auto_offset_reset(),
         rack_id: config.client_rack().map(str::to_owned),
         replica_lease: config.metadata_max_age(),
-        retry_backoff: backoff(config.retry_backoff(), Duration::from_millis(1000)),
+        retry_backoff: retry_policy(config),
         request_timeout: config.request_timeout(),
         seed,
         ..FetchConfig::default()

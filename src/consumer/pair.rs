@@ -1153,3 +1153,234 @@ fn a_partition_the_group_assigns_before_the_metadata_lists_it_is_fetched_within_
     assert_eq!(offsets, [(2, 0), (2, 1), (2, 2)]);
     assert!(pair.errors.is_empty(), "{:?}", pair.errors);
 }
+
+/// Whether the attempts at `times` (oldest first) are spaced as the retry
+/// policy (`retry.backoff.ms` 100 doubling to `retry.backoff.max.ms` 1000,
+/// ±20% jitter) allows: the `n`-th retry waits at least 80% of
+/// `min(100 ms × 2^(n-1), 1 s)` after the attempt before it.
+fn spaced_by_the_retry_policy(times: &[Duration]) -> Result<(), String> {
+    for (n, pair) in times.windows(2).enumerate() {
+        let wanted = Duration::from_millis(100)
+            .saturating_mul(1 << n.min(10))
+            .min(Duration::from_secs(1))
+            .mul_f64(0.8);
+        let gap = pair[1] - pair[0];
+        if gap < wanted {
+            return Err(format!(
+                "retry {} came {gap:?} after the attempt before it, under {wanted:?}: {times:?}",
+                n + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Errors that pass by themselves (a coordinator loading its offsets after
+/// a restart, one that moved), answered K times in a row to each group
+/// API: each is retried under the one retry policy (no more requests than
+/// K + 1 until the answer is good, spaced as the policy says), nothing
+/// reaches `poll`, and the member joins and consumes every record.
+#[test]
+fn passing_group_errors_are_retried_under_the_retry_policy_on_every_group_api() {
+    use crate::error::ErrorCode;
+    const K: usize = 6;
+    for code in [
+        ErrorCode::CoordinatorLoadInProgress,
+        ErrorCode::CoordinatorNotAvailable,
+    ] {
+        for api in [
+            ApiKey::FindCoordinator,
+            ApiKey::OffsetFetch,
+            ApiKey::JoinGroup,
+            ApiKey::SyncGroup,
+        ] {
+            let mut pair = Pair::new(3, 1, group_config);
+            pair.mock.create_topic(TOPIC, 2, None).unwrap();
+            pair.mock.coordinators.insert(GROUP.into(), 2);
+            pair.produce(TOPIC, 0, 3);
+            pair.produce(TOPIC, 1, 2);
+            pair.mock
+                .errors
+                .entry(api.code())
+                .or_default()
+                .extend([code; K]);
+            pair.subscribe(TOPIC);
+            let records = pair.poll_for(Duration::from_secs(15), Duration::from_millis(100));
+            let what = format!("{api:?} answered {code} {K} times");
+            assert_eq!(records.len(), 5, "{what}: {:?}", pair.log);
+            let times: Vec<Duration> = pair.served(api).iter().map(|s| s.0).collect();
+            // JoinGroup is sent twice when it succeeds (KIP-394's member id
+            // round); SyncGroup's refusals may make the member join again.
+            assert!(
+                (K + 1..=K + 2).contains(&times.len()),
+                "{what}: {} requests: {times:?}",
+                times.len()
+            );
+            spaced_by_the_retry_policy(&times[..K + 1]).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(pair.errors.is_empty(), "{what}: {:?}", pair.errors);
+        }
+    }
+}
+
+/// A stable member's heartbeats answered COORDINATOR_LOAD_IN_PROGRESS: each
+/// retry waits for the retry policy, the member keeps its partitions.
+#[test]
+fn heartbeats_refused_while_the_coordinator_loads_back_off() {
+    use crate::error::ErrorCode;
+    const K: usize = 6;
+    let mut pair = Pair::new(3, 1, group_config);
+    pair.mock.create_topic(TOPIC, 2, None).unwrap();
+    pair.mock.coordinators.insert(GROUP.into(), 2);
+    join_alone(&mut pair);
+    let before = pair.served(ApiKey::Heartbeat).len();
+    pair.mock
+        .errors
+        .entry(ApiKey::Heartbeat.code())
+        .or_default()
+        .extend([ErrorCode::CoordinatorLoadInProgress; K]);
+    pair.poll_for(Duration::from_secs(9), Duration::from_millis(100));
+    let times: Vec<Duration> = pair.served(ApiKey::Heartbeat)[before..]
+        .iter()
+        .map(|s| s.0)
+        .collect();
+    assert!(times.len() > K, "{times:?}");
+    spaced_by_the_retry_policy(&times[..K + 1]).unwrap();
+    assert!(pair.core.membership.as_ref().unwrap().is_stable());
+    assert_eq!(pair.assignment(), [tp(0), tp(1)].into_iter().collect());
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+}
+
+/// The application's commit answered COORDINATOR_LOAD_IN_PROGRESS K times
+/// is sent again under the retry policy and lands, as the Java
+/// consumer's `commitSync` does.
+#[test]
+fn an_application_commit_is_retried_while_the_coordinator_loads_and_lands() {
+    use crate::error::ErrorCode;
+    const K: usize = 5;
+    let mut pair = Pair::new(3, 1, group_config);
+    pair.mock.create_topic(TOPIC, 2, None).unwrap();
+    pair.mock.coordinators.insert(GROUP.into(), 2);
+    pair.produce(TOPIC, 0, 3);
+    join_alone(&mut pair);
+    pair.poll_for(Duration::from_secs(1), Duration::from_millis(100));
+    pair.mock
+        .errors
+        .entry(ApiKey::OffsetCommit.code())
+        .or_default()
+        .extend([ErrorCode::CoordinatorLoadInProgress; K]);
+    let id = pair.core.commit(pair.now, None);
+    pair.commit_result(id).unwrap();
+    assert_eq!(pair.mock.groups.committed(GROUP, TOPIC, 0), Some(3));
+    let times: Vec<Duration> = pair
+        .served(ApiKey::OffsetCommit)
+        .iter()
+        .map(|s| s.0)
+        .collect();
+    assert_eq!(times.len(), K + 1, "{times:?}");
+    spaced_by_the_retry_policy(&times).unwrap();
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+}
+
+/// A rebalance refusing commits: an automatic commit refused with
+/// REBALANCE_IN_PROGRESS (or UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) never
+/// reaches `poll`; the application's own commit fails with a retriable
+/// error that says the group is rebalancing.
+#[test]
+fn a_commit_refused_for_a_rebalance_is_routine() {
+    use crate::error::ErrorCode;
+    for code in [
+        ErrorCode::RebalanceInProgress,
+        ErrorCode::UnknownMemberId,
+        ErrorCode::IllegalGeneration,
+    ] {
+        let mut pair = Pair::new(3, 1, |b| {
+            group_config(b)
+                .enable_auto_commit(true)
+                .auto_commit_interval(Duration::from_secs(1))
+        });
+        pair.mock.create_topic(TOPIC, 2, None).unwrap();
+        pair.mock.coordinators.insert(GROUP.into(), 2);
+        pair.produce(TOPIC, 0, 3);
+        join_alone(&mut pair);
+        pair.mock
+            .errors
+            .entry(ApiKey::OffsetCommit.code())
+            .or_default()
+            .extend([code; 2]);
+        // The automatic commit meets the refusal; the member rejoins and the
+        // next interval's commit lands.
+        pair.poll_for(Duration::from_secs(5), Duration::from_millis(100));
+        assert!(pair.errors.is_empty(), "{code}: {:?}", pair.errors);
+        assert_eq!(
+            pair.mock.groups.committed(GROUP, TOPIC, 0),
+            Some(3),
+            "{code}"
+        );
+
+        pair.mock
+            .errors
+            .entry(ApiKey::OffsetCommit.code())
+            .or_default()
+            .push_back(code);
+        let id = pair.core.commit(pair.now, None);
+        let e = pair.commit_result(id).unwrap_err();
+        assert!(e.is_retriable(), "{code}: {e}");
+        assert!(!e.is_fatal(), "{code}: {e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("rebalancing") && text.contains(&code.to_string()),
+            "{text}"
+        );
+        pair.poll_for(Duration::from_secs(5), Duration::from_millis(100));
+        assert!(pair.errors.is_empty(), "{code}: {:?}", pair.errors);
+        assert!(pair.core.membership.as_ref().unwrap().is_stable(), "{code}");
+    }
+}
+
+/// OffsetFetch refused with GROUP_AUTHORIZATION_FAILED: named through
+/// `poll` at once (not retriable), said again only after
+/// `REPORT_AGAIN_AFTER`, and asked again under the retry policy (about
+/// one request a second, not thousands); FindCoordinator refused so is
+/// named the same way.
+#[test]
+fn a_group_refused_by_its_coordinator_is_named_at_once_and_asked_again_with_backoff() {
+    use crate::error::ErrorCode;
+    for api in [ApiKey::OffsetFetch, ApiKey::FindCoordinator] {
+        let mut pair = Pair::new(3, 1, group_config);
+        pair.mock.create_topic(TOPIC, 2, None).unwrap();
+        pair.mock.coordinators.insert(GROUP.into(), 2);
+        pair.mock
+            .errors
+            .entry(api.code())
+            .or_default()
+            .extend([ErrorCode::GroupAuthorizationFailed; 10_000]);
+        pair.subscribe(TOPIC);
+        pair.poll_for(Duration::from_secs(2), Duration::from_millis(100));
+        let refusals = |pair: &Pair| {
+            pair.errors
+                .iter()
+                .filter(|e| {
+                    matches!(e, Error::Group { api: a, code: Some(ErrorCode::GroupAuthorizationFailed), stopped: false, .. } if *a == api.name())
+                })
+                .count()
+        };
+        assert_eq!(refusals(&pair), 1, "{api:?}: {:?}", pair.errors);
+        let e = pair
+            .errors
+            .iter()
+            .find(|e| matches!(e, Error::Group { .. }))
+            .unwrap();
+        assert!(!e.is_retriable(), "{e}");
+        assert!(e.to_string().contains(GROUP), "{e}");
+        pair.poll_for(Duration::from_secs(20), Duration::from_millis(100));
+        assert_eq!(refusals(&pair), 1, "{api:?}: said once within a minute");
+        // 22 s at 1 s apart at most (jitter: 0.8 s): about 25 requests.
+        let asked = pair.served(api).len();
+        assert!(
+            (10..=32).contains(&asked),
+            "{api:?}: {asked} requests in 22 s"
+        );
+        pair.poll_for(Duration::from_secs(40), Duration::from_millis(500));
+        assert_eq!(refusals(&pair), 2, "{api:?}: said again after a minute");
+    }
+}

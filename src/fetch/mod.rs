@@ -660,10 +660,11 @@ fn decode_some(
 /// reported: a leader that moved is found within it.
 pub(crate) const LEADER_ERRORS_REPORTED_AFTER: Duration = Duration::from_secs(1);
 
+/// A partition's failures: its run under the retry policy, and the run of
+/// one error code it is in (for reporting).
 #[derive(Debug, Default, Clone, Copy)]
 struct Retry {
-    failures: u32,
-    not_before: Option<Instant>,
+    run: crate::cluster::Retry,
     /// The run of failures with one error code this partition is in.
     streak: Option<Streak>,
 }
@@ -780,7 +781,7 @@ struct ReadReplica {
 
 impl PartitionState {
     fn backing_off(&self, now: Instant) -> bool {
-        self.retry.not_before.is_some_and(|t| now < t)
+        !self.retry.run.ready(now)
     }
 
     /// Whether the position has reached the last high watermark heard of
@@ -1400,8 +1401,8 @@ impl Fetcher {
         metadata: &Metadata,
     ) -> Vec<(Target, Box<dyn RequestBody>, FetchToken)> {
         for st in self.partitions.values_mut() {
-            if st.retry.not_before.is_some_and(|t| t <= now) {
-                st.retry.not_before = None;
+            if st.retry.run.not_before().is_some_and(|t| t <= now) {
+                st.retry.run.clear_wait();
             }
         }
         self.throttled.retain(|_, until| *until > now);
@@ -1835,7 +1836,7 @@ impl Fetcher {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.partitions
             .values()
-            .filter_map(|st| st.retry.not_before)
+            .filter_map(|st| st.retry.run.not_before())
             .chain(self.throttled.values().copied())
             .min()
     }
@@ -2963,8 +2964,7 @@ fn describe(target: Target) -> String {
 }
 
 fn backoff(st: &mut PartitionState, now: Instant, policy: &ExponentialBackoff, rng: &mut Rng) {
-    st.retry.failures = st.retry.failures.saturating_add(1);
-    st.retry.not_before = Some(now + policy.delay(st.retry.failures, rng.unit()));
+    st.retry.run.failed(now, policy, rng.unit());
 }
 
 /// What a partition's error code from `broker` in an `api` answer (Fetch,

@@ -34,7 +34,7 @@
 
 use super::membership::{GroupEvent, GroupFailure, ResponseOutcome};
 use super::TopicPartition;
-use crate::cluster::{RequestBody, RequestError, Response};
+use crate::cluster::{ExponentialBackoff, RequestBody, RequestError, Response, Retry, Rng};
 use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicPartitions,
 };
@@ -68,8 +68,11 @@ pub struct ConsumerMembershipConfig {
     pub rebalance_timeout: Duration,
     /// `group.remote.assignor`; `None` lets the broker choose.
     pub server_assignor: Option<String>,
-    /// `retry.backoff.ms`: between retries after errors.
-    pub retry_backoff: Duration,
+    /// `retry.backoff.ms` doubling to `retry.backoff.max.ms`: the retry
+    /// policy, between retries after errors.
+    pub retry_backoff: ExponentialBackoff,
+    /// Seeds the retry policy's jitter.
+    pub seed: u64,
 }
 
 /// Where the member is.
@@ -139,7 +142,9 @@ pub struct ConsumerMembership {
     next_heartbeat: Option<Instant>,
     heartbeat_soon: bool,
     in_flight: Option<Sent>,
-    not_before: Option<Instant>,
+    /// The run of failed heartbeats (the retry policy).
+    retry: Retry,
+    rng: Rng,
     /// The ids of the topics of owned partitions, to report them back.
     id_of: BTreeMap<String, [u8; 16]>,
     /// Topic ids of the target that the metadata could not name yet.
@@ -154,6 +159,7 @@ impl ConsumerMembership {
     /// A member that has not joined, with the member id it keeps for its
     /// life (see [`generate_member_id`]).
     pub fn new(config: ConsumerMembershipConfig, member_id: String) -> Self {
+        let rng = Rng::new(config.seed);
         ConsumerMembership {
             config,
             state: ConsumerMemberState::Unjoined,
@@ -171,7 +177,8 @@ impl ConsumerMembership {
             next_heartbeat: None,
             heartbeat_soon: false,
             in_flight: None,
-            not_before: None,
+            retry: Retry::default(),
+            rng,
             id_of: BTreeMap::new(),
             unresolved: BTreeSet::new(),
             failure: None,
@@ -271,7 +278,7 @@ impl ConsumerMembership {
         if self.in_flight.is_some() {
             return None;
         }
-        match self.not_before {
+        match self.retry.not_before() {
             Some(t) => Some(t),
             None if self.state == ConsumerMemberState::Stable => self.next_heartbeat,
             None => None,
@@ -319,10 +326,10 @@ impl ConsumerMembership {
         if matches!(self.state, ConsumerMemberState::Failed(_)) || self.in_flight.is_some() {
             return None;
         }
-        if self.not_before.is_some_and(|t| now < t) {
+        if !self.retry.ready(now) {
             return None;
         }
-        self.not_before = None;
+        self.retry.clear_wait();
         if self.state == ConsumerMemberState::Reconciling {
             // The caller acted on the revocation (it calls again only
             // then): take the new partitions.
@@ -546,6 +553,7 @@ impl ConsumerMembership {
         }
         match code {
             ErrorCode::None => {
+                self.retry.succeeded();
                 if let Some(id) = r.member_id.filter(|id| !id.is_empty()) {
                     // v0: the coordinator names the member.
                     self.member_id = id;
@@ -630,7 +638,8 @@ impl ConsumerMembership {
     /// backoff.
     fn retry_later(&mut self, now: Instant, coordinator_unknown: bool) -> ResponseOutcome {
         self.send_full = true;
-        self.not_before = Some(now + self.config.retry_backoff);
+        let unit = self.rng.unit();
+        self.retry.failed(now, &self.config.retry_backoff, unit);
         ResponseOutcome {
             coordinator_unknown,
         }
@@ -798,7 +807,12 @@ mod tests {
             rack: Some("rack-a".into()),
             rebalance_timeout: Duration::from_secs(30),
             server_assignor: Some("uniform".into()),
-            retry_backoff: Duration::from_millis(100),
+            retry_backoff: ExponentialBackoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_millis(1000),
+                jitter: 0.0,
+            },
+            seed: 1,
         }
     }
 

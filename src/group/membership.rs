@@ -25,7 +25,7 @@
 
 use super::assignor::{AssignmentStrategy, GroupMember, RebalanceProtocol};
 use super::TopicPartition;
-use crate::cluster::{RequestBody, RequestError, Response};
+use crate::cluster::{ExponentialBackoff, RequestBody, RequestError, Response, Retry, Rng};
 use crate::protocol::group::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition as WireTopicPartition,
 };
@@ -66,8 +66,11 @@ pub struct MembershipConfig {
     pub strategies: Vec<AssignmentStrategy>,
     /// `client.rack`.
     pub rack: Option<String>,
-    /// `retry.backoff.ms`: between retries after coordinator errors.
-    pub retry_backoff: Duration,
+    /// `retry.backoff.ms` doubling to `retry.backoff.max.ms`: the retry
+    /// policy, between retries after coordinator errors.
+    pub retry_backoff: ExponentialBackoff,
+    /// Seeds the retry policy's jitter.
+    pub seed: u64,
 }
 
 /// Which group request a [`Membership::poll_request`] produced.
@@ -167,7 +170,9 @@ pub struct Membership {
     in_flight: Option<GroupRequestKind>,
     join: Option<JoinResult>,
     pending_assignment: Option<Vec<SyncGroupRequestAssignment>>,
-    not_before: Option<Instant>,
+    /// The run of failed group requests (the retry policy).
+    retry: Retry,
+    rng: Rng,
     /// Why the member stopped, until the consumer takes it.
     failure: Option<GroupFailure>,
     next_heartbeat: Option<Instant>,
@@ -181,6 +186,7 @@ pub struct Membership {
 impl Membership {
     /// A member that has not joined.
     pub fn new(config: MembershipConfig) -> Self {
+        let rng = Rng::new(config.seed);
         Membership {
             config,
             state: MemberState::Unjoined,
@@ -192,7 +198,8 @@ impl Membership {
             in_flight: None,
             join: None,
             pending_assignment: None,
-            not_before: None,
+            retry: Retry::default(),
+            rng,
             failure: None,
             next_heartbeat: None,
             last_heartbeat_ok: None,
@@ -268,7 +275,7 @@ impl Membership {
     /// When [`Membership::poll_request`] may have something to send, or a
     /// session expiry must be noticed.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let mut t = self.not_before;
+        let mut t = self.retry.not_before();
         if self.state == MemberState::Stable && self.in_flight.is_none() {
             t = min_opt(t, self.next_heartbeat);
         }
@@ -320,10 +327,10 @@ impl Membership {
         partitions: &BTreeMap<String, i32>,
     ) -> Option<(GroupRequestKind, Box<dyn RequestBody>)> {
         self.check_session(now);
-        if self.in_flight.is_some() || self.not_before.is_some_and(|t| now < t) {
+        if self.in_flight.is_some() || !self.retry.ready(now) {
             return None;
         }
-        self.not_before = None;
+        self.retry.clear_wait();
         if self.topics.is_empty() {
             return None;
         }
@@ -542,15 +549,22 @@ impl Membership {
             // membership when the session times out.
             return ResponseOutcome::default();
         }
-        self.not_before = Some(now + self.config.retry_backoff);
+        let delay = self.retry_later(now);
         if kind == GroupRequestKind::Heartbeat {
             // Heartbeats are retried; the session expiry decides when the
             // partitions are lost.
-            self.next_heartbeat = Some(now + self.config.retry_backoff);
+            self.next_heartbeat = Some(now + delay);
         }
         ResponseOutcome {
             coordinator_unknown: true,
         }
+    }
+
+    /// One more failed request: the next waits for the retry policy.
+    /// Returns the wait.
+    fn retry_later(&mut self, now: Instant) -> Duration {
+        let unit = self.rng.unit();
+        self.retry.failed(now, &self.config.retry_backoff, unit)
     }
 
     fn subscription(&self, strategy: AssignmentStrategy) -> Result<Bytes, EncodeError> {
@@ -598,6 +612,7 @@ impl Membership {
         let code = ErrorCode::from_code(r.error_code);
         match code {
             ErrorCode::None => {
+                self.retry.succeeded();
                 self.member_id = r.member_id;
                 self.generation = r.generation_id;
                 self.protocol = r.protocol_name.clone();
@@ -730,6 +745,7 @@ impl Membership {
         let code = ErrorCode::from_code(r.error_code);
         match code {
             ErrorCode::None => {
+                self.retry.succeeded();
                 let assigned = if r.assignment.is_empty() {
                     BTreeSet::new()
                 } else {
@@ -796,7 +812,7 @@ impl Membership {
                     "group {}: SyncGroup refused with {code}; joining again",
                     self.config.group_id
                 );
-                self.not_before = Some(now + self.config.retry_backoff);
+                self.retry_later(now);
                 self.state = MemberState::Joining;
                 ResponseOutcome::default()
             }
@@ -810,6 +826,7 @@ impl Membership {
         }
         match code {
             ErrorCode::None => {
+                self.retry.succeeded();
                 self.last_heartbeat_ok = Some(now);
                 self.next_heartbeat = Some(now + self.config.heartbeat_interval);
                 ResponseOutcome::default()
@@ -853,9 +870,9 @@ impl Membership {
                 })
             }
             code if code.is_retriable() => {
-                self.not_before = Some(now + self.config.retry_backoff);
+                let delay = self.retry_later(now);
                 if kind == GroupRequestKind::Heartbeat {
-                    self.next_heartbeat = Some(now + self.config.retry_backoff);
+                    self.next_heartbeat = Some(now + delay);
                 } else {
                     self.state = MemberState::Joining;
                 }
@@ -986,7 +1003,12 @@ mod tests {
             heartbeat_interval: Duration::from_secs(3),
             strategies,
             rack: None,
-            retry_backoff: Duration::from_millis(100),
+            retry_backoff: ExponentialBackoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_millis(1000),
+                jitter: 0.0,
+            },
+            seed: 1,
         }
     }
 
@@ -1261,8 +1283,12 @@ mod tests {
                 tp(3)
             ]))]
         );
+        // Two failures in a row: the second waits 200 ms, from 9.999 s.
+        assert!(m
+            .poll_request(t0 + Duration::from_millis(10_150), &counts())
+            .is_none());
         let (kind, _) = m
-            .poll_request(t0 + Duration::from_millis(10_100), &counts())
+            .poll_request(t0 + Duration::from_millis(10_200), &counts())
             .unwrap();
         assert_eq!(kind, GroupRequestKind::Join);
     }

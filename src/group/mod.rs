@@ -12,6 +12,7 @@
 
 pub mod assignor;
 pub mod consumer_membership;
+pub mod errors;
 pub mod membership;
 pub mod pattern;
 pub mod seam;
