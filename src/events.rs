@@ -180,6 +180,21 @@ impl ConnectionError {
         }
     }
 
+    /// Whether the failure is a refusal that waiting does not cure: an
+    /// authentication, TLS or protocol failure (a broker that answers
+    /// garbage, or a TLS listener dialled in plaintext). Such an address is
+    /// tried again with a much longer backoff than a refused TCP connect
+    /// (1 s doubling to 30 s rather than 50 ms to 1 s), and the failure is
+    /// reported at once and again every minute while it lasts.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            ConnectionError::Authentication { .. }
+                | ConnectionError::Tls { .. }
+                | ConnectionError::Protocol { .. }
+        )
+    }
+
     /// A protocol violation described by `message`.
     pub fn protocol(message: impl fmt::Display) -> Self {
         ConnectionError::Protocol {

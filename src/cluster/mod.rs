@@ -79,6 +79,12 @@ pub struct ClusterConfig {
     pub reconnect_backoff: ExponentialBackoff,
     /// `socket.connection.setup.timeout.ms` growing to `...max.ms`.
     pub setup_timeout: ExponentialBackoff,
+    /// The backoff of an address that refused this client in a way
+    /// waiting does not cure (authentication, TLS, protocol; see
+    /// [`ConnectionError::is_refusal`]): much longer than the reconnect
+    /// backoff. By default `reconnect.backoff.max.ms` (at least 1 s)
+    /// doubling to 30 s.
+    pub refusal_backoff: ExponentialBackoff,
     /// `retry.backoff.ms` growing to `retry.backoff.max.ms`: between
     /// Metadata or FindCoordinator retries.
     pub retry_backoff: ExponentialBackoff,
@@ -116,6 +122,11 @@ impl ClusterConfig {
             setup_timeout: ExponentialBackoff {
                 base: Duration::from_millis(10_000),
                 max: Duration::from_millis(30_000),
+                jitter: 0.2,
+            },
+            refusal_backoff: ExponentialBackoff {
+                base: Duration::from_millis(1000),
+                max: REFUSAL_BACKOFF_MAX,
                 jitter: 0.2,
             },
             retry_backoff: ExponentialBackoff {
@@ -317,6 +328,25 @@ impl fmt::Display for RequestError {
 }
 
 impl std::error::Error for RequestError {}
+
+/// The longest wait between two attempts at an address that keeps refusing
+/// this client (authentication, TLS, protocol failures).
+pub const REFUSAL_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// A refusal this long after the last one of its address starts a new run
+/// (its backoff from the first step, reported at once).
+const REFUSAL_RUN_GAP: Duration = Duration::from_secs(300);
+
+/// An address's run of refusals ([`ConnectionError::is_refusal`]): unlike
+/// a run of failed connects, it is not ended by a connection that
+/// answered (a broker that answers ApiVersions, then garbage, refuses
+/// again and again), only by [`REFUSAL_RUN_GAP`] without a refusal.
+#[derive(Debug, Clone, Copy)]
+struct RefusalRun {
+    count: u32,
+    last: Instant,
+    reported: Option<Instant>,
+}
 
 /// How long a condition that goes on (a broker still unreachable, a topic
 /// still unknown) waits before it is reported again.
@@ -559,6 +589,8 @@ pub struct Cluster {
     bootstrap_reported: Option<Instant>,
     /// When a refused coordinator lookup was last reported.
     coordinator_refusal_reported: Option<Instant>,
+    /// Per address, its run of refusals.
+    refusals: HashMap<String, RefusalRun>,
     /// The last connection failure, in words, for requests that time out
     /// waiting for a connection.
     last_failure: Option<String>,
@@ -610,6 +642,7 @@ impl Cluster {
             problems: VecDeque::new(),
             bootstrap_reported: None,
             coordinator_refusal_reported: None,
+            refusals: HashMap::new(),
             last_failure: None,
             oauth_token: None,
             shut_down: false,
@@ -2192,30 +2225,62 @@ impl Cluster {
         };
         entry.last_error = Some(error.clone());
         let failures = entry.failures;
-        let authentication = matches!(error, ConnectionError::Authentication { .. });
-        // Refused credentials will be refused again: straight to the
-        // longest backoff, not a tight reconnect loop.
-        let backoff_failures = if authentication {
-            u32::MAX
+        let refusal = error.is_refusal();
+        // A refusal (credentials refused, a certificate not trusted, a
+        // broker that answers garbage) will be met again: a backoff of its
+        // own, much longer than a refused connect's, which keeps a
+        // restarting broker found quickly.
+        let (delay, due) = if refusal {
+            let run = self.refusals.entry(c.addr.clone()).or_insert(RefusalRun {
+                count: 0,
+                last: now,
+                reported: None,
+            });
+            if now.saturating_duration_since(run.last) > REFUSAL_RUN_GAP {
+                *run = RefusalRun {
+                    count: 0,
+                    last: now,
+                    reported: None,
+                };
+            }
+            run.count = run.count.saturating_add(1);
+            run.last = now;
+            let delay = self
+                .config
+                .refusal_backoff
+                .delay(run.count, self.rng.unit());
+            let due = run
+                .reported
+                .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
+            (delay, due)
         } else {
-            entry.failures
+            let delay = self
+                .config
+                .reconnect_backoff
+                .delay(failures, self.rng.unit());
+            let due = entry
+                .reported
+                .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
+            (delay, due)
         };
-        let delay = self
-            .config
-            .reconnect_backoff
-            .delay(backoff_failures, self.rng.unit());
-        entry.until = Some(now + delay);
-        let due = entry
-            .reported
-            .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
+        self.backoff.get_mut(&c.addr).expect("inserted").until = Some(now + delay);
         self.last_failure = Some(format!(
             "{} connection to {} failed: {error}",
             c.purpose, c.addr
         ));
+        let mark_reported = |cluster: &mut Cluster| {
+            if refusal {
+                if let Some(run) = cluster.refusals.get_mut(&c.addr) {
+                    run.reported = Some(now);
+                }
+            } else {
+                cluster.backoff.get_mut(&c.addr).expect("inserted").reported = Some(now);
+            }
+        };
         if let ConnectionError::Authentication { mechanism, message } = error {
             // At the first failure: it will not pass by itself.
             if due {
-                self.backoff.get_mut(&c.addr).expect("inserted").reported = Some(now);
+                mark_reported(self);
                 self.problems.push_back(Problem::AuthenticationFailed {
                     broker: c.broker,
                     addr: c.addr.clone(),
@@ -2226,14 +2291,14 @@ impl Cluster {
             }
         } else if c.purpose == Purpose::Bootstrap {
             self.check_bootstrap_unreachable(now);
-        } else if due && (failures >= 2 || matches!(error, ConnectionError::Tls { .. })) {
+        } else if due && (failures >= 2 || refusal) {
             // From the second failure in a row: a connection that worked
             // and broke once (a broker restarting, an idle close racing a
             // request) is reconnected at once and is no news; one whose
             // reconnect fails too, or that keeps breaking before answering,
-            // is. A failed TLS handshake is news at once: a certificate
-            // does not become trusted by waiting.
-            self.backoff.get_mut(&c.addr).expect("inserted").reported = Some(now);
+            // is. A refusal is news at once: a certificate does not become
+            // trusted by waiting.
+            mark_reported(self);
             self.problems.push_back(Problem::BrokerUnreachable {
                 broker: c.broker,
                 addr: c.addr.clone(),
@@ -2241,6 +2306,11 @@ impl Cluster {
                 cause: error.clone(),
             });
         }
+        log::debug!(
+            "{} connection to {} failed: {error}; next attempt in {delay:?}",
+            c.purpose,
+            c.addr
+        );
         delay
     }
 
@@ -2284,7 +2354,12 @@ impl Cluster {
         c.answered = true;
         let addr = c.addr.clone();
         self.backoff.remove(&addr);
-        self.bootstrap_reported = None;
+        // An address that refuses this client after answering (a broker
+        // that answers garbage sometimes) is not news again before its
+        // time.
+        if !self.refusals.contains_key(&addr) {
+            self.bootstrap_reported = None;
+        }
     }
 
     /// Puts a dead connection's unsent requests back in the waiting list;

@@ -1241,6 +1241,68 @@ fn a_broker_that_drops_connections_during_the_handshake_is_backed_off() {
     }
 }
 
+/// A known broker whose connections answer, then break the protocol
+/// (garbage, a frame size no broker sends): a refusal, not an outage. It is
+/// reported at once, again only after REPORT_AGAIN_AFTER, and dialled
+/// again with the refusal backoff (1 s doubling to 30 s), not the
+/// reconnect backoff, though each connection answered a request first.
+#[test]
+fn a_broker_that_keeps_breaking_the_protocol_is_backed_off_as_a_refusal() {
+    let mut cfg = config(&["b1:9092"], None);
+    cfg.request_timeout = Duration::from_secs(3600);
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    // Broker 1 is the leader of partition 0 and gets Fetch requests.
+    let start = sim.now;
+    let mut reported = Vec::new();
+    let mut dialled = Vec::new();
+    while sim.now < start + Duration::from_secs(100) {
+        sim.request(Target::Broker(1));
+        if let Some((&conn, _)) = sim
+            .sockets
+            .iter()
+            .find(|(c, a)| a.as_str() == "b1:9092" && !dialled.iter().any(|(d, _)| d == *c))
+        {
+            dialled.push((conn, sim.now - start));
+            // The handshake's ApiVersions, then the request's.
+            let answered = sim
+                .log
+                .iter()
+                .filter(|(c, _, api)| *c == conn && *api == ApiKey::ApiVersions)
+                .count();
+            assert!(answered >= 2, "the connection answered before the garbage");
+            sim.c.handle_closed(
+                sim.now,
+                conn,
+                ConnectionError::protocol("frame of 2147483647 bytes exceeds the limit"),
+            );
+            sim.pump();
+        }
+        while let Some(p) = sim.c.poll_problem() {
+            if let Problem::BrokerUnreachable { cause, .. } = p {
+                assert!(cause.is_refusal());
+                reported.push(sim.now - start);
+            }
+        }
+        sim.advance(Duration::from_millis(100));
+    }
+    // 1, 2, 4, 8, 16, 30, 30 s apart (±20%): at most 5 in the first 15 s.
+    let in_15 = dialled
+        .iter()
+        .filter(|(_, t)| *t <= Duration::from_secs(15))
+        .count();
+    assert!(in_15 <= 5, "{dialled:?}");
+    assert!((7..=10).contains(&dialled.len()), "{dialled:?}");
+    assert_eq!(
+        reported.len(),
+        2,
+        "reported at once and after a minute: {reported:?}"
+    );
+    assert!(reported[1] >= REPORT_AGAIN_AFTER, "{reported:?}");
+}
+
 fn refused() -> ConnectionError {
     ConnectionError::Refused {
         message: "Connection refused (os error 111)".into(),
@@ -1734,7 +1796,7 @@ fn scram_sha_256_authenticates_in_two_round_trips() {
 /// (1 s ± 20%), not reconnected in a loop; reported again only after
 /// REPORT_AGAIN_AFTER.
 #[test]
-fn a_wrong_password_is_reported_at_once_and_backed_off_to_the_max() {
+fn a_wrong_password_is_reported_at_once_and_backed_off_as_a_refusal() {
     for mechanism in [
         crate::sasl::Mechanism::Plain,
         crate::sasl::Mechanism::ScramSha256,
@@ -1781,19 +1843,24 @@ fn a_wrong_password_is_reported_at_once_and_backed_off_to_the_max() {
         assert_eq!(connects(&sim), 2);
         // The second failure is not reported again...
         assert!(sim.c.poll_problem().is_none());
-        // ...until REPORT_AGAIN_AFTER has passed.
-        let mut reported = false;
-        let end = sim.now + REPORT_AGAIN_AFTER + Duration::from_secs(2);
-        while sim.now < end && !reported {
+        // The refusal backoff: 1 s doubling to 30 s (±20%), so attempts
+        // at about 0, 1, 3, 7, 15, 31, 61 and 91 s: at most 5 in the first
+        // 15 s.
+        let start = sim.now - Duration::from_millis(1200);
+        sim.advance(start + Duration::from_secs(15) - sim.now);
+        assert!(connects(&sim) <= 5, "{}", connects(&sim));
+        // Reported again at the first failure REPORT_AGAIN_AFTER after the
+        // first report (the attempt at about 61 s, ±20% of its 30 s wait).
+        let mut reported = None;
+        while sim.now < start + Duration::from_secs(100) && reported.is_none() {
             sim.advance(Duration::from_millis(100));
-            reported = matches!(
-                sim.c.poll_problem(),
-                Some(Problem::AuthenticationFailed { .. })
-            );
+            if let Some(Problem::AuthenticationFailed { .. }) = sim.c.poll_problem() {
+                reported = Some(sim.now - start);
+            }
         }
-        assert!(reported);
-        // Every attempt was at least 800 ms apart: about 60 in 60 s.
-        assert!((50..=80).contains(&connects(&sim)), "{}", connects(&sim));
+        let again = reported.expect("reported again");
+        assert!(again >= REPORT_AGAIN_AFTER, "{again:?}");
+        assert!((6..=9).contains(&connects(&sim)), "{}", connects(&sim));
         // The request waited for a connection and then timed out, naming
         // the cause.
         match &sim.responses[&id] {

@@ -287,6 +287,10 @@ impl ConsumerCore {
         cc.request_timeout = config.request_timeout();
         cc.connections_max_idle = config.connections_max_idle();
         cc.reconnect_backoff = backoff(config.reconnect_backoff(), config.reconnect_backoff_max());
+        cc.refusal_backoff = backoff(
+            config.reconnect_backoff_max().max(Duration::from_secs(1)),
+            crate::cluster::REFUSAL_BACKOFF_MAX,
+        );
         cc.setup_timeout = backoff(
             config.socket_connection_setup_timeout(),
             config.socket_connection_setup_timeout_max(),
@@ -774,9 +778,18 @@ impl ConsumerCore {
     /// after a long time), so neither the log nor the queue floods.
     fn report(&mut self, error: Error) {
         let next = if error.is_fatal() {
-            "the consumer cannot go on"
+            "the consumer cannot go on: close it"
         } else if error.is_retriable() {
-            "retrying"
+            "the consumer goes on by itself"
+        } else if matches!(
+            error,
+            Error::Authentication { .. }
+                | Error::Connection { .. }
+                | Error::BrokersUnreachable { .. }
+                | Error::Group { .. }
+                | Error::Topic { .. }
+        ) {
+            "tried again with a long backoff; it lasts until its cause is fixed"
         } else {
             "not retried"
         };

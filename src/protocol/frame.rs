@@ -35,13 +35,29 @@ impl fmt::Display for FrameError {
         match self {
             FrameError::NegativeSize(n) => write!(f, "negative frame size {n}"),
             FrameError::TooLarge { size, max } => {
-                write!(f, "frame of {size} bytes exceeds the limit of {max} bytes")
+                write!(f, "frame of {size} bytes exceeds the limit of {max} bytes")?;
+                if looks_like_tls(*size) {
+                    // A TLS listener answers a plaintext client with an
+                    // alert (or handshake) record: content type 0x15 (or
+                    // 0x16), then version 0x03 0x0N, read here as a size.
+                    f.write_str(
+                        " (the bytes read as a TLS record: is this a TLS listener? set security.protocol to SSL or SASL_SSL)",
+                    )?;
+                }
+                Ok(())
             }
         }
     }
 }
 
 impl std::error::Error for FrameError {}
+
+/// Whether a size prefix is the start of a TLS record: content type alert
+/// (21) or handshake (22), then major version 3.
+fn looks_like_tls(size: usize) -> bool {
+    let prefix = (size as u32).to_be_bytes();
+    matches!(prefix[0], 0x15 | 0x16) && prefix[1] == 0x03
+}
 
 /// Checks a 4-byte size prefix against `max` and returns the body length.
 pub fn frame_size(prefix: [u8; 4], max: usize) -> Result<usize, FrameError> {
@@ -303,6 +319,20 @@ mod tests {
         );
         let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0xfe][..]);
         assert_eq!(d.decode(&mut buf), Err(FrameError::NegativeSize(-2)));
+    }
+
+    #[test]
+    fn a_tls_record_read_as_a_size_says_so() {
+        let d = FrameDecoder::default();
+        // A TLS 1.2 alert (and a handshake record) where a size should be.
+        for prefix in [[0x15, 0x03, 0x03, 0x00], [0x16, 0x03, 0x01, 0x02]] {
+            let e = d.decode(&mut BytesMut::from(&prefix[..])).unwrap_err();
+            assert!(e.to_string().contains("TLS listener"), "{e}");
+        }
+        let e = d
+            .decode(&mut BytesMut::from(&[0x7f, 0xff, 0xff, 0xff][..]))
+            .unwrap_err();
+        assert!(!e.to_string().contains("TLS"), "{e}");
     }
 
     #[test]
