@@ -14,7 +14,12 @@ use lazykafka::protocol::ApiKey;
 use lazykafka::runtime::{BrokerConnection, ConnectOptions};
 use std::process::ExitCode;
 
+#[path = "support/logger.rs"]
+mod logger;
+
 fn main() -> ExitCode {
+    // The library's warn and error lines on stderr (RUST_LOG picks the level).
+    logger::init();
     let mut addrs: Vec<String> = std::env::args().skip(1).collect();
     // Kept alive until the end of main: dropping it stops the brokers.
     let mut _mock = None;

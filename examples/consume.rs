@@ -65,8 +65,13 @@
 //! 1 when consuming fails; 2 for bad flags or properties. Every error is
 //! one line on stderr, starting with `error: `. An error the consumer goes
 //! on after by itself (`Error::is_retriable`: a broker unreachable, a topic
-//! not there yet) is printed and consuming goes on; any other (a fatal one,
+//! not there yet, a rebalance) is printed and consuming goes on (a failed
+//! partition lookup is tried again a second later); any other (a fatal one,
 //! such as a group authorization failure) ends the run with exit 1.
+//!
+//! The library's own log lines at `warn` and `error` go to stderr too, as
+//! `warn: lazykafka: ...` (`RUST_LOG=debug`, `RUST_LOG=lazykafka=info`, ...
+//! pick another level).
 //!
 //! See `docs/consume-example.md`.
 
@@ -82,9 +87,15 @@ use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+#[path = "support/logger.rs"]
+mod logger;
 #[path = "support/record_line.rs"]
 mod record_line;
 use record_line::RecordLine;
+
+/// How long the example waits before asking again for the partitions of a
+/// topic whose lookup failed with a retriable error.
+const LOOKUP_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 const USAGE: &str = "\
 usage: consume --bootstrap HOST:PORT[,..] --topic T [--topic T ..] [flags]
@@ -290,6 +301,8 @@ fn failure(message: impl ToString) -> Failure {
 }
 
 fn main() -> ExitCode {
+    // The library's warn and error lines on stderr (RUST_LOG picks the level).
+    logger::init();
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(Some(args)) => args,
         Ok(None) => {
@@ -468,12 +481,29 @@ async fn consume(
     } else {
         let mut all: Vec<TopicPartition> = Vec::new();
         for topic in &args.topics {
-            let lookup = Box::pin(consumer.partitions_for(topic));
-            match select(lookup, signals.next()).await {
-                Either::Left((found, _)) => {
-                    all.extend(found.map_err(|e| failure(format!("topic {topic}: {e}")))?)
+            loop {
+                let lookup = Box::pin(consumer.partitions_for(topic));
+                match select(lookup, signals.next()).await {
+                    Either::Left((Ok(found), _)) => {
+                        all.extend(found);
+                        break;
+                    }
+                    // A broker not there yet, a topic not created yet: the
+                    // consumer goes on trying; say it, and ask again a
+                    // second later.
+                    Either::Left((Err(e), _)) if e.is_retriable() && !e.is_fatal() => {
+                        let line = e.to_string().replace(['\n', '\r'], " ");
+                        let _ = writeln!(std::io::stderr(), "error: topic {topic}: {line}");
+                        let pause = Box::pin(async_std::task::sleep(LOOKUP_AGAIN_AFTER));
+                        if let Either::Right(_) = select(pause, signals.next()).await {
+                            return Ok(Stop::Signal);
+                        }
+                    }
+                    Either::Left((Err(e), _)) => {
+                        return Err(failure(format!("topic {topic}: {e}")))
+                    }
+                    Either::Right(_) => return Ok(Stop::Signal),
                 }
-                Either::Right(_) => return Ok(Stop::Signal),
             }
         }
         consumer.assign(all.clone()).map_err(failure)?;

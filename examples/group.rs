@@ -95,7 +95,12 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+#[path = "support/logger.rs"]
+mod logger;
+
 fn main() -> ExitCode {
+    // The library's warn and error lines on stderr (RUST_LOG picks the level).
+    logger::init();
     let args = match parse_args() {
         Ok(args) => args,
         Err(e) => {

@@ -273,7 +273,12 @@ async fn walk(
     Ok(phases)
 }
 
+#[path = "support/logger.rs"]
+mod logger;
+
 fn main() -> ExitCode {
+    // The library's warn and error lines on stderr (RUST_LOG picks the level).
+    logger::init();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -20,8 +20,13 @@ use lazykafka::mock::{MockCluster, MockRecord};
 use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
 use std::time::{Duration, Instant};
 
+#[path = "support/logger.rs"]
+mod logger;
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The library's warn and error lines on stderr (RUST_LOG picks the level).
+    logger::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     // Kept alive until the end of main: dropping it stops the brokers.
     let mut _mock = None;

@@ -274,11 +274,12 @@ impl Error {
     /// docs/reliability.md lists what each API's error codes do.
     pub fn is_retriable(&self) -> bool {
         match self {
-            // A failed TLS handshake fails again until the certificates
-            // or the configuration change.
-            Error::BrokersUnreachable { attempts } => !attempts
-                .iter()
-                .all(|(_, cause)| matches!(cause, crate::events::ConnectionError::Tls { .. })),
+            // A failed TLS handshake, refused credentials or a broker that
+            // breaks the protocol fail again until the certificates, the
+            // configuration or the broker change.
+            Error::BrokersUnreachable { attempts } => {
+                !attempts.iter().all(|(_, cause)| cause.is_refusal())
+            }
             Error::Topic { code, .. } => code.is_retriable(),
             Error::UnknownPartition { .. } | Error::NoLeader { .. } => true,
             // A rebalance, a coordinator that moved or is loading: the

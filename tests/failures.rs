@@ -112,10 +112,10 @@ async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
     // Said once: the consumer keeps trying, with backoff, in silence.
     let again = errors_within(&mut consumer, Duration::from_secs(2)).await;
     assert!(again.is_empty(), "{again:?}");
-    // A call that times out names what it last saw.
+    // A call that waits on the network names the refusal at once.
     let e = consumer.partitions_for("t").await.unwrap_err();
     assert!(
-        matches!(e, Error::Timeout { .. }) && e.to_string().contains(&addr),
+        matches!(e, Error::BrokersUnreachable { .. }) && e.to_string().contains(&addr),
         "{e}"
     );
     assert!(e.to_string().contains("refused"), "{e}");
@@ -127,6 +127,68 @@ async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains(&addr), "{e}");
+}
+
+/// Each call that waits on the network, made first (no `poll` before it),
+/// against a closed port and a name that does not resolve: each returns
+/// the cause within seconds, not after `default.api.timeout.ms` (60 s).
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+async fn every_waiting_call_names_an_unreachable_cluster_within_seconds() {
+    let closed = closed_port();
+    for (addr, cause) in [
+        (closed.as_str(), "refused"),
+        ("no-such-broker.invalid:9092", "no-such-broker.invalid"),
+    ] {
+        let p0 = TopicPartition::new("t", 0);
+        type Call = fn(
+            &mut Consumer,
+            TopicPartition,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), Error>> + '_>,
+        >;
+        let calls: [(&str, Call); 6] = [
+            ("partitions_for", |c, _| {
+                Box::pin(async move { c.partitions_for("t").await.map(drop) })
+            }),
+            ("committed", |c, p| {
+                Box::pin(async move { c.committed([p]).await.map(drop) })
+            }),
+            ("end_offsets", |c, p| {
+                Box::pin(async move { c.end_offsets([p]).await.map(drop) })
+            }),
+            ("offsets_for_times", |c, p| {
+                Box::pin(async move { c.offsets_for_times([(p, 0)]).await.map(drop) })
+            }),
+            ("commit_offsets", |c, p| {
+                Box::pin(async move { c.commit_offsets([(p, 5)]).await })
+            }),
+            ("close", |c, _| Box::pin(async move { c.close().await })),
+        ];
+        for (name, call) in calls {
+            let mut consumer = Consumer::new(config(addr, Some("g")).build().unwrap()).unwrap();
+            consumer.assign([p0.clone()]).unwrap();
+            let started = Instant::now();
+            let result = call(&mut consumer, p0.clone()).await;
+            let took = started.elapsed();
+            if name == "close" {
+                // Nothing to commit, so nothing to say; but no 60 s wait.
+                assert!(result.is_ok(), "{name}: {result:?}");
+            } else {
+                let e = result.unwrap_err();
+                assert!(
+                    matches!(e, Error::BrokersUnreachable { .. }),
+                    "{name} at {addr}: {e:?}"
+                );
+                assert!(e.to_string().contains(cause), "{name}: {e}");
+                assert!(e.is_retriable(), "{name}: {e}");
+            }
+            assert!(
+                took < Duration::from_secs(10),
+                "{name} at {addr} took {took:?}"
+            );
+        }
+    }
 }
 
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]

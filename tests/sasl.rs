@@ -292,7 +292,7 @@ async fn first_error(consumer: &mut Consumer, within: Duration) -> Option<(Error
 
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
 #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
-async fn a_wrong_password_fails_poll_at_once_naming_the_broker_and_is_not_retried_in_a_loop() {
+async fn a_wrong_password_fails_poll_and_waiting_calls_at_once_and_is_backed_off_as_a_refusal() {
     for mechanism in [Mechanism::Plain, Mechanism::ScramSha512] {
         let mock = sasl_mock(MockSasl::new().user(USER, PASSWORD));
         let bootstrap = mock.bootstrap_servers();
@@ -325,14 +325,29 @@ async fn a_wrong_password_fails_poll_at_once_naming_the_broker_and_is_not_retrie
         assert!(error.to_string().contains(&bootstrap), "{error}");
         assert!(!error.to_string().contains(PASSWORD) && !error.to_string().contains("wrong"));
         // Not reported again for a while, and not retried in a tight loop:
-        // at most one attempt per reconnect.backoff.max.ms (1 s ± 20%).
+        // the refusal backoff (1 s doubling to 30 s, ±20%) allows attempts
+        // at about 1 and 3 s.
         let connects_before = connects(&mock);
         let again = first_error(&mut consumer, Duration::from_secs(3)).await;
         assert!(again.is_none(), "{again:?}");
         let attempts = connects(&mock) - connects_before;
-        assert!(attempts <= 4, "{attempts} attempts in 3 s");
+        assert!(attempts <= 2, "{attempts} attempts in 3 s");
         assert!(authenticated(&mock).is_empty());
         consumer.close().await.unwrap();
+        // A call that waits on the network, made first, names the refusal
+        // at once rather than after default.api.timeout.ms.
+        let mut consumer = Consumer::new(with_password(&bootstrap, mechanism, "wrong")).unwrap();
+        let started = Instant::now();
+        let e = consumer.partitions_for("t").await.unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            e.to_string().contains("authentication failed") && !e.is_retriable(),
+            "{e}"
+        );
     }
 }
 

@@ -95,8 +95,8 @@ fn tls_cause(e: &Error, addr: &str) -> String {
 }
 
 /// Polls for `span` and counts the connections `mock` accepted meanwhile:
-/// a failed handshake backs off (50 ms doubling to 1 s) like a refused
-/// connect, so a few seconds see a handful, not a tight loop's hundreds.
+/// a failed handshake is a refusal, backed off 1 s doubling to 30 s, so
+/// a few seconds see two or three, not a tight loop's hundreds.
 async fn connects_during(consumer: &mut Consumer, mock: &MockCluster, span: Duration) -> usize {
     let before = connects(mock);
     let start = Instant::now();
@@ -119,7 +119,7 @@ fn connects(mock: &MockCluster) -> usize {
 async fn fails_with(
     mock: &MockCluster,
     addr: &str,
-    builder: impl FnOnce(&str) -> ConsumerConfigBuilder,
+    builder: impl Fn(&str) -> ConsumerConfigBuilder,
     needle: &str,
 ) {
     let mut consumer = assigned(builder(addr)).await;
@@ -129,10 +129,17 @@ async fn fails_with(
     assert!(after < PROMPT, "reported after {after:?}");
     let n = connects_during(&mut consumer, mock, Duration::from_secs(3)).await;
     assert!(
-        (1..=12).contains(&n),
-        "{n} connects in 3 s: no backoff, or no retry"
+        (1..=3).contains(&n),
+        "{n} connects in 3 s: no refusal backoff, or no retry"
     );
     consumer.close().await.unwrap();
+    // A call that waits on the network, made first, names the cause at
+    // once too, not after default.api.timeout.ms.
+    let mut consumer = assigned(builder(addr)).await;
+    let started = Instant::now();
+    let e = consumer.partitions_for("t").await.unwrap_err();
+    assert!(tls_cause(&e, addr).contains(needle), "{e}");
+    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
 }
 
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
@@ -229,6 +236,59 @@ async fn an_expired_certificate_is_a_tls_error_from_poll() {
         "certificate expired",
     )
     .await;
+}
+
+/// The other way round: a plaintext client at a TLS listener reads the
+/// listener's TLS alert as an absurd frame size; the error says the
+/// listener speaks TLS and which setting to change.
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+async fn a_plaintext_client_at_a_tls_listener_is_told_to_set_the_security_protocol() {
+    let mock = tls_mock(&Pki::new("test CA").leaf(&["127.0.0.1"]), 1);
+    let addr = mock.bootstrap_servers();
+    let mut consumer = assigned(config(&addr, None)).await;
+    let (e, after) = first_error(&mut consumer).await;
+    assert!(after < PROMPT, "reported after {after:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("TLS listener") && text.contains("security.protocol"),
+        "{text}"
+    );
+    assert!(!e.is_retriable(), "{e}");
+    let n = connects_during(&mut consumer, &mock, Duration::from_secs(3)).await;
+    assert!(n <= 3, "{n} connects in 3 s");
+    consumer.close().await.unwrap();
+}
+
+/// The same against stunnel (OpenSSL), a TLS server we did not write.
+#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+async fn a_plaintext_client_at_stunnel_is_told_to_set_the_security_protocol() {
+    let Some(bin) =
+        stunnel_bin("a_plaintext_client_at_stunnel_is_told_to_set_the_security_protocol")
+    else {
+        return;
+    };
+    let mock = RawMock::new(1);
+    let dir = TempDir::new("tls-stunnel-plain");
+    let listen = free_port();
+    let _stunnel = Stunnel::start(
+        &bin,
+        &dir,
+        &Pki::new("server CA").leaf(&["localhost"]),
+        None,
+        &[(listen, mock.ports()[0])],
+    );
+    let addr = format!("localhost:{listen}");
+    let mut consumer = assigned(config(&addr, None)).await;
+    let (e, after) = first_error(&mut consumer).await;
+    assert!(after < PROMPT, "reported after {after:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("TLS listener") && text.contains("security.protocol"),
+        "{text}"
+    );
+    consumer.close().await.unwrap();
 }
 
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]

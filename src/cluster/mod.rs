@@ -2314,6 +2314,37 @@ impl Cluster {
         delay
     }
 
+    /// When no connection is ready and every bootstrap address failed
+    /// since one last answered, each with a cause waiting does not cure
+    /// soon (refused, a name that does not resolve, authentication, TLS,
+    /// protocol; not a setup timeout or a dropped connection): each address
+    /// with its last failure. A call that waits for the network then
+    /// returns this cause instead of waiting for its timeout.
+    pub fn refused_everywhere(&self) -> Option<Vec<(String, ConnectionError)>> {
+        if self.conns.values().any(|c| c.is_ready()) {
+            return None;
+        }
+        self.config
+            .bootstrap
+            .iter()
+            .map(|addr| match self.backoff.get(addr) {
+                Some(AddrBackoff {
+                    failures: 1..,
+                    last_error: Some(e),
+                    ..
+                }) if e.is_refusal()
+                    || matches!(
+                        e,
+                        ConnectionError::Refused { .. } | ConnectionError::Resolve { .. }
+                    ) =>
+                {
+                    Some((addr.clone(), e.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Reports that no bootstrap address can be reached, when every one
     /// failed since one last answered and nothing else is live.
     fn check_bootstrap_unreachable(&mut self, now: Instant) {

@@ -745,9 +745,12 @@ impl Consumer {
             id,
         };
         let result = engine
-            .wait_for(timeout, |core| core.take_commit_result(id))
+            .wait_for(timeout, |core| {
+                or_refused(core, |core| core.take_commit_result(id))
+            })
             .await
-            .unwrap_or_else(|| Err(timed_out(engine, "commit", timeout)));
+            .unwrap_or_else(|| Err(timed_out(engine, "commit", timeout)))
+            .and_then(|r| r);
         abandon.answered(!matches!(result, Err(Error::Timeout { .. })));
         self.run_callbacks();
         result
@@ -771,9 +774,9 @@ impl Consumer {
         let timeout = self.config.default_api_timeout();
         let engine = self.engine.as_mut().expect("started");
         let response = engine
-            .wait_for(timeout, |core| core.take_query(q))
+            .wait_for(timeout, |core| or_refused(core, |core| core.take_query(q)))
             .await
-            .ok_or_else(|| timed_out(engine, "committed offsets lookup", timeout))?
+            .ok_or_else(|| timed_out(engine, "committed offsets lookup", timeout))??
             .map_err(|source| Error::Request {
                 api: "OffsetFetch",
                 source,
@@ -907,10 +910,12 @@ impl Consumer {
         // The leaders must be known first.
         engine
             .wait_for(timeout, |core| {
-                core.want_leaders(&partitions).is_empty().then_some(())
+                or_refused(core, |core| {
+                    core.want_leaders(&partitions).is_empty().then_some(())
+                })
             })
             .await
-            .ok_or_else(|| timed_out(engine, "offsets lookup (leaders unknown)", timeout))?;
+            .ok_or_else(|| timed_out(engine, "offsets lookup (leaders unknown)", timeout))??;
         let queries: Vec<u64> = {
             let mut core = engine.shared().lock();
             let plan = core
@@ -927,9 +932,9 @@ impl Consumer {
         for q in queries {
             let left = deadline.saturating_duration_since(Instant::now());
             let response = engine
-                .wait_for(left, |core| core.take_query(q))
+                .wait_for(left, |core| or_refused(core, |core| core.take_query(q)))
                 .await
-                .ok_or_else(|| timed_out(engine, "offsets lookup", timeout))?
+                .ok_or_else(|| timed_out(engine, "offsets lookup", timeout))??
                 .map_err(|source| Error::Request {
                     api: "ListOffsets",
                     source,
@@ -993,12 +998,15 @@ impl Consumer {
         let asked = Instant::now();
         match engine
             .wait_for(timeout, |core| {
-                core.want_partitions(topic, Instant::now(), asked)
+                or_refused(core, |core| {
+                    core.want_partitions(topic, Instant::now(), asked)
+                })
             })
             .await
         {
-            Some(Ok(partitions)) => Ok(partitions),
-            Some(Err(code)) => Err(Error::Topic {
+            Some(Ok(Ok(partitions))) => Ok(partitions),
+            Some(Err(refused)) => Err(refused),
+            Some(Ok(Err(code))) => Err(Error::Topic {
                 topic: topic.to_owned(),
                 code,
             }),
@@ -1367,8 +1375,10 @@ impl Consumer {
         let commit = engine.shared().lock().begin_close(Instant::now());
         let mut result = Ok(());
         if let Some(id) = commit {
-            if let Some(Err(e)) = engine
-                .wait_for(timeout, |core| core.take_commit_result(id))
+            if let Some(Ok(Err(e)) | Err(e)) = engine
+                .wait_for(timeout, |core| {
+                    or_refused(core, |core| core.take_commit_result(id))
+                })
                 .await
             {
                 result = Err(e);
@@ -1380,19 +1390,37 @@ impl Consumer {
         self.run_callbacks();
         let engine = self.engine.as_mut().expect("started");
         engine
-            .wait_for(timeout, |core| core.revocation_commits_done().then_some(()))
+            .wait_for(timeout, |core| {
+                or_refused(core, |core| core.revocation_commits_done().then_some(()))
+            })
             .await;
         self.run_commit_callbacks();
         let engine = self.engine.as_mut().expect("started");
         let leave = engine.shared().lock().send_leave(Instant::now());
         if let Some(id) = leave {
             engine
-                .wait_for(timeout, |core| (!core.is_in_flight(id)).then_some(()))
+                .wait_for(timeout, |core| {
+                    or_refused(core, |core| (!core.is_in_flight(id)).then_some(()))
+                })
                 .await;
         }
         engine.stop();
 
         result
+    }
+}
+
+/// What `check` finds, or the failure that makes waiting for it pointless
+/// ([`ConsumerCore::refused`]: every bootstrap address refused, does not
+/// resolve, or failed authentication or TLS): a call that waits on the
+/// network names that cause within seconds instead of at its timeout.
+fn or_refused<T>(
+    core: &mut ConsumerCore,
+    check: impl FnOnce(&mut ConsumerCore) -> Option<T>,
+) -> Option<Result<T, Error>> {
+    match check(core) {
+        Some(found) => Some(Ok(found)),
+        None => core.refused().map(Err),
     }
 }
 

@@ -371,6 +371,17 @@ impl ConsumerCore {
         }
     }
 
+    /// The failure that makes waiting for the network pointless, if any:
+    /// every bootstrap address refused this client, does not resolve, or
+    /// failed authentication, TLS or the protocol, and no connection is
+    /// ready ([`Cluster::refused_everywhere`]). The consumer goes on trying
+    /// (with backoff); a call that waits returns this at once.
+    pub fn refused(&self) -> Option<Error> {
+        self.cluster
+            .refused_everywhere()
+            .map(|attempts| Error::BrokersUnreachable { attempts })
+    }
+
     // ===== application inputs =====
 
     /// Sets the mode (subscribe, assign, unsubscribe).
