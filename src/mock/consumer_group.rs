@@ -200,7 +200,7 @@ impl ConsumerGroups {
                 && (req.rebalance_timeout_ms < 0
                     || (req.subscribed_topic_names.is_none()
                         && req.subscribed_topic_regex.is_none())
-                    || req.topic_partitions.as_ref().is_some_and(|t| !t.is_empty())))
+                    || req.topic_partitions.as_ref().is_none_or(|t| !t.is_empty())))
             || (epoch == -2 && req.instance_id.is_none())
         {
             return Err(ErrorCode::InvalidRequest.into());

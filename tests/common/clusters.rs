@@ -34,6 +34,28 @@ macro_rules! on_both_mocks {
     };
 }
 
+/// Runs each named `async fn name<C: TestCluster>()` on librdkafka 2.16's
+/// mock cluster (a child process, [`super::mock216::Mock216`]) as
+/// `librdkafka216_mock::name`, skipped without `LAZYKAFKA_PYTHON` (a
+/// failure then under `LAZYKAFKA_REQUIRE_BROKER=1`).
+#[allow(unused_macros)]
+macro_rules! on_mock216 {
+    ($($name:ident),* $(,)?) => {
+        mod librdkafka216_mock {
+            $(
+                #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+                #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+                async fn $name() {
+                    if crate::common::mock216::python(stringify!($name)).is_none() {
+                        return;
+                    }
+                    super::$name::<crate::common::mock216::Mock216>().await
+                }
+            )*
+        }
+    };
+}
+
 /// What a lifecycle test needs of a mock cluster.
 pub trait TestCluster {
     /// A cluster of `brokers` brokers (ids 1..=n), no topics, requests

@@ -7,6 +7,7 @@ pub mod clusters;
 pub mod cpu;
 pub mod examples;
 pub mod mock;
+pub mod mock216;
 pub mod peers;
 pub mod raw;
 pub mod threads;
