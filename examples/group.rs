@@ -156,8 +156,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let poll = Box::pin(consumer.poll(Duration::from_millis(500)));
         let records = match select(poll, signals.next()).await {
             Either::Left((Ok(records), _)) => records,
-            // A broker unreachable, a topic not there yet: the consumer
-            // retries by itself; keep polling.
+            // A broker unreachable, a topic not there yet, a rebalance: the
+            // consumer retries by itself; keep polling.
             Either::Left((Err(e), _)) if e.is_retriable() => {
                 eprintln!("warning: {e}");
                 continue;
@@ -181,9 +181,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 text(record.value())
             );
         }
-        // At least once: commit what was processed.
-        consumer.commit().await?;
-        println!("committed {} records", records.len());
+        // At least once: commit what was processed. A rebalance may have
+        // taken the partitions meanwhile (the commit is then refused with a
+        // retriable error): their next owner starts after the last commit.
+        match consumer.commit().await {
+            Ok(()) => println!("committed {} records", records.len()),
+            Err(e) if e.is_retriable() => eprintln!("warning: {e}"),
+            Err(e) => return Err(e.into()),
+        }
     }
 
     // Revokes the partitions (the listener prints them), leaves the group,
