@@ -77,7 +77,7 @@
 
 mod error;
 mod offsets;
-mod request;
+pub(crate) mod request;
 #[cfg(test)]
 mod tests;
 

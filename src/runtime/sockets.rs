@@ -1,6 +1,14 @@
 //! The sockets behind a [`Cluster`]: connect tasks, frame readers, writes,
 //! and closes, on the runtime behind the [seam](super::rt).
 //!
+//! Writes never wait: each request's bytes join their connection's outbox,
+//! written as far as the socket takes them at once and the rest as it
+//! drains, while the driver waits ([`Sockets::wait`]). A broker that stops
+//! reading fills only its own connection's outbox: the other connections,
+//! timers and heartbeats go on, and the stalled requests fail at
+//! `request.timeout.ms`, when the cluster closes that connection and names
+//! the cause.
+//!
 //! Frames are read as they arrive, by the consumer's background task itself
 //! while it waits ([`Readers::Inline`]) or by a task per socket for a
 //! driver that runs only while awaited ([`Readers::Tasks`]), so an EOF from
@@ -18,10 +26,11 @@ use bytes::Bytes;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::io::{AsyncRead, AsyncWrite};
 use futures::stream::{BoxStream, SelectAll};
-use futures::{AsyncReadExt, AsyncWriteExt, FutureExt, StreamExt};
-use std::collections::HashMap;
+use futures::{AsyncReadExt, FutureExt, StreamExt};
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 /// What a socket task reports.
@@ -103,6 +112,8 @@ pub(crate) struct Sockets {
     table: SocketTable,
     /// The write half of each open socket; only the driver loop writes.
     writers: HashMap<ConnectionId, Box<dyn AsyncWrite + Send + Unpin>>,
+    /// Per socket, the bytes not written yet.
+    outboxes: HashMap<ConnectionId, Outbox>,
     /// Buffers for large frames, shared by the reader tasks.
     frames: FramePool,
     /// The wait's timer and when it fires, kept from one wait to the next
@@ -152,6 +163,7 @@ impl Sockets {
             options,
             table: SocketTable::default(),
             writers: HashMap::new(),
+            outboxes: HashMap::new(),
             frames: FramePool::default(),
             timer: None,
             readers: SelectAll::new(),
@@ -190,21 +202,41 @@ impl Sockets {
                 None
             }
             Action::Transmit { conn, bytes } => {
-                let writer = self.writers.get_mut(&conn)?;
-                // The flush matters under TLS only: the TLS writer may keep
-                // encrypted bytes it could not write at once until flushed.
-                let written = match writer.write_all(&bytes).await {
-                    Ok(()) => writer.flush().await,
-                    Err(e) => Err(e),
-                };
-                written.err().map(|e| (conn, ConnectionError::from_io(&e)))
+                if !self.writers.contains_key(&conn) {
+                    return None;
+                }
+                self.outboxes.entry(conn).or_default().push(bytes);
+                // As much as the socket takes now; the rest while waiting.
+                futures::future::poll_fn(|cx| Poll::Ready(self.poll_writes(cx))).await
             }
             Action::Close { conn } => {
                 self.writers.remove(&conn);
+                self.outboxes.remove(&conn);
                 self.table.close(conn);
                 None
             }
         }
+    }
+
+    /// Writes what each outbox holds, as far as its socket takes it without
+    /// waiting (a socket that takes no more wakes the driver when it
+    /// does). Returns the first write that failed; that outbox is dropped.
+    fn poll_writes(&mut self, cx: &mut Context<'_>) -> Option<(ConnectionId, ConnectionError)> {
+        let mut failed = None;
+        for (conn, outbox) in &mut self.outboxes {
+            let Some(writer) = self.writers.get_mut(conn) else {
+                continue;
+            };
+            if let Poll::Ready(Err(e)) = outbox.poll_drain(writer, cx) {
+                failed = Some((*conn, ConnectionError::from_io(&e)));
+                break;
+            }
+        }
+        if let Some((conn, _)) = &failed {
+            self.outboxes.remove(conn);
+        }
+        self.outboxes.retain(|_, o| !o.is_empty());
+        failed
     }
 
     /// Waits for the next socket report, for `kick`, or until `at`;
@@ -229,6 +261,9 @@ impl Sockets {
         }
         let mut suspended = false;
         let input = futures::future::poll_fn(|cx| {
+            if let Some((conn, e)) = self.poll_writes(cx) {
+                return Poll::Ready(Some((conn, SocketInput::Failed(e))));
+            }
             if let Poll::Ready(input) = self.rx.poll_next_unpin(cx) {
                 return Poll::Ready(input);
             }
@@ -297,6 +332,64 @@ impl Sockets {
             SocketInput::Eof => cluster.handle_closed(now, id, ConnectionError::ClosedByBroker),
             SocketInput::Failed(e) => cluster.handle_closed(now, id, e),
         }
+    }
+}
+
+/// A socket's bytes not written yet, in order, and whether what was written
+/// still needs a flush.
+#[derive(Default)]
+struct Outbox {
+    queue: VecDeque<Bytes>,
+    unflushed: bool,
+}
+
+impl Outbox {
+    fn push(&mut self, bytes: Bytes) {
+        if !bytes.is_empty() {
+            self.queue.push_back(bytes);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty() && !self.unflushed
+    }
+
+    /// Writes the queue to `writer` until it is empty and flushed
+    /// (`Ready(Ok)`), the socket takes no more (`Pending`, `cx` woken when
+    /// it does), or a write fails.
+    fn poll_drain(
+        &mut self,
+        writer: &mut Box<dyn AsyncWrite + Send + Unpin>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        while let Some(front) = self.queue.front_mut() {
+            match Pin::new(&mut **writer).poll_write(cx, front) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.unflushed = true;
+                    if n >= front.len() {
+                        self.queue.pop_front();
+                    } else {
+                        let _ = front.split_to(n);
+                    }
+                }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        // The flush matters under TLS only: the TLS writer may keep
+        // encrypted bytes it could not write at once until flushed.
+        if self.unflushed {
+            match Pin::new(&mut **writer).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -384,4 +477,159 @@ async fn read_full(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    /// A runtime that is never asked to do anything in these tests.
+    #[derive(Debug)]
+    struct Unused;
+
+    impl Runtime for Unused {
+        fn spawn(&self, _task: BoxFuture<()>) {
+            unreachable!("nothing is spawned")
+        }
+        fn sleep(&self, _duration: Duration) -> BoxFuture<()> {
+            Box::pin(futures::future::pending())
+        }
+        fn resolve(&self, _addr: String) -> BoxFuture<io::Result<Vec<SocketAddr>>> {
+            unreachable!("nothing is resolved")
+        }
+        fn connect(
+            &self,
+            _addr: SocketAddr,
+            _setup: super::super::rt::Setup,
+        ) -> BoxFuture<Result<Socket, super::super::rt::ConnectError>> {
+            unreachable!("nothing is dialled")
+        }
+    }
+
+    /// A socket whose peer stopped reading: it takes nothing, ever.
+    struct Stalled;
+
+    impl AsyncWrite for Stalled {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Poll::Pending
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A socket that takes at most `chunk` bytes a write, or fails.
+    struct Sink {
+        taken: Arc<Mutex<Vec<u8>>>,
+        chunk: usize,
+        fail: bool,
+    }
+
+    impl AsyncWrite for Sink {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            if self.fail {
+                return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+            }
+            let n = buf.len().min(self.chunk);
+            self.taken.lock().unwrap().extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn sockets() -> Sockets {
+        Sockets::new(Arc::new(Unused), SocketOptions::default(), Readers::Inline)
+    }
+
+    fn transmit(conn: u64, bytes: &'static [u8]) -> Action {
+        Action::Transmit {
+            conn: ConnectionId(conn),
+            bytes: Bytes::from_static(bytes),
+        }
+    }
+
+    #[test]
+    fn a_socket_that_takes_no_more_holds_up_only_its_own_connection() {
+        let mut s = sockets();
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        s.writers.insert(ConnectionId(1), Box::new(Stalled));
+        s.writers.insert(
+            ConnectionId(2),
+            Box::new(Sink {
+                taken: taken.clone(),
+                chunk: 3,
+                fail: false,
+            }),
+        );
+        // Each `perform` completes at once (a write that waited for the
+        // stalled socket would never complete here: nothing wakes it).
+        let perform = |s: &mut Sockets, a| {
+            s.perform(a)
+                .now_or_never()
+                .expect("perform does not wait for a socket")
+        };
+        assert!(perform(&mut s, transmit(1, b"stuck request")).is_none());
+        assert!(perform(&mut s, transmit(2, b"first ")).is_none());
+        assert!(perform(&mut s, transmit(1, b"another")).is_none());
+        assert!(perform(&mut s, transmit(2, b"second")).is_none());
+        // The other connection's requests went out whole, in order, three
+        // bytes a write.
+        assert_eq!(taken.lock().unwrap().as_slice(), b"first second");
+        // The stalled one keeps its bytes, in order, until it is closed.
+        let held: Vec<u8> = s.outboxes[&ConnectionId(1)]
+            .queue
+            .iter()
+            .flat_map(|b| b.iter().copied())
+            .collect();
+        assert_eq!(held, b"stuck requestanother");
+        assert!(!s.outboxes.contains_key(&ConnectionId(2)));
+        assert!(perform(
+            &mut s,
+            Action::Close {
+                conn: ConnectionId(1)
+            }
+        )
+        .is_none());
+        assert!(s.outboxes.is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_names_its_connection_once() {
+        let mut s = sockets();
+        s.writers.insert(
+            ConnectionId(7),
+            Box::new(Sink {
+                taken: Arc::default(),
+                chunk: 100,
+                fail: true,
+            }),
+        );
+        let failed = futures::executor::block_on(s.perform(transmit(7, b"request")));
+        match failed {
+            Some((ConnectionId(7), ConnectionError::Io { kind, .. })) => {
+                assert_eq!(kind, "BrokenPipe")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(s.outboxes.is_empty(), "dropped with the failure");
+    }
 }
