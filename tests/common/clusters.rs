@@ -77,6 +77,11 @@ pub trait TestCluster {
     fn bootstraps(&self) -> Vec<String>;
     /// The requests the brokers received so far, as `(broker, api key)`.
     fn requests(&self) -> Vec<(i32, i16)>;
+    /// When each request of `api` arrived (to any broker), oldest first,
+    /// from an origin of the cluster's own.
+    fn request_times(&self, api: ApiKey) -> Vec<std::time::Duration> {
+        unimplemented!("{} does not time its requests ({api:?})", self.name())
+    }
     /// Takes a broker down (its sockets closed, connects refused).
     fn broker_down(&self, broker: i32);
     /// Brings it back.
@@ -166,6 +171,19 @@ impl TestCluster for RawMock {
     fn requests(&self) -> Vec<(i32, i16)> {
         RawMock::requests(self)
     }
+    fn request_times(&self, api: ApiKey) -> Vec<std::time::Duration> {
+        let mut times: Vec<i64> = self
+            .requests_timed()
+            .into_iter()
+            .filter(|(_, key, _)| *key == api.code())
+            .map(|(_, _, at)| at)
+            .collect();
+        times.sort_unstable();
+        times
+            .into_iter()
+            .map(|us| std::time::Duration::from_micros(us.max(0) as u64))
+            .collect()
+    }
     fn broker_down(&self, broker: i32) {
         RawMock::broker_down(self, broker)
     }
@@ -196,6 +214,15 @@ impl TestCluster for RawMock {
             ErrorCode::FencedMemberEpoch => E::RD_KAFKA_RESP_ERR_FENCED_MEMBER_EPOCH,
             ErrorCode::GroupMaxSizeReached => E::RD_KAFKA_RESP_ERR_GROUP_MAX_SIZE_REACHED,
             ErrorCode::KafkaStorageError => E::RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR,
+            ErrorCode::CoordinatorLoadInProgress => {
+                E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS
+            }
+            ErrorCode::CoordinatorNotAvailable => E::RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE,
+            ErrorCode::NotCoordinator => E::RD_KAFKA_RESP_ERR_NOT_COORDINATOR,
+            ErrorCode::RebalanceInProgress => E::RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS,
+            ErrorCode::UnknownMemberId => E::RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID,
+            ErrorCode::IllegalGeneration => E::RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
+            ErrorCode::NotLeaderOrFollower => E::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
             other => panic!("no librdkafka name for {other} here yet"),
         };
         self.push_request_errors(api.code(), &vec![err; count]);
@@ -240,6 +267,15 @@ impl TestCluster for MockCluster {
             .into_iter()
             .filter_map(|r| Some((r.broker, r.api?.code())))
             .collect()
+    }
+    fn request_times(&self, api: ApiKey) -> Vec<std::time::Duration> {
+        let mut times: Vec<std::time::Duration> = MockCluster::requests(self)
+            .into_iter()
+            .filter(|r| r.api == Some(api))
+            .map(|r| r.at)
+            .collect();
+        times.sort_unstable();
+        times
     }
     fn broker_down(&self, broker: i32) {
         MockCluster::broker_down(self, broker).unwrap()
