@@ -10,6 +10,9 @@
 //!
 //! See docs/reliability.md ("What each error code does").
 
+// Drives a `Consumer`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
 #[macro_use]
 mod common;
 
