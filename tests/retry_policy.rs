@@ -97,17 +97,29 @@ async fn consume_all(consumer: &mut Consumer, n: usize, what: &str) {
     }
 }
 
-/// Answers `api` K times with `code` before the consumer starts, then
-/// checks the spacing of its attempts and that every record arrives.
-async fn refused_on_the_way_in<C: TestCluster>(api: ApiKey, code: ErrorCode) {
+/// Answers `api` K times with `code` before the consumer that `start`
+/// makes begins, then checks the spacing of its attempts and that all
+/// `records` it reads arrive.
+async fn refused<C: TestCluster>(
+    api: ApiKey,
+    code: ErrorCode,
+    start: fn(&C) -> Consumer,
+    records: usize,
+) {
     let mock: C = standard();
     produce_range(&mock.bootstrap(), "t", 2, 0..10, "none");
     mock.push_errors(api, code, K);
-    let mut consumer = member(&mock);
+    let mut consumer = start(&mock);
     let what = format!("{}: {api:?} answered {code} {K} times", mock.name());
-    consume_all(&mut consumer, 10, &what).await;
+    consume_all(&mut consumer, records, &what).await;
     assert_spaced_by_the_policy(&what, &mock.request_times(api));
     consumer.close().await.unwrap();
+}
+
+/// A group member of `t` answered K times with `code` on `api` as it
+/// joins: all 10 records arrive.
+async fn refused_on_the_way_in<C: TestCluster>(api: ApiKey, code: ErrorCode) {
+    refused::<C>(api, code, member, 10).await
 }
 
 async fn find_coordinator_loading<C: TestCluster>() {
@@ -190,28 +202,20 @@ fn reader_of_t1<C: TestCluster>(mock: &C) -> Consumer {
     consumer
 }
 
+/// `api` answered K times with `code` while [`reader_of_t1`] starts: all
+/// 5 records of the partition arrive.
+async fn refused_reading_t1<C: TestCluster>(api: ApiKey, code: ErrorCode) {
+    refused::<C>(api, code, reader_of_t1, 5).await
+}
+
 /// The offset lookup for `auto.offset.reset` answered NOT_LEADER_OR_FOLLOWER:
 /// the metadata is refreshed and the lookup retried under the policy.
 async fn list_offsets_leader_moved<C: TestCluster>() {
-    let mock: C = standard();
-    produce_range(&mock.bootstrap(), "t", 2, 0..10, "none");
-    mock.push_errors(ApiKey::ListOffsets, ErrorCode::NotLeaderOrFollower, K);
-    let mut consumer = reader_of_t1(&mock);
-    let what = format!("{}: ListOffsets", mock.name());
-    consume_all(&mut consumer, 5, &what).await;
-    assert_spaced_by_the_policy(&what, &mock.request_times(ApiKey::ListOffsets));
-    consumer.close().await.unwrap();
+    refused_reading_t1::<C>(ApiKey::ListOffsets, ErrorCode::NotLeaderOrFollower).await
 }
 
 /// A leader refusing Fetch (KAFKA_STORAGE_ERROR: a failed log directory):
 /// retried under the policy; every record arrives once it answers.
 async fn fetch_leader_storage_error<C: TestCluster>() {
-    let mock: C = standard();
-    produce_range(&mock.bootstrap(), "t", 2, 0..10, "none");
-    mock.push_errors(ApiKey::Fetch, ErrorCode::KafkaStorageError, K);
-    let mut consumer = reader_of_t1(&mock);
-    let what = format!("{}: Fetch", mock.name());
-    consume_all(&mut consumer, 5, &what).await;
-    assert_spaced_by_the_policy(&what, &mock.request_times(ApiKey::Fetch));
-    consumer.close().await.unwrap();
+    refused_reading_t1::<C>(ApiKey::Fetch, ErrorCode::KafkaStorageError).await
 }

@@ -245,16 +245,7 @@ async fn an_expired_certificate_is_a_tls_error_from_poll() {
 #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
 async fn a_plaintext_client_at_a_tls_listener_is_told_to_set_the_security_protocol() {
     let mock = tls_mock(&Pki::new("test CA").leaf(&["127.0.0.1"]), 1);
-    let addr = mock.bootstrap_servers();
-    let mut consumer = assigned(config(&addr, None)).await;
-    let (e, after) = first_error(&mut consumer).await;
-    assert!(after < PROMPT, "reported after {after:?}");
-    let text = e.to_string();
-    assert!(
-        text.contains("TLS listener") && text.contains("security.protocol"),
-        "{text}"
-    );
-    assert!(!e.is_retriable(), "{e}");
+    let mut consumer = told_to_set_the_security_protocol(&mock.bootstrap_servers()).await;
     let n = connects_during(&mut consumer, &mock, Duration::from_secs(3)).await;
     assert!(n <= 3, "{n} connects in 3 s");
     consumer.close().await.unwrap();
@@ -279,8 +270,15 @@ async fn a_plaintext_client_at_stunnel_is_told_to_set_the_security_protocol() {
         None,
         &[(listen, mock.ports()[0])],
     );
-    let addr = format!("localhost:{listen}");
-    let mut consumer = assigned(config(&addr, None)).await;
+    let mut consumer = told_to_set_the_security_protocol(&format!("localhost:{listen}")).await;
+    consumer.close().await.unwrap();
+}
+
+/// A plaintext consumer of the TLS listener at `addr`: its first error,
+/// within [`PROMPT`], says the listener speaks TLS and which setting to
+/// change, and is not retriable. Returns the consumer.
+async fn told_to_set_the_security_protocol(addr: &str) -> Consumer {
+    let mut consumer = assigned(config(addr, None)).await;
     let (e, after) = first_error(&mut consumer).await;
     assert!(after < PROMPT, "reported after {after:?}");
     let text = e.to_string();
@@ -288,7 +286,8 @@ async fn a_plaintext_client_at_stunnel_is_told_to_set_the_security_protocol() {
         text.contains("TLS listener") && text.contains("security.protocol"),
         "{text}"
     );
-    consumer.close().await.unwrap();
+    assert!(!e.is_retriable(), "{e}");
+    consumer
 }
 
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]

@@ -173,22 +173,10 @@ impl RawMock {
 
     /// Every request received since tracking started: (broker id, API key).
     pub fn requests(&self) -> Vec<(i32, i16)> {
-        unsafe {
-            let mut n = 0usize;
-            let reqs = sys::rd_kafka_mock_get_requests(self.mc, &mut n);
-            let mut out = Vec::with_capacity(n);
-            for i in 0..n {
-                let r = *reqs.add(i);
-                out.push((
-                    sys::rd_kafka_mock_request_id(r),
-                    sys::rd_kafka_mock_request_api_key(r),
-                ));
-            }
-            if !reqs.is_null() {
-                sys::rd_kafka_mock_request_destroy_array(reqs, n);
-            }
-            out
-        }
+        self.requests_timed()
+            .into_iter()
+            .map(|(broker, api, _)| (broker, api))
+            .collect()
     }
 }
 
