@@ -151,6 +151,15 @@ impl RawMock {
 
     /// Every request received since tracking started: (broker id, API key).
     pub fn requests(&self) -> Vec<(i32, i16)> {
+        self.timed_requests()
+            .into_iter()
+            .map(|(broker, api, _)| (broker, api))
+            .collect()
+    }
+
+    /// As [`RawMock::requests`], with when each arrived (microseconds of
+    /// librdkafka's monotonic clock).
+    pub fn timed_requests(&self) -> Vec<(i32, i16, i64)> {
         unsafe {
             let mut n = 0usize;
             let reqs = sys::rd_kafka_mock_get_requests(self.mc, &mut n);
@@ -160,6 +169,7 @@ impl RawMock {
                 out.push((
                     sys::rd_kafka_mock_request_id(r),
                     sys::rd_kafka_mock_request_api_key(r),
+                    sys::rd_kafka_mock_request_timestamp(r),
                 ));
             }
             if !reqs.is_null() {
