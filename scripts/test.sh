@@ -170,6 +170,8 @@ ASYNC_STD_THREAD_COUNT=1 cargo test "${async_std_features[@]}" --test cluster_li
 # examples built for async-std, and minutes of
 # rebalances whose runtime-dependent part, the driver loop, the tests
 # below exercise too) and the pure layers (protocol, records: no runtime).
+# user_path runs its in-process scenarios here; its child-process ones
+# (the examples) are compiled out on tokio.
 step "cargo test ${tokio_features[*]} (tokio)"
 if ! cargo test "${tokio_features[@]}" --lib \
     --test consumer --test consumer_api --test cluster_lifecycle --test faults \
@@ -178,7 +180,7 @@ if ! cargo test "${tokio_features[@]}" --lib \
     --test failures --test truncation --test fetch_sessions --test nearest_replica \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
     --test records_peers --test tls --test sasl \
-    --test cancel_safety --test metrics --test offset_store --test retry_policy; then
+    --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path; then
     show_tansu_log
     exit 1
 fi

@@ -441,6 +441,16 @@ impl fmt::Display for Error {
                     Some(GroupErrorClass::Coordinator) => {
                         f.write_str("; the coordinator is looked up again and the request retried")
                     }
+                    // The same offsets would be refused again
+                    // (core::handle_commit does not send them again).
+                    Some(GroupErrorClass::Transient)
+                        if *api == "OffsetCommit"
+                            && *code == Some(crate::protocol::ErrorCode::FencedLeaderEpoch) =>
+                    {
+                        f.write_str(
+                            "; the broker knows a newer leader epoch than the last record read: the offsets were not committed (commit again after reading on)",
+                        )
+                    }
                     Some(GroupErrorClass::Transient) => f.write_str("; retried after a backoff"),
                     Some(GroupErrorClass::Refused) => f.write_str(
                         "; refused: the consumer asks again with backoff, but retrying does not cure it",

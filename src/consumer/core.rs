@@ -1513,16 +1513,28 @@ impl ConsumerCore {
                         }
                         GroupErrorClass::Transient | GroupErrorClass::Refused => {}
                     }
+                    // FENCED_LEADER_EPOCH: the coordinator knows a newer
+                    // leader epoch of a partition than the commit carries
+                    // (the epoch of the last record read there, KIP-320),
+                    // so the same offsets are refused again; the next
+                    // commit, after records of the new epoch, carries it.
+                    // Neither the Java consumer nor librdkafka retries it.
+                    // (Kafka's coordinator does not check the epoch;
+                    // librdkafka's mock cluster does.)
+                    let stale_epoch = code == ErrorCode::FencedLeaderEpoch;
                     let reason = match class {
                         GroupErrorClass::Rebalance => format!(
                             "OffsetCommit refused with {code}: the group is rebalancing (the member rejoins by itself); the offsets were not committed: commit again once the partitions are assigned"
+                        ),
+                        _ if stale_epoch => format!(
+                            "OffsetCommit refused with {code}: the broker knows a newer leader epoch than the last record read; the offsets were not committed: commit again after reading on"
                         ),
                         _ => format!("OffsetCommit failed: {code}"),
                     };
                     let again = matches!(
                         class,
                         GroupErrorClass::Coordinator | GroupErrorClass::Transient
-                    );
+                    ) && !stale_epoch;
                     (
                         Err(Error::Group {
                             group: group.clone(),

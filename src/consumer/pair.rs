@@ -1281,6 +1281,43 @@ fn an_application_commit_is_retried_while_the_coordinator_loads_and_lands() {
     assert!(pair.errors.is_empty(), "{:?}", pair.errors);
 }
 
+/// A commit refused with FENCED_LEADER_EPOCH (the coordinator knows a
+/// newer leader epoch than the commit carries, as librdkafka's mock
+/// cluster answers after a leader change) is not sent again with the same
+/// offsets, which would be refused until `default.api.timeout.ms`: the
+/// application's commit fails at once with a retriable error, and the
+/// next commit lands.
+#[test]
+fn a_commit_refused_for_a_stale_leader_epoch_fails_at_once() {
+    use crate::error::ErrorCode;
+    let mut pair = Pair::new(3, 1, group_config);
+    pair.mock.create_topic(TOPIC, 2, None).unwrap();
+    pair.mock.coordinators.insert(GROUP.into(), 2);
+    pair.produce(TOPIC, 0, 3);
+    join_alone(&mut pair);
+    pair.poll_for(Duration::from_secs(1), Duration::from_millis(100));
+    pair.mock
+        .errors
+        .entry(ApiKey::OffsetCommit.code())
+        .or_default()
+        .push_back(ErrorCode::FencedLeaderEpoch);
+    let id = pair.core.commit(pair.now, None);
+    let e = pair.commit_result(id).unwrap_err();
+    assert!(e.is_retriable(), "{e}");
+    assert!(!e.is_fatal(), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("FENCED_LEADER_EPOCH") && text.contains("not committed"),
+        "{text}"
+    );
+    assert_eq!(pair.served(ApiKey::OffsetCommit).len(), 1, "not sent again");
+    assert_eq!(pair.mock.groups.committed(GROUP, TOPIC, 0), None);
+    let id = pair.core.commit(pair.now, None);
+    pair.commit_result(id).unwrap();
+    assert_eq!(pair.mock.groups.committed(GROUP, TOPIC, 0), Some(3));
+    assert!(pair.errors.is_empty(), "{:?}", pair.errors);
+}
+
 /// A rebalance refusing commits: an automatic commit refused with
 /// REBALANCE_IN_PROGRESS (or UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) never
 /// reaches `poll`; the application's own commit fails with a retriable

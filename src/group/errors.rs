@@ -311,6 +311,7 @@ pub(crate) mod table {
                 ));
             }
         }
+        out.push_str("| OffsetCommit (automatic and `commit()`) | FENCED_LEADER_EPOCH (74) | stale leader epoch | not sent again with the same offsets (the broker knows a newer leader epoch than the last record read; the next commit, after reading on, carries it) | automatic: nothing (an `info` line); `commit()`: `Group`, retriable, saying the offsets were not committed |\n");
         use ErrorCode::*;
         let partition_codes = [
             NotLeaderOrFollower,

@@ -63,3 +63,26 @@ pub fn example_bin(name: &str) -> PathBuf {
         })
         .clone()
 }
+
+/// Closes, in the child, every file descriptor but stdin, stdout and
+/// stderr before `cmd` executes the program. librdkafka's mock cluster
+/// accepts connections without `SOCK_CLOEXEC` (`accept` in
+/// `rd_kafka_mock_broker_listen_io`), so a child started while one runs
+/// would hold the broker side of each connection accepted so far: a
+/// broker taken down, or a connection it closes, would stay open for the
+/// client, answering nothing.
+pub fn close_inherited_fds(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only async-signal-safe calls are made
+    // (close_range(2), else close(2)); stdio is already in place.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+                for fd in 3..libc::sysconf(libc::_SC_OPEN_MAX).clamp(3, 65_536) as i32 {
+                    libc::close(fd);
+                }
+            }
+            Ok(())
+        })
+    }
+}
