@@ -61,8 +61,9 @@
 //! that comes while it closes (after `--count`, or a second one) gives up
 //! at once (exit 1).
 //!
-//! Exit codes: 0 when done (`--count` reached, or a signal) or for `--help`;
-//! 1 when consuming fails; 2 for bad flags or properties. Every error is
+//! Exit codes: 0 when done (`--count` reached, or a signal; a closing
+//! commit refused for a rebalance is printed and is no failure) or for
+//! `--help`; 1 when consuming fails; 2 for bad flags or properties. Every error is
 //! one line on stderr, starting with `error: `. An error the consumer goes
 //! on after by itself (`Error::is_retriable`: a broker unreachable, a topic
 //! not there yet, a rebalance) is printed and consuming goes on (a failed
@@ -443,9 +444,26 @@ async fn run(args: Args) -> Result<(), Failure> {
     let closing = async {
         let mut result = Ok(());
         if grouped && outcome.is_ok() {
-            result = consumer.commit().await.map_err(|e| format!("commit: {e}"));
+            result = match consumer.commit().await {
+                // A rebalance took the partitions meanwhile (or the
+                // coordinator is moving): their next owner starts after the
+                // last commit. Said, and no failure.
+                Err(e) if e.is_retriable() => {
+                    let line = e.to_string().replace(['\n', '\r'], " ");
+                    let _ = writeln!(std::io::stderr(), "error: commit: {line}");
+                    Ok(())
+                }
+                other => other.map_err(|e| format!("commit: {e}")),
+            };
         }
-        let closed = consumer.close().await.map_err(|e| format!("close: {e}"));
+        let closed = match consumer.close().await {
+            Err(e) if e.is_retriable() => {
+                let line = e.to_string().replace(['\n', '\r'], " ");
+                let _ = writeln!(std::io::stderr(), "error: close: {line}");
+                Ok(())
+            }
+            other => other.map_err(|e| format!("close: {e}")),
+        };
         result.and(closed)
     };
     let closed = match select(Box::pin(closing), signals.next()).await {
