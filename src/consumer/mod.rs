@@ -26,6 +26,8 @@ pub(crate) mod core;
 mod offsets;
 // `metrics` is public in every feature set; its constructors serve the
 // runtime's `Consumer::metrics` only.
+#[cfg(test)]
+mod error_table;
 #[cfg_attr(
     not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
     allow(dead_code)
