@@ -404,6 +404,8 @@ pub(crate) fn respond(
                 }
             }));
         }
+        // Not served (not in `state::SERVED`): refused above.
+        ApiKey::InitProducerId => return Reply::Now(Answer::Close(BrokerClose::BadRequest)),
         ApiKey::SaslHandshake => {
             return answer(body::<SaslHandshakeRequest>(frame).map(|req| {
                 let a = mock_sasl::handshake(st.sasl.as_ref(), auth, &req);
