@@ -387,19 +387,24 @@ impl ProducerIds {
         if !coordinates(transactional_id) {
             return answer(Err(ErrorCode::NotCoordinator));
         }
-        let next = self.next;
+        if !self.transactional.contains_key(transactional_id) {
+            // A transactional id seen for the first time gets a producer
+            // id, with no epoch yet.
+            let producer_id = self.allocate();
+            self.transactional.insert(
+                transactional_id.to_owned(),
+                TransactionalProducer {
+                    producer_id,
+                    previous_producer_id: -1,
+                    epoch: NO_EPOCH,
+                    last_epoch: NO_EPOCH,
+                },
+            );
+        }
         let txn = self
             .transactional
-            .entry(transactional_id.to_owned())
-            .or_insert_with(|| TransactionalProducer {
-                producer_id: next,
-                previous_producer_id: -1,
-                epoch: NO_EPOCH,
-                last_epoch: NO_EPOCH,
-            });
-        if txn.producer_id == next {
-            self.next += 1;
-        }
+            .get_mut(transactional_id)
+            .expect("inserted above");
         // `prepareInitProducerIdTransit`: fenced unless the id named is
         // this one, or the previous one at an exhausted epoch (a retry of
         // a rotation whose answer was lost), or nothing was given out yet.
