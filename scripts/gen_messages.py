@@ -64,6 +64,7 @@ CLIENT_RANGES = [
     ("sasl_handshake", "SaslHandshake", 0, 1),
     ("sasl_authenticate", "SaslAuthenticate", 0, 2),
     ("produce", "Produce", 3, 11),
+    ("init_producer_id", "InitProducerId", 0, 5),
     ("create_topics", "CreateTopics", 2, 7),
     ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0, 1),
 ]
@@ -164,11 +165,23 @@ SUMMARIES = {
         "versions).",
     ),
     "Produce": (
-        "writes record batches; used by test tools and the mock cluster. The "
-        "records are carried as `Bytes`.",
+        "writes record batches to partition leaders: the producer's request, "
+        "also used by test tools and the mock cluster. The records are carried "
+        "as `Bytes`.",
         "KIP-98 (transactional id), KIP-110 (zstd), KIP-467 (record errors), "
         "KIP-482 (flexible versions), KIP-951 (leader discovery), KIP-890 "
         "(TRANSACTION_ABORTABLE).",
+    ),
+    "InitProducerId": (
+        "gives an idempotent or transactional producer its producer id and "
+        "epoch. Without a transactional id any broker answers, with a new "
+        "producer id each time; with one, the transaction coordinator answers, "
+        "bumping the epoch of the id it already gave (fencing older producers). "
+        "From version 3 the producer names its current id and epoch, to resume "
+        "after an error.",
+        "KIP-98 (the API), KIP-360 (producer id and epoch in the request, epoch "
+        "bumps after errors), KIP-482 (flexible versions), KIP-588 "
+        "(PRODUCER_FENCED), KIP-890 (TRANSACTION_ABORTABLE).",
     ),
     "CreateTopics": (
         "creates topics; used by test tools and the mock cluster.",

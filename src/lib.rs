@@ -17,6 +17,9 @@
 //!   resets for the assigned partitions, without IO;
 //! - [`group`]: consumer-group logic, pure: the partition assignors
 //!   (`range`, `roundrobin`, `cooperative-sticky`);
+//! - [`producer`]: the runtime-free parts of a producer to come, pure:
+//!   which partition a record goes to (murmur2 for keys, KIP-794's sticky
+//!   partitioner, custom partitioners);
 //! - [`consumer`]: the consumer's state without IO (connections, group,
 //!   fetching and commits tied together, time as an argument), built in
 //!   every feature set, and around it [`Consumer`];
@@ -96,6 +99,7 @@ pub mod fetch;
 pub mod group;
 #[cfg(feature = "mock")]
 pub mod mock;
+pub mod producer;
 pub mod protocol;
 pub mod records;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]

@@ -22,6 +22,9 @@ const LAYERS: &[(&str, &[&str])] = &[
         "fetch",
         &["protocol", "records", "cluster", "group", "events"],
     ),
+    // The producer's runtime-free parts (its partitioners take
+    // `cluster::Rng` as their random source).
+    ("producer", &["protocol", "cluster"]),
 ];
 
 /// The consumer's sans-IO core (`src/consumer/`, files named here) and the
@@ -33,7 +36,9 @@ const CORE_ALLOWED: &[&str] = &[
 
 /// The layers with no IO at all (`sasl` is left out: an OAUTHBEARER token
 /// provider, called by the application's side, may read the wall clock).
-const SANS_IO: &[&str] = &["protocol", "records", "cluster", "group", "fetch"];
+const SANS_IO: &[&str] = &[
+    "protocol", "records", "cluster", "group", "fetch", "producer",
+];
 
 /// What code without IO never contains: async code, sockets, threads and
 /// clock reads.

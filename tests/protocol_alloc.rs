@@ -118,6 +118,8 @@ fn decoders() -> Vec<(&'static str, i16, i16, Decoder)> {
         find_coordinator::FindCoordinatorResponse,
         heartbeat::HeartbeatRequest,
         heartbeat::HeartbeatResponse,
+        init_producer_id::InitProducerIdRequest,
+        init_producer_id::InitProducerIdResponse,
         join_group::JoinGroupRequest,
         join_group::JoinGroupResponse,
         leave_group::LeaveGroupRequest,

@@ -124,6 +124,8 @@ fn check_file(path: &Path, exact: bool) {
         find_coordinator => find_coordinator::FindCoordinatorRequest,
             find_coordinator::FindCoordinatorResponse;
         heartbeat => heartbeat::HeartbeatRequest, heartbeat::HeartbeatResponse;
+        init_producer_id => init_producer_id::InitProducerIdRequest,
+            init_producer_id::InitProducerIdResponse;
         join_group => join_group::JoinGroupRequest, join_group::JoinGroupResponse;
         leave_group => leave_group::LeaveGroupRequest, leave_group::LeaveGroupResponse;
         list_offsets => list_offsets::ListOffsetsRequest, list_offsets::ListOffsetsResponse;

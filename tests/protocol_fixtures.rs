@@ -2098,6 +2098,116 @@ mod produce {
     }
 }
 
+mod init_producer_id {
+    use super::*;
+    use lazykafka::protocol::messages::init_producer_id::*;
+
+    // Built by hand from InitProducerIdRequest.json, version 0.
+    #[test]
+    fn request_v0() {
+        let bytes = cat(&[
+            &[0, 2],             // transactional_id: length 2
+            b"tx",               //   "tx"
+            &[0, 0, 0xea, 0x60], // transaction_timeout_ms 60000
+        ]);
+        let expected = InitProducerIdRequest {
+            transactional_id: Some(s("tx")),
+            transaction_timeout_ms: 60_000,
+            ..Default::default()
+        };
+        check(&bytes, 0, &expected);
+        // An idempotent producer has no transactional id: a null string.
+        let idempotent = cat(&[
+            &[0xff, 0xff],             // transactional_id: null
+            &[0x7f, 0xff, 0xff, 0xff], // transaction_timeout_ms 2^31-1
+        ]);
+        check(
+            &idempotent,
+            0,
+            &InitProducerIdRequest {
+                transactional_id: None,
+                transaction_timeout_ms: i32::MAX,
+                ..Default::default()
+            },
+        );
+        // The producer's id and epoch arrive in version 3 and are not
+        // ignorable: naming them cannot be sent to an older broker.
+        let resuming = InitProducerIdRequest {
+            producer_id: 7,
+            producer_epoch: 3,
+            ..expected
+        };
+        assert_eq!(
+            encode_err(&resuming, 2),
+            EncodeError::FieldNotInVersion {
+                what: "InitProducerIdRequest.producer_id",
+                version: 2
+            }
+        );
+    }
+
+    // Built by hand from InitProducerIdRequest.json, version 5 (flexible).
+    #[test]
+    fn request_v5() {
+        let bytes = cat(&[
+            &[0],                      // transactional_id: null (compact)
+            &[0, 0, 0x75, 0x30],       // transaction_timeout_ms 30000
+            &[0, 0, 0, 0, 0, 0, 0, 7], // producer_id 7
+            &[0, 3],                   // producer_epoch 3
+            &[0],                      // no tagged fields
+        ]);
+        let expected = InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: 30_000,
+            producer_id: 7,
+            producer_epoch: 3,
+            unknown_tagged_fields: vec![],
+        };
+        check(&bytes, 5, &expected);
+    }
+
+    // Built by hand from InitProducerIdResponse.json, version 0.
+    #[test]
+    fn response_v0() {
+        let bytes = cat(&[
+            &[0, 0, 0, 0],                // throttle_time_ms 0
+            &[0, 0],                      // error_code 0
+            &[0, 0, 0, 0, 0, 0, 0x10, 0], // producer_id 4096
+            &[0, 0],                      // producer_epoch 0
+        ]);
+        let expected = InitProducerIdResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            producer_id: 4096,
+            producer_epoch: 0,
+            unknown_tagged_fields: vec![],
+        };
+        check(&bytes, 0, &expected);
+    }
+
+    // Built by hand from InitProducerIdResponse.json, version 5 (flexible,
+    // with a tagged field the schema does not define).
+    #[test]
+    fn response_v5() {
+        let bytes = cat(&[
+            &[0, 0, 0, 0x0a], // throttle_time_ms 10
+            &[0, 90],         // error_code 90 (PRODUCER_FENCED)
+            &[0xff; 8],       // producer_id -1
+            &[0xff, 0xff],    // producer_epoch -1
+            &[1, 7, 2],       // tagged: 1 field, tag 7, 2 bytes
+            &[0xab, 0xcd],    //   (unknown, kept)
+        ]);
+        let expected = InitProducerIdResponse {
+            throttle_time_ms: 10,
+            error_code: 90,
+            producer_id: -1,
+            producer_epoch: -1,
+            unknown_tagged_fields: vec![tag(7, &[0xab, 0xcd])],
+        };
+        check(&bytes, 5, &expected);
+    }
+}
+
 mod create_topics {
     use super::*;
     use lazykafka::protocol::messages::create_topics::*;

@@ -22,6 +22,7 @@ use lazykafka::protocol::messages::*;
 use lazykafka::protocol::{ApiKey, Writer};
 use lazykafka::protocol::{Message, Reader, Request};
 use lazykafka::runtime::{BrokerConnection, ConnectOptions};
+use lazykafka::ErrorCode;
 use rdkafka::mocking::MockCluster;
 use rdkafka::types::RDKafkaApiKey;
 use std::io::{Read, Write};
@@ -126,6 +127,54 @@ fn librdkafka_mock_reads_our_requests_and_we_read_its_responses() {
         keeps_commit_metadata: true,
     };
     common::block_on(consumer_round(&peer));
+}
+
+/// A producer's first request: InitProducerId, read by librdkafka's mock
+/// at the highest version it speaks (4, with KIP-360's producer id and
+/// epoch) and answered. Without a transactional id (an idempotent
+/// producer): a producer id at epoch 0. With one (the mock's only broker
+/// coordinates it): an id at epoch 0, then, asked again naming that id and
+/// epoch (KIP-360: resuming after an error), the same id at epoch 1. An
+/// empty transactional id is refused with INVALID_REQUEST.
+#[test]
+fn librdkafka_mock_gives_producer_ids_and_bumps_epochs() {
+    let mock = MockCluster::new(1).expect("mock cluster");
+    common::block_on(async {
+        let mut conn =
+            BrokerConnection::connect(&mock.bootstrap_servers(), ConnectOptions::default())
+                .await
+                .expect("connect and negotiate");
+        assert_eq!(conn.versions().version(ApiKey::InitProducerId), Ok(4));
+        let init = |transactional_id: Option<&str>, producer_id, producer_epoch| {
+            init_producer_id::InitProducerIdRequest {
+                transactional_id: transactional_id.map(str::to_owned),
+                transaction_timeout_ms: 60_000,
+                producer_id,
+                producer_epoch,
+                ..Default::default()
+            }
+        };
+        let idempotent = conn.request(&init(None, -1, -1)).await.expect("idempotent");
+        assert_eq!(idempotent.error_code, 0, "{idempotent:?}");
+        assert!(idempotent.producer_id >= 0, "{idempotent:?}");
+        assert_eq!(idempotent.producer_epoch, 0);
+
+        let first = conn.request(&init(Some("tx"), -1, -1)).await.expect("tx");
+        assert_eq!(first.error_code, 0, "{first:?}");
+        assert_eq!(first.producer_epoch, 0);
+        let bumped = conn
+            .request(&init(Some("tx"), first.producer_id, first.producer_epoch))
+            .await
+            .expect("tx again");
+        assert_eq!(
+            (bumped.error_code, bumped.producer_id, bumped.producer_epoch),
+            (0, first.producer_id, 1)
+        );
+
+        let empty = conn.request(&init(Some(""), -1, -1)).await.expect("empty");
+        assert_eq!(empty.error_code, ErrorCode::InvalidRequest.code());
+        conn.close().await;
+    });
 }
 
 #[test]

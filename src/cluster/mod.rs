@@ -434,15 +434,17 @@ fn check_route(api: ApiKey, target: Target) -> Result<(), RequestError> {
         ApiKey::ListOffsets | ApiKey::OffsetForLeaderEpoch => {
             matches!(target, Target::Broker(_))
         }
-        // Cluster-wide questions, the handshake, and the test tools' writes:
-        // any connection will do. (No `_` arm: a new API must be routed.)
+        // Cluster-wide questions, the handshake, the test tools' writes and
+        // producer ids (any broker gives an idempotent producer one): any
+        // connection will do. (No `_` arm: a new API must be routed.)
         ApiKey::Metadata
         | ApiKey::FindCoordinator
         | ApiKey::ApiVersions
         | ApiKey::SaslHandshake
         | ApiKey::SaslAuthenticate
         | ApiKey::Produce
-        | ApiKey::CreateTopics => true,
+        | ApiKey::CreateTopics
+        | ApiKey::InitProducerId => true,
     };
     if allowed {
         Ok(())

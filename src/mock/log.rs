@@ -9,8 +9,12 @@ const BASE_OFFSET_AT: usize = 0;
 const BATCH_LENGTH_AT: usize = 8;
 const LEADER_EPOCH_AT: usize = 12;
 const MAGIC_AT: usize = 16;
+const ATTRIBUTES_AT: usize = 21;
 const LAST_OFFSET_DELTA_AT: usize = 23;
 const MAX_TIMESTAMP_AT: usize = 35;
+const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
 /// The bytes of a v2 batch header.
 const HEADER_LEN: usize = 61;
 
@@ -30,6 +34,47 @@ pub(crate) enum AppendError {
     Corrupt,
     /// A message format older than v2.
     OldFormat,
+}
+
+/// A well-formed v2 batch of a record set, with the header fields the
+/// broker looks at (read by [`PartitionLog::parse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ParsedBatch {
+    /// Where it starts in the record set, and its length.
+    pub at: usize,
+    pub len: usize,
+    pub last_offset_delta: i32,
+    pub max_timestamp: i64,
+    /// -1 for none.
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// -1 for none.
+    pub base_sequence: i32,
+    /// Attribute bit 4 (KIP-98).
+    pub transactional: bool,
+    /// Attribute bit 5: a transaction marker.
+    pub control: bool,
+}
+
+impl ParsedBatch {
+    /// Reads the header of a batch already checked to be a whole v2 batch.
+    fn read(batch: &[u8], at: usize) -> ParsedBatch {
+        let i16_at = |i: usize| i16::from_be_bytes([batch[i], batch[i + 1]]);
+        let i32_at = |i: usize| i32::from_be_bytes(batch[i..i + 4].try_into().expect("4 bytes"));
+        let i64_at = |i: usize| i64::from_be_bytes(batch[i..i + 8].try_into().expect("8 bytes"));
+        let attributes = i16_at(ATTRIBUTES_AT);
+        ParsedBatch {
+            at,
+            len: batch.len(),
+            last_offset_delta: i32_at(LAST_OFFSET_DELTA_AT),
+            max_timestamp: i64_at(MAX_TIMESTAMP_AT),
+            producer_id: i64_at(PRODUCER_ID_AT),
+            producer_epoch: i16_at(PRODUCER_EPOCH_AT),
+            base_sequence: i32_at(BASE_SEQUENCE_AT),
+            transactional: attributes & 0x10 != 0,
+            control: attributes & 0x20 != 0,
+        }
+    }
 }
 
 /// The log of one partition.
@@ -66,6 +111,14 @@ impl PartitionLog {
     /// offsets and `leader_epoch`. Returns the base offset of the first.
     /// Nothing is appended unless every batch is good.
     pub fn append(&mut self, records: &Bytes, leader_epoch: i32) -> Result<i64, AppendError> {
+        let parsed = Self::parse(records)?;
+        Ok(self.append_parsed(records, &parsed, leader_epoch))
+    }
+
+    /// Checks every batch of `records` (length, magic 2, CRC-32C, a last
+    /// offset delta of 0 or more) and reads their headers, appending
+    /// nothing.
+    pub fn parse(records: &Bytes) -> Result<Vec<ParsedBatch>, AppendError> {
         let mut parsed = Vec::new();
         let mut at = 0;
         while at < records.len() {
@@ -91,34 +144,48 @@ impl PartitionLog {
             if crc32c::crc32c(&batch[21..]) != crc {
                 return Err(AppendError::Corrupt);
             }
-            let last_delta = i32::from_be_bytes(
-                batch[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
-                    .try_into()
-                    .expect("4 bytes"),
-            );
-            if last_delta < 0 {
+            let header = ParsedBatch::read(batch, at);
+            if header.last_offset_delta < 0 {
                 return Err(AppendError::Corrupt);
             }
-            let max_timestamp = i64::from_be_bytes(
-                batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8]
-                    .try_into()
-                    .expect("8 bytes"),
-            );
-            parsed.push((at, total, last_delta, max_timestamp));
+            parsed.push(header);
             at += total;
         }
+        Ok(parsed)
+    }
+
+    /// Appends batches [`PartitionLog::parse`] read from `records`, at the
+    /// next offsets, with `leader_epoch`. Returns the base offset of the
+    /// first.
+    pub fn append_parsed(
+        &mut self,
+        records: &Bytes,
+        parsed: &[ParsedBatch],
+        leader_epoch: i32,
+    ) -> i64 {
         let first = self.high_watermark();
-        for (at, total, last_delta, max_timestamp) in parsed {
+        for b in parsed {
             let base_offset = self.high_watermark();
             self.push(
-                records.slice(at..at + total),
+                records.slice(b.at..b.at + b.len),
                 base_offset,
-                last_delta,
-                max_timestamp,
+                b.last_offset_delta,
+                b.max_timestamp,
                 leader_epoch,
             );
         }
-        Ok(first)
+        first
+    }
+
+    /// Every stored batch's base offset and header, oldest first.
+    pub fn headers(&self) -> impl Iterator<Item = (i64, ParsedBatch)> + '_ {
+        self.batches.iter().map(|b| {
+            let header = ParsedBatch::read(&b.bytes, 0);
+            (
+                b.next_offset - i64::from(header.last_offset_delta) - 1,
+                header,
+            )
+        })
     }
 
     /// Stores one well-formed batch at `base_offset`, rewriting the two

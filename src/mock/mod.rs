@@ -6,6 +6,7 @@ mod consumer_group;
 mod fetch_session;
 pub(crate) mod group;
 mod log;
+mod producers;
 pub(crate) mod respond;
 pub(crate) mod sasl;
 mod server;
@@ -231,6 +232,25 @@ pub enum BrokerClose {
     /// A request came after the connection's SASL session ended without a
     /// re-authentication (KIP-368).
     SessionExpired,
+    /// A request took effect and the broker closed the connection instead
+    /// of answering it ([`MockCluster::push_lost_answers`] with
+    /// [`LostAnswer::Close`]).
+    AnswerLost,
+}
+
+/// How the answer to a request that took effect is lost
+/// ([`MockCluster::push_lost_answers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostAnswer {
+    /// The broker closes the connection instead of answering
+    /// ([`BrokerClose::AnswerLost`]): the client sees its connection end
+    /// with the request outstanding, as when a broker's answer is lost
+    /// with its connection.
+    Close,
+    /// The answer is never sent; the connection stays open and later
+    /// requests on it are answered: the client's request times out.
+    Unanswered,
 }
 
 /// A request as logged, with the API resolved.
@@ -894,6 +914,35 @@ impl MockCluster {
         })
     }
 
+    /// Loses the answers of the next `lost.len()` requests of `api`, on any
+    /// broker, in turn: each request takes full effect (a Produce is
+    /// appended, an InitProducerId gives its producer id), then its answer
+    /// is lost as the [`LostAnswer`] says. What a client sees when a broker
+    /// did its work but the answer never came: a retry must not do it
+    /// twice (an idempotent producer's retried batch is a duplicate, see
+    /// [idempotent producers](crate::mock#idempotent-producers)). Requests
+    /// the broker refuses by closing the connection (a version it does not
+    /// serve, an unauthenticated request) do not count.
+    pub fn push_lost_answers(&self, api: ApiKey, lost: &[LostAnswer]) {
+        let _ = self.change(|st| {
+            st.lost_answers
+                .entry(api.code())
+                .or_default()
+                .extend(lost.iter().copied());
+            Ok(())
+        });
+    }
+
+    /// How many answers of `api` are still to be lost
+    /// ([`MockCluster::push_lost_answers`]).
+    pub fn pending_lost_answers(&self, api: ApiKey) -> usize {
+        self.shared
+            .lock()
+            .lost_answers
+            .get(&api.code())
+            .map_or(0, |q| q.len())
+    }
+
     /// How many injected errors for `api` are still to be served (cluster
     /// and per-broker queues together).
     pub fn pending_errors(&self, api: ApiKey) -> usize {
@@ -1080,6 +1129,59 @@ impl MockCluster {
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<i64> {
         self.shared.lock().groups.committed(group, topic, partition)
     }
+
+    /// What a partition keeps of an idempotent producer: its epoch and
+    /// last batches (see [idempotent producers](crate::mock#idempotent-producers));
+    /// `None` when it has written nothing there.
+    pub fn producer_state(
+        &self,
+        topic: &str,
+        partition: i32,
+        producer_id: i64,
+    ) -> Option<MockProducerState> {
+        self.with_partition(topic, partition, |p| {
+            Ok(p.producers.get(producer_id).map(|entry| MockProducerState {
+                epoch: entry.epoch,
+                batches: entry
+                    .batches
+                    .iter()
+                    .map(|b| MockProducerBatch {
+                        first_sequence: b.first_seq(),
+                        last_sequence: b.last_seq,
+                        base_offset: b.first_offset(),
+                        last_offset: b.last_offset,
+                    })
+                    .collect(),
+            }))
+        })
+        .ok()
+        .flatten()
+    }
+}
+
+/// What a partition of the mock keeps of an idempotent producer
+/// ([`MockCluster::producer_state`]), as Kafka's `ProducerStateEntry` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MockProducerState {
+    /// The producer's epoch there.
+    pub epoch: i16,
+    /// Its last batches there, at most 5, oldest first.
+    pub batches: Vec<MockProducerBatch>,
+}
+
+/// One batch a producer wrote ([`MockProducerState::batches`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MockProducerBatch {
+    /// The sequence of its first record.
+    pub first_sequence: i32,
+    /// The sequence of its last record.
+    pub last_sequence: i32,
+    /// The offset of its first record.
+    pub base_offset: i64,
+    /// The offset of its last record.
+    pub last_offset: i64,
 }
 
 impl Drop for MockCluster {

@@ -6,6 +6,7 @@
 //! lock and do the waiting on a condition variable; the consumer's unit
 //! tests call them with a manual clock and no socket.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use super::fetch_session::{self, Context};
 use super::group::{Groups, Step, Ticket};
 use super::sasl::{self as mock_sasl, ConnAuth, Gate};
 use super::state::{self, State};
-use super::{BrokerClose, MockEventKind};
+use super::{BrokerClose, LostAnswer, MockEventKind};
 use crate::error::ErrorCode;
 use crate::protocol::frame::{decode_request, encode_response_with_capacity};
 use crate::protocol::messages::api_versions::ApiVersionsRequest;
@@ -25,6 +26,7 @@ use crate::protocol::messages::create_topics::CreateTopicsRequest;
 use crate::protocol::messages::fetch::{FetchRequest, FetchResponse, FetchTopic};
 use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
 use crate::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use crate::protocol::messages::init_producer_id::InitProducerIdRequest;
 use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse};
 use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeaveGroupResponse};
 use crate::protocol::messages::list_offsets::ListOffsetsRequest;
@@ -155,6 +157,8 @@ pub(crate) struct Waiting {
     version: i16,
     corr: i32,
     kind: WaitKind,
+    /// The answer is to be lost (`MockCluster::push_lost_answers`).
+    lost: Option<LostAnswer>,
 }
 
 #[derive(Debug)]
@@ -172,6 +176,10 @@ impl Waiting {
     /// down (or whose cluster shut down) gives up: a Fetch answers with
     /// what it has, a group request closes the connection.
     pub fn poll(&self, st: &mut State, now: Instant) -> Option<Answer> {
+        self.poll_answer(st, now).map(|a| lose(a, self.lost))
+    }
+
+    fn poll_answer(&self, st: &mut State, now: Instant) -> Option<Answer> {
         let (version, corr) = (self.version, self.corr);
         match &self.kind {
             WaitKind::Fetch(held) => fetch_ready(st, self.broker, version, held, now)
@@ -249,7 +257,53 @@ pub(crate) fn note_request(
 /// Answers the request in `frame` (whose header is `header`) that
 /// connection `conn` of `broker` sent, at `now`. The caller notes it first
 /// ([`note_request`]) and tells waiting threads of the change afterwards.
+/// A request that takes effect may have its answer lost
+/// (`MockCluster::push_lost_answers`).
 pub(crate) fn respond(
+    st: &mut State,
+    broker: i32,
+    conn: u64,
+    header: &RequestHeader,
+    frame: Bytes,
+    auth: &mut ConnAuth,
+    now: Instant,
+) -> Reply {
+    let reply = respond_to(st, broker, conn, header, frame, auth, now);
+    // A request refused by closing the connection had no effect to keep.
+    if let Reply::Now(Answer::Close(_) | Answer::PeerClosed) = reply {
+        return reply;
+    }
+    let lost = st
+        .lost_answers
+        .get_mut(&header.api_key)
+        .and_then(VecDeque::pop_front);
+    match reply {
+        Reply::Now(answer) => Reply::Now(lose(answer, lost)),
+        Reply::Later(mut waiting) => {
+            waiting.lost = lost;
+            Reply::Later(waiting)
+        }
+    }
+}
+
+/// The answer as it reaches the client when it is `lost`.
+fn lose(answer: Answer, lost: Option<LostAnswer>) -> Answer {
+    match (lost, answer) {
+        (None, answer) => answer,
+        (Some(LostAnswer::Close), Answer::Reply(_) | Answer::Fetch(..) | Answer::Silent) => {
+            Answer::Close(BrokerClose::AnswerLost)
+        }
+        (Some(LostAnswer::Close), Answer::ReplyThenClose(..)) => {
+            Answer::Close(BrokerClose::AnswerLost)
+        }
+        (Some(LostAnswer::Unanswered), Answer::Reply(_) | Answer::Fetch(..)) => Answer::Silent,
+        (Some(LostAnswer::Unanswered), Answer::ReplyThenClose(_, reason)) => Answer::Close(reason),
+        (Some(_), answer) => answer,
+    }
+}
+
+/// [`respond`] before any answer is lost.
+fn respond_to(
     st: &mut State,
     broker: i32,
     conn: u64,
@@ -310,6 +364,10 @@ pub(crate) fn respond(
             AnyRequest::CreateTopics(req) => {
                 let error = st.take_error(broker, api);
                 Box::new(st.create_topics(version, &req, error))
+            }
+            AnyRequest::InitProducerId(req) => {
+                let error = st.take_error(broker, api);
+                Box::new(st.init_producer_id(broker, version, &req, error))
             }
             AnyRequest::Heartbeat(req) => {
                 Box::new(match group_error(st, broker, api, &req.group_id) {
@@ -404,6 +462,7 @@ pub(crate) fn respond(
                 }
             }));
         }
+        ApiKey::InitProducerId => body(frame).map(AnyRequest::InitProducerId),
         ApiKey::SaslHandshake => {
             return answer(body::<SaslHandshakeRequest>(frame).map(|req| {
                 let a = mock_sasl::handshake(st.sasl.as_ref(), auth, &req);
@@ -457,6 +516,7 @@ enum AnyRequest {
     ListOffsets(ListOffsetsRequest),
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     CreateTopics(CreateTopicsRequest),
+    InitProducerId(InitProducerIdRequest),
     Heartbeat(HeartbeatRequest),
     LeaveGroup(LeaveGroupRequest),
     OffsetCommit(OffsetCommitRequest),
@@ -634,6 +694,7 @@ fn fetch(
             version,
             corr,
             kind: WaitKind::Fetch(Box::new(held)),
+            lost: None,
         }),
     }
 }
@@ -761,6 +822,7 @@ fn rebalance_step<R: Message>(
             version,
             corr,
             kind: parked(ticket),
+            lost: None,
         }),
     }
 }
@@ -842,5 +904,302 @@ mod tests {
             );
         }
         assert!(matches!(Answer::Silent.encoded(), Answer::Silent));
+    }
+
+    /// Idempotent producers through whole request frames, at the oldest and
+    /// newest Produce and InitProducerId versions.
+    mod idempotence {
+        use super::*;
+        use crate::mock::group::GroupSettings;
+        use crate::protocol::frame::{decode_response, encode_request};
+        use crate::protocol::messages::init_producer_id::InitProducerIdResponse;
+        use crate::protocol::messages::produce::{
+            PartitionProduceData, ProduceResponse, TopicProduceData,
+        };
+        use crate::protocol::messages::Request;
+        use crate::records::RecordBatchBuilder;
+        use std::collections::BTreeMap;
+        use std::net::SocketAddr;
+
+        fn cluster(brokers: i32) -> (State, Instant) {
+            let now = Instant::now();
+            let addrs = (1..=brokers)
+                .map(|id| (id, SocketAddr::from(([127, 0, 0, 1], 9000 + id as u16))))
+                .collect::<BTreeMap<_, _>>();
+            let settings = GroupSettings {
+                initial_rebalance_delay: Duration::ZERO,
+                min_session_timeout: Duration::from_millis(100),
+                max_session_timeout: Duration::from_secs(60),
+            };
+            let mut st = State::new(now, addrs, settings);
+            st.create_topic("t", 1, Some(&[1])).unwrap();
+            (st, now)
+        }
+
+        /// Sends `req` at `version` to broker `broker`: the answer as it
+        /// reaches the client, decoded when there is one.
+        fn send<R: Request>(
+            st: &mut State,
+            broker: i32,
+            req: &R,
+            version: i16,
+        ) -> Result<R::Response, Answer> {
+            let framed = encode_request(req, version, 3, Some("test")).unwrap();
+            let frame = framed.slice(4..);
+            let header = RequestHeader::decode(&mut Reader::new(frame.clone())).unwrap();
+            let mut auth = ConnAuth::new(false);
+            match respond(st, broker, 1, &header, frame, &mut auth, Instant::now()) {
+                Reply::Now(Answer::Reply(bytes)) => {
+                    Ok(decode_response::<R::Response>(bytes.slice(4..), version)
+                        .unwrap()
+                        .1)
+                }
+                Reply::Now(other) => Err(other),
+                Reply::Later(_) => panic!("held"),
+            }
+        }
+
+        fn batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
+            let mut b = RecordBatchBuilder::new(0).producer(pid, epoch, seq);
+            for i in 0..n {
+                b.append(5000 + i as i64, None, Some(b"v"), &[]).unwrap();
+            }
+            b.build().unwrap()
+        }
+
+        fn produce_request(records: Bytes) -> ProduceRequest {
+            ProduceRequest {
+                acks: -1,
+                timeout_ms: 1000,
+                topic_data: vec![TopicProduceData {
+                    name: "t".into(),
+                    partition_data: vec![PartitionProduceData {
+                        index: 0,
+                        records: Some(records),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        }
+
+        /// (error, base offset, log append time) of partition 0.
+        fn produce(st: &mut State, version: i16, records: Bytes) -> (ErrorCode, i64, i64) {
+            let resp: ProduceResponse = send(st, 1, &produce_request(records), version).unwrap();
+            let p = &resp.responses[0].partition_responses[0];
+            (
+                ErrorCode::from_code(p.error_code),
+                p.base_offset,
+                p.log_append_time_ms,
+            )
+        }
+
+        fn high_watermark(st: &State) -> i64 {
+            st.topics["t"].partitions[0].log.high_watermark()
+        }
+
+        fn init(
+            st: &mut State,
+            broker: i32,
+            version: i16,
+            txn: Option<&str>,
+        ) -> InitProducerIdResponse {
+            let req = InitProducerIdRequest {
+                transactional_id: txn.map(str::to_owned),
+                transaction_timeout_ms: 60_000,
+                ..Default::default()
+            };
+            send(st, broker, &req, version).unwrap()
+        }
+
+        #[test]
+        fn a_producer_id_then_its_batches_in_order_once_each() {
+            for (init_version, produce_version) in [(0, 3), (5, 11)] {
+                let (mut st, _) = cluster(1);
+                let id = init(&mut st, 1, init_version, None);
+                assert_eq!((id.error_code, id.producer_epoch), (0, 0));
+                let pid = id.producer_id;
+                let v = produce_version;
+                assert_eq!(
+                    produce(&mut st, v, batch(pid, 0, 0, 3)),
+                    (ErrorCode::None, 0, -1)
+                );
+                // The same batch again (a retry whose answer was lost): its
+                // offsets, and its max timestamp as the append time, as
+                // Kafka answers a duplicate; nothing written.
+                assert_eq!(
+                    produce(&mut st, v, batch(pid, 0, 0, 3)),
+                    (ErrorCode::None, 0, 5002)
+                );
+                assert_eq!(high_watermark(&st), 3);
+                assert_eq!(
+                    produce(&mut st, v, batch(pid, 0, 3, 2)),
+                    (ErrorCode::None, 3, -1)
+                );
+                // A gap, and a partial repeat: out of order.
+                let out_of_order = ErrorCode::OutOfOrderSequenceNumber;
+                assert_eq!(produce(&mut st, v, batch(pid, 0, 6, 1)).0, out_of_order);
+                assert_eq!(produce(&mut st, v, batch(pid, 0, 4, 1)).0, out_of_order);
+                // A new epoch from sequence 0 fences the old one.
+                assert_eq!(
+                    produce(&mut st, v, batch(pid, 1, 0, 1)),
+                    (ErrorCode::None, 5, -1)
+                );
+                assert_eq!(
+                    produce(&mut st, v, batch(pid, 0, 5, 1)).0,
+                    ErrorCode::InvalidProducerEpoch
+                );
+                // A producer id with no sequence: refused as Kafka's
+                // LogValidator does.
+                assert_eq!(
+                    produce(&mut st, v, batch(pid, 1, -1, 1)).0,
+                    ErrorCode::InvalidRecord
+                );
+                assert_eq!(high_watermark(&st), 6);
+                // Refusals carry the log start offset (from Produce v5), as
+                // Kafka's do.
+                let resp: ProduceResponse =
+                    send(&mut st, 1, &produce_request(batch(pid, 1, 9, 1)), v).unwrap();
+                let p = &resp.responses[0].partition_responses[0];
+                let log_start = if v >= 5 { 0 } else { -1 };
+                assert_eq!(
+                    (p.error_code, p.base_offset, p.log_start_offset),
+                    (45, -1, log_start)
+                );
+            }
+        }
+
+        #[test]
+        fn a_producer_the_partition_does_not_know_is_not_refused() {
+            // No UNKNOWN_PRODUCER_ID since KIP-360: any sequence is taken.
+            let (mut st, _) = cluster(1);
+            assert_eq!(
+                produce(&mut st, 11, batch(77, 4, 1000, 2)),
+                (ErrorCode::None, 0, -1)
+            );
+            assert_eq!(
+                produce(&mut st, 11, batch(77, 4, 1002, 1)),
+                (ErrorCode::None, 2, -1)
+            );
+        }
+
+        #[test]
+        fn a_lost_answer_takes_effect_and_the_retry_is_a_duplicate() {
+            let (mut st, _) = cluster(1);
+            let pid = init(&mut st, 1, 4, None).producer_id;
+            st.lost_answers
+                .entry(ApiKey::Produce.code())
+                .or_default()
+                .extend([LostAnswer::Close, LostAnswer::Unanswered]);
+            let req = produce_request(batch(pid, 0, 0, 2));
+            let lost = send(&mut st, 1, &req, 11).unwrap_err();
+            assert!(
+                matches!(lost, Answer::Close(BrokerClose::AnswerLost)),
+                "{lost:?}"
+            );
+            assert_eq!(high_watermark(&st), 2, "appended all the same");
+            let lost = send(&mut st, 1, &req, 11).unwrap_err();
+            assert!(matches!(lost, Answer::Silent), "{lost:?}");
+            assert_eq!(high_watermark(&st), 2, "a duplicate, not appended");
+            // Nothing more to lose: the third try is answered, with the
+            // first one's offsets.
+            assert_eq!(
+                produce(&mut st, 11, batch(pid, 0, 0, 2)),
+                (ErrorCode::None, 0, 5001)
+            );
+            assert_eq!(high_watermark(&st), 2);
+        }
+
+        #[test]
+        fn a_lost_answer_waits_for_a_request_that_is_served() {
+            let (mut st, _) = cluster(1);
+            st.lost_answers
+                .entry(ApiKey::InitProducerId.code())
+                .or_default()
+                .push_back(LostAnswer::Close);
+            // A version the broker does not serve closes the connection
+            // without effect: the loss is still to come.
+            st.versions.insert(
+                ApiKey::InitProducerId.code(),
+                crate::protocol::VersionRange::new(0, 3),
+            );
+            let req = InitProducerIdRequest {
+                transaction_timeout_ms: 1,
+                ..Default::default()
+            };
+            let refused = send(&mut st, 1, &req, 4).unwrap_err();
+            assert!(
+                matches!(refused, Answer::Close(BrokerClose::BadRequest)),
+                "{refused:?}"
+            );
+            assert_eq!(st.lost_answers[&ApiKey::InitProducerId.code()].len(), 1);
+            let lost = send(&mut st, 1, &req, 3).unwrap_err();
+            assert!(
+                matches!(lost, Answer::Close(BrokerClose::AnswerLost)),
+                "{lost:?}"
+            );
+            // The id was given all the same: the next one is another.
+            assert_eq!(init(&mut st, 1, 3, None).producer_id, 1);
+        }
+
+        #[test]
+        fn transactional_ids_go_to_their_coordinator_and_bump_the_epoch() {
+            let (mut st, _) = cluster(3);
+            st.coordinators.insert("tx".into(), 2);
+            let other = init(&mut st, 1, 4, Some("tx"));
+            assert_eq!(other.error_code, ErrorCode::NotCoordinator.code());
+            let first = init(&mut st, 2, 4, Some("tx"));
+            assert_eq!((first.error_code, first.producer_epoch), (0, 0));
+            let second = init(&mut st, 2, 0, Some("tx"));
+            assert_eq!(
+                (second.producer_id, second.producer_epoch),
+                (first.producer_id, 1)
+            );
+            // Its batches at epoch 0 are fenced once epoch 1 wrote.
+            let pid = first.producer_id;
+            assert_eq!(produce(&mut st, 11, batch(pid, 0, 0, 1)).0, ErrorCode::None);
+            assert_eq!(produce(&mut st, 11, batch(pid, 1, 0, 1)).0, ErrorCode::None);
+            assert_eq!(
+                produce(&mut st, 11, batch(pid, 0, 1, 1)).0,
+                ErrorCode::InvalidProducerEpoch
+            );
+        }
+
+        #[test]
+        fn an_injected_error_answers_init_producer_id_with_no_id() {
+            let (mut st, _) = cluster(1);
+            st.errors
+                .entry(ApiKey::InitProducerId.code())
+                .or_default()
+                .push_back(ErrorCode::CoordinatorLoadInProgress);
+            let resp = init(&mut st, 1, 4, None);
+            assert_eq!(
+                (resp.error_code, resp.producer_id, resp.producer_epoch),
+                (ErrorCode::CoordinatorLoadInProgress.code(), -1, -1)
+            );
+            assert_eq!(init(&mut st, 1, 4, None).producer_id, 0, "no id was used");
+        }
+
+        #[test]
+        fn a_truncated_log_forgets_the_producer_state_of_what_it_lost() {
+            let (mut st, _) = cluster(1);
+            let pid = init(&mut st, 1, 4, None).producer_id;
+            assert_eq!(produce(&mut st, 11, batch(pid, 0, 0, 2)).1, 0);
+            assert_eq!(produce(&mut st, 11, batch(pid, 0, 2, 2)).1, 2);
+            // An unclean election loses the second batch: sent again, it
+            // is written again (at its old offsets), not a duplicate.
+            st.topics.get_mut("t").unwrap().partitions[0].truncate_to(2);
+            assert_eq!(
+                produce(&mut st, 11, batch(pid, 0, 2, 2)),
+                (ErrorCode::None, 2, -1)
+            );
+            assert_eq!(high_watermark(&st), 4);
+            // And what was kept is still known: its repeat is a duplicate.
+            assert_eq!(
+                produce(&mut st, 11, batch(pid, 0, 0, 2)),
+                (ErrorCode::None, 0, 5001)
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use super::fetch_session::FetchSessions;
 use super::group::{GroupSettings, Groups};
 use super::log::{AppendError, PartitionLog};
+use super::producers::{Outcome, ProducerIds, ProducerStates};
 use super::MockFetch;
 use super::{MockEvent, MockEventKind};
 use crate::error::ErrorCode;
@@ -26,6 +27,7 @@ use crate::protocol::messages::fetch::{
 use crate::protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
 };
+use crate::protocol::messages::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
@@ -44,8 +46,9 @@ use crate::protocol::{ApiKey, VersionRange};
 
 /// The APIs the mock serves, at the versions this crate's protocol layer
 /// implements.
-pub(crate) const SERVED: [ApiKey; 17] = [
+pub(crate) const SERVED: [ApiKey; 18] = [
     ApiKey::Produce,
+    ApiKey::InitProducerId,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
     ApiKey::OffsetForLeaderEpoch,
@@ -73,6 +76,19 @@ pub(crate) const MAX_PARTITIONS: i32 = 10_000;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
+
+/// The coordinator of a group or transactional id: the broker set for it,
+/// else one chosen by its Java `String.hashCode`, so that placement is
+/// stable across runs.
+fn coordinator_of(set: &HashMap<String, i32>, brokers: &[i32], key: &str) -> i32 {
+    if let Some(&b) = set.get(key) {
+        return b;
+    }
+    let hash = key
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+    brokers[(hash.unsigned_abs() as usize) % brokers.len()]
+}
 
 /// One broker.
 #[derive(Debug)]
@@ -107,6 +123,9 @@ pub(crate) struct Partition {
     /// started at, oldest first (Kafka's `LeaderEpochFileCache`; an epoch
     /// starts at the log end when its leader is elected).
     pub epochs: Vec<(i32, i64)>,
+    /// What the log holds of each idempotent producer (Kafka's
+    /// `ProducerStateManager`).
+    pub producers: ProducerStates,
 }
 
 impl Partition {
@@ -117,6 +136,7 @@ impl Partition {
             leader_epoch: 0,
             log: PartitionLog::default(),
             epochs: vec![(0, 0)],
+            producers: ProducerStates::default(),
         }
     }
 
@@ -134,6 +154,8 @@ impl Partition {
     pub fn truncate_to(&mut self, offset: i64) -> i64 {
         let end = self.log.truncate_after(offset);
         self.epochs.retain(|&(_, start)| start <= end);
+        // As Kafka rebuilds it from what the log still holds.
+        self.producers = ProducerStates::rebuild(self.log.headers());
         self.bump_epoch();
         end
     }
@@ -178,6 +200,11 @@ pub(crate) struct State {
     pub consumer_groups: super::consumer_group::ConsumerGroups,
     /// Errors to answer the next requests of an API with, on any broker.
     pub errors: HashMap<i16, VecDeque<ErrorCode>>,
+    /// Answers to lose, by API: the next requests take effect, then their
+    /// answers are lost (`MockCluster::push_lost_answers`).
+    pub lost_answers: HashMap<i16, VecDeque<super::LostAnswer>>,
+    /// Producer ids given out, and the transactional ids' producers.
+    pub producer_ids: ProducerIds,
     /// Versions narrowed by the test (`MockCluster::set_api_versions`).
     pub versions: HashMap<i16, VersionRange>,
     /// Partitions a topic created on demand gets (Metadata with
@@ -224,6 +251,8 @@ impl State {
             groups: Groups::new(groups),
             consumer_groups: super::consumer_group::ConsumerGroups::default(),
             errors: HashMap::new(),
+            lost_answers: HashMap::new(),
+            producer_ids: ProducerIds::default(),
             versions: HashMap::new(),
             auto_create_partitions: None,
             sasl: None,
@@ -339,15 +368,8 @@ impl State {
     /// by a hash of the name (as Kafka maps a group to a partition of
     /// `__consumer_offsets`).
     pub fn coordinator(&self, group: &str) -> i32 {
-        if let Some(&b) = self.coordinators.get(group) {
-            return b;
-        }
-        // Java's String.hashCode, so placement is stable across runs.
-        let hash = group
-            .encode_utf16()
-            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
         let ids: Vec<i32> = self.brokers.keys().copied().collect();
-        ids[(hash.unsigned_abs() as usize) % ids.len()]
+        coordinator_of(&self.coordinators, &ids, group)
     }
 
     fn broker_entry(&self, id: i32) -> (String, i32) {
@@ -979,6 +1001,14 @@ impl State {
         }
     }
 
+    /// Appends one partition's record set of a Produce, as Kafka's leader
+    /// does: every batch well-formed (else CORRUPT_MESSAGE, or
+    /// UNSUPPORTED_FOR_MESSAGE_FORMAT below v2), a batch with a producer id
+    /// has a sequence (`LogValidator`: else INVALID_RECORD), then the
+    /// producers' epochs and sequences (`mock::producers`): a repeat of a
+    /// batch already written is answered with its offsets (and its
+    /// timestamp as the log append time, as `UnifiedLog.append` reports a
+    /// duplicate) and not written again.
     fn append(
         &mut self,
         broker: i32,
@@ -1001,15 +1031,62 @@ impl State {
         let Some(records) = records.filter(|r| !r.is_empty()) else {
             return ErrorCode::InvalidRecord;
         };
-        match part.log.append(records, part.leader_epoch) {
-            Ok(base) => {
-                out.base_offset = base;
-                out.log_start_offset = part.log.log_start_offset();
-                ErrorCode::None
-            }
-            Err(AppendError::Corrupt) => ErrorCode::CorruptMessage,
-            Err(AppendError::OldFormat) => ErrorCode::UnsupportedForMessageFormat,
+        let batches = match PartitionLog::parse(records) {
+            Ok(batches) => batches,
+            Err(AppendError::Corrupt) => return ErrorCode::CorruptMessage,
+            Err(AppendError::OldFormat) => return ErrorCode::UnsupportedForMessageFormat,
+        };
+        // From here on Kafka's answers carry the log start offset, errors
+        // included (`ReplicaManager.appendToLocalLog`).
+        out.log_start_offset = part.log.log_start_offset();
+        if batches
+            .iter()
+            .any(|b| b.producer_id >= 0 && b.base_sequence < 0)
+        {
+            return ErrorCode::InvalidRecord;
         }
+        let outcome = match part.producers.check(&batches, part.log.high_watermark()) {
+            Ok(outcome) => outcome,
+            Err(code) => return code,
+        };
+        match outcome {
+            Outcome::Duplicate(original) => {
+                out.base_offset = original.first_offset();
+                out.log_append_time_ms = original.timestamp;
+            }
+            Outcome::Append(updated) => {
+                out.base_offset = part.log.append_parsed(records, &batches, part.leader_epoch);
+                part.producers.update(updated);
+            }
+        }
+        ErrorCode::None
+    }
+
+    // ---------------------------------------------------------------------
+    // InitProducerId
+
+    /// Gives a producer id (see `mock::producers`): any broker for an
+    /// idempotent producer, the transactional id's coordinator (placed as
+    /// groups are, `coordinator`) for a transactional one.
+    pub fn init_producer_id(
+        &mut self,
+        broker: i32,
+        version: i16,
+        req: &InitProducerIdRequest,
+        error: Option<ErrorCode>,
+    ) -> InitProducerIdResponse {
+        if let Some(code) = error {
+            return InitProducerIdResponse {
+                error_code: code.code(),
+                producer_id: -1,
+                producer_epoch: -1,
+                ..Default::default()
+            };
+        }
+        let coordinators = &self.coordinators;
+        let brokers: Vec<i32> = self.brokers.keys().copied().collect();
+        let coordinates = |id: &str| coordinator_of(coordinators, &brokers, id) == broker;
+        self.producer_ids.init(version, req, coordinates)
     }
 
     // ---------------------------------------------------------------------

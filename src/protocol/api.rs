@@ -23,7 +23,8 @@ mod versions;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum ApiKey {
-    /// Produce (0): used by test tools and the mock cluster.
+    /// Produce (0): the producer's request; test tools and the mock cluster
+    /// use it too.
     Produce,
     /// Fetch (1).
     Fetch,
@@ -51,6 +52,9 @@ pub enum ApiKey {
     ApiVersions,
     /// CreateTopics (19): used by test tools and the mock cluster.
     CreateTopics,
+    /// InitProducerId (22): a producer id and epoch for an idempotent or
+    /// transactional producer (KIP-98, KIP-360).
+    InitProducerId,
     /// OffsetForLeaderEpoch (23).
     OffsetForLeaderEpoch,
     /// SaslAuthenticate (36).
@@ -94,7 +98,7 @@ impl fmt::Display for VersionRange {
 
 impl ApiKey {
     /// Every API this client knows, in key order.
-    pub const ALL: [ApiKey; 17] = [
+    pub const ALL: [ApiKey; 18] = [
         ApiKey::Produce,
         ApiKey::Fetch,
         ApiKey::ListOffsets,
@@ -109,6 +113,7 @@ impl ApiKey {
         ApiKey::SaslHandshake,
         ApiKey::ApiVersions,
         ApiKey::CreateTopics,
+        ApiKey::InitProducerId,
         ApiKey::OffsetForLeaderEpoch,
         ApiKey::SaslAuthenticate,
         ApiKey::ConsumerGroupHeartbeat,
@@ -131,6 +136,7 @@ impl ApiKey {
             ApiKey::SaslHandshake => 17,
             ApiKey::ApiVersions => 18,
             ApiKey::CreateTopics => 19,
+            ApiKey::InitProducerId => 22,
             ApiKey::OffsetForLeaderEpoch => 23,
             ApiKey::SaslAuthenticate => 36,
             ApiKey::ConsumerGroupHeartbeat => 68,
@@ -159,6 +165,7 @@ impl ApiKey {
             ApiKey::SaslHandshake => "SaslHandshake",
             ApiKey::ApiVersions => "ApiVersions",
             ApiKey::CreateTopics => "CreateTopics",
+            ApiKey::InitProducerId => "InitProducerId",
             ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
             ApiKey::SaslAuthenticate => "SaslAuthenticate",
             ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",

@@ -29,6 +29,7 @@ impl ApiKey {
             ApiKey::SaslHandshake => VersionRange::new(0, 1),
             ApiKey::ApiVersions => VersionRange::new(0, 4),
             ApiKey::CreateTopics => VersionRange::new(2, 7),
+            ApiKey::InitProducerId => VersionRange::new(0, 5),
             ApiKey::OffsetForLeaderEpoch => VersionRange::new(2, 4),
             ApiKey::SaslAuthenticate => VersionRange::new(0, 2),
             ApiKey::ConsumerGroupHeartbeat => VersionRange::new(0, 1),
@@ -53,6 +54,7 @@ impl ApiKey {
             ApiKey::SaslHandshake => None,
             ApiKey::ApiVersions => Some(3),
             ApiKey::CreateTopics => Some(5),
+            ApiKey::InitProducerId => Some(2),
             ApiKey::OffsetForLeaderEpoch => Some(4),
             ApiKey::SaslAuthenticate => Some(2),
             ApiKey::ConsumerGroupHeartbeat => Some(0),
@@ -80,6 +82,7 @@ mod tests {
         assert_eq!(ApiKey::SaslHandshake.code(), 17);
         assert_eq!(ApiKey::ApiVersions.code(), 18);
         assert_eq!(ApiKey::CreateTopics.code(), 19);
+        assert_eq!(ApiKey::InitProducerId.code(), 22);
         assert_eq!(ApiKey::OffsetForLeaderEpoch.code(), 23);
         assert_eq!(ApiKey::SaslAuthenticate.code(), 36);
         assert_eq!(ApiKey::ConsumerGroupHeartbeat.code(), 68);

@@ -2,8 +2,9 @@
 // (clients/src/main/resources/common/message/*.json).
 // Edit the script, not this file.
 
-//! Produce (key 0): writes record batches; used by test tools and the mock
-//! cluster. The records are carried as `Bytes`.
+//! Produce (key 0): writes record batches to partition leaders: the
+//! producer's request, also used by test tools and the mock cluster. The
+//! records are carried as `Bytes`.
 //!
 //! Schemas: `ProduceRequest.json`, `ProduceResponse.json`. Versions 3-11 are
 //! implemented (the schemas define 0-11); flexible from version 9.

@@ -1,0 +1,870 @@
+//! Which partition a record goes to.
+//!
+//! As the Java client decides it (`KafkaProducer.partition` and
+//! `RecordAccumulator.append` in apache/kafka's
+//! `clients/src/main/java/org/apache/kafka/clients/producer/`):
+//!
+//! 1. a partition the record names is taken as it is;
+//! 2. else a custom [`Partitioner`], when there is one, chooses;
+//! 3. else a record with a key (unless `partitioner.ignore.keys`) goes to
+//!    `toPositive(murmur2(key)) % partitions` ([`partition_for_key`]);
+//! 4. else the topic's [`StickyPartitioner`] chooses (KIP-794).
+//!
+//! [`place`] does steps 1-3 and says when step 4 is needed
+//! ([`Placement::Sticky`]). Keyed placement is the same as librdkafka's with
+//! `partitioner=murmur2_random` (librdkafka's default, `consistent_random`,
+//! hashes with CRC-32 and places keys elsewhere).
+//!
+//! Everything here is pure: the sticky partitioner takes its random numbers
+//! from a [`RandomSource`] it is handed (the runtime seeds a
+//! [`crate::cluster::Rng`]; tests count), and the cluster's partitions as an
+//! argument.
+
+use std::fmt;
+
+use crate::cluster::Rng;
+
+/// Kafka's murmur2 hash of `data`: `org.apache.kafka.common.utils.Utils.murmur2`
+/// (32-bit MurmurHash2, seed `0x9747b28c`, the tail read little-endian), the
+/// hash the Java client places keyed records with. librdkafka's `rd_murmur2`
+/// computes the same.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const SEED: u32 = 0x9747_b28c;
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    // Java's `int length` is the array's length; arrays longer than
+    // i32::MAX do not exist there. Truncating like a Java int keeps larger
+    // inputs (which no Kafka record can be) well-defined.
+    let mut h = SEED ^ (data.len() as u32);
+    let mut chunks = data.chunks_exact(4);
+    for chunk in &mut chunks {
+        let mut k = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        // Java's switch falls through from case 3 to case 1.
+        if tail.len() == 3 {
+            h ^= u32::from(tail[2]) << 16;
+        }
+        if tail.len() >= 2 {
+            h ^= u32::from(tail[1]) << 8;
+        }
+        h ^= u32::from(tail[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// `org.apache.kafka.common.utils.Utils.toPositive`: the number with its
+/// sign bit cleared (not its absolute value: `-1` gives `i32::MAX`).
+pub const fn to_positive(number: i32) -> i32 {
+    number & 0x7fff_ffff
+}
+
+/// The partition of a record with `key` in a topic of `partition_count`
+/// partitions, as the Java client chooses it
+/// (`BuiltInPartitioner.partitionForKey`): `toPositive(murmur2(key)) %
+/// partition_count`. An empty key is a key (it hashes); only a missing key
+/// is placed by the sticky partitioner.
+pub fn partition_for_key(key: &[u8], partition_count: i32) -> Result<i32, PartitionerError> {
+    if partition_count <= 0 {
+        return Err(PartitionerError::NoPartitions {
+            topic: None,
+            partition_count,
+        });
+    }
+    Ok(to_positive(murmur2(key)) % partition_count)
+}
+
+/// Why no partition could be chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PartitionerError {
+    /// The topic has no partitions to choose from (its metadata says
+    /// `partition_count`, zero or less).
+    NoPartitions {
+        /// The topic, where known.
+        topic: Option<String>,
+        /// The count that was given.
+        partition_count: i32,
+    },
+    /// The record named a partition the topic does not have (the Java
+    /// client's "Invalid partition given with record").
+    RecordPartitionOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The partition the record named.
+        partition: i32,
+        /// How many partitions the topic has.
+        partition_count: i32,
+    },
+    /// A custom [`Partitioner`] chose a partition the topic does not have
+    /// (the Java client refuses a negative one, "The partitioner generated
+    /// an invalid partition number"; one at or past the count is refused
+    /// here too, before any batch is made for it).
+    CustomPartitionOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The partition chosen.
+        partition: i32,
+        /// How many partitions the topic has.
+        partition_count: i32,
+    },
+}
+
+impl fmt::Display for PartitionerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PartitionerError::NoPartitions {
+                topic: Some(topic),
+                partition_count,
+            } => write!(
+                f,
+                "topic {topic:?} has no partitions to choose from ({partition_count})"
+            ),
+            PartitionerError::NoPartitions {
+                topic: None,
+                partition_count,
+            } => write!(f, "no partitions to choose from ({partition_count})"),
+            PartitionerError::RecordPartitionOutOfRange {
+                topic,
+                partition,
+                partition_count,
+            } => write!(
+                f,
+                "the record names partition {partition} of topic {topic:?}, \
+                 which has partitions 0..{partition_count}"
+            ),
+            PartitionerError::CustomPartitionOutOfRange {
+                topic,
+                partition,
+                partition_count,
+            } => write!(
+                f,
+                "the custom partitioner chose partition {partition} of topic {topic:?}, \
+                 which has partitions 0..{partition_count}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PartitionerError {}
+
+/// A custom choice of partition, in place of the built-in one (the Java
+/// client's `partitioner.class`, `org.apache.kafka.clients.producer.Partitioner`).
+///
+/// It is asked for every record that does not name its partition, keyed or
+/// not, and `partitioner.ignore.keys` does not apply to it. It may be called
+/// from several tasks at once: keep any state it has behind its own
+/// synchronisation (a round-robin counter in an atomic, say).
+///
+/// ```
+/// use lazykafka::producer::Partitioner;
+///
+/// /// Every record of a tenant ("tenant/...") on the same partition.
+/// struct ByTenant;
+///
+/// impl Partitioner for ByTenant {
+///     fn partition(&self, _topic: &str, key: Option<&[u8]>, _value: Option<&[u8]>, count: i32) -> i32 {
+///         let tenant = key
+///             .and_then(|k| k.split(|&b| b == b'/').next())
+///             .unwrap_or_default();
+///         lazykafka::producer::partition_for_key(tenant, count).unwrap_or(0)
+///     }
+/// }
+/// assert_eq!(
+///     ByTenant.partition("t", Some(b"acme/1"), None, 8),
+///     ByTenant.partition("t", Some(b"acme/2"), None, 8),
+/// );
+/// ```
+pub trait Partitioner: Send + Sync {
+    /// The partition, in `0..partition_count`, for a record of `topic` with
+    /// this key and value (as serialized; `None` when null).
+    /// `partition_count` is at least 1. A partition outside the range fails
+    /// the record with [`PartitionerError::CustomPartitionOutOfRange`].
+    fn partition(
+        &self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        partition_count: i32,
+    ) -> i32;
+}
+
+/// A record whose partition is to be chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordToPlace<'a> {
+    /// Its topic.
+    pub topic: &'a str,
+    /// The partition it names, if any.
+    pub partition: Option<i32>,
+    /// Its key, serialized (`None`: null).
+    pub key: Option<&'a [u8]>,
+    /// Its value, serialized (`None`: null).
+    pub value: Option<&'a [u8]>,
+}
+
+/// Where [`place`] puts a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// This partition.
+    Partition(i32),
+    /// The partition the topic's [`StickyPartitioner`] is on.
+    Sticky,
+}
+
+/// Where a record goes, given its topic's `partition_count`, the producer's
+/// `partitioner.ignore.keys` and its custom partitioner if any: the steps
+/// of `KafkaProducer.partition` (see the module's documentation).
+pub fn place(
+    record: &RecordToPlace<'_>,
+    partition_count: i32,
+    ignore_keys: bool,
+    custom: Option<&dyn Partitioner>,
+) -> Result<Placement, PartitionerError> {
+    if partition_count <= 0 {
+        return Err(PartitionerError::NoPartitions {
+            topic: Some(record.topic.to_owned()),
+            partition_count,
+        });
+    }
+    if let Some(partition) = record.partition {
+        if !(0..partition_count).contains(&partition) {
+            return Err(PartitionerError::RecordPartitionOutOfRange {
+                topic: record.topic.to_owned(),
+                partition,
+                partition_count,
+            });
+        }
+        return Ok(Placement::Partition(partition));
+    }
+    if let Some(custom) = custom {
+        let partition = custom.partition(record.topic, record.key, record.value, partition_count);
+        if !(0..partition_count).contains(&partition) {
+            return Err(PartitionerError::CustomPartitionOutOfRange {
+                topic: record.topic.to_owned(),
+                partition,
+                partition_count,
+            });
+        }
+        return Ok(Placement::Partition(partition));
+    }
+    match record.key {
+        Some(key) if !ignore_keys => {
+            partition_for_key(key, partition_count).map(Placement::Partition)
+        }
+        _ => Ok(Placement::Sticky),
+    }
+}
+
+/// Random numbers for the sticky partitioner. [`Rng`] is one; a test may
+/// count instead.
+pub trait RandomSource {
+    /// The next 32 random bits.
+    fn next_u32(&mut self) -> u32;
+}
+
+impl RandomSource for Rng {
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+}
+
+/// What the sticky partitioner knows of its topic's partitions: how many
+/// there are, and which of them have a leader (the Java client's
+/// `Cluster.availablePartitionsForTopic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicPartitions<'a> {
+    /// How many partitions the topic has.
+    pub count: i32,
+    /// The partitions with a known leader, in any order.
+    pub available: &'a [i32],
+}
+
+/// The uniform sticky partitioner of KIP-794 for one topic: the Java
+/// client's `BuiltInPartitioner`, which places the records that name no
+/// partition and are not placed by key.
+///
+/// It stays on one partition until `batch.size` bytes were appended there,
+/// then moves to another, chosen at random: among the partitions with a
+/// leader (all of them when none has one), or, once
+/// [`StickyPartitioner::update_load_stats`] has given it the partitions'
+/// queue sizes (`partitioner.adaptive.partitioning.enable`), with weights
+/// that favour short queues, so that partitions on slow brokers get less.
+/// Which partitions to leave out for their latency
+/// (`partitioner.availability.timeout.ms`) is the caller's choice: it
+/// gives only the others' queue sizes.
+///
+/// The producer uses it in three steps, as `RecordAccumulator.append`
+/// does: [`partition`](StickyPartitioner::partition) says where the next
+/// record goes; the record is appended there; then
+/// [`appended`](StickyPartitioner::appended) counts its bytes, with
+/// `switch_allowed` false while that partition's queue holds a batch that
+/// is not full (the switch then waits for the batch to fill, or until twice
+/// `batch.size` was appended).
+///
+/// ```
+/// use lazykafka::cluster::Rng;
+/// use lazykafka::producer::{StickyPartitioner, TopicPartitions};
+///
+/// let mut rng = Rng::new(7);
+/// let topic = TopicPartitions { count: 3, available: &[0, 1, 2] };
+/// let mut sticky = StickyPartitioner::new("orders", 100);
+/// let first = sticky.partition(&topic, &mut rng)?;
+/// sticky.appended(60, true);
+/// assert_eq!(sticky.partition(&topic, &mut rng)?, first); // 60 < 100
+/// assert!(sticky.appended(60, true)); // 120 >= 100: the next record moves
+/// # Ok::<(), lazykafka::producer::PartitionerError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct StickyPartitioner {
+    topic: String,
+    batch_size: u64,
+    current: Option<Current>,
+    load: Option<LoadStats>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Current {
+    partition: i32,
+    produced_bytes: u64,
+}
+
+/// Partition load statistics (KIP-794): a cumulative frequency table over
+/// the partitions that have a leader and were not left out.
+#[derive(Debug, Clone)]
+struct LoadStats {
+    /// Strictly increasing running sums of each partition's weight.
+    cumulative: Vec<u64>,
+    partitions: Vec<i32>,
+}
+
+impl StickyPartitioner {
+    /// The partitioner of `topic`, moving on after `batch_size` bytes
+    /// (`batch.size`; 0 counts as 1, as `KafkaProducer` makes it).
+    pub fn new(topic: impl Into<String>, batch_size: u32) -> Self {
+        StickyPartitioner {
+            topic: topic.into(),
+            batch_size: u64::from(batch_size.max(1)),
+            current: None,
+            load: None,
+        }
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The partition the next record goes to: the current one, or (at the
+    /// start and after a switch) a new one drawn from `rng`
+    /// (`BuiltInPartitioner.peekCurrentPartitionInfo`).
+    pub fn partition(
+        &mut self,
+        topic: &TopicPartitions<'_>,
+        rng: &mut impl RandomSource,
+    ) -> Result<i32, PartitionerError> {
+        if let Some(current) = self.current {
+            return Ok(current.partition);
+        }
+        let partition = self.next_partition(topic, rng)?;
+        self.current = Some(Current {
+            partition,
+            produced_bytes: 0,
+        });
+        Ok(partition)
+    }
+
+    /// Counts `bytes` appended to the current partition; returns whether
+    /// the next record goes elsewhere (`BuiltInPartitioner.updatePartitionInfo`):
+    /// after `batch.size` bytes when `switch_allowed`, after twice that in
+    /// any case. Called with 0 bytes and `switch_allowed` once the
+    /// partition's batches are all full, it completes a switch held back
+    /// before. Nothing happens while no partition is current.
+    pub fn appended(&mut self, bytes: usize, switch_allowed: bool) -> bool {
+        let Some(current) = self.current.as_mut() else {
+            return false;
+        };
+        current.produced_bytes = current
+            .produced_bytes
+            .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
+        let produced = current.produced_bytes;
+        if (produced >= self.batch_size && switch_allowed)
+            || produced >= self.batch_size.saturating_mul(2)
+        {
+            // The next partition is drawn when the next record asks, from
+            // the metadata of that moment.
+            self.current = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Gives the partitions' queue sizes (batches waiting per partition)
+    /// for adaptive partitioning, or `None` to switch uniformly
+    /// (`BuiltInPartitioner.updatePartitionLoadStats`). `queues` lists
+    /// `(partition, queue size)` for the partitions to choose from: those
+    /// with a leader that were not left out for their latency.
+    /// `partition_count` is the topic's. Adaptive weights are used only
+    /// when they say something: with fewer than two partitions in the
+    /// topic, none to choose from, or every partition listed with the same
+    /// queue size, the choice stays uniform.
+    pub fn update_load_stats(&mut self, queues: Option<&[(i32, u32)]>, partition_count: i32) {
+        self.load = None;
+        let Some(queues) = queues else {
+            return;
+        };
+        if queues.is_empty() || partition_count < 2 {
+            return;
+        }
+        let max = queues.iter().map(|&(_, q)| u64::from(q)).max().unwrap_or(0);
+        let all_equal = queues.iter().all(|&(_, q)| u64::from(q) == max);
+        let listed_all = usize::try_from(partition_count).is_ok_and(|n| queues.len() >= n);
+        if all_equal && listed_all {
+            return;
+        }
+        // Each weight is max + 1 - size: at least 1, larger for shorter
+        // queues; their running sums are strictly increasing.
+        let mut sum = 0u64;
+        let cumulative = queues
+            .iter()
+            .map(|&(_, q)| {
+                sum += max + 1 - u64::from(q);
+                sum
+            })
+            .collect();
+        self.load = Some(LoadStats {
+            cumulative,
+            partitions: queues.iter().map(|&(p, _)| p).collect(),
+        });
+    }
+
+    /// `BuiltInPartitioner.nextPartition`.
+    fn next_partition(
+        &self,
+        topic: &TopicPartitions<'_>,
+        rng: &mut impl RandomSource,
+    ) -> Result<i32, PartitionerError> {
+        // Java's `Utils.toPositive(ThreadLocalRandom.current().nextInt())`.
+        let random = u64::from(to_positive(rng.next_u32() as i32) as u32);
+        if let Some(load) = &self.load {
+            let total = *load.cumulative.last().expect("never empty");
+            let weighted = random % total;
+            // The first running sum strictly greater than the number.
+            let i = load.cumulative.partition_point(|&c| c <= weighted);
+            return Ok(load.partitions[i]);
+        }
+        if !topic.available.is_empty() {
+            let i = random % topic.available.len() as u64;
+            return Ok(topic.available[i as usize]);
+        }
+        if topic.count <= 0 {
+            return Err(PartitionerError::NoPartitions {
+                topic: Some(self.topic.clone()),
+                partition_count: topic.count,
+            });
+        }
+        Ok((random % topic.count as u64) as i32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    // Named, so that proptest's prelude (which has a trait of that name)
+    // does not shadow it.
+    use crate::cluster::Rng;
+    use proptest::prelude::*;
+
+    /// apache/kafka `clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java`,
+    /// `testMurmur2`: the Java client's own vectors.
+    const JAVA_UTILS_TEST: &[(&[u8], i32)] = &[
+        (b"21", -973932308),
+        (b"foobar", -790332482),
+        (b"a-little-bit-long-string", -985981536),
+        (b"a-little-bit-longer-string", -1486304829),
+        (
+            b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+            -58897971,
+        ),
+        (b"abc", 479470107),
+    ];
+
+    /// librdkafka's `unittest_murmur2` (`src/rdmurmur2.c`, librdkafka
+    /// 2.12.1), whose results it states are the Java client's.
+    const LIBRDKAFKA_UNITTEST: &[(&[u8], u32)] = &[
+        (b"kafka", 0xd067cf64),
+        (b"giberish123456789", 0x8f552b0c),
+        (b"1234", 0x9fc97b14),
+        (b"234", 0xe7c009ca),
+        (b"34", 0x873930da),
+        (b"4", 0x5a4b5ca1),
+        (b"PreAmbleWillBeRemoved,ThePrePartThatIs", 0x78424f1c),
+        (b"reAmbleWillBeRemoved,ThePrePartThatIs", 0x4a62b377),
+        (b"eAmbleWillBeRemoved,ThePrePartThatIs", 0xe0e4e09e),
+        (b"AmbleWillBeRemoved,ThePrePartThatIs", 0x62b8b43f),
+        (b"", 0x106e08d9),
+    ];
+
+    #[test]
+    fn murmur2_gives_the_java_clients_values() {
+        for &(key, expected) in JAVA_UTILS_TEST {
+            assert_eq!(murmur2(key), expected, "{:?}", String::from_utf8_lossy(key));
+        }
+    }
+
+    #[test]
+    fn murmur2_gives_librdkafkas_values() {
+        for &(key, expected) in LIBRDKAFKA_UNITTEST {
+            assert_eq!(
+                murmur2(key),
+                expected as i32,
+                "{:?}",
+                String::from_utf8_lossy(key)
+            );
+        }
+    }
+
+    #[test]
+    fn to_positive_clears_the_sign_bit() {
+        assert_eq!(to_positive(5), 5);
+        assert_eq!(to_positive(0), 0);
+        assert_eq!(to_positive(-1), i32::MAX);
+        assert_eq!(to_positive(i32::MIN), 0);
+        assert_eq!(to_positive(-973932308), -973932308 & 0x7fffffff);
+    }
+
+    #[test]
+    fn keys_are_placed_by_the_positive_hash_modulo_the_count() {
+        // murmur2("21") = -973932308; toPositive = 1173551340.
+        assert_eq!(partition_for_key(b"21", 1), Ok(0));
+        assert_eq!(partition_for_key(b"21", 7), Ok(1173551340 % 7));
+        assert_eq!(partition_for_key(b"abc", 100), Ok(479470107 % 100));
+        assert_eq!(
+            partition_for_key(b"abc", 0),
+            Err(PartitionerError::NoPartitions {
+                topic: None,
+                partition_count: 0
+            })
+        );
+        assert!(partition_for_key(b"abc", -3).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn a_key_always_lands_in_range(key in proptest::collection::vec(any::<u8>(), 0..64), count in 1i32..=i32::MAX) {
+            let p = partition_for_key(&key, count).unwrap();
+            prop_assert!((0..count).contains(&p));
+        }
+    }
+
+    /// The Java test's `SequentialPartitioner`: 0, 1, 2, ...
+    struct Counting(u32);
+
+    impl RandomSource for Counting {
+        fn next_u32(&mut self) -> u32 {
+            let n = self.0;
+            self.0 += 1;
+            n
+        }
+    }
+
+    const ALL3: TopicPartitions<'static> = TopicPartitions {
+        count: 3,
+        available: &[0, 1, 2],
+    };
+
+    // After BuiltInPartitionerTest.stickyPartitionsTest: no switch before
+    // the sticky batch size (3 here), a switch after it; one partition
+    // switches to itself.
+    #[test]
+    fn the_partition_holds_until_batch_size_bytes_then_moves() {
+        let mut rng = Counting(0);
+        let mut sticky = StickyPartitioner::new("a", 3);
+        let first = sticky.partition(&ALL3, &mut rng).unwrap();
+        assert!(!sticky.appended(1, true));
+        assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
+        assert!(!sticky.appended(1, true));
+        assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
+        assert!(sticky.appended(1, true));
+        assert_ne!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
+
+        let one = TopicPartitions {
+            count: 1,
+            available: &[0],
+        };
+        let mut sticky = StickyPartitioner::new("b", 1);
+        for _ in 0..10 {
+            assert_eq!(sticky.partition(&one, &mut rng).unwrap(), 0);
+            assert!(sticky.appended(1, true));
+        }
+    }
+
+    #[test]
+    fn a_held_back_switch_happens_at_twice_the_batch_size_or_when_allowed() {
+        let mut rng = Counting(0);
+        let mut sticky = StickyPartitioner::new("a", 10);
+        let first = sticky.partition(&ALL3, &mut rng).unwrap();
+        // The batch is not full: no switch at 10 bytes...
+        assert!(!sticky.appended(10, false));
+        assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
+        // ...nor at 19, but at 20 (twice the batch size) in any case.
+        assert!(!sticky.appended(9, false));
+        assert!(sticky.appended(1, false));
+        let second = sticky.partition(&ALL3, &mut rng).unwrap();
+        assert_ne!(second, first);
+        // Held back at 12, completed by a zero-byte call once allowed.
+        assert!(!sticky.appended(12, false));
+        assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), second);
+        assert!(sticky.appended(0, true));
+        assert_ne!(sticky.partition(&ALL3, &mut rng).unwrap(), second);
+        // Nothing to count before the first partition is chosen.
+        assert!(!StickyPartitioner::new("c", 1).appended(5, true));
+    }
+
+    #[test]
+    fn a_batch_size_of_zero_counts_as_one() {
+        let mut rng = Counting(0);
+        let mut sticky = StickyPartitioner::new("a", 0);
+        let first = sticky.partition(&ALL3, &mut rng).unwrap();
+        assert!(!sticky.appended(0, true));
+        assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
+        assert!(sticky.appended(1, true));
+    }
+
+    // After BuiltInPartitionerTest.unavailablePartitionsTest: a partition
+    // without a leader is never chosen while others have one; with none
+    // available, any partition is.
+    #[test]
+    fn partitions_without_a_leader_are_left_out() {
+        let mut rng = Rng::new(11);
+        let a = TopicPartitions {
+            count: 3,
+            available: &[0, 2],
+        };
+        let mut sticky = StickyPartitioner::new("a", 1);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..100 {
+            let p = sticky.partition(&a, &mut rng).unwrap();
+            assert_ne!(p, 1);
+            seen.insert(p);
+            sticky.appended(1, true);
+        }
+        assert_eq!(seen, [0, 2].into());
+
+        let b = TopicPartitions {
+            count: 2,
+            available: &[1],
+        };
+        let mut sticky = StickyPartitioner::new("b", 1);
+        for _ in 0..100 {
+            assert_eq!(sticky.partition(&b, &mut rng).unwrap(), 1);
+            sticky.appended(1, true);
+        }
+
+        let c = TopicPartitions {
+            count: 1,
+            available: &[],
+        };
+        let mut sticky = StickyPartitioner::new("c", 1);
+        assert_eq!(sticky.partition(&c, &mut rng).unwrap(), 0);
+        sticky.appended(1, true);
+        assert_eq!(sticky.partition(&c, &mut rng).unwrap(), 0);
+
+        let none = TopicPartitions {
+            count: 0,
+            available: &[],
+        };
+        assert_eq!(
+            StickyPartitioner::new("d", 1).partition(&none, &mut rng),
+            Err(PartitionerError::NoPartitions {
+                topic: Some("d".into()),
+                partition_count: 0
+            })
+        );
+    }
+
+    #[test]
+    fn uniform_choice_covers_every_partition_evenly() {
+        let mut rng = Rng::new(3);
+        let topic = TopicPartitions {
+            count: 4,
+            available: &[0, 1, 2, 3],
+        };
+        let mut sticky = StickyPartitioner::new("a", 1);
+        let mut counts = [0u32; 4];
+        for _ in 0..40_000 {
+            counts[sticky.partition(&topic, &mut rng).unwrap() as usize] += 1;
+            sticky.appended(1, true);
+        }
+        for c in counts {
+            assert!((9_000..11_000).contains(&c), "{counts:?}");
+        }
+    }
+
+    // BuiltInPartitionerTest.adaptivePartitionsTest: with queue sizes
+    // 5 0 3 0 1 each partition is chosen 6 - size times per cycle of the
+    // sequential random numbers (the table's last sum, 21).
+    #[test]
+    fn adaptive_choice_favours_short_queues_exactly() {
+        let queues = [(0, 5), (1, 0), (2, 3), (3, 0), (4, 1)];
+        let topic = TopicPartitions {
+            count: 5,
+            available: &[0, 1, 2, 3, 4],
+        };
+        let mut sticky = StickyPartitioner::new("a", 1);
+        sticky.update_load_stats(Some(&queues), 5);
+        let mut rng = Counting(0);
+        let cycles = 2;
+        let mut counts = [0u32; 5];
+        for _ in 0..21 * cycles {
+            counts[sticky.partition(&topic, &mut rng).unwrap() as usize] += 1;
+            sticky.appended(1, true);
+        }
+        assert_eq!(counts, [1, 6, 3, 6, 5].map(|f| f * cycles));
+    }
+
+    #[test]
+    fn adaptive_choice_only_when_it_says_something() {
+        let topic = TopicPartitions {
+            count: 3,
+            available: &[0, 1, 2],
+        };
+        let first_three = |sticky: &mut StickyPartitioner| {
+            let mut rng = Counting(0);
+            (0..3)
+                .map(|_| {
+                    let p = sticky.partition(&topic, &mut rng).unwrap();
+                    sticky.appended(1, true);
+                    p
+                })
+                .collect::<Vec<_>>()
+        };
+        // Uniform over the available partitions: 0 % 3, 1 % 3, 2 % 3.
+        let mut sticky = StickyPartitioner::new("a", 1);
+        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
+        // Equal queues everywhere: still uniform.
+        sticky.update_load_stats(Some(&[(0, 4), (1, 4), (2, 4)]), 3);
+        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
+        // Partition 1 left out (its broker is slow): weights over 0 and 2
+        // only, although their queues are equal.
+        sticky.update_load_stats(Some(&[(0, 4), (2, 4)]), 3);
+        assert_eq!(first_three(&mut sticky), [0, 2, 0]);
+        // One partition in the topic, or nothing listed, or None: uniform.
+        sticky.update_load_stats(Some(&[(0, 9)]), 1);
+        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
+        sticky.update_load_stats(Some(&[]), 3);
+        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
+        sticky.update_load_stats(Some(&[(0, 1), (1, 0), (2, 0)]), 3);
+        sticky.update_load_stats(None, 3);
+        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
+    }
+
+    #[test]
+    fn huge_queue_sizes_do_not_overflow() {
+        let topic = TopicPartitions {
+            count: 3,
+            available: &[0, 1, 2],
+        };
+        let mut sticky = StickyPartitioner::new("a", 1);
+        sticky.update_load_stats(Some(&[(0, u32::MAX), (1, 0), (2, u32::MAX)]), 3);
+        let mut rng = Rng::new(1);
+        let mut counts = [0u32; 3];
+        for _ in 0..1000 {
+            counts[sticky.partition(&topic, &mut rng).unwrap() as usize] += 1;
+            sticky.appended(1, true);
+        }
+        // Weights 1, 2^32, 1.
+        assert_eq!(counts[1], 1000, "{counts:?}");
+    }
+
+    struct Fixed(i32);
+
+    impl Partitioner for Fixed {
+        fn partition(&self, _: &str, _: Option<&[u8]>, _: Option<&[u8]>, _: i32) -> i32 {
+            self.0
+        }
+    }
+
+    fn record<'a>(partition: Option<i32>, key: Option<&'a [u8]>) -> RecordToPlace<'a> {
+        RecordToPlace {
+            topic: "t",
+            partition,
+            key,
+            value: Some(b"v"),
+        }
+    }
+
+    #[test]
+    fn placement_follows_the_java_clients_order() {
+        let keyed = record(None, Some(b"abc"));
+        let by_key = Placement::Partition(479470107 % 10);
+        // A named partition wins over everything.
+        assert_eq!(
+            place(&record(Some(3), Some(b"abc")), 10, false, Some(&Fixed(7))),
+            Ok(Placement::Partition(3))
+        );
+        // Then a custom partitioner, keyed or not, ignore.keys or not.
+        assert_eq!(
+            place(&keyed, 10, true, Some(&Fixed(7))),
+            Ok(Placement::Partition(7))
+        );
+        assert_eq!(
+            place(&record(None, None), 10, false, Some(&Fixed(7))),
+            Ok(Placement::Partition(7))
+        );
+        // Then the key.
+        assert_eq!(place(&keyed, 10, false, None), Ok(by_key));
+        assert_eq!(
+            place(&record(None, Some(b"")), 10, false, None),
+            Ok(Placement::Partition(to_positive(0x106e08d9) % 10))
+        );
+        // partitioner.ignore.keys, or no key: the sticky partitioner.
+        assert_eq!(place(&keyed, 10, true, None), Ok(Placement::Sticky));
+        assert_eq!(
+            place(&record(None, None), 10, false, None),
+            Ok(Placement::Sticky)
+        );
+    }
+
+    #[test]
+    fn partitions_out_of_range_are_refused() {
+        assert_eq!(
+            place(&record(Some(10), None), 10, false, None),
+            Err(PartitionerError::RecordPartitionOutOfRange {
+                topic: "t".into(),
+                partition: 10,
+                partition_count: 10
+            })
+        );
+        assert!(place(&record(Some(-1), None), 10, false, None).is_err());
+        for bad in [-1, 10, i32::MIN] {
+            let err = place(&record(None, None), 10, false, Some(&Fixed(bad))).unwrap_err();
+            assert_eq!(
+                err,
+                PartitionerError::CustomPartitionOutOfRange {
+                    topic: "t".into(),
+                    partition: bad,
+                    partition_count: 10
+                }
+            );
+            assert!(err.to_string().contains("custom partitioner"), "{err}");
+        }
+        assert_eq!(
+            place(&record(None, Some(b"k")), 0, false, None),
+            Err(PartitionerError::NoPartitions {
+                topic: Some("t".into()),
+                partition_count: 0
+            })
+        );
+    }
+}
