@@ -79,9 +79,7 @@ pub trait TestCluster {
     fn requests(&self) -> Vec<(i32, i16)>;
     /// When each request of `api` arrived (to any broker), oldest first,
     /// from an origin of the cluster's own.
-    fn request_times(&self, api: ApiKey) -> Vec<std::time::Duration> {
-        unimplemented!("{} does not time its requests ({api:?})", self.name())
-    }
+    fn request_times(&self, api: ApiKey) -> Vec<std::time::Duration>;
     /// Takes a broker down (its sockets closed, connects refused).
     fn broker_down(&self, broker: i32);
     /// Brings it back.
@@ -130,6 +128,21 @@ pub fn standard<C: TestCluster>() -> C {
     mock
 }
 
+/// When each request of `api` among `requests` (broker, API key, when in
+/// librdkafka's monotonic microseconds) arrived, oldest first.
+pub fn times_of(api: ApiKey, requests: Vec<(i32, i16, i64)>) -> Vec<std::time::Duration> {
+    let mut times: Vec<i64> = requests
+        .into_iter()
+        .filter(|(_, key, _)| *key == api.code())
+        .map(|(_, _, at)| at)
+        .collect();
+    times.sort_unstable();
+    times
+        .into_iter()
+        .map(|us| std::time::Duration::from_micros(us.max(0) as u64))
+        .collect()
+}
+
 /// [`standard`] on librdkafka's mock.
 pub fn librdkafka() -> RawMock {
     standard()
@@ -172,17 +185,7 @@ impl TestCluster for RawMock {
         RawMock::requests(self)
     }
     fn request_times(&self, api: ApiKey) -> Vec<std::time::Duration> {
-        let mut times: Vec<i64> = self
-            .requests_timed()
-            .into_iter()
-            .filter(|(_, key, _)| *key == api.code())
-            .map(|(_, _, at)| at)
-            .collect();
-        times.sort_unstable();
-        times
-            .into_iter()
-            .map(|us| std::time::Duration::from_micros(us.max(0) as u64))
-            .collect()
+        times_of(api, self.requests_timed())
     }
     fn broker_down(&self, broker: i32) {
         RawMock::broker_down(self, broker)

@@ -144,6 +144,23 @@ impl Drop for Mock216 {
     }
 }
 
+impl Mock216 {
+    /// Every request received since tracking started: (broker id, API key,
+    /// when, in librdkafka's monotonic microseconds).
+    fn requests_timed(&self) -> Vec<(i32, i16, i64)> {
+        self.command("requests")
+            .split_whitespace()
+            .map(|r| {
+                let mut parts = r
+                    .split(':')
+                    .map(|p| p.parse::<i64>().expect("BROKER:KEY:MICROS"));
+                let (b, k, t) = (parts.next(), parts.next(), parts.next());
+                (b.unwrap() as i32, k.unwrap() as i16, t.unwrap())
+            })
+            .collect()
+    }
+}
+
 impl TestCluster for Mock216 {
     /// Needs `LAZYKAFKA_PYTHON`: check [`python`] first.
     fn start(brokers: i32) -> Self {
@@ -174,13 +191,13 @@ impl TestCluster for Mock216 {
         self.bootstraps.clone()
     }
     fn requests(&self) -> Vec<(i32, i16)> {
-        self.command("requests")
-            .split_whitespace()
-            .map(|r| {
-                let (b, k) = r.split_once(':').expect("BROKER:KEY");
-                (b.parse().unwrap(), k.parse().unwrap())
-            })
+        self.requests_timed()
+            .into_iter()
+            .map(|(broker, api, _)| (broker, api))
             .collect()
+    }
+    fn request_times(&self, api: ApiKey) -> Vec<std::time::Duration> {
+        super::clusters::times_of(api, self.requests_timed())
     }
     fn broker_down(&self, broker: i32) {
         self.command(&format!("down {broker}"));

@@ -24,7 +24,7 @@ then reads one command a line on stdin and answers each with one line,
     consumer_timing HEARTBEAT_MS SESSION_MS
                                        KIP-848 groups' heartbeat interval and
                                        session timeout
-    requests                           `ok BROKER:KEY ...`: every request
+    requests                           `ok BROKER:KEY:MICROS ...`: every request
                                        since the start or the last `clear`
     clear                              forget the requests seen so far
     quit                               destroy the cluster and exit
@@ -90,6 +90,7 @@ def load(path):
         "rd_kafka_mock_get_requests": ([p, ctypes.POINTER(ctypes.c_size_t)], ctypes.POINTER(p)),
         "rd_kafka_mock_request_id": ([p], i32),
         "rd_kafka_mock_request_api_key": ([p], i16),
+        "rd_kafka_mock_request_timestamp": ([p], ctypes.c_int64),
         "rd_kafka_mock_request_destroy_array": ([ctypes.POINTER(p), ctypes.c_size_t], None),
         "rd_kafka_mock_clear_requests": ([p], None),
         "rd_kafka_err2str": ([ctypes.c_int], c),
@@ -170,6 +171,7 @@ class Cluster:
             reqs = lib.rd_kafka_mock_get_requests(mc, ctypes.byref(n))
             out = [
                 f"{lib.rd_kafka_mock_request_id(reqs[i])}:{lib.rd_kafka_mock_request_api_key(reqs[i])}"
+                f":{lib.rd_kafka_mock_request_timestamp(reqs[i])}"
                 for i in range(n.value)
             ]
             if reqs:
