@@ -2083,7 +2083,7 @@ mod child {
                 .expect("lazykafka TLS config");
         }
         let config = config.build().expect("lazykafka config");
-        let mut consumer = Consumer::new(config).expect("lazykafka consumer");
+        let consumer = Consumer::new(config).expect("lazykafka consumer");
         consumer
             .assign((0..partitions).map(|p| TopicPartition::new(topic, p)))
             .expect("assign");

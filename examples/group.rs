@@ -5,12 +5,15 @@
 //! ```text
 //! cargo run --example group
 //! cargo run --example group -- --bootstrap HOST:PORT --topic T [--group G]
+//!     [--session-timeout-ms MS] [--heartbeat-interval-ms MS]
 //! ```
 //!
 //! With no flags it starts a 3-broker Kafka cluster in this process
 //! (`lazykafka::mock`), creates topic `orders` with 3 partitions and
 //! produces 6 records, then consumes them in group `group-example`. With
 //! `--bootstrap` it consumes `--topic` (required then) from your cluster.
+//! `--session-timeout-ms` and `--heartbeat-interval-ms` set
+//! `session.timeout.ms` and `heartbeat.interval.ms` (defaults 45 s and 3 s).
 //!
 //! Standard output, one line per step:
 //!
@@ -71,6 +74,15 @@ struct Args {
     bootstrap: Option<String>,
     topic: Option<String>,
     group: String,
+    session_timeout: Option<Duration>,
+    heartbeat_interval: Option<Duration>,
+}
+
+fn millis(flag: &str, value: &str) -> Result<Duration, String> {
+    match value.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("{flag}: not a positive number of ms: {value:?}")),
+    }
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -78,6 +90,8 @@ fn parse_args() -> Result<Args, String> {
         bootstrap: None,
         topic: None,
         group: "group-example".to_owned(),
+        session_timeout: None,
+        heartbeat_interval: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -86,6 +100,8 @@ fn parse_args() -> Result<Args, String> {
             "--bootstrap" => args.bootstrap = Some(value()?),
             "--topic" => args.topic = Some(value()?),
             "--group" => args.group = value()?,
+            "--session-timeout-ms" => args.session_timeout = Some(millis(&flag, &value()?)?),
+            "--heartbeat-interval-ms" => args.heartbeat_interval = Some(millis(&flag, &value()?)?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -104,7 +120,10 @@ fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(args) => args,
         Err(e) => {
-            eprintln!("error: {e}\nusage: group [--bootstrap HOST:PORT --topic T] [--group G]");
+            eprintln!(
+                "error: {e}\nusage: group [--bootstrap HOST:PORT --topic T] [--group G] \
+                 [--session-timeout-ms MS] [--heartbeat-interval-ms MS]"
+            );
             return ExitCode::from(2);
         }
     };
@@ -142,14 +161,20 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
-    let config = ConsumerConfig::builder()
+    let mut builder = ConsumerConfig::builder()
         .bootstrap_servers(&bootstrap)
         .group_id(&args.group)
         .auto_offset_reset(OffsetReset::Earliest)
         // Commit after processing, below, rather than on a timer.
-        .enable_auto_commit(false)
-        .build()?;
-    let mut consumer = Consumer::new(config)?; // no socket yet
+        .enable_auto_commit(false);
+    if let Some(session) = args.session_timeout {
+        builder = builder.session_timeout(session);
+    }
+    if let Some(heartbeat) = args.heartbeat_interval {
+        builder = builder.heartbeat_interval(heartbeat);
+    }
+    let config = builder.build()?;
+    let consumer = Consumer::new(config)?; // no socket yet
     consumer.subscribe_with_listener([topic.as_str()], PrintAssignments)?;
 
     loop {

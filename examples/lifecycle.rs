@@ -194,7 +194,7 @@ async fn walk(
             .build()?,
     };
     println!("1. Consumer::new and subscribe");
-    let mut consumer = Consumer::new(config)?;
+    let consumer = Consumer::new(config)?;
     let mut events = Box::pin(consumer.connection_events());
     consumer.subscribe([args.topic.clone()])?;
     phases.push(("after new + subscribe".to_owned(), census(&consumer)));

@@ -6,10 +6,15 @@
 //!
 //! ```text
 //! cargo run --example readme -- --bootstrap HOST:PORT[,..] --group G --topic T
+//!     [--session-timeout-ms MS] [--heartbeat-interval-ms MS]
 //! ```
 //!
-//! Each flag defaults to the README's literal (`kafka-1:9092,kafka-2:9092`,
-//! `billing`, `invoices`). Standard output has one line per record,
+//! Each of the first three flags defaults to the README's literal
+//! (`kafka-1:9092,kafka-2:9092`, `billing`, `invoices`); the last two
+//! default to the README's configuration, which leaves `session.timeout.ms`
+//! (45 s) and `heartbeat.interval.ms` (3 s) at their defaults. (They exist
+//! for brokers whose rebalances last as long as the group's session, such
+//! as librdkafka's mock cluster, which the tests run it against.) Standard output has one line per record,
 //! `TOPIC-PARTITION@OFFSET: VALUE`; standard error the errors the consumer
 //! goes on after (`lazykafka: ...`) and the library's warn lines
 //! (`warn: lazykafka: ...`; `RUST_LOG` picks the level). It runs until it
@@ -29,6 +34,15 @@ struct Args {
     bootstrap: String,
     group: String,
     topic: String,
+    session_timeout: Option<Duration>,
+    heartbeat_interval: Option<Duration>,
+}
+
+fn millis(flag: &str, value: &str) -> Result<Duration, String> {
+    match value.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("{flag}: not a positive number of ms: {value:?}")),
+    }
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -36,6 +50,8 @@ fn parse_args() -> Result<Args, String> {
         bootstrap: "kafka-1:9092,kafka-2:9092".to_owned(),
         group: "billing".to_owned(),
         topic: "invoices".to_owned(),
+        session_timeout: None,
+        heartbeat_interval: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -44,6 +60,8 @@ fn parse_args() -> Result<Args, String> {
             "--bootstrap" => args.bootstrap = value()?,
             "--group" => args.group = value()?,
             "--topic" => args.topic = value()?,
+            "--session-timeout-ms" => args.session_timeout = Some(millis(&flag, &value()?)?),
+            "--heartbeat-interval-ms" => args.heartbeat_interval = Some(millis(&flag, &value()?)?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -57,17 +75,26 @@ async fn main() -> Result<(), lazykafka::Error> {
     let args = match parse_args() {
         Ok(args) => args,
         Err(e) => {
-            eprintln!("error: {e}\nusage: readme [--bootstrap HOST:PORT] [--group G] [--topic T]");
+            eprintln!(
+                "error: {e}\nusage: readme [--bootstrap HOST:PORT] [--group G] [--topic T] \
+                 [--session-timeout-ms MS] [--heartbeat-interval-ms MS]"
+            );
             std::process::exit(2);
         }
     };
-    let config = ConsumerConfig::builder()
+    let mut builder = ConsumerConfig::builder()
         .bootstrap_servers(&args.bootstrap)
         .group_id(&args.group)
         .auto_offset_reset(OffsetReset::Earliest)
-        .enable_auto_commit(false) // commit after processing, below
-        .build()?;
-    let mut consumer = Consumer::new(config)?; // no socket, no DNS, no task yet
+        .enable_auto_commit(false); // commit after processing, below
+    if let Some(session) = args.session_timeout {
+        builder = builder.session_timeout(session);
+    }
+    if let Some(heartbeat) = args.heartbeat_interval {
+        builder = builder.heartbeat_interval(heartbeat);
+    }
+    let config = builder.build()?;
+    let consumer = Consumer::new(config)?; // no socket, no DNS, no task yet
     consumer.subscribe([args.topic.as_str()])?;
     loop {
         // Sockets begin here. An error the consumer goes on after by itself

@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .bootstrap_servers(&bootstrap)
         .auto_offset_reset(OffsetReset::Earliest)
         .build()?;
-    let mut consumer = Consumer::new(config)?; // no socket, no DNS, no task
+    let consumer = Consumer::new(config)?; // no socket, no DNS, no task
     consumer.assign([
         TopicPartition::new(&topic, 0),
         TopicPartition::new(&topic, 1),

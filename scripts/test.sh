@@ -180,7 +180,8 @@ if ! cargo test "${tokio_features[@]}" --lib \
     --test failures --test truncation --test fetch_sessions --test nearest_replica \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
     --test records_peers --test tls --test sasl \
-    --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path; then
+    --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path \
+    --test shared_consumer; then
     show_tansu_log
     exit 1
 fi

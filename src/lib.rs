@@ -49,7 +49,7 @@
 //!     .bootstrap_servers(&bootstrap)
 //!     .auto_offset_reset(OffsetReset::Earliest)
 //!     .build()?;
-//! let mut consumer = Consumer::new(config)?; // no socket, no DNS, no task
+//! let consumer = Consumer::new(config)?; // no socket, no DNS, no task
 //! consumer.assign([TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)])?;
 //! assert!(consumer.connections().is_empty());
 //!
@@ -109,7 +109,7 @@ pub mod tls;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset, SecurityProtocol};
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
-pub use consumer::{Consumer, ConsumerMetrics, RebalanceListener, Revocation};
+pub use consumer::{Consumer, ConsumerMetrics, RebalanceListener, RecordStream, Revocation};
 pub use error::{Error, ErrorCode};
 pub use fetch::ConsumerRecord;
 pub use group::TopicPartition;

@@ -1,7 +1,7 @@
 //! Cancel safety, on librdkafka's mock and on `lazykafka::mock`: a `poll`
 //! future dropped (by a timeout, or after a single poll as a losing
-//! `select!` branch leaves it) loses no record; a dropped `stream()` gives
-//! back the records it took and did not yield; a dropped `commit` lands or
+//! `select!` branch leaves it) loses no record; a dropped `stream()` loses
+//! none either; a dropped `commit` lands or
 //! not, and leaves the consumer usable. Every wait has a deadline; nothing
 //! sleeps and hopes.
 
@@ -52,7 +52,7 @@ async fn a_dropped_poll_loses_no_record<C: TestCluster>() {
     let bootstrap = mock.bootstrap();
     // Partition 0 only (records i with i % 2 == 0 land there).
     produce_range(&bootstrap, "t", 2, 0..200, "none");
-    let mut consumer = Consumer::new(
+    let consumer = Consumer::new(
         config(&bootstrap, None)
             .max_poll_records(7)
             .build()
@@ -111,19 +111,19 @@ async fn a_dropped_poll_loses_no_record<C: TestCluster>() {
     consumer.close().await.unwrap();
 }
 
-/// A stream that yielded 3 of the 10 records it took, then dropped: the
-/// next `poll` returns the other 7. A `next()` dropped by a timeout loses
-/// nothing either.
+/// A stream that yielded 3 records, then dropped: the next stream returns
+/// the other 7 (the stream takes one record at a time and holds none). A
+/// `next()` dropped by a timeout loses nothing either.
 async fn a_dropped_stream_gives_back_its_records<C: TestCluster>() {
     let mock: C = standard();
     let bootstrap = mock.bootstrap();
     produce_range(&bootstrap, "t", 2, 0..20, "none");
-    let mut consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
     consumer.assign([p0()]).unwrap();
-    // The consumer's first poll takes all 10 records of the partition (one
-    // Fetch answer, `max.poll.records` 500); the stream yields 3.
+    // One Fetch answer brings the partition's 10 records; the stream takes
+    // and yields 3 of them.
     let first: Vec<i64> = {
-        let stream = consumer.stream(Duration::from_millis(100));
+        let stream = consumer.stream();
         let records: Vec<_> = timeout(WAIT, stream.take(3).collect::<Vec<_>>())
             .await
             .expect("3 records within the deadline");
@@ -133,13 +133,13 @@ async fn a_dropped_stream_gives_back_its_records<C: TestCluster>() {
     assert_eq!(
         consumer.position(&p0()),
         Some(3),
-        "{}: the stream's unyielded records are given back",
+        "{}: the stream took only the records it yielded",
         mock.name()
     );
     // `next()` futures cut short by a timeout, then a stream that runs on.
     let mut more = Vec::new();
     {
-        let mut stream = std::pin::pin!(consumer.stream(Duration::from_millis(100)));
+        let mut stream = std::pin::pin!(consumer.stream());
         let deadline = Instant::now() + WAIT;
         let mut cut = 0;
         while more.len() < 7 && Instant::now() < deadline {

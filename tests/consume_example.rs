@@ -661,7 +661,7 @@ async fn partitions_for_lists_every_partition_of_a_topic() {
         .unwrap()
         .build()
         .unwrap();
-    let mut consumer = Consumer::new(config).unwrap();
+    let consumer = Consumer::new(config).unwrap();
     let found = consumer.partitions_for("four").await.unwrap();
     assert_eq!(
         found,

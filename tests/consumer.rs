@@ -198,7 +198,7 @@ async fn log_bounds_come_from_the_leaders() {
     let mock = mock_cluster();
     let bootstrap = mock.bootstraps().join(",");
     produce(&bootstrap, "t", 2, 20, "none");
-    let mut consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
     let tps = [TopicPartition::new("t", 0), TopicPartition::new("t", 1)];
     let begin = consumer.beginning_offsets(tps.clone()).await.unwrap();
     let end = consumer.end_offsets(tps.clone()).await.unwrap();
@@ -240,7 +240,7 @@ async fn offsets_for_times_finds_the_first_record_at_or_after_a_time() {
     let before = now_ms() - 1000;
     produce(&addr, &topic, 1, 10, "none");
     let tp = TopicPartition::new(topic.clone(), 0);
-    let mut consumer = Consumer::new(config(&addr, None).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&addr, None).build().unwrap()).unwrap();
     let found = consumer
         .offsets_for_times([(tp.clone(), before)])
         .await

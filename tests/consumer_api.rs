@@ -245,7 +245,7 @@ async fn reset_none_names_every_partition_without_a_commit() {
     let bootstrap = mock.bootstraps().join(",");
     produce(&bootstrap, "none", 3, 30, "none"); // 10 per partition
                                                 // Only partition 0 has a committed offset.
-    let mut writer = Consumer::new(config(&bootstrap, Some("g-none")).build().unwrap()).unwrap();
+    let writer = Consumer::new(config(&bootstrap, Some("g-none")).build().unwrap()).unwrap();
     writer
         .commit_offsets([(tp("none", 0), 4)])
         .await
@@ -319,7 +319,7 @@ async fn offset_out_of_range_resets_per_policy_and_says_so() {
 
     // latest: a committed offset past the end goes to the end; only new
     // records arrive.
-    let mut writer = Consumer::new(config(&bootstrap, Some("g-oor")).build().unwrap()).unwrap();
+    let writer = Consumer::new(config(&bootstrap, Some("g-oor")).build().unwrap()).unwrap();
     writer.commit_offsets([(p1.clone(), 500)]).await.unwrap();
     writer.close().await.unwrap();
     let mut consumer = Consumer::new(
@@ -369,7 +369,7 @@ async fn offset_out_of_range_resets_per_policy_and_says_so() {
     consumer.close().await.unwrap();
 
     // none: an error naming the partition and the offset; nothing moves.
-    let mut consumer = Consumer::new(
+    let consumer = Consumer::new(
         config(&bootstrap, None)
             .auto_offset_reset(OffsetReset::None)
             .build()
@@ -403,12 +403,12 @@ async fn the_stream_yields_every_record() {
     let mock = mock("stream", "unused", false);
     let bootstrap = mock.bootstraps().join(",");
     produce(&bootstrap, "stream", 2, 60, "gzip");
-    let mut consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&bootstrap, None).build().unwrap()).unwrap();
     consumer.assign([tp("stream", 0), tp("stream", 1)]).unwrap();
     let records: Vec<(i32, i64, String)> = common::timeout(
         WAIT,
         consumer
-            .stream(Duration::from_millis(100))
+            .stream()
             .take(60)
             .map(|r| {
                 let r = r.expect("record");

@@ -216,7 +216,7 @@ async fn a_fatal_heartbeat_error_is_returned_from_poll<C: TestCluster>() {
         ErrorCode::GroupMaxSizeReached,
         1,
     );
-    let mut ours = consumer(&bootstrap, None);
+    let ours = consumer(&bootstrap, None);
     ours.subscribe(["t"]).unwrap();
     let deadline = Instant::now() + WAIT;
     let error = loop {

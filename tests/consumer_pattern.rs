@@ -317,7 +317,7 @@ async fn internal_topics_match_only_without_exclude_internal_topics() {
     mock.create_topic("__audit", 1).unwrap();
     for exclude in [true, false] {
         let group = format!("internal-{exclude}");
-        let mut c = Consumer::new(
+        let c = Consumer::new(
             config(&mock.bootstrap_servers(), Some(&group))
                 .exclude_internal_topics(exclude)
                 .build()
@@ -354,7 +354,7 @@ async fn internal_topics_match_only_without_exclude_internal_topics() {
 fn a_bad_pattern_is_refused_and_opens_nothing() {
     let mock = MockCluster::new(1).unwrap();
     let port = mock.broker_addr(1).unwrap().port();
-    let mut c = Consumer::new(
+    let c = Consumer::new(
         config(&mock.bootstrap_servers(), Some("g"))
             .build()
             .unwrap(),
@@ -376,8 +376,7 @@ fn a_bad_pattern_is_refused_and_opens_nothing() {
         .unwrap_err();
     assert!(e.to_string().contains("x("), "{e}");
     assert!(!e.is_retriable() && !e.is_fatal());
-    let mut manual =
-        Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
+    let manual = Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
     assert!(matches!(
         manual.subscribe_pattern("ok-.*"),
         Err(Error::Config { property, .. }) if property == "group.id"

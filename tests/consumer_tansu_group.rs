@@ -45,7 +45,7 @@ async fn lazykafka_and_librdkafka_share_a_group_on_tansu() {
     create_topic(&addr, &topic, 2).await;
 
     let mut rd = RdConsumer::start(&addr, &group, &topic);
-    let mut ours = Consumer::new(
+    let ours = Consumer::new(
         config(&addr, Some(&group))
             .partition_assignment_strategy([AssignmentStrategy::Range])
             .build()

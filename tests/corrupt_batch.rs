@@ -201,7 +201,7 @@ async fn a_corrupt_batch_is_a_typed_error_and_the_other_partition_goes_on() {
         .fetch_max_wait(Duration::from_millis(50))
         .build()
         .unwrap();
-    let mut consumer = Consumer::new(config).unwrap();
+    let consumer = Consumer::new(config).unwrap();
     let (p0, p1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
     consumer.assign([p0.clone(), p1.clone()]).unwrap();
 

@@ -244,7 +244,7 @@ async fn unknown_topic_subscribed<C: TestCluster>() {
 
 async fn unknown_topic_and_partition_assigned<C: TestCluster>() {
     let mock: C = standard();
-    let mut consumer = Consumer::new(
+    let consumer = Consumer::new(
         config(&mock.bootstrap(), None)
             .allow_auto_create_topics(false)
             .build()
@@ -275,7 +275,7 @@ async fn unknown_topic_and_partition_assigned<C: TestCluster>() {
 /// A consumer without a group, assigned partition 1 of t from its
 /// earliest offset.
 fn reader_of_t1<C: TestCluster>(mock: &C) -> Consumer {
-    let mut consumer = Consumer::new(
+    let consumer = Consumer::new(
         config(&mock.bootstrap(), None)
             .auto_offset_reset(lazykafka::OffsetReset::Earliest)
             .build()
@@ -404,8 +404,7 @@ async fn join_refused_for_group_authorization<C: TestCluster>() {
 
 async fn commit_refused_for_group_authorization<C: TestCluster>() {
     let mock: C = standard();
-    let mut consumer =
-        Consumer::new(config(&mock.bootstrap(), Some("g2")).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&mock.bootstrap(), Some("g2")).build().unwrap()).unwrap();
     consumer.assign([TopicPartition::new("t", 0)]).unwrap();
     consumer.poll(Duration::from_millis(100)).await.unwrap();
     mock.push_errors(ApiKey::OffsetCommit, ErrorCode::GroupAuthorizationFailed, 1);

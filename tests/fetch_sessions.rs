@@ -49,7 +49,7 @@ fn consumer(mock: &MockCluster) -> Consumer {
         .enable_auto_commit(false)
         .build()
         .unwrap();
-    let mut consumer = Consumer::new(config).unwrap();
+    let consumer = Consumer::new(config).unwrap();
     consumer
         .assign((0..PARTITIONS).map(|p| TopicPartition::new(TOPIC, p)))
         .unwrap();

@@ -156,7 +156,7 @@ async fn a_waiting_fetch_is_answered_as_soon_as_records_arrive() {
     let bootstrap = mock.bootstrap_servers();
     // The Fetch may wait 60 s; the test allows 20 s for the record: only
     // an answer on arrival passes.
-    let mut consumer = Consumer::new(
+    let consumer = Consumer::new(
         config(&bootstrap, None)
             .fetch_max_wait(Duration::from_secs(60))
             .build()
@@ -203,7 +203,7 @@ async fn the_mock_sees_a_closed_consumer_at_once_during_a_waiting_fetch() {
     mock.create_topic("t", 1).unwrap();
     mock.produce("t", 0, [MockRecord::new("one")]).unwrap();
     let bootstrap = mock.bootstrap_servers();
-    let mut consumer = Consumer::new(
+    let consumer = Consumer::new(
         config(&bootstrap, None)
             .fetch_max_wait(Duration::from_millis(500))
             .build()
@@ -278,8 +278,7 @@ async fn offsets_for_times_and_the_ends_of_the_log() {
     )
     .unwrap();
     mock.delete_records_before("t", 0, 0).unwrap();
-    let mut consumer =
-        Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
     let tp = TopicPartition::new("t", 0);
     let found = consumer
         .offsets_for_times([(tp.clone(), 2500)])

@@ -185,7 +185,7 @@ fn produce(bootstrap: &str, range: std::ops::Range<i64>) {
 }
 
 fn rd_consumer(bootstrap: &str) -> Consumer {
-    let mut consumer = Consumer::new(config(bootstrap, None).client_rack("r2").build().unwrap())
+    let consumer = Consumer::new(config(bootstrap, None).client_rack("r2").build().unwrap())
         .expect("consumer");
     consumer.assign([tp()]).unwrap();
     consumer
@@ -473,7 +473,7 @@ fn our_consumer_with(
     ) -> lazykafka::config::ConsumerConfigBuilder,
 ) -> Consumer {
     let builder = config(&mock.bootstrap_servers(), None).client_rack(rack);
-    let mut consumer = Consumer::new(settings(builder).build().unwrap()).unwrap();
+    let consumer = Consumer::new(settings(builder).build().unwrap()).unwrap();
     consumer.assign([tp()]).unwrap();
     consumer
 }

@@ -95,7 +95,7 @@ async fn commits_take_the_stored_offsets<C: TestCluster>() {
 async fn storing_needs_the_manual_store<C: TestCluster>() {
     let mock: C = standard();
     let bootstrap = mock.bootstrap();
-    let mut consumer = Consumer::new(config(&bootstrap, Some("g")).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&bootstrap, Some("g")).build().unwrap()).unwrap();
     consumer.assign([p0()]).unwrap();
     let e = consumer.store_offsets([(p0(), 3)]).unwrap_err();
     assert!(

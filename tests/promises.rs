@@ -99,14 +99,14 @@ async fn nothing_before_the_first_poll<C: TestCluster>() {
     let _others = beside_others();
     let mock: C = topology();
     let name = mock.name();
-    let mut grouped = Consumer::new(config(&bootstrap(&mock), Some("g")).build().unwrap()).unwrap();
+    let grouped = Consumer::new(config(&bootstrap(&mock), Some("g")).build().unwrap()).unwrap();
     grouped.subscribe(["t"]).unwrap();
     let _ = (
         grouped.subscription(),
         grouped.assignment(),
         grouped.connections(),
     );
-    let mut manual = Consumer::new(config(&bootstrap(&mock), None).build().unwrap()).unwrap();
+    let manual = Consumer::new(config(&bootstrap(&mock), None).build().unwrap()).unwrap();
     let tp = TopicPartition::new("t", 0);
     manual.assign([tp.clone()]).unwrap();
     manual.seek(&tp, 3).unwrap();

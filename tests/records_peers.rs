@@ -64,7 +64,7 @@ async fn consume_all(bootstrap: &str, topic: &str, count: usize) -> Vec<lazykafk
         .fetch_max_wait(Duration::from_millis(100))
         .build()
         .unwrap();
-    let mut consumer = Consumer::new(config).unwrap();
+    let consumer = Consumer::new(config).unwrap();
     consumer.assign([TopicPartition::new(topic, 0)]).unwrap();
     let deadline = Instant::now() + WAIT;
     let mut out = Vec::new();

@@ -74,8 +74,7 @@ fn assert_spaced_by_the_policy(what: &str, times: &[Duration]) {
 
 /// A group consumer of `t` on `mock`, subscribed.
 fn member<C: TestCluster>(mock: &C) -> Consumer {
-    let mut consumer =
-        Consumer::new(config(&mock.bootstrap(), Some("g")).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&mock.bootstrap(), Some("g")).build().unwrap()).unwrap();
     consumer.subscribe(["t"]).unwrap();
     consumer
 }
@@ -197,7 +196,7 @@ async fn commit_loading<C: TestCluster>() {
 /// hand, from the earliest offset: a ListOffsets, then Fetch to broker 3
 /// alone.
 fn reader_of_t1<C: TestCluster>(mock: &C) -> Consumer {
-    let mut consumer = Consumer::new(config(&mock.bootstrap(), None).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&mock.bootstrap(), None).build().unwrap()).unwrap();
     consumer.assign([TopicPartition::new("t", 1)]).unwrap();
     consumer
 }

@@ -336,7 +336,7 @@ async fn a_wrong_password_fails_poll_and_waiting_calls_at_once_and_is_backed_off
         consumer.close().await.unwrap();
         // A call that waits on the network, made first, names the refusal
         // at once rather than after default.api.timeout.ms.
-        let mut consumer = Consumer::new(with_password(&bootstrap, mechanism, "wrong")).unwrap();
+        let consumer = Consumer::new(with_password(&bootstrap, mechanism, "wrong")).unwrap();
         let started = Instant::now();
         let e = consumer.partitions_for("t").await.unwrap_err();
         assert!(

@@ -30,10 +30,10 @@ const EXPECTED: usize = if cfg!(feature = "runtime-async-std") {
 #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
 async fn the_timer_thread_starts_with_the_first_poll_and_once_per_process() {
     let mock = threads::mock_with_records();
-    let mut first = threads::assigned_and_touched(&mock, NAME);
+    let first = threads::assigned_and_touched(&mock, NAME);
 
     // One poll each of two consumers, at once: the first timers made.
-    let mut second = threads::assigned(&mock);
+    let second = threads::assigned(&mock);
     let one_poll = Duration::from_millis(100);
     let (a, b) = futures::join!(first.poll(one_poll), second.poll(one_poll));
     let (first_seen, second_seen) = (a.unwrap().len(), b.unwrap().len());

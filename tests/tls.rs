@@ -59,7 +59,7 @@ fn ssl(bootstrap: &str, ca_pem: &str) -> ConsumerConfigBuilder {
 }
 
 async fn assigned(builder: ConsumerConfigBuilder) -> Consumer {
-    let mut consumer = Consumer::new(builder.build().unwrap()).unwrap();
+    let consumer = Consumer::new(builder.build().unwrap()).unwrap();
     consumer.assign([TopicPartition::new("t", 0)]).unwrap();
     consumer
 }
@@ -135,7 +135,7 @@ async fn fails_with(
     consumer.close().await.unwrap();
     // A call that waits on the network, made first, names the cause at
     // once too, not after default.api.timeout.ms.
-    let mut consumer = assigned(builder(addr)).await;
+    let consumer = assigned(builder(addr)).await;
     let started = Instant::now();
     let e = consumer.partitions_for("t").await.unwrap_err();
     assert!(tls_cause(&e, addr).contains(needle), "{e}");

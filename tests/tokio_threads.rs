@@ -58,7 +58,7 @@ fn the_consumer_starts_no_thread_on_a_current_thread_runtime() {
     let before = threads();
 
     let seen = runtime.block_on(async {
-        let mut consumer =
+        let consumer =
             Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
         consumer
             .assign([TopicPartition::new("t", 0), TopicPartition::new("t", 1)])

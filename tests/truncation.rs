@@ -43,7 +43,7 @@ fn consumer(mock: &MockCluster, reset: OffsetReset) -> Consumer {
         .enable_auto_commit(false)
         .build()
         .unwrap();
-    let mut consumer = Consumer::new(config).unwrap();
+    let consumer = Consumer::new(config).unwrap();
     consumer.assign([TopicPartition::new("cut", 0)]).unwrap();
     consumer
 }

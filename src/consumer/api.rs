@@ -18,11 +18,14 @@ use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, 
 use crate::fetch::{read_list_offsets, ConsumerRecord, OffsetAndTimestamp, OffsetSpec};
 use crate::group::membership::GroupEvent;
 use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
-use crate::runtime::engine::Engine;
+use crate::runtime::engine::{Engine, Link};
 use crate::runtime::SocketOptions;
-use futures::Stream;
+use futures::{FutureExt, Stream};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Told of partition assignment changes, from inside [`Consumer::poll`]
@@ -58,15 +61,14 @@ pub trait RebalanceListener: Send {
 
 /// What a [`RebalanceListener`] may do while partitions are revoked.
 pub struct Revocation<'a> {
-    core: &'a mut ConsumerCore,
-    now: Instant,
-    callbacks: &'a mut Vec<(CommitId, CommitCallback)>,
+    consumer: &'a Consumer,
+    positions: BTreeMap<TopicPartition, i64>,
 }
 
 impl std::fmt::Debug for Revocation<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Revocation")
-            .field("positions", self.core.revoked_positions())
+            .field("positions", &self.positions)
             .finish_non_exhaustive()
     }
 }
@@ -74,7 +76,7 @@ impl std::fmt::Debug for Revocation<'_> {
 impl Revocation<'_> {
     /// The consumed positions the revoked partitions had.
     pub fn positions(&self) -> BTreeMap<TopicPartition, i64> {
-        self.core.revoked_positions().clone()
+        self.positions.clone()
     }
 
     /// Commits `offsets` before the group moves on. A refusal is logged at
@@ -96,9 +98,15 @@ impl Revocation<'_> {
         callback: impl FnOnce(Result<(), Error>) + Send + 'static,
     ) {
         let offsets = at_offsets(offsets);
-        let id = self.core.commit(self.now, Some(offsets));
-        self.core.block_group_on_commit(id);
-        self.callbacks.push((id, Box::new(callback)));
+        let id = self.consumer.with_core(|core, now| {
+            let id = core.commit(now, Some(offsets));
+            core.block_group_on_commit(id);
+            id
+        });
+        self.consumer
+            .local()
+            .callbacks
+            .push((id, Box::new(callback)));
     }
 }
 
@@ -107,7 +115,7 @@ type CommitCallback = Box<dyn FnOnce(Result<(), Error>) + Send>;
 /// Forgets the outcome of a commit nobody waits for any more (its `commit`
 /// future was dropped, or it timed out), so outcomes do not pile up.
 struct AbandonCommit {
-    shared: Option<Arc<crate::runtime::engine::Shared>>,
+    link: Option<Link>,
     id: CommitId,
 }
 
@@ -116,40 +124,93 @@ impl AbandonCommit {
     /// the outcome still to come is dropped).
     fn answered(mut self, taken: bool) {
         if taken {
-            self.shared = None;
+            self.link = None;
         }
     }
 }
 
 impl Drop for AbandonCommit {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared.take() {
-            shared.lock().abandon_commit(self.id);
+        if let Some(link) = self.link.take() {
+            link.shared().lock().abandon_commit(self.id);
         }
     }
 }
 
-/// The records a [`Consumer::stream`] took from the consumer and has not
-/// yielded yet. Dropped with the stream, it moves the positions of their
-/// partitions back to the first of them, so the next `poll` returns them
-/// again: dropping a stream loses no record.
-struct StreamState<'a> {
-    consumer: &'a mut Consumer,
-    buffered: std::collections::VecDeque<ConsumerRecord>,
+/// How long one `poll` of a [`RecordStream`] waits before it polls again
+/// (an empty batch is not yielded).
+const STREAM_POLL: Duration = Duration::from_secs(60);
+
+type PollFuture = Pin<Box<dyn Future<Output = Result<Vec<ConsumerRecord>, Error>> + Send>>;
+
+/// The records of a [`Consumer`] as a [`Stream`]: see
+/// [`Consumer::stream`]. It holds a clone of the consumer, borrows
+/// nothing, and is `Unpin`.
+pub struct RecordStream {
+    consumer: Consumer,
+    polling: Option<PollFuture>,
 }
 
-impl Drop for StreamState<'_> {
-    fn drop(&mut self) {
-        let mut first: BTreeMap<TopicPartition, i64> = BTreeMap::new();
-        for r in self.buffered.drain(..) {
-            first
-                .entry(TopicPartition::new(r.topic(), r.partition()))
-                .or_insert(r.offset());
+impl std::fmt::Debug for RecordStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordStream")
+            .field("polling", &self.polling.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream for RecordStream {
+    type Item = Result<ConsumerRecord, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            let polling = match &mut this.polling {
+                Some(f) => f,
+                None => {
+                    if this.consumer.local().closed {
+                        return Poll::Ready(None);
+                    }
+                    // One record at a time: what the loop does with the
+                    // consumer (a seek, a pause) applies from the next one.
+                    let consumer = this.consumer.clone();
+                    this.polling.insert(Box::pin(async move {
+                        consumer.poll_up_to(STREAM_POLL, 1).await
+                    }))
+                }
+            };
+            let outcome = std::task::ready!(polling.poll_unpin(cx));
+            this.polling = None;
+            match outcome {
+                Ok(records) => {
+                    if let Some(record) = records.into_iter().next() {
+                        return Poll::Ready(Some(Ok(record)));
+                    }
+                }
+                Err(Error::Closed) => return Poll::Ready(None),
+                Err(e) => return Poll::Ready(Some(Err(e))),
+            }
         }
-        for (tp, offset) in first {
-            // A partition revoked meanwhile is another member's now: its
-            // records are not ours to return.
-            let _ = self.consumer.seek(&tp, offset);
+    }
+}
+
+/// Ends the delivery of group events by one `poll` (see
+/// [`Consumer::deliver_group_events`]), whatever way it ends, the
+/// listener's panic included.
+struct Delivering<'a> {
+    consumer: &'a Consumer,
+    listener: Option<Box<dyn RebalanceListener>>,
+}
+
+impl Drop for Delivering<'_> {
+    fn drop(&mut self) {
+        self.consumer
+            .with_core(|core, _| core.set_listener_busy(false));
+        let mut local = self.consumer.local();
+        local.delivering = false;
+        // A listener given meanwhile (a new subscription) replaces it.
+        if local.listener.is_none() {
+            local.listener = self.listener.take();
         }
     }
 }
@@ -165,7 +226,7 @@ impl Drop for StreamState<'_> {
 ///     .bootstrap_servers("127.0.0.1:9")
 ///     .group_id("billing")
 ///     .build()?;
-/// let mut consumer = Consumer::new(config)?; // no socket, no DNS, no task
+/// let consumer = Consumer::new(config)?; // no socket, no DNS, no task
 /// consumer.subscribe(["invoices"])?;         // still none
 /// assert!(consumer.connections().is_empty());
 /// # Ok::<(), lazykafka::Error>(())
@@ -175,24 +236,62 @@ impl Drop for StreamState<'_> {
 /// # #[cfg(feature = "runtime-tokio")]
 /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
 /// ```
+#[derive(Clone)]
 pub struct Consumer {
+    inner: Arc<Inner>,
+}
+
+/// What every clone of a consumer shares.
+struct Inner {
     config: ConsumerConfig,
     /// The TLS settings every connection uses, when the protocol has TLS.
     tls: Option<crate::tls::TlsConnector>,
+    events: Arc<EventHub>,
+    /// Locked for each use, never across an `.await`; before the state of
+    /// the background task when both are taken.
+    local: Mutex<Local>,
+}
+
+/// The consumer's side of its state.
+struct Local {
     engine: Option<Engine>,
     /// State kept until the first poll hands it to the engine.
     pending: Option<ConsumerCore>,
     listener: Option<Box<dyn RebalanceListener>>,
+    /// A `poll` is giving group events to the listener (one at a time).
+    delivering: bool,
     callbacks: Vec<(CommitId, CommitCallback)>,
-    events: Arc<EventHub>,
     closed: bool,
+}
+
+impl Local {
+    /// Runs `f` on the state, wherever it lives now.
+    fn core<T>(&mut self, f: impl FnOnce(&mut ConsumerCore) -> T) -> T {
+        match (&mut self.pending, &self.engine) {
+            (Some(core), _) => f(core),
+            (None, Some(engine)) => f(&mut engine.link().shared().lock()),
+            (None, None) => unreachable!("a consumer always has its state somewhere"),
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// Closes every socket without blocking (no commit, no LeaveGroup: use
+    /// [`Consumer::close`] for those) when the last clone goes.
+    fn drop(&mut self) {
+        let local = self.local.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(engine) = local.engine.take() {
+            engine.stop();
+        }
+        self.events.close();
+    }
 }
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("config", &self.config)
-            .field("started", &self.engine.is_some())
+            .field("config", &self.inner.config)
+            .field("started", &self.local().engine.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -218,69 +317,61 @@ impl Consumer {
         let tls = crate::tls::TlsConnector::from_config(&config)?;
         let core = ConsumerCore::from_config(&config, Instant::now(), seed());
         Ok(Consumer {
-            config,
-            tls,
-            engine: None,
-            pending: Some(core),
-            listener: None,
-            callbacks: Vec::new(),
-            events: Arc::new(EventHub::default()),
-            closed: false,
+            inner: Arc::new(Inner {
+                config,
+                tls,
+                events: Arc::new(EventHub::default()),
+                local: Mutex::new(Local {
+                    engine: None,
+                    pending: Some(core),
+                    listener: None,
+                    delivering: false,
+                    callbacks: Vec::new(),
+                    closed: false,
+                }),
+            }),
         })
     }
 
     /// The configuration.
     pub fn config(&self) -> &ConsumerConfig {
-        &self.config
+        &self.inner.config
+    }
+
+    /// The consumer's side of its state, locked (a poisoned lock is taken
+    /// over, as the background task's is).
+    fn local(&self) -> MutexGuard<'_, Local> {
+        self.inner
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `f` on the state, wherever it lives now, and wakes the
     /// background task afterwards.
-    fn with_core<T>(&mut self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
+    fn with_core<T>(&self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
         let now = Instant::now();
-        match (&mut self.pending, &self.engine) {
-            (Some(core), _) => f(core, now),
-            (None, Some(engine)) => {
-                let t = f(&mut engine.shared().lock(), now);
-                engine.kick();
-                t
-            }
-            (None, None) => unreachable!("a consumer always has its state somewhere"),
+        let mut local = self.local();
+        let t = local.core(|core| f(core, now));
+        if let Some(engine) = &local.engine {
+            engine.link().kick();
         }
+        t
     }
 
     /// Like [`Consumer::with_core`] without waking the background task: for
-    /// changes it need not act on. (Every wake-up makes the task report
-    /// progress, and progress wakes a waiting `poll`: if `poll` woke the task
-    /// on each check, the two would wake each other in a busy loop while
-    /// waiting for records.)
-    fn peek_core<T>(&mut self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
+    /// changes it need not act on (every wake-up costs the task a pass).
+    fn peek_core<T>(&self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
         let now = Instant::now();
-        match (&mut self.pending, &self.engine) {
-            (Some(core), _) => f(core, now),
-            (None, Some(engine)) => f(&mut engine.shared().lock(), now),
-            (None, None) => unreachable!("a consumer always has its state somewhere"),
-        }
-    }
-
-    /// Wakes the background task, if it runs, after a change made with
-    /// [`Consumer::peek_core`].
-    fn kick(&self) {
-        if let Some(engine) = &self.engine {
-            engine.kick();
-        }
+        self.local().core(|core| f(core, now))
     }
 
     fn read_core<T>(&self, f: impl FnOnce(&ConsumerCore) -> T) -> T {
-        match (&self.pending, &self.engine) {
-            (Some(core), _) => f(core),
-            (None, Some(engine)) => f(&engine.shared().lock()),
-            (None, None) => unreachable!("a consumer always has its state somewhere"),
-        }
+        self.local().core(|core| f(core))
     }
 
     fn check_open(&self) -> Result<(), Error> {
-        if self.closed {
+        if self.local().closed {
             Err(Error::Closed)
         } else {
             Ok(())
@@ -290,11 +381,11 @@ impl Consumer {
     /// Subscribes to `topics` (group mode; needs `group.id`). Replaces any
     /// earlier subscription or assignment. Opens nothing.
     pub fn subscribe<T: Into<String>>(
-        &mut self,
+        &self,
         topics: impl IntoIterator<Item = T>,
     ) -> Result<(), Error> {
         self.check_open()?;
-        if self.config.group_id().is_none() {
+        if self.inner.config.group_id().is_none() {
             return Err(Error::Config {
                 property: "group.id".into(),
                 reason: "subscribe needs a group.id; use assign without one".into(),
@@ -307,11 +398,11 @@ impl Consumer {
 
     /// Subscribes and registers a listener for assignment changes.
     pub fn subscribe_with_listener<T: Into<String>>(
-        &mut self,
+        &self,
         topics: impl IntoIterator<Item = T>,
         listener: impl RebalanceListener + 'static,
     ) -> Result<(), Error> {
-        self.listener = Some(Box::new(listener));
+        self.local().listener = Some(Box::new(listener));
         self.with_core(|core, _| core.set_hold_for_listener(true));
         self.subscribe(topics)
     }
@@ -362,7 +453,7 @@ impl Consumer {
     ///     .group_id("billing")
     ///     .auto_offset_reset(OffsetReset::Earliest)
     ///     .build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// assert!(matches!(
     ///     consumer.subscribe_pattern("invoices-("),
     ///     Err(Error::InvalidPattern { .. })
@@ -384,9 +475,9 @@ impl Consumer {
     /// # #[cfg(feature = "runtime-tokio")]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
-    pub fn subscribe_pattern(&mut self, pattern: &str) -> Result<(), Error> {
+    pub fn subscribe_pattern(&self, pattern: &str) -> Result<(), Error> {
         self.check_open()?;
-        if self.config.group_id().is_none() {
+        if self.inner.config.group_id().is_none() {
             return Err(Error::Config {
                 property: "group.id".into(),
                 reason: "subscribe_pattern needs a group.id".into(),
@@ -400,13 +491,13 @@ impl Consumer {
     /// [`Consumer::subscribe_pattern`] with a listener for assignment
     /// changes.
     pub fn subscribe_pattern_with_listener(
-        &mut self,
+        &self,
         pattern: &str,
         listener: impl RebalanceListener + 'static,
     ) -> Result<(), Error> {
         // Checked before the listener replaces the one in place.
         TopicPattern::new(pattern)?;
-        self.listener = Some(Box::new(listener));
+        self.local().listener = Some(Box::new(listener));
         self.with_core(|core, _| core.set_hold_for_listener(true));
         self.subscribe_pattern(pattern)
     }
@@ -417,14 +508,14 @@ impl Consumer {
     /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
     ///
     /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// consumer.assign([TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)])?;
     /// assert_eq!(consumer.assignment().len(), 2);
     /// assert!(consumer.connections().is_empty()); // still nothing opened
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
     pub fn assign(
-        &mut self,
+        &self,
         partitions: impl IntoIterator<Item = TopicPartition>,
     ) -> Result<(), Error> {
         self.check_open()?;
@@ -434,7 +525,7 @@ impl Consumer {
     }
 
     /// Drops the subscription or assignment (leaving the group).
-    pub fn unsubscribe(&mut self) -> Result<(), Error> {
+    pub fn unsubscribe(&self) -> Result<(), Error> {
         self.check_open()?;
         self.with_core(|core, now| core.set_mode(now, Mode::Idle));
         Ok(())
@@ -475,14 +566,21 @@ impl Consumer {
         })
     }
 
-    fn start(&mut self) {
-        if let Some(core) = self.pending.take() {
-            let options = SocketOptions {
-                keepalive: self.config.socket_keepalive(),
-                tls: self.tls.clone(),
-            };
-            self.engine = Some(Engine::start(core, options, self.events.clone()));
+    /// Starts the background task, if it does not run yet, and returns a
+    /// handle on it; [`Error::Closed`] after [`Consumer::close`].
+    fn start(&self) -> Result<Link, Error> {
+        let mut local = self.local();
+        if local.closed {
+            return Err(Error::Closed);
         }
+        if let Some(core) = local.pending.take() {
+            let options = SocketOptions {
+                keepalive: self.inner.config.socket_keepalive(),
+                tls: self.inner.tls.clone(),
+            };
+            local.engine = Some(Engine::start(core, options, self.inner.events.clone()));
+        }
+        Ok(local.engine.as_ref().expect("started").link().clone())
     }
 
     /// Waits up to `timeout` for records and returns at most
@@ -508,7 +606,7 @@ impl Consumer {
     ///     .bootstrap_servers(&bootstrap)
     ///     .auto_offset_reset(OffsetReset::Earliest)
     ///     .build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// consumer.assign([TopicPartition::new("invoices", 0)])?;
     /// let mut records = Vec::new();
     /// while records.is_empty() {
@@ -538,20 +636,25 @@ impl Consumer {
     /// With the feature `runtime-tokio`, the first `poll` panics outside a
     /// tokio runtime: it spawns the background task on the caller's
     /// runtime.
-    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
-        self.check_open()?;
-        self.start();
-        let max = self.config.max_poll_records().max(1) as usize;
+    pub async fn poll(&self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
+        let max = self.inner.config.max_poll_records().max(1) as usize;
+        self.poll_up_to(timeout, max).await
+    }
+
+    /// [`Consumer::poll`] returning at most `max` records.
+    async fn poll_up_to(
+        &self,
+        timeout: Duration,
+        max: usize,
+    ) -> Result<Vec<ConsumerRecord>, Error> {
+        let link = self.start()?;
         let deadline = Instant::now() + timeout;
-        // One timer for the whole call, however often progress wakes it.
+        // One timer for the whole call, however often it is woken.
         let mut timer = None;
         loop {
-            // A report from here on wakes the wait below.
-            if let Some(engine) = self.engine.as_mut() {
-                engine.drain_ready();
-            }
+            self.check_open()?;
             if self.peek_core(|core, now| core.polled(now)) {
-                self.kick();
+                link.kick();
             }
             self.run_callbacks();
             // Emptying a partition's buffer (taking its last records, or
@@ -569,7 +672,7 @@ impl Consumer {
                 (Ok(records), had, core.fetcher.drained() != before)
             });
             if drained {
-                self.kick();
+                link.kick();
             }
             if had_buffered || !matches!(&taken, Ok(records) if records.is_empty()) {
                 return taken;
@@ -578,23 +681,38 @@ impl Consumer {
             if left.is_zero() {
                 return Ok(Vec::new());
             }
-            let engine = self.engine.as_mut().expect("started above");
-            let wait = timer.get_or_insert_with(|| engine.timer(left));
-            if !engine.ready_or(wait).await {
-                // Fired: a new one if the clocks leave time still.
-                timer = None;
+            // Answered by the task when there is something to take (a step
+            // with nothing for `poll`, a Fetch answered empty or a
+            // heartbeat, does not answer it).
+            let output = link.watch(None, |core, _| core.has_output().then_some(()));
+            let wait = timer.get_or_insert_with(|| link.timer(left));
+            futures::select_biased! {
+                answer = output.fuse() => {
+                    if answer.is_err() {
+                        // Stopped: closed by another clone.
+                        return Err(Error::Closed);
+                    }
+                }
+                _ = wait.fuse() => {
+                    // Fired: a new one if the clocks leave time still.
+                    timer = None;
+                }
             }
         }
     }
 
-    /// The records as a stream, polling with `timeout` each time; errors end
-    /// nothing: they are yielded and the stream goes on.
+    /// The records as a [`Stream`], as rust-rdkafka's
+    /// `StreamConsumer::stream`: each item is a record or an error (errors
+    /// end nothing: they are yielded and the stream goes on); it ends when
+    /// the consumer is closed. The stream holds a clone of the consumer and
+    /// borrows nothing: committing, storing offsets, pausing or seeking
+    /// inside the loop works, through the consumer itself.
     ///
-    /// Cancel-safe: a dropped `next()` future loses nothing (the stream
-    /// keeps its place), and dropping the stream itself gives the records
-    /// it took from the consumer but did not yield back: their partitions
-    /// are sought back to the first of them, so the next `poll` (or
-    /// stream) returns them.
+    /// The stream takes one record at a time from the consumer, so what the
+    /// loop does (a seek, a pause) applies from the next record on, and it
+    /// holds no record of its own: dropping it loses nothing, and a dropped
+    /// `next()` future neither (the stream keeps its place, as `poll` is
+    /// cancel-safe).
     ///
     /// ```
     /// # // The same body on whichever runtime feature is enabled.
@@ -609,17 +727,29 @@ impl Consumer {
     /// # let bootstrap = mock.bootstrap_servers();
     /// use futures::StreamExt;
     /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
-    /// use std::time::Duration;
     ///
     /// let config = ConsumerConfig::builder()
     ///     .bootstrap_servers(&bootstrap)
+    ///     .group_id("billing")
     ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .enable_auto_commit(false)
     ///     .build()?;
-    /// let mut consumer = Consumer::new(config)?;
-    /// consumer.assign([TopicPartition::new("invoices", 0)])?;
-    /// let first: Vec<_> = consumer.stream(Duration::from_millis(200)).take(3).collect().await;
-    /// let offsets: Vec<i64> = first.iter().map(|r| r.as_ref().unwrap().offset()).collect();
+    /// let consumer = Consumer::new(config)?;
+    /// let p0 = TopicPartition::new("invoices", 0);
+    /// consumer.assign([p0.clone()])?;
+    /// let mut stream = consumer.stream();
+    /// let mut offsets = Vec::new();
+    /// while let Some(record) = stream.next().await {
+    ///     let record = record?;
+    ///     offsets.push(record.offset());
+    ///     consumer.store_offset(&record).ok(); // the consumer is usable here
+    ///     if offsets.len() == 3 {
+    ///         break;
+    ///     }
+    /// }
     /// assert_eq!(offsets, [0, 1, 2]);
+    /// consumer.commit().await?;
+    /// assert_eq!(consumer.committed([p0.clone()]).await?[&p0], Some(3));
     /// consumer.close().await?;
     /// # Ok::<(), lazykafka::Error>(())
     /// # };
@@ -628,66 +758,80 @@ impl Consumer {
     /// # #[cfg(feature = "runtime-tokio")]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
-    pub fn stream(
-        &mut self,
-        timeout: Duration,
-    ) -> impl Stream<Item = Result<ConsumerRecord, Error>> + '_ {
-        let state = StreamState {
-            consumer: self,
-            buffered: std::collections::VecDeque::new(),
-        };
-        futures::stream::unfold(state, move |mut state| async move {
-            loop {
-                if let Some(r) = state.buffered.pop_front() {
-                    return Some((Ok(r), state));
-                }
-                if state.consumer.closed {
-                    return None;
-                }
-                match state.consumer.poll(timeout).await {
-                    Ok(records) => state.buffered.extend(records),
-                    Err(e) => return Some((Err(e), state)),
-                }
-            }
-        })
+    pub fn stream(&self) -> RecordStream {
+        RecordStream {
+            consumer: self.clone(),
+            polling: None,
+        }
     }
 
-    fn run_callbacks(&mut self) {
-        // Rebalance listener, on the application's side of the task.
+    fn run_callbacks(&self) {
+        self.deliver_group_events();
+        self.run_commit_callbacks();
+    }
+
+    /// Gives the group events to the rebalance listener, with no lock held
+    /// (the listener may call the consumer), one `poll` at a time: another
+    /// `poll` meanwhile leaves them to this one.
+    fn deliver_group_events(&self) {
+        let listener = {
+            let mut local = self.local();
+            if local.delivering || !local.core(|core| core.has_group_events()) {
+                return;
+            }
+            local.delivering = true;
+            local.core(|core| core.set_listener_busy(true));
+            local.listener.take()
+        };
+        let mut delivering = Delivering {
+            consumer: self,
+            listener,
+        };
         while let Some(event) = self.peek_core(|core, _| core.take_group_event()) {
-            if let Some(listener) = self.listener.as_mut() {
-                let now = Instant::now();
-                let callbacks = &mut self.callbacks;
-                match (&mut self.pending, &self.engine) {
-                    (Some(core), _) => deliver(listener.as_mut(), &event, core, now, callbacks),
-                    (None, Some(engine)) => deliver(
-                        listener.as_mut(),
-                        &event,
-                        &mut engine.shared().lock(),
-                        now,
-                        callbacks,
-                    ),
-                    (None, None) => {}
+            if let Some(listener) = delivering.listener.as_mut() {
+                match &event {
+                    GroupEvent::Assigned(p) => listener.on_partitions_assigned(p),
+                    GroupEvent::Revoked(p) => {
+                        let positions = self.read_core(|core| core.revoked_positions().clone());
+                        let mut revocation = Revocation {
+                            consumer: self,
+                            positions,
+                        };
+                        listener.on_partitions_revoked(p, &mut revocation);
+                    }
+                    GroupEvent::Lost(p) => listener.on_partitions_lost(p),
                 }
             }
             self.with_core(|core, _| core.group_event_delivered());
         }
-        self.run_commit_callbacks();
     }
 
-    /// Runs the callbacks of commits that finished.
-    fn run_commit_callbacks(&mut self) {
-        let mut i = 0;
-        while i < self.callbacks.len() {
-            let id = self.callbacks[i].0;
-            match self.peek_core(|core, _| core.take_commit_result(id)) {
-                Some(result) => {
-                    self.kick();
-                    let (_, callback) = self.callbacks.swap_remove(i);
-                    callback(result);
-                }
-                None => i += 1,
+    /// Runs the callbacks of commits that finished, with no lock held.
+    fn run_commit_callbacks(&self) {
+        let done = {
+            let mut local = self.local();
+            if local.callbacks.is_empty() {
+                return;
             }
+            let mut callbacks = std::mem::take(&mut local.callbacks);
+            let mut done = Vec::new();
+            local.core(|core| {
+                let mut i = 0;
+                while i < callbacks.len() {
+                    match core.take_commit_result(callbacks[i].0) {
+                        Some(result) => done.push((callbacks.remove(i).1, result)),
+                        None => i += 1,
+                    }
+                }
+            });
+            local.callbacks = callbacks;
+            if let (Some(engine), false) = (&local.engine, done.is_empty()) {
+                engine.link().kick();
+            }
+            done
+        };
+        for (callback, result) in done {
+            callback(result);
         }
     }
 
@@ -703,54 +847,53 @@ impl Consumer {
     /// and the consumer stays usable: later polls and commits work, and
     /// the dropped commit's outcome is discarded. The same holds for
     /// [`Consumer::commit_offsets`].
-    pub async fn commit(&mut self) -> Result<(), Error> {
-        self.check_open()?;
-        self.start();
+    pub async fn commit(&self) -> Result<(), Error> {
+        let link = self.start()?;
         let id = self.with_core(|core, now| core.commit(now, None));
-        self.wait_commit(id).await
+        self.wait_commit(&link, id).await
     }
 
     /// Commits the given offsets (the next offset to consume, per
     /// partition) and waits for the answer.
     pub async fn commit_offsets(
-        &mut self,
+        &self,
         offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
     ) -> Result<(), Error> {
-        self.check_open()?;
-        self.start();
+        let link = self.start()?;
         let offsets = at_offsets(offsets);
         let id = self.with_core(|core, now| core.commit(now, Some(offsets)));
-        self.wait_commit(id).await
+        self.wait_commit(&link, id).await
     }
 
     /// Starts a commit of the consumed positions without waiting; `callback`
     /// runs with the outcome inside a later `poll` (or `commit`, `close`).
-    pub fn commit_async(&mut self, callback: impl FnOnce(Result<(), Error>) + Send + 'static) {
-        if self.closed {
-            callback(Err(Error::Closed));
+    pub fn commit_async(&self, callback: impl FnOnce(Result<(), Error>) + Send + 'static) {
+        if let Err(e) = self.start() {
+            callback(Err(e));
             return;
         }
-        self.start();
         let id = self.with_core(|core, now| core.commit(now, None));
-        self.callbacks.push((id, Box::new(callback)));
+        self.local().callbacks.push((id, Box::new(callback)));
     }
 
-    async fn wait_commit(&mut self, id: CommitId) -> Result<(), Error> {
-        let timeout = self.config.default_api_timeout();
-        let engine = self.engine.as_mut().expect("started");
+    async fn wait_commit(&self, link: &Link, id: CommitId) -> Result<(), Error> {
+        let timeout = self.inner.config.default_api_timeout();
         // Dropped before the answer (a timeout, `select!`): the commit may
         // still land, and its outcome is dropped when it comes.
         let abandon = AbandonCommit {
-            shared: Some(engine.shared_arc()),
+            link: Some(link.clone()),
             id,
         };
-        let result = engine
-            .wait_for(timeout, |core| {
+        let result = match link
+            .wait(timeout, None, move |core, _| {
                 or_refused(core, |core| core.take_commit_result(id))
             })
             .await
-            .unwrap_or_else(|| Err(timed_out(engine, "commit", timeout)))
-            .and_then(|r| r);
+        {
+            Some(Ok(outcome)) => outcome.and_then(|r| r),
+            Some(Err(_stopped)) => Err(Error::Closed),
+            None => Err(timed_out(link, "commit", timeout)),
+        };
         abandon.answered(!matches!(result, Err(Error::Timeout { .. })));
         self.run_callbacks();
         result
@@ -759,11 +902,10 @@ impl Consumer {
     /// The committed offsets of `partitions` (`None` where nothing is
     /// committed), read from the group coordinator.
     pub async fn committed(
-        &mut self,
+        &self,
         partitions: impl IntoIterator<Item = TopicPartition>,
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>, Error> {
-        self.check_open()?;
-        self.start();
+        let link = self.start()?;
         let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
         let Some(q) = self.with_core(|core, now| core.query_committed(now, partitions)) else {
             return Err(Error::Config {
@@ -771,12 +913,14 @@ impl Consumer {
                 reason: "committed offsets belong to a group; set group.id".into(),
             });
         };
-        let timeout = self.config.default_api_timeout();
-        let engine = self.engine.as_mut().expect("started");
-        let response = engine
-            .wait_for(timeout, |core| or_refused(core, |core| core.take_query(q)))
+        let timeout = self.inner.config.default_api_timeout();
+        let response = link
+            .wait(timeout, None, move |core, _| {
+                or_refused(core, |core| core.take_query(q))
+            })
             .await
-            .ok_or_else(|| timed_out(engine, "committed offsets lookup", timeout))??
+            .ok_or_else(|| timed_out(&link, "committed offsets lookup", timeout))?
+            .map_err(|_stopped| Error::Closed)??
             .map_err(|source| Error::Request {
                 api: "OffsetFetch",
                 source,
@@ -807,7 +951,7 @@ impl Consumer {
     /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
     ///
     /// let config = ConsumerConfig::builder().bootstrap_servers(&bootstrap).build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// let p0 = TopicPartition::new("invoices", 0);
     /// // Records at 1000, 2000 and 3000 ms: the first at or after 1500 is offset 1.
     /// let found = consumer.offsets_for_times([(p0.clone(), 1500)]).await?;
@@ -824,7 +968,7 @@ impl Consumer {
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn offsets_for_times(
-        &mut self,
+        &self,
         timestamps: impl IntoIterator<Item = (TopicPartition, i64)>,
     ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
         let query = timestamps
@@ -836,7 +980,7 @@ impl Consumer {
 
     /// The first offset of each partition.
     pub async fn beginning_offsets(
-        &mut self,
+        &self,
         partitions: impl IntoIterator<Item = TopicPartition>,
     ) -> Result<BTreeMap<TopicPartition, i64>, Error> {
         let query = partitions
@@ -863,7 +1007,7 @@ impl Consumer {
     /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
     ///
     /// let config = ConsumerConfig::builder().bootstrap_servers(&bootstrap).build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// let partitions = [TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)];
     /// let ends = consumer.end_offsets(partitions.clone()).await?;
     /// let starts = consumer.beginning_offsets(partitions.clone()).await?;
@@ -878,7 +1022,7 @@ impl Consumer {
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn end_offsets(
-        &mut self,
+        &self,
         partitions: impl IntoIterator<Item = TopicPartition>,
     ) -> Result<BTreeMap<TopicPartition, i64>, Error> {
         let query = partitions
@@ -898,26 +1042,25 @@ impl Consumer {
     }
 
     async fn list_offsets(
-        &mut self,
+        &self,
         query: BTreeMap<TopicPartition, OffsetSpec>,
     ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
-        self.check_open()?;
-        self.start();
-        let timeout = self.config.default_api_timeout();
+        let link = self.start()?;
+        let timeout = self.inner.config.default_api_timeout();
         let deadline = Instant::now() + timeout;
         let partitions: BTreeSet<TopicPartition> = query.keys().cloned().collect();
-        let engine = self.engine.as_mut().expect("started");
         // The leaders must be known first.
-        engine
-            .wait_for(timeout, |core| {
-                or_refused(core, |core| {
-                    core.want_leaders(&partitions).is_empty().then_some(())
-                })
+        link.wait(timeout, None, move |core, _| {
+            or_refused(core, |core| {
+                core.want_leaders(&partitions).is_empty().then_some(())
             })
-            .await
-            .ok_or_else(|| timed_out(engine, "offsets lookup (leaders unknown)", timeout))??;
+        })
+        .await
+        .ok_or_else(|| timed_out(&link, "offsets lookup (leaders unknown)", timeout))?
+        .map_err(|_stopped| Error::Closed)??;
         let queries: Vec<u64> = {
-            let mut core = engine.shared().lock();
+            let mut state = link.shared().lock();
+            let core: &mut ConsumerCore = &mut state;
             let plan = core
                 .fetcher
                 .list_offsets_requests(&query, core.cluster.metadata());
@@ -927,14 +1070,17 @@ impl Consumer {
                 .map(|(broker, body)| core.query(now, Target::Broker(broker), body))
                 .collect()
         };
-        engine.kick();
+        link.kick();
         let mut out = BTreeMap::new();
         for q in queries {
             let left = deadline.saturating_duration_since(Instant::now());
-            let response = engine
-                .wait_for(left, |core| or_refused(core, |core| core.take_query(q)))
+            let response = link
+                .wait(left, None, move |core, _| {
+                    or_refused(core, |core| core.take_query(q))
+                })
                 .await
-                .ok_or_else(|| timed_out(engine, "offsets lookup", timeout))??
+                .ok_or_else(|| timed_out(&link, "offsets lookup", timeout))?
+                .map_err(|_stopped| Error::Closed)??
                 .map_err(|source| Error::Request {
                     api: "ListOffsets",
                     source,
@@ -979,7 +1125,7 @@ impl Consumer {
     /// let config = ConsumerConfig::builder()
     ///     .bootstrap_servers(&bootstrap)
     ///     .build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// let partitions = consumer.partitions_for("invoices").await?;
     /// assert_eq!(partitions.len(), 3);
     /// consumer.assign(partitions)?;
@@ -990,33 +1136,34 @@ impl Consumer {
     /// # #[cfg(feature = "runtime-tokio")]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
-    pub async fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>, Error> {
-        self.check_open()?;
-        self.start();
-        let timeout = self.config.default_api_timeout();
-        let engine = self.engine.as_mut().expect("started");
+    pub async fn partitions_for(&self, topic: &str) -> Result<Vec<TopicPartition>, Error> {
+        let link = self.start()?;
+        let timeout = self.inner.config.default_api_timeout();
         let asked = Instant::now();
-        match engine
-            .wait_for(timeout, |core| {
-                or_refused(core, |core| {
-                    core.want_partitions(topic, Instant::now(), asked)
-                })
+        // Looked at again when the metadata changes, and once the topic's
+        // propagation time is over (a retriable error is final then).
+        let propagation = asked + self.inner.config.topic_metadata_propagation_max();
+        let wanted = topic.to_owned();
+        match link
+            .wait(timeout, Some(propagation), move |core, now| {
+                or_refused(core, |core| core.want_partitions(&wanted, now, asked))
             })
             .await
         {
-            Some(Ok(Ok(partitions))) => Ok(partitions),
-            Some(Err(refused)) => Err(refused),
-            Some(Ok(Err(code))) => Err(Error::Topic {
+            Some(Ok(Ok(Ok(partitions)))) => Ok(partitions),
+            Some(Ok(Err(refused))) => Err(refused),
+            Some(Ok(Ok(Err(code)))) => Err(Error::Topic {
                 topic: topic.to_owned(),
                 code,
             }),
+            Some(Err(_stopped)) => Err(Error::Closed),
             None => match self.read_core(|core| core.topic_error(topic)) {
                 Some(code) => Err(Error::Topic {
                     topic: topic.to_owned(),
                     code,
                 }),
                 None => Err(timed_out(
-                    self.engine.as_ref().expect("started"),
+                    &link,
                     "partitions lookup (topic metadata)",
                     timeout,
                 )),
@@ -1037,7 +1184,7 @@ impl Consumer {
     /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
     ///
     /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// let tp = TopicPartition::new("invoices", 0);
     /// consumer.assign([tp.clone()])?;
     /// consumer.seek(&tp, 42)?;
@@ -1046,7 +1193,7 @@ impl Consumer {
     /// assert!(consumer.seek(&TopicPartition::new("other", 0), 0).is_err());
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
-    pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), Error> {
+    pub fn seek(&self, partition: &TopicPartition, offset: i64) -> Result<(), Error> {
         self.with_core(|core, _| core.fetcher.seek(partition, offset))
             .map_err(Error::Seek)
     }
@@ -1054,7 +1201,7 @@ impl Consumer {
     /// Moves to the first offset of each partition; looked up at the next
     /// `poll`. Opens nothing now.
     pub fn seek_to_beginning<'a>(
-        &mut self,
+        &self,
         partitions: impl IntoIterator<Item = &'a TopicPartition>,
     ) -> Result<(), Error> {
         self.with_core(|core, _| core.fetcher.seek_to_beginning(partitions))
@@ -1064,7 +1211,7 @@ impl Consumer {
     /// Moves past the last offset of each partition; looked up at the next
     /// `poll`. Opens nothing now.
     pub fn seek_to_end<'a>(
-        &mut self,
+        &self,
         partitions: impl IntoIterator<Item = &'a TopicPartition>,
     ) -> Result<(), Error> {
         self.with_core(|core, _| core.fetcher.seek_to_end(partitions))
@@ -1078,7 +1225,7 @@ impl Consumer {
     /// use lazykafka::{Consumer, ConsumerConfig, TopicPartition};
     ///
     /// let config = ConsumerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
     /// consumer.assign([a.clone(), b.clone()])?;
     /// consumer.pause([&a]);
@@ -1087,12 +1234,12 @@ impl Consumer {
     /// assert!(consumer.paused().is_empty());
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
-    pub fn pause<'a>(&mut self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
+    pub fn pause<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
         self.with_core(|core, _| core.fetcher.pause(partitions));
     }
 
     /// Fetches from `partitions` again.
-    pub fn resume<'a>(&mut self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
+    pub fn resume<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
         self.with_core(|core, _| core.fetcher.resume(partitions));
     }
 
@@ -1122,7 +1269,7 @@ impl Consumer {
     ///     .bootstrap_servers(&bootstrap)
     ///     .auto_offset_reset(OffsetReset::Earliest)
     ///     .build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// consumer.assign([TopicPartition::new("invoices", 0), TopicPartition::new("invoices", 1)])?;
     /// assert!(consumer.connections().is_empty());
     /// let mut seen = 0;
@@ -1183,7 +1330,7 @@ impl Consumer {
     ///     .bootstrap_servers(&bootstrap)
     ///     .auto_offset_reset(OffsetReset::Earliest)
     ///     .build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// consumer.assign([TopicPartition::new("invoices", 0)])?;
     /// let mut seen = 0;
     /// while seen < 2 {
@@ -1204,7 +1351,7 @@ impl Consumer {
     /// ```
     pub fn metrics(&self) -> ConsumerMetrics {
         let read_committed =
-            self.config.isolation_level() == crate::config::IsolationLevel::ReadCommitted;
+            self.inner.config.isolation_level() == crate::config::IsolationLevel::ReadCommitted;
         self.read_core(|core| {
             let now = Instant::now();
             let wall_now = SystemTime::now();
@@ -1268,7 +1415,7 @@ impl Consumer {
     ///     .group_id("billing")
     ///     .enable_auto_offset_store(false)
     ///     .build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// let tp = TopicPartition::new("invoices", 0);
     /// consumer.assign([tp.clone()])?;
     /// // After processing the record at offset 41:
@@ -1277,7 +1424,7 @@ impl Consumer {
     /// assert!(consumer.store_offsets([(TopicPartition::new("other", 0), 1)]).is_err());
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
-    pub fn store_offset(&mut self, record: &ConsumerRecord) -> Result<(), Error> {
+    pub fn store_offset(&self, record: &ConsumerRecord) -> Result<(), Error> {
         let tp = TopicPartition::new(record.topic(), record.partition());
         let o = OffsetAndEpoch {
             offset: record.offset().saturating_add(1),
@@ -1290,7 +1437,7 @@ impl Consumer {
     /// next commit, as [`Consumer::store_offset`] does for one record. All
     /// or nothing: one partition not assigned stores none.
     pub fn store_offsets(
-        &mut self,
+        &self,
         offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
     ) -> Result<(), Error> {
         let offsets = at_offsets(offsets);
@@ -1332,7 +1479,7 @@ impl Consumer {
     ///     .bootstrap_servers(&bootstrap)
     ///     .auto_offset_reset(OffsetReset::Earliest)
     ///     .build()?;
-    /// let mut consumer = Consumer::new(config)?;
+    /// let consumer = Consumer::new(config)?;
     /// let mut events = consumer.connection_events();
     /// consumer.assign([TopicPartition::new("invoices", 1)])?;
     /// while consumer.poll(Duration::from_millis(200)).await?.is_empty() {}
@@ -1355,28 +1502,35 @@ impl Consumer {
     /// # #[cfg(feature = "runtime-tokio")]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
-    pub fn connection_events(&mut self) -> ConnectionEvents {
-        self.events.subscribe(EVENT_BUFFER)
+    pub fn connection_events(&self) -> ConnectionEvents {
+        self.inner.events.subscribe(EVENT_BUFFER)
     }
 
     /// Commits (when auto-commit is on), leaves the group and closes every
     /// socket. The consumer can't be used afterwards.
-    pub async fn close(&mut self) -> Result<(), Error> {
-        if self.closed {
-            return Ok(());
-        }
-        self.closed = true;
-        let Some(engine) = self.engine.as_mut() else {
-            // Never polled: nothing was opened.
-            self.events.close();
-            return Ok(());
+    pub async fn close(&self) -> Result<(), Error> {
+        let link = {
+            let mut local = self.local();
+            if local.closed {
+                return Ok(());
+            }
+            local.closed = true;
+            match &local.engine {
+                Some(engine) => engine.link().clone(),
+                None => {
+                    // Never polled: nothing was opened.
+                    self.inner.events.close();
+                    return Ok(());
+                }
+            }
         };
-        let timeout = self.config.default_api_timeout();
-        let commit = engine.shared().lock().begin_close(Instant::now());
+        let timeout = self.inner.config.default_api_timeout();
+        let commit = link.shared().lock().begin_close(Instant::now());
+        link.kick();
         let mut result = Ok(());
         if let Some(id) = commit {
-            if let Some(Ok(Err(e)) | Err(e)) = engine
-                .wait_for(timeout, |core| {
+            if let Some(Ok(Ok(Err(e)) | Err(e))) = link
+                .wait(timeout, None, move |core, _| {
                     or_refused(core, |core| core.take_commit_result(id))
                 })
                 .await
@@ -1388,24 +1542,22 @@ impl Consumer {
         // listener hears of it here, and what it commits lands first.
         self.with_core(|core, now| core.prepare_leave(now));
         self.run_callbacks();
-        let engine = self.engine.as_mut().expect("started");
-        engine
-            .wait_for(timeout, |core| {
-                or_refused(core, |core| core.revocation_commits_done().then_some(()))
+        link.wait(timeout, None, |core, _| {
+            or_refused(core, |core| core.revocation_commits_done().then_some(()))
+        })
+        .await;
+        self.run_commit_callbacks();
+        let leave = link.shared().lock().send_leave(Instant::now());
+        link.kick();
+        if let Some(id) = leave {
+            link.wait(timeout, None, move |core, _| {
+                or_refused(core, |core| (!core.is_in_flight(id)).then_some(()))
             })
             .await;
-        self.run_commit_callbacks();
-        let engine = self.engine.as_mut().expect("started");
-        let leave = engine.shared().lock().send_leave(Instant::now());
-        if let Some(id) = leave {
-            engine
-                .wait_for(timeout, |core| {
-                    or_refused(core, |core| (!core.is_in_flight(id)).then_some(()))
-                })
-                .await;
         }
-        engine.stop();
-
+        if let Some(engine) = &self.local().engine {
+            engine.stop();
+        }
         result
     }
 }
@@ -1426,8 +1578,8 @@ fn or_refused<T>(
 
 /// The error of an operation that timed out after `after`, naming the last
 /// failure the consumer saw meanwhile.
-fn timed_out(engine: &Engine, what: &'static str, after: Duration) -> Error {
-    engine.shared().lock().timeout_error(what, after)
+fn timed_out(link: &Link, what: &'static str, after: Duration) -> Error {
+    link.shared().lock().timeout_error(what, after)
 }
 
 /// Offsets given by the application, with no leader epoch.
@@ -1444,36 +1596,4 @@ fn at_offsets(
             (tp, o)
         })
         .collect()
-}
-
-fn deliver(
-    listener: &mut dyn RebalanceListener,
-    event: &GroupEvent,
-    core: &mut ConsumerCore,
-    now: Instant,
-    callbacks: &mut Vec<(CommitId, CommitCallback)>,
-) {
-    match event {
-        GroupEvent::Assigned(p) => listener.on_partitions_assigned(p),
-        GroupEvent::Revoked(p) => {
-            let mut revocation = Revocation {
-                core,
-                now,
-                callbacks,
-            };
-            listener.on_partitions_revoked(p, &mut revocation);
-        }
-        GroupEvent::Lost(p) => listener.on_partitions_lost(p),
-    }
-}
-
-impl Drop for Consumer {
-    /// Closes every socket without blocking (no commit, no LeaveGroup: use
-    /// [`Consumer::close`] for those).
-    fn drop(&mut self) {
-        if let Some(engine) = &self.engine {
-            engine.stop();
-        }
-        self.events.close();
-    }
 }

@@ -136,6 +136,9 @@ pub(crate) struct ConsumerCore {
     /// reported: said at once, then every `REPORT_AGAIN_AFTER` while it
     /// lasts.
     refusals_reported: BTreeMap<&'static str, Instant>,
+    /// A `poll` is giving group events to the rebalance listener: they are
+    /// not output for the other `poll`s meanwhile.
+    listener_busy: bool,
 }
 
 /// A topic or partition the metadata lacks.
@@ -208,6 +211,7 @@ impl ConsumerCore {
             committed_retry: Retry::default(),
             commit_retries: BTreeMap::new(),
             refusals_reported: BTreeMap::new(),
+            listener_busy: false,
         }
     }
 
@@ -618,7 +622,7 @@ impl ConsumerCore {
     /// waiting `poll` only then.
     pub fn has_output(&self) -> bool {
         !self.errors.is_empty()
-            || !self.group_events.is_empty()
+            || (!self.group_events.is_empty() && !self.listener_busy)
             || self.fetcher.has_buffered()
             || self.fetcher.has_errors()
     }
@@ -632,6 +636,17 @@ impl ConsumerCore {
         let first = errors.next();
         self.errors.extend(errors);
         first
+    }
+
+    /// Marks whether a `poll` is giving group events to the rebalance
+    /// listener (see [`ConsumerCore::has_output`]).
+    pub fn set_listener_busy(&mut self, busy: bool) {
+        self.listener_busy = busy;
+    }
+
+    /// Whether group events wait for the rebalance listener.
+    pub fn has_group_events(&self) -> bool {
+        !self.group_events.is_empty()
     }
 
     /// Group events for the rebalance listener.

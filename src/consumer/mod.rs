@@ -38,6 +38,6 @@ mod pair;
 
 pub use self::core::CommitId;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
-pub use api::{Consumer, RebalanceListener, Revocation};
+pub use api::{Consumer, RebalanceListener, RecordStream, Revocation};
 pub use metrics::ConsumerMetrics;
 pub use offsets::OffsetAndEpoch;

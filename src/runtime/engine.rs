@@ -11,55 +11,202 @@ use super::sockets::{Readers, SocketOptions, SocketTable, Sockets};
 use crate::cluster::Cluster;
 use crate::consumer::core::ConsumerCore;
 use crate::events::EventHub;
+use futures::channel::oneshot;
 use futures::FutureExt;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// How often [`Engine::wait_for`] wakes the task again while its condition
-/// does not hold (a check may have changed the state).
-const RECHECK_KICK: Duration = Duration::from_millis(10);
+/// Evaluates a watch's condition (or, with `false`, only whether its call
+/// still waits); returns whether the watch is done.
+type WatchFn = Box<dyn FnMut(&mut ConsumerCore, Instant, bool) -> bool + Send>;
+
+/// A condition a waiting call registered: evaluated by the background task
+/// after each step of the state machines (so whenever the state may have
+/// changed), and at its deadline. It holds the waiting call's completion
+/// and sends its answer there; it is forgotten once answered, or once the
+/// call stopped waiting (its future was dropped).
+struct Watch {
+    run: WatchFn,
+    /// When to evaluate it again even if nothing else happens.
+    deadline: Option<Instant>,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The consumer's state and the conditions calls wait on, behind one lock
+/// (taken for each use, never across an `.await`).
+#[derive(Debug)]
+pub(crate) struct State {
+    core: ConsumerCore,
+    watches: Vec<Watch>,
+}
+
+impl Deref for State {
+    type Target = ConsumerCore;
+    fn deref(&self) -> &ConsumerCore {
+        &self.core
+    }
+}
+
+impl DerefMut for State {
+    fn deref_mut(&mut self) -> &mut ConsumerCore {
+        &mut self.core
+    }
+}
+
+impl State {
+    /// Evaluates every watch at `now`; forgets those done.
+    fn run_watches(&mut self, now: Instant) {
+        let core = &mut self.core;
+        self.watches.retain_mut(|w| !(w.run)(core, now, true));
+    }
+
+    fn watch_deadline(&self) -> Option<Instant> {
+        self.watches.iter().filter_map(|w| w.deadline).min()
+    }
+}
 
 /// What the consumer shares with its background task.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    core: Mutex<ConsumerCore>,
-    stop: Mutex<bool>,
+    state: Mutex<State>,
+    stop: AtomicBool,
     /// Set by the consumer when it changed the state: the task drives.
     kick: Signal,
-    /// Set by the task at the end of each burst of steps: a waiting
-    /// [`Engine::wait_for`] looks again.
-    progress: Signal,
-    /// Set with `progress` when the application has something to take: a
-    /// waiting `poll` looks again.
-    ready: Signal,
 }
 
 impl Shared {
     /// Locks the consumer's state (a poisoned lock is taken over: the state
     /// machines hold no invariant a panic elsewhere could break half-way).
-    pub fn lock(&self) -> MutexGuard<'_, ConsumerCore> {
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// The consumer's handle on its running background task.
+/// What a waiting call holds: its answer, once the task sends it. `Err`
+/// when the consumer stopped before answering.
+pub(crate) type Answer<T> = BoxFuture<Result<T, oneshot::Canceled>>;
+
+/// A cheap handle on the running background task, for waiting calls: it
+/// neither owns nor stops the task.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    shared: Arc<Shared>,
+    rt: Arc<dyn Runtime>,
+}
+
+impl Link {
+    /// The shared state.
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Wakes the task after the state was changed from outside.
+    pub fn kick(&self) {
+        self.shared.kick.notify();
+    }
+
+    /// A timer on the task's runtime.
+    pub fn timer(&self, timeout: Duration) -> BoxFuture<()> {
+        self.rt.sleep(timeout)
+    }
+
+    /// Registers `check`: evaluated now, then by the task after each step
+    /// (and at `deadline`) until it gives an answer, which the returned
+    /// future completes with. `check` may change the state (ask for a
+    /// topic's metadata, say): the task is woken once after registering,
+    /// and never again for the watch: what changes the state wakes it.
+    pub fn watch<T: Send + 'static>(
+        &self,
+        deadline: Option<Instant>,
+        mut check: impl FnMut(&mut ConsumerCore, Instant) -> Option<T> + Send + 'static,
+    ) -> Answer<T> {
+        let now = Instant::now();
+        let mut state = self.shared.lock();
+        if let Some(t) = check(&mut state.core, now) {
+            return Box::pin(futures::future::ready(Ok(t)));
+        }
+        if self.shared.stop.load(Ordering::Acquire) {
+            return Box::pin(futures::future::ready(Err(oneshot::Canceled)));
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut tx = Some(tx);
+        let run = move |core: &mut ConsumerCore, now: Instant, evaluate: bool| {
+            let Some(sender) = tx.as_ref() else {
+                return true;
+            };
+            if sender.is_canceled() {
+                return true;
+            }
+            if !evaluate {
+                return false;
+            }
+            match check(core, now) {
+                Some(t) => {
+                    if let Some(sender) = tx.take() {
+                        let _ = sender.send(t);
+                    }
+                    true
+                }
+                None => false,
+            }
+        };
+        // Watches whose callers went away are dropped here too, so that
+        // calls timing out while the task is idle leave nothing behind.
+        let State { core, watches } = &mut *state;
+        watches.retain_mut(|w| !(w.run)(core, now, false));
+        watches.push(Watch {
+            run: Box::new(run),
+            deadline,
+        });
+        drop(state);
+        self.kick();
+        Box::pin(rx)
+    }
+
+    /// [`Link::watch`], waiting at most `timeout` (then `None`). The
+    /// answer is `Err` when the consumer stopped before answering.
+    pub async fn wait<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        deadline: Option<Instant>,
+        check: impl FnMut(&mut ConsumerCore, Instant) -> Option<T> + Send + 'static,
+    ) -> Option<Result<T, oneshot::Canceled>> {
+        let answer = self.watch(deadline, check);
+        futures::select_biased! {
+            a = answer.fuse() => Some(a),
+            _ = self.rt.sleep(timeout).fuse() => None,
+        }
+    }
+}
+
+/// The consumer's handle on its running background task: the task stops
+/// when it is dropped.
 #[derive(Debug)]
 pub(crate) struct Engine {
-    shared: Arc<Shared>,
+    link: Link,
     table: SocketTable,
     events: Arc<EventHub>,
-    rt: Arc<dyn Runtime>,
 }
 
 impl Engine {
     /// Starts the task for `core`. `events` receive every connection event.
     pub fn start(core: ConsumerCore, options: SocketOptions, events: Arc<EventHub>) -> Engine {
         let shared = Arc::new(Shared {
-            core: Mutex::new(core),
-            stop: Mutex::new(false),
+            state: Mutex::new(State {
+                core,
+                watches: Vec::new(),
+            }),
+            stop: AtomicBool::new(false),
             kick: Signal::default(),
-            progress: Signal::default(),
-            ready: Signal::default(),
         });
         let rt = super::rt::current();
         let sockets = Sockets::new(rt.clone(), options, Readers::Inline);
@@ -70,117 +217,34 @@ impl Engine {
         };
         rt.spawn_driver(Box::pin(run(state, sockets)));
         Engine {
-            shared,
+            link: Link { shared, rt },
             table,
             events,
-            rt,
         }
     }
 
-    /// The shared state.
-    pub fn shared(&self) -> &Shared {
-        &self.shared
+    /// A handle for waiting calls.
+    pub fn link(&self) -> &Link {
+        &self.link
     }
 
-    /// The shared state, for a guard that outlives a borrow of the engine.
-    pub fn shared_arc(&self) -> Arc<Shared> {
-        self.shared.clone()
-    }
-
-    /// Wakes the task after the state was changed from outside.
-    pub fn kick(&self) {
-        self.shared.kick.notify();
-    }
-
-    /// Forgets progress reported so far: only progress after this call
-    /// wakes [`Engine::next_progress`]. Call it before changing the state
-    /// and kicking the task, so the task's answer to the change is not
-    /// missed.
-    pub fn drain_progress(&mut self) {
-        self.shared.progress.take();
-    }
-
-    /// Waits until the task made progress, or `timeout` passed; returns
-    /// whether it made progress.
-    pub async fn next_progress(&mut self, timeout: Duration) -> bool {
-        futures::select! {
-            _ = self.shared.progress.wait().fuse() => true,
-            _ = self.rt.sleep(timeout).fuse() => false,
-        }
-    }
-
-    /// Forgets earlier reports that the application has something to
-    /// take: only a report after this call wakes [`Engine::ready_or`].
-    pub fn drain_ready(&mut self) {
-        self.shared.ready.take();
-    }
-
-    /// A timer on the task's runtime, for [`Engine::ready_or`]: one timer
-    /// for a whole wait made of several, rather than one for each (each
-    /// new timer costs the runtime's timer thread a wake-up).
-    pub fn timer(&self, timeout: Duration) -> BoxFuture<()> {
-        self.rt.sleep(timeout)
-    }
-
-    /// Waits until the task reports that the application has something
-    /// to take, or `timer` fired; returns whether it reported. A timer
-    /// that fired must not be passed again.
-    pub async fn ready_or(&mut self, timer: &mut BoxFuture<()>) -> bool {
-        futures::select! {
-            _ = self.shared.ready.wait().fuse() => true,
-            _ = timer.fuse() => false,
-        }
-    }
-
-    /// Waits at most `timeout` for a condition on the state. `check` may
-    /// change the state: the task is woken after the first check, then at
-    /// most every [`RECHECK_KICK`] while the condition does not hold.
-    ///
-    /// (Every wake-up of the task reports progress, and progress wakes this
-    /// wait: waking the task after every check would make the two wake each
-    /// other in a busy loop until the answer arrives, a core's worth of CPU
-    /// for a round trip.)
-    pub async fn wait_for<T>(
-        &mut self,
-        timeout: Duration,
-        mut check: impl FnMut(&mut ConsumerCore) -> Option<T>,
-    ) -> Option<T> {
-        let deadline = Instant::now() + timeout;
-        let mut kicked: Option<Instant> = None;
-        loop {
-            self.drain_progress();
-            if let Some(t) = check(&mut self.shared.lock()) {
-                return Some(t);
-            }
-            let now = Instant::now();
-            if kicked.is_none_or(|at| now.saturating_duration_since(at) >= RECHECK_KICK) {
-                self.kick();
-                kicked = Some(now);
-            }
-            let left = deadline.saturating_duration_since(now);
-            if left.is_zero() {
-                return None;
-            }
-            self.next_progress(left.min(RECHECK_KICK)).await;
-        }
-    }
-
-    /// Stops the task and closes every socket now, without waiting.
+    /// Stops the task and closes every socket now, without waiting. Calls
+    /// still waiting get `Err(Canceled)`.
     pub fn stop(&self) {
-        *self
-            .shared
-            .stop
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
-        {
-            let mut core = self.shared.lock();
-            core.cluster.shutdown(Instant::now());
-            forward_events(&mut core, &self.events);
-            while core.cluster.poll_action().is_some() {}
-        }
+        let shared = &self.link.shared;
+        shared.stop.store(true, Ordering::Release);
+        let watches = {
+            let mut state = shared.lock();
+            state.core.cluster.shutdown(Instant::now());
+            forward_events(&mut state.core, &self.events);
+            while state.core.cluster.poll_action().is_some() {}
+            std::mem::take(&mut state.watches)
+        };
+        // Dropped outside the lock: their senders wake the callers.
+        drop(watches);
         self.table.close_all();
         self.events.close();
-        self.kick();
+        self.link.kick();
     }
 }
 
@@ -203,56 +267,59 @@ struct EngineState {
 
 impl Machine for EngineState {
     fn with<R>(&mut self, f: impl FnOnce(&mut dyn Driven) -> R) -> R {
-        let mut core = self.shared.lock();
+        let mut state = self.shared.lock();
         f(&mut Locked {
-            core: &mut core,
+            state: &mut state,
             events: &self.events,
         })
     }
 }
 
 struct Locked<'a> {
-    core: &'a mut ConsumerCore,
+    state: &'a mut State,
     events: &'a EventHub,
 }
 
 impl Driven for Locked<'_> {
     fn cluster(&mut self) -> &mut Cluster {
-        &mut self.core.cluster
+        &mut self.state.core.cluster
     }
 
     fn drive(&mut self, now: Instant) {
-        self.core.drive(now);
+        self.state.core.drive(now);
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.core.next_deadline()
+        min_some(self.state.core.next_deadline(), self.state.watch_deadline())
     }
 
     fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
-        self.core.next_deadline_after(now)
+        let watch = self.state.watch_deadline().filter(|t| *t > now);
+        min_some(self.state.core.next_deadline_after(now), watch)
     }
 
     fn publish(&mut self) {
-        forward_events(self.core, self.events);
-    }
-
-    fn has_output(&self) -> bool {
-        self.core.has_output()
+        forward_events(&mut self.state.core, self.events);
+        self.state.run_watches(Instant::now());
     }
 
     fn after_actions(&mut self) {
-        self.core.fetcher.check_pending_crcs();
+        self.state.core.fetcher.check_pending_crcs();
+    }
+}
+
+fn min_some(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
 async fn run(mut state: EngineState, mut sockets: Sockets) {
     let shared = state.shared.clone();
-    while !*shared.stop.lock().unwrap_or_else(PoisonError::into_inner) {
+    while !shared.stop.load(Ordering::Acquire) {
         let wake = Wake {
             kick: Some(&shared.kick),
-            progress: Some(&shared.progress),
-            ready: Some(&shared.ready),
             until: None,
         };
         pass(&mut state, &mut sockets, wake).await;

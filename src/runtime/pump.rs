@@ -16,8 +16,7 @@
 //!    (after [`BUSY_PASSES`] passes in a row that acted or found an input
 //!    waiting, it first yields to the executor, so that the connect and
 //!    reader tasks run even on a runtime with one thread);
-//! 4. otherwise reports progress (once per burst of passes, not once per
-//!    pass: every report wakes whoever waits in `poll`), waits for a socket
+//! 4. otherwise waits for a socket
 //!    report, a kick, or the next deadline *after* `now` (a deadline at or
 //!    before `now` was acted on by the step; one still there waits for an
 //!    input, not for time, and sleeping on it would be a busy loop),
@@ -61,11 +60,6 @@ pub(crate) trait Driven {
     fn next_deadline_after(&self, now: Instant) -> Option<Instant>;
     /// Hands events and responses to whoever waits for them.
     fn publish(&mut self);
-    /// Whether the application has something to take (see
-    /// [`Wake::ready`]).
-    fn has_output(&self) -> bool {
-        false
-    }
     /// What is left to do once the actions are performed (the requests
     /// they held are on their way): the CRC check of the record sets that
     /// came, after the Fetch that follows them is sent.
@@ -85,12 +79,6 @@ pub(crate) trait Machine {
 pub(crate) struct Wake<'a> {
     /// Ends the wait when set (the state was changed from outside).
     pub kick: Option<&'a Signal>,
-    /// Set at the end of each burst of passes, before waiting.
-    pub progress: Option<&'a Signal>,
-    /// Set with `progress` when [`Driven::has_output`] holds: `poll` waits
-    /// on this one, so that a step with nothing for it (a Fetch answered
-    /// empty, a heartbeat) does not wake it.
-    pub ready: Option<&'a Signal>,
     /// The wait ends at this time at the latest.
     pub until: Option<Instant>,
 }
@@ -101,13 +89,11 @@ pub(crate) struct Acted {
     pub acted: bool,
     /// The next deadline after the step.
     pub deadline: Option<Instant>,
-    /// [`Driven::has_output`] after the step.
-    pub output: bool,
 }
 
 /// Steps 1 and 2 of a pass: drives, publishes, performs the actions.
 pub(crate) async fn act<M: Machine>(machine: &mut M, sockets: &mut Sockets) -> Acted {
-    let (actions, deadline, output) = machine.with(|d| {
+    let (actions, deadline) = machine.with(|d| {
         let now = Instant::now();
         d.drive(now);
         if d.next_deadline().is_some_and(|t| t <= now) {
@@ -115,7 +101,7 @@ pub(crate) async fn act<M: Machine>(machine: &mut M, sockets: &mut Sockets) -> A
         }
         d.publish();
         let actions: Vec<_> = std::iter::from_fn(|| d.cluster().poll_action()).collect();
-        (actions, d.next_deadline_after(now), d.has_output())
+        (actions, d.next_deadline_after(now))
     });
     let acted = !actions.is_empty();
     for action in actions {
@@ -124,34 +110,20 @@ pub(crate) async fn act<M: Machine>(machine: &mut M, sockets: &mut Sockets) -> A
         }
     }
     machine.with(|d| d.after_actions());
-    Acted {
-        acted,
-        deadline,
-        output,
-    }
+    Acted { acted, deadline }
 }
 
 /// One pass of the loop (see the [module documentation](self)).
 pub(crate) async fn pass<M: Machine>(machine: &mut M, sockets: &mut Sockets, wake: Wake<'_>) {
-    let Acted {
-        acted,
-        deadline,
-        output,
-    } = act(machine, sockets).await;
+    let Acted { acted, deadline } = act(machine, sockets).await;
     if acted {
         // Writes may have produced more to do (a failed write closes a
-        // connection): the next pass drives again before waiting, and
-        // reports progress then, once. It yields to the executor only
+        // connection): the next pass drives again before waiting. It
+        // yields to the executor only
         // after [`BUSY_PASSES`] busy passes in a row: a pass that acted
         // usually ends in a wait that suspends.
         busy(sockets).await;
         return;
-    }
-    if let Some(progress) = wake.progress {
-        progress.notify();
-    }
-    if let Some(ready) = wake.ready.filter(|_| output) {
-        ready.notify();
     }
     let wake_at = match (deadline, wake.until) {
         (Some(d), Some(u)) => d.min(u),

@@ -1,7 +1,7 @@
 //! A wake-up that holds at most one pending notification: notifying twice
-//! before the waiter looks is the same as notifying once. The background
-//! task and `poll` wake each other with these, so however often one side
-//! signals, nothing queues up.
+//! before the waiter looks is the same as notifying once. The consumer
+//! wakes its background task with one, so however often it signals,
+//! nothing queues up.
 
 use futures::task::AtomicWaker;
 use std::future::Future;
@@ -29,6 +29,7 @@ impl Signal {
     }
 
     /// Completes (and clears the signal) once it is set.
+    #[cfg(test)]
     pub fn wait(&self) -> impl Future<Output = ()> + '_ {
         futures::future::poll_fn(move |cx| self.poll_wait(cx))
     }

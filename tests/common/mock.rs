@@ -20,6 +20,22 @@ impl RawMock {
         unsafe {
             let conf = sys::rd_kafka_conf_new();
             let mut errstr = [0 as std::os::raw::c_char; 512];
+            // LAZYKAFKA_TEST_LOG=debug: the mock's own log (group states,
+            // elections, session expiries) on stderr.
+            if std::env::var("LAZYKAFKA_TEST_LOG").is_ok_and(|v| v == "debug") {
+                let (k, v) = (
+                    CString::new("debug").unwrap(),
+                    CString::new("mock").unwrap(),
+                );
+                let set = sys::rd_kafka_conf_set(
+                    conf,
+                    k.as_ptr(),
+                    v.as_ptr(),
+                    errstr.as_mut_ptr(),
+                    errstr.len(),
+                );
+                assert_eq!(set, sys::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK);
+            }
             // A producer handle with no bootstrap servers connects nowhere;
             // it only hosts the mock cluster.
             let rk = sys::rd_kafka_new(

@@ -207,6 +207,41 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
+/// Waits until `cond` holds, without blocking the runtime's thread: true,
+/// or false once `timeout` passed.
+#[allow(dead_code)]
+pub async fn wait_for_async(timeout: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Runs `future` as a task of its own on the enabled runtime; the returned
+/// future completes with its output.
+#[allow(dead_code)]
+pub fn spawn<F>(future: F) -> impl std::future::Future<Output = F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    #[cfg(feature = "runtime-tokio")]
+    {
+        let handle = tokio::spawn(future);
+        async move { handle.await.expect("the task ran to its end") }
+    }
+    #[cfg(not(feature = "runtime-tokio"))]
+    {
+        async_std::task::spawn(future)
+    }
+}
+
 /// Waits `duration` on the enabled runtime's timer, without blocking its
 /// thread.
 pub async fn sleep(duration: std::time::Duration) {

@@ -52,8 +52,7 @@ pub fn mock_with_records() -> MockCluster {
 
 /// A consumer of [`parts`], assigned, not polled.
 pub fn assigned(mock: &MockCluster) -> Consumer {
-    let mut consumer =
-        Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
+    let consumer = Consumer::new(config(&mock.bootstrap_servers(), None).build().unwrap()).unwrap();
     consumer.assign(parts()).unwrap();
     consumer
 }
@@ -65,11 +64,11 @@ pub fn assigned(mock: &MockCluster) -> Consumer {
 pub fn assigned_and_touched(mock: &MockCluster, name: &str) -> Consumer {
     let before = all();
     let parts = parts();
-    let mut consumer = assigned(mock);
+    let consumer = assigned(mock);
     consumer.pause(&parts[..1]);
     consumer.resume(&parts[..1]);
     consumer.seek(&parts[1], 0).unwrap();
-    let mut grouped = Consumer::new(
+    let grouped = Consumer::new(
         config(&mock.bootstrap_servers(), Some("g"))
             .build()
             .unwrap(),
