@@ -148,6 +148,31 @@ fn io_uses(source: &str) -> Vec<(usize, &'static str)> {
     found
 }
 
+/// The dependency runs one way: the public handle (`consumer/api.rs`) uses
+/// the runtime, the runtime uses the consumer's core, and neither the core
+/// nor the runtime names the handle.
+#[test]
+fn the_runtime_and_the_core_never_use_the_handle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("runtime"), &mut files);
+    files.extend(CORE_FILES.iter().map(|f| src.join(f)));
+    let mut violations = Vec::new();
+    for file in files {
+        let source = fs::read_to_string(&file).unwrap();
+        for (n, line) in code_lines(&source) {
+            let names_handle = line
+                .match_indices("consumer::")
+                .any(|(i, _)| !line[i + "consumer::".len()..].starts_with("core"))
+                || line.contains("super::api");
+            if names_handle {
+                violations.push(format!("{}:{n}: {}", file.display(), line.trim()));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
 #[test]
 fn the_consumer_core_uses_no_runtime() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

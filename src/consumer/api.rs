@@ -9,15 +9,14 @@
 //! membership alive (heartbeats) between polls.
 
 use super::core::{CommitId, ConsumerCore, Mode};
-use super::metrics::{self, ConsumerMetrics};
+use super::metrics::ConsumerMetrics;
 use super::offsets::OffsetAndEpoch;
-use crate::cluster::Target;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
 use crate::fetch::{read_list_offsets, ConsumerRecord, OffsetAndTimestamp, OffsetSpec};
 use crate::group::membership::GroupEvent;
-use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
+use crate::group::{TopicPartition, TopicPattern};
 use crate::runtime::engine::{Engine, Link};
 use crate::runtime::SocketOptions;
 use futures::{FutureExt, Stream};
@@ -533,7 +532,7 @@ impl Consumer {
 
     /// The partitions assigned now.
     pub fn assignment(&self) -> BTreeSet<TopicPartition> {
-        self.read_core(|core| core.fetcher.assignment())
+        self.read_core(|core| core.assignment())
     }
 
     /// The topics subscribed to. Under [`Consumer::subscribe_pattern`]:
@@ -542,28 +541,13 @@ impl Consumer {
     /// (`group.protocol=consumer`, where the coordinator resolves the
     /// pattern).
     pub fn subscription(&self) -> BTreeSet<String> {
-        self.read_core(|core| match &core.mode {
-            Mode::Subscribed(t) => t.clone(),
-            Mode::Pattern(_) => match core.membership.as_ref() {
-                Some(m) if m.protocol() == GroupProtocol::Classic => m.topics().clone(),
-                _ => core
-                    .fetcher
-                    .assignment()
-                    .into_iter()
-                    .map(|tp| tp.topic)
-                    .collect(),
-            },
-            _ => BTreeSet::new(),
-        })
+        self.read_core(|core| core.subscription())
     }
 
     /// The pattern given to [`Consumer::subscribe_pattern`], while it is
     /// the subscription.
     pub fn subscription_pattern(&self) -> Option<String> {
-        self.read_core(|core| match &core.mode {
-            Mode::Pattern(p) => Some(p.as_str().to_owned()),
-            _ => None,
-        })
+        self.read_core(|core| core.subscription_pattern())
     }
 
     /// Starts the background task, if it does not run yet, and returns a
@@ -662,20 +646,12 @@ impl Consumer {
             // fetchable again, and taking an error may let the fetcher go
             // on: the task is woken then, and only then (taking 500 of a
             // buffer's 3,000 records changes nothing it could do).
-            let (taken, had_buffered, drained) = self.peek_core(|core, _| {
-                if let Some(e) = core.take_error() {
-                    return (Err(e), true, true);
-                }
-                let had = core.fetcher.has_buffered();
-                let before = core.fetcher.drained();
-                let records = core.take_records(max);
-                (Ok(records), had, core.fetcher.drained() != before)
-            });
-            if drained {
+            let taken = self.peek_core(|core, _| core.take_for_poll(max));
+            if taken.wake {
                 link.kick();
             }
-            if had_buffered || !matches!(&taken, Ok(records) if records.is_empty()) {
-                return taken;
+            if taken.had_buffered || !matches!(&taken.outcome, Ok(records) if records.is_empty()) {
+                return taken.outcome;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -1058,18 +1034,7 @@ impl Consumer {
         .await
         .ok_or_else(|| timed_out(&link, "offsets lookup (leaders unknown)", timeout))?
         .map_err(|_stopped| Error::Closed)??;
-        let queries: Vec<u64> = {
-            let mut state = link.shared().lock();
-            let core: &mut ConsumerCore = &mut state;
-            let plan = core
-                .fetcher
-                .list_offsets_requests(&query, core.cluster.metadata());
-            let now = Instant::now();
-            plan.requests
-                .into_iter()
-                .map(|(broker, body)| core.query(now, Target::Broker(broker), body))
-                .collect()
-        };
+        let queries = link.shared().lock().query_offsets(Instant::now(), &query);
         link.kick();
         let mut out = BTreeMap::new();
         for q in queries {
@@ -1174,7 +1139,7 @@ impl Consumer {
     /// The offset of the next record `poll` returns for `partition`, once
     /// known.
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
-        self.read_core(|core| core.fetcher.position(partition))
+        self.read_core(|core| core.position(partition))
     }
 
     /// Makes the next `poll` return records of `partition` from `offset`.
@@ -1194,7 +1159,7 @@ impl Consumer {
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
     pub fn seek(&self, partition: &TopicPartition, offset: i64) -> Result<(), Error> {
-        self.with_core(|core, _| core.fetcher.seek(partition, offset))
+        self.with_core(|core, _| core.seek(partition, offset))
             .map_err(Error::Seek)
     }
 
@@ -1204,7 +1169,7 @@ impl Consumer {
         &self,
         partitions: impl IntoIterator<Item = &'a TopicPartition>,
     ) -> Result<(), Error> {
-        self.with_core(|core, _| core.fetcher.seek_to_beginning(partitions))
+        self.with_core(|core, _| core.seek_to_beginning(partitions))
             .map_err(Error::Seek)
     }
 
@@ -1214,7 +1179,7 @@ impl Consumer {
         &self,
         partitions: impl IntoIterator<Item = &'a TopicPartition>,
     ) -> Result<(), Error> {
-        self.with_core(|core, _| core.fetcher.seek_to_end(partitions))
+        self.with_core(|core, _| core.seek_to_end(partitions))
             .map_err(Error::Seek)
     }
 
@@ -1235,17 +1200,17 @@ impl Consumer {
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
     pub fn pause<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
-        self.with_core(|core, _| core.fetcher.pause(partitions));
+        self.with_core(|core, _| core.pause(partitions));
     }
 
     /// Fetches from `partitions` again.
     pub fn resume<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
-        self.with_core(|core, _| core.fetcher.resume(partitions));
+        self.with_core(|core, _| core.resume(partitions));
     }
 
     /// The paused partitions.
     pub fn paused(&self) -> BTreeSet<TopicPartition> {
-        self.read_core(|core| core.fetcher.paused())
+        self.read_core(|core| core.paused())
     }
 
     /// A snapshot of the live connections (empty before the first poll).
@@ -1297,12 +1262,12 @@ impl Consumer {
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn connections(&self) -> Vec<ConnectionInfo> {
-        self.read_core(|core| core.cluster.connections(Instant::now()))
+        self.read_core(|core| core.connections(Instant::now()))
     }
 
     /// Counters per broker address.
     pub fn broker_counters(&self) -> BTreeMap<String, BrokerCounters> {
-        self.read_core(|core| core.cluster.counters().clone())
+        self.read_core(|core| core.counters().clone())
     }
 
     /// A snapshot for monitoring: per assigned partition its position,
@@ -1352,48 +1317,7 @@ impl Consumer {
     pub fn metrics(&self) -> ConsumerMetrics {
         let read_committed =
             self.inner.config.isolation_level() == crate::config::IsolationLevel::ReadCommitted;
-        self.read_core(|core| {
-            let now = Instant::now();
-            let wall_now = SystemTime::now();
-            let partitions: Vec<metrics::PartitionMetrics> = core
-                .fetcher
-                .partition_stats()
-                .into_iter()
-                .map(|p| metrics::PartitionMetrics::new(p, read_committed))
-                .collect();
-            let group = core.membership.as_ref().map(|m| {
-                let (rebalances, last) = core.rebalances();
-                metrics::GroupMetrics {
-                    group: m.group_id().to_owned(),
-                    protocol: m.protocol().to_string(),
-                    state: m.state_name().to_owned(),
-                    member_id: m.member_id().to_owned(),
-                    generation: m.generation_or_epoch(),
-                    rebalances,
-                    last_rebalance_ms: last.map(|at| {
-                        let ago = now.saturating_duration_since(at);
-                        metrics::unix_ms(wall_now.checked_sub(ago).unwrap_or(UNIX_EPOCH))
-                    }),
-                    last_rebalance_age_ms: last.map(|at| {
-                        u64::try_from(now.saturating_duration_since(at).as_millis())
-                            .unwrap_or(u64::MAX)
-                    }),
-                }
-            });
-            ConsumerMetrics {
-                at_ms: metrics::unix_ms(wall_now),
-                total_lag: partitions.iter().filter_map(|p| p.lag).sum(),
-                partitions,
-                brokers: core
-                    .cluster
-                    .counters()
-                    .iter()
-                    .map(|(addr, c)| (addr.clone(), c.into()))
-                    .collect(),
-                connections: core.cluster.connections(now),
-                group,
-            }
-        })
+        self.read_core(|core| core.metrics(Instant::now(), SystemTime::now(), read_committed))
     }
 
     /// Stores the offset after `record` (its offset + 1, with its leader

@@ -6,6 +6,7 @@
 //! commits when due, and enforces `max.poll.interval.ms`. The runtime calls
 //! it after every input and at [`ConsumerCore::next_deadline`].
 
+use super::metrics::{self, ConsumerMetrics};
 use super::offsets::{
     read_commit, read_committed, CommitOffsets, CommittedOffsets, FetchCommitted, OffsetAndEpoch,
 };
@@ -15,7 +16,8 @@ use crate::cluster::{
 };
 use crate::config::ConsumerConfig;
 use crate::error::{Error, ErrorCode};
-use crate::fetch::{ConsumerRecord, FetchConfig, FetchToken, Fetcher};
+use crate::events::{BrokerCounters, ConnectionEvent, ConnectionInfo};
+use crate::fetch::{ConsumerRecord, FetchConfig, FetchToken, Fetcher, OffsetSpec, SeekError};
 use crate::group::consumer_membership::{
     generate_member_id, ConsumerMembership, ConsumerMembershipConfig,
 };
@@ -24,7 +26,7 @@ use crate::group::membership::{GroupEvent, GroupRequestKind, Membership, Members
 use crate::group::seam::GroupMembership;
 use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Identifies a commit the consumer started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,10 +67,10 @@ pub type CommitResult = Result<(), Error>;
 /// See the [module documentation](self).
 #[derive(Debug)]
 pub(crate) struct ConsumerCore {
-    pub cluster: Cluster,
-    pub membership: Option<GroupMembership>,
-    pub fetcher: Fetcher,
-    pub mode: Mode,
+    cluster: Cluster,
+    membership: Option<GroupMembership>,
+    fetcher: Fetcher,
+    mode: Mode,
     group_id: Option<String>,
     join_timeout: Duration,
     in_flight: HashMap<RequestId, Pending>,
@@ -139,6 +141,19 @@ pub(crate) struct ConsumerCore {
     /// A `poll` is giving group events to the rebalance listener: they are
     /// not output for the other `poll`s meanwhile.
     listener_busy: bool,
+}
+
+/// What [`ConsumerCore::take_for_poll`] took.
+#[derive(Debug)]
+pub(crate) struct Taken {
+    /// The records, or the error to report.
+    pub outcome: Result<Vec<ConsumerRecord>, Error>,
+    /// Whether records were buffered before the call (a `poll` returns
+    /// then, even with none taken: they were dropped below a new
+    /// position).
+    pub had_buffered: bool,
+    /// Whether the background task has something new to do.
+    pub wake: bool,
 }
 
 /// A topic or partition the metadata lacks.
@@ -384,6 +399,216 @@ impl ConsumerCore {
         self.cluster
             .refused_everywhere()
             .map(|attempts| Error::BrokersUnreachable { attempts })
+    }
+
+    /// The fetcher, for tests.
+    #[cfg(all(test, feature = "mock"))]
+    pub fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
+    /// The group membership, for tests.
+    #[cfg(all(test, feature = "mock"))]
+    pub fn membership(&self) -> Option<&GroupMembership> {
+        self.membership.as_ref()
+    }
+
+    // ===== the runtime's side: IO =====
+
+    /// The connection manager, for the runtime that carries its actions to
+    /// sockets and feeds it what the sockets report.
+    pub fn io(&mut self) -> &mut Cluster {
+        &mut self.cluster
+    }
+
+    /// The next connection event.
+    pub fn poll_event(&mut self) -> Option<ConnectionEvent> {
+        self.cluster.poll_event()
+    }
+
+    /// Closes every connection (event reason `shutdown`); the actions that
+    /// leaves are dropped: the runtime closes the sockets itself.
+    pub fn shutdown(&mut self, now: Instant) {
+        self.cluster.shutdown(now);
+        while self.cluster.poll_action().is_some() {}
+    }
+
+    /// What is left to do once the actions of a step went out: the CRC
+    /// check of the record sets that just came, after the Fetch that
+    /// follows them is sent.
+    pub fn after_actions(&mut self) {
+        self.fetcher.check_pending_crcs();
+    }
+
+    // ===== the application's reads =====
+
+    /// The partitions assigned now.
+    pub fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.fetcher.assignment()
+    }
+
+    /// The topics subscribed to (see `Consumer::subscription`).
+    pub fn subscription(&self) -> BTreeSet<String> {
+        match &self.mode {
+            Mode::Subscribed(t) => t.clone(),
+            Mode::Pattern(_) => match self.membership.as_ref() {
+                Some(m) if m.protocol() == GroupProtocol::Classic => m.topics().clone(),
+                _ => self
+                    .fetcher
+                    .assignment()
+                    .into_iter()
+                    .map(|tp| tp.topic)
+                    .collect(),
+            },
+            _ => BTreeSet::new(),
+        }
+    }
+
+    /// The pattern subscribed to, while it is the subscription.
+    pub fn subscription_pattern(&self) -> Option<String> {
+        match &self.mode {
+            Mode::Pattern(p) => Some(p.as_str().to_owned()),
+            _ => None,
+        }
+    }
+
+    /// The offset of the next record for `tp`, once known.
+    pub fn position(&self, tp: &TopicPartition) -> Option<i64> {
+        self.fetcher.position(tp)
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> BTreeSet<TopicPartition> {
+        self.fetcher.paused()
+    }
+
+    /// The live connections.
+    pub fn connections(&self, now: Instant) -> Vec<ConnectionInfo> {
+        self.cluster.connections(now)
+    }
+
+    /// Counters per broker address.
+    pub fn counters(&self) -> &BTreeMap<String, BrokerCounters> {
+        self.cluster.counters()
+    }
+
+    /// The monitoring snapshot at `now`, stamped with the wall-clock time
+    /// `wall_now` (read by the caller: the core reads no clock).
+    pub fn metrics(
+        &self,
+        now: Instant,
+        wall_now: SystemTime,
+        read_committed: bool,
+    ) -> ConsumerMetrics {
+        let partitions: Vec<metrics::PartitionMetrics> = self
+            .fetcher
+            .partition_stats()
+            .into_iter()
+            .map(|p| metrics::PartitionMetrics::new(p, read_committed))
+            .collect();
+        let group = self.membership.as_ref().map(|m| {
+            let (rebalances, last) = self.rebalances();
+            metrics::GroupMetrics {
+                group: m.group_id().to_owned(),
+                protocol: m.protocol().to_string(),
+                state: m.state_name().to_owned(),
+                member_id: m.member_id().to_owned(),
+                generation: m.generation_or_epoch(),
+                rebalances,
+                last_rebalance_ms: last.map(|at| {
+                    let ago = now.saturating_duration_since(at);
+                    metrics::unix_ms(wall_now.checked_sub(ago).unwrap_or(UNIX_EPOCH))
+                }),
+                last_rebalance_age_ms: last.map(|at| {
+                    u64::try_from(now.saturating_duration_since(at).as_millis()).unwrap_or(u64::MAX)
+                }),
+            }
+        });
+        ConsumerMetrics {
+            at_ms: metrics::unix_ms(wall_now),
+            total_lag: partitions.iter().filter_map(|p| p.lag).sum(),
+            partitions,
+            brokers: self
+                .cluster
+                .counters()
+                .iter()
+                .map(|(addr, c)| (addr.clone(), c.into()))
+                .collect(),
+            connections: self.cluster.connections(now),
+            group,
+        }
+    }
+
+    // ===== the application's commands =====
+
+    /// Makes the next records of `tp` start at `offset`.
+    pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<(), SeekError> {
+        self.fetcher.seek(tp, offset)
+    }
+
+    /// Moves partitions to their first offset (looked up by the next step).
+    pub fn seek_to_beginning<'a>(
+        &mut self,
+        tps: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Result<(), SeekError> {
+        self.fetcher.seek_to_beginning(tps)
+    }
+
+    /// Moves partitions past their last offset (looked up by the next step).
+    pub fn seek_to_end<'a>(
+        &mut self,
+        tps: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Result<(), SeekError> {
+        self.fetcher.seek_to_end(tps)
+    }
+
+    /// Stops fetching from `tps`.
+    pub fn pause<'a>(&mut self, tps: impl IntoIterator<Item = &'a TopicPartition>) {
+        self.fetcher.pause(tps);
+    }
+
+    /// Fetches from `tps` again.
+    pub fn resume<'a>(&mut self, tps: impl IntoIterator<Item = &'a TopicPartition>) {
+        self.fetcher.resume(tps);
+    }
+
+    /// What a `poll` takes: the first error, else at most `max` records.
+    /// `Taken::wake` says whether the step freed something the background
+    /// task acts on (a partition's buffer emptied, an error taken), so
+    /// that it is woken then and only then.
+    pub fn take_for_poll(&mut self, max: usize) -> Taken {
+        if let Some(e) = self.take_error() {
+            return Taken {
+                outcome: Err(e),
+                had_buffered: true,
+                wake: true,
+            };
+        }
+        let had_buffered = self.fetcher.has_buffered();
+        let before = self.fetcher.drained();
+        let records = self.take_records(max);
+        Taken {
+            outcome: Ok(records),
+            had_buffered,
+            wake: self.fetcher.drained() != before,
+        }
+    }
+
+    /// Sends the ListOffsets requests `query` needs (one per leader; the
+    /// leaders must be known: [`ConsumerCore::want_leaders`]); returns
+    /// the queries to wait for ([`ConsumerCore::take_query`]).
+    pub fn query_offsets(
+        &mut self,
+        now: Instant,
+        query: &BTreeMap<TopicPartition, OffsetSpec>,
+    ) -> Vec<u64> {
+        let plan = self
+            .fetcher
+            .list_offsets_requests(query, self.cluster.metadata());
+        plan.requests
+            .into_iter()
+            .map(|(broker, body)| self.query(now, Target::Broker(broker), body))
+            .collect()
     }
 
     // ===== application inputs =====

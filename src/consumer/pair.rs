@@ -208,14 +208,14 @@ impl Pair {
             }
             self.core.drive(self.now);
             let mut progressed = false;
-            while let Some(action) = self.core.cluster.poll_action() {
+            while let Some(action) = self.core.io().poll_action() {
                 progressed = true;
                 self.carry(action);
             }
             progressed |= self.serve();
             // Nothing reads the connection events here; keep the queue
             // from growing.
-            while self.core.cluster.poll_event().is_some() {}
+            while self.core.io().poll_event().is_some() {}
             if !progressed {
                 return;
             }
@@ -244,13 +244,13 @@ impl Pair {
                             waiting: None,
                         };
                         self.links.insert(conn, link);
-                        self.core.cluster.handle_connected(now, conn, addr(broker));
+                        self.core.io().handle_connected(now, conn, addr(broker));
                     }
                     None => {
                         let refused = ConnectionError::Refused {
                             message: format!("nothing listens on {to}"),
                         };
-                        self.core.cluster.handle_connect_failed(now, conn, refused);
+                        self.core.io().handle_connect_failed(now, conn, refused);
                     }
                 }
             }
@@ -352,9 +352,9 @@ impl Pair {
 
     fn deliver(&mut self, conn: ConnectionId, answer: Answer) {
         match answer.encoded() {
-            Answer::Reply(bytes) => self.core.cluster.handle_received(self.now, conn, &bytes),
+            Answer::Reply(bytes) => self.core.io().handle_received(self.now, conn, &bytes),
             Answer::ReplyThenClose(bytes, _) => {
-                self.core.cluster.handle_received(self.now, conn, &bytes);
+                self.core.io().handle_received(self.now, conn, &bytes);
                 self.broker_closes(conn);
             }
             Answer::Silent => {}
@@ -370,7 +370,7 @@ impl Pair {
             waiting.cancel(&mut self.mock);
         }
         let closed = ConnectionError::ClosedByBroker;
-        self.core.cluster.handle_closed(self.now, conn, closed);
+        self.core.io().handle_closed(self.now, conn, closed);
     }
 
     /// Takes a broker down, as `MockCluster::broker_down` does: it refuses
@@ -404,7 +404,7 @@ impl Pair {
 
     /// The partitions the core's group membership holds.
     fn assignment(&self) -> BTreeSet<TopicPartition> {
-        self.core.membership.as_ref().unwrap().assignment().clone()
+        self.core.membership().unwrap().assignment().clone()
     }
 
     /// Subscribes to `topic`.
@@ -486,8 +486,8 @@ fn manual_assignment_fetches_every_record_from_the_leaders_only() {
     };
     assert_eq!(seen[&0], expected(0, 5));
     assert_eq!(seen[&1], expected(1, 3));
-    assert_eq!(pair.core.fetcher.position(&tp(0)), Some(5));
-    assert_eq!(pair.core.fetcher.position(&tp(1)), Some(3));
+    assert_eq!(pair.core.fetcher().position(&tp(0)), Some(5));
+    assert_eq!(pair.core.fetcher().position(&tp(1)), Some(3));
     // The bootstrap connection is retired: sockets to the leaders only.
     assert_eq!(pair.connected_brokers(), [2, 3].into_iter().collect());
     let fetches: BTreeSet<i32> = pair.served(ApiKey::Fetch).iter().map(|f| f.1).collect();
@@ -509,7 +509,7 @@ fn join_alone(pair: &mut Pair) -> Vec<ConsumerRecord> {
     let mut records = Vec::new();
     for _ in 0..50 {
         records.extend(pair.poll());
-        if pair.core.membership.as_ref().unwrap().is_stable() {
+        if pair.core.membership().unwrap().is_stable() {
             return records;
         }
         pair.advance(Duration::from_millis(100));
@@ -688,7 +688,7 @@ fn a_second_member_joining_splits_the_partitions() {
         pair.advance(Duration::from_millis(100));
         pair.poll();
         other.step(&mut pair.mock, pair.now);
-        if other.assignment.is_some() && pair.core.membership.as_ref().unwrap().is_stable() {
+        if other.assignment.is_some() && pair.core.membership().unwrap().is_stable() {
             break;
         }
     }
@@ -705,7 +705,7 @@ fn a_second_member_joining_splits_the_partitions() {
     assert_eq!(snapshot.generation_id, first_generation + 1);
     assert_eq!(other.generation, snapshot.generation_id);
     // The fetcher follows the group: it fetches only what it owns now.
-    assert_eq!(pair.core.fetcher.assignment(), ours);
+    assert_eq!(pair.core.fetcher().assignment(), ours);
 }
 
 #[test]
@@ -867,7 +867,6 @@ fn a_consumer_in_a_rack_reads_from_its_replica_and_asks_the_leader_only_when_eac
         .set_mode(pair.now, Mode::Assigned([tp(0)].into_iter().collect()));
     let census = |pair: &Pair| -> Vec<(Purpose, Option<i32>)> {
         pair.core
-            .cluster
             .connections(pair.now)
             .into_iter()
             .map(|c| (c.purpose, c.broker))
@@ -916,7 +915,7 @@ fn a_consumer_in_a_rack_reads_from_its_replica_and_asks_the_leader_only_when_eac
         to_leader[1] >= lease_end && to_leader[1] <= lease_end + Duration::from_millis(500),
         "{to_leader:?}, lease end {lease_end:?}"
     );
-    assert_eq!(pair.core.fetcher.read_replica(&tp(0)), Some(2));
+    assert_eq!(pair.core.fetcher().read_replica(&tp(0)), Some(2));
     let metadata = pair.served(ApiKey::Metadata);
     let refresh: Vec<(Duration, i32)> = metadata
         .iter()
@@ -1245,7 +1244,7 @@ fn heartbeats_refused_while_the_coordinator_loads_back_off() {
         .collect();
     assert!(times.len() > K, "{times:?}");
     spaced_by_the_retry_policy(&times[..K + 1]).unwrap();
-    assert!(pair.core.membership.as_ref().unwrap().is_stable());
+    assert!(pair.core.membership().unwrap().is_stable());
     assert_eq!(pair.assignment(), [tp(0), tp(1)].into_iter().collect());
     assert!(pair.errors.is_empty(), "{:?}", pair.errors);
 }
@@ -1370,7 +1369,7 @@ fn a_commit_refused_for_a_rebalance_is_routine() {
         );
         pair.poll_for(Duration::from_secs(5), Duration::from_millis(100));
         assert!(pair.errors.is_empty(), "{code}: {:?}", pair.errors);
-        assert!(pair.core.membership.as_ref().unwrap().is_stable(), "{code}");
+        assert!(pair.core.membership().unwrap().is_stable(), "{code}");
     }
 }
 

@@ -235,9 +235,8 @@ impl Engine {
         shared.stop.store(true, Ordering::Release);
         let watches = {
             let mut state = shared.lock();
-            state.core.cluster.shutdown(Instant::now());
+            state.core.shutdown(Instant::now());
             forward_events(&mut state.core, &self.events);
-            while state.core.cluster.poll_action().is_some() {}
             std::mem::take(&mut state.watches)
         };
         // Dropped outside the lock: their senders wake the callers.
@@ -255,7 +254,7 @@ impl Drop for Engine {
 }
 
 fn forward_events(core: &mut ConsumerCore, hub: &EventHub) {
-    hub.publish(std::iter::from_fn(|| core.cluster.poll_event()));
+    hub.publish(std::iter::from_fn(|| core.poll_event()));
 }
 
 /// The background task's view of the state: the lock it shares with the
@@ -282,7 +281,7 @@ struct Locked<'a> {
 
 impl Driven for Locked<'_> {
     fn cluster(&mut self) -> &mut Cluster {
-        &mut self.state.core.cluster
+        self.state.core.io()
     }
 
     fn drive(&mut self, now: Instant) {
@@ -304,7 +303,7 @@ impl Driven for Locked<'_> {
     }
 
     fn after_actions(&mut self) {
-        self.state.core.fetcher.check_pending_crcs();
+        self.state.core.after_actions();
     }
 }
 
