@@ -636,11 +636,27 @@ impl Consumer {
         // One timer for the whole call, however often it is woken.
         let mut timer = None;
         loop {
-            self.check_open()?;
-            if self.peek_core(|core, now| core.polled(now)) {
+            // One look at the state: closed, `max.poll.interval.ms` kept,
+            // and whether the listener or commit callbacks have work.
+            let now = Instant::now();
+            let (kick, events, callbacks) = {
+                let mut local = self.local();
+                if local.closed {
+                    return Err(Error::Closed);
+                }
+                let callbacks = !local.callbacks.is_empty();
+                let (kick, events) = local.core(|core| (core.polled(now), core.has_group_events()));
+                (kick, events && !local.delivering, callbacks)
+            };
+            if kick {
                 link.kick();
             }
-            self.run_callbacks();
+            if events {
+                self.deliver_group_events();
+            }
+            if callbacks {
+                self.run_commit_callbacks();
+            }
             // Emptying a partition's buffer (taking its last records, or
             // dropping buffered ones below the position) makes it
             // fetchable again, and taking an error may let the fetcher go
