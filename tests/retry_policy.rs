@@ -32,6 +32,8 @@ on_both_mocks!(
     commit_loading,
     list_offsets_leader_moved,
     fetch_leader_storage_error,
+    metadata_leader_not_available,
+    offset_for_leader_epoch_leader_moved,
 );
 
 /// How many errors each case injects.
@@ -217,4 +219,69 @@ async fn list_offsets_leader_moved<C: TestCluster>() {
 /// retried under the policy; every record arrives once it answers.
 async fn fetch_leader_storage_error<C: TestCluster>() {
     refused_reading_t1::<C>(ApiKey::Fetch, ErrorCode::KafkaStorageError).await
+}
+
+/// Metadata naming no leader for the topic (LEADER_NOT_AVAILABLE, as while
+/// a new topic's leaders are elected) for the first K lookups and more:
+/// looked up again under the policy, and every record arrives once the
+/// leaders are known.
+async fn metadata_leader_not_available<C: TestCluster>() {
+    let mock: C = standard();
+    produce_range(&mock.bootstrap(), "t", 2, 0..10, "none");
+    // The producer's lookups are not the consumer's.
+    mock.clear_requests();
+    mock.set_metadata_error("t", Some(ErrorCode::LeaderNotAvailable));
+    let mut consumer = reader_of_t1(&mock);
+    let what = format!("{}: Metadata without a leader", mock.name());
+    let deadline = Instant::now() + WAIT;
+    while mock.request_times(ApiKey::Metadata).len() <= K {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: fewer than {} lookups",
+            K + 1
+        );
+        let records = poll_through_faults(&mut consumer, Duration::from_millis(100)).await;
+        assert!(records.is_empty(), "{what}: records without a leader");
+    }
+    mock.set_metadata_error("t", None);
+    consume_all(&mut consumer, 5, &what).await;
+    assert_spaced_by_the_policy(&what, &mock.request_times(ApiKey::Metadata));
+    consumer.close().await.unwrap();
+}
+
+/// The partition's leader moves while it is read: the position is checked
+/// with the new leader (OffsetForLeaderEpoch, KIP-320), which answers
+/// NOT_LEADER_OR_FOLLOWER K times; checked again under the policy, and
+/// the records written after the move arrive.
+async fn offset_for_leader_epoch_leader_moved<C: TestCluster>() {
+    let mock: C = standard();
+    produce_range(&mock.bootstrap(), "t", 2, 0..10, "none");
+    let mut consumer = reader_of_t1(&mock);
+    let what = format!("{}: OffsetForLeaderEpoch refused", mock.name());
+    consume_all(&mut consumer, 5, &what).await;
+    mock.clear_requests();
+    mock.push_errors(
+        ApiKey::OffsetForLeaderEpoch,
+        ErrorCode::NotLeaderOrFollower,
+        K,
+    );
+    // `t` is led by broker 1 for partition 0 and broker 3 for partition 1
+    // (`standard`): broker 2 takes partition 1, with a new leader epoch.
+    mock.set_leader("t", 1, 2);
+    produce_range(&mock.bootstrap(), "t", 2, 10..20, "none");
+    let deadline = Instant::now() + WAIT;
+    let mut seen = BTreeSet::new();
+    while seen.len() < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} of 5 records",
+            seen.len()
+        );
+        for r in poll_through_faults(&mut consumer, Duration::from_millis(100)).await {
+            seen.insert(r.offset());
+        }
+    }
+    assert_eq!(seen, (5..10).collect(), "{what}");
+    assert_spaced_by_the_policy(&what, &mock.request_times(ApiKey::OffsetForLeaderEpoch));
+    consumer.close().await.unwrap();
 }

@@ -186,9 +186,16 @@ pub(crate) fn parse(version: i16, body: Bytes) -> Result<Metadata, DecodeError> 
         .into_iter()
         .filter_map(|t| {
             let name = t.name?;
+            // A topic with an error has no partitions to use, whatever the
+            // answer lists beside it (as the Java client's
+            // `MetadataResponse::cluster`, which leaves such topics out;
+            // librdkafka's mock lists the partitions and their leaders
+            // with a topic error set).
+            let usable = t.error_code == ErrorCode::None.code();
             let partitions = t
                 .partitions
                 .into_iter()
+                .filter(|_| usable)
                 .map(|p| {
                     (
                         p.partition_index,
@@ -355,6 +362,40 @@ mod tests {
             }
             assert!(!md.covers(&BTreeSet::from(["t".to_owned()])));
         }
+    }
+
+    /// A topic answered with an error has no partitions to use, even when
+    /// the answer lists some with leaders (librdkafka's mock does).
+    #[test]
+    fn a_topic_with_an_error_has_no_usable_partition() {
+        use crate::protocol::messages::metadata::{
+            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        let response = MetadataResponse {
+            brokers: vec![MetadataResponseBroker {
+                node_id: 1,
+                host: "b1".into(),
+                port: 9092,
+                ..Default::default()
+            }],
+            topics: vec![MetadataResponseTopic {
+                name: Some("t".into()),
+                error_code: ErrorCode::LeaderNotAvailable.code(),
+                partitions: vec![MetadataResponsePartition {
+                    partition_index: 0,
+                    leader_id: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut w = Writer::new();
+        response.encode(&mut w, 9).unwrap();
+        let md = parse(9, w.into_inner().freeze()).unwrap();
+        assert_eq!(md.leader("t", 0), None);
+        assert_eq!(md.topics["t"].error, ErrorCode::LeaderNotAvailable);
+        assert!(md.topics["t"].partitions.is_empty());
     }
 
     /// The group is named in `key` up to v3 and in `coordinator_keys` from

@@ -895,6 +895,15 @@ impl MockCluster {
         });
     }
 
+    /// Forgets the errors pushed with [`MockCluster::push_errors`] for
+    /// `api` that no request got yet.
+    pub fn clear_errors(&self, api: ApiKey) {
+        let _ = self.change(|st| {
+            st.errors.remove(&api.code());
+            Ok(())
+        });
+    }
+
     /// Like [`MockCluster::push_errors`], for requests to one broker only.
     pub fn push_broker_errors(
         &self,

@@ -98,6 +98,10 @@ pub trait TestCluster {
     fn restore_leader(&self, topic: &str, partition: i32, broker: i32);
     /// Answers the next `count` requests of `api` with `code`.
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize);
+    /// Answers Metadata requests for `topic` with `code` as the topic's
+    /// error until called with `None` (librdkafka's mocks inject no
+    /// Metadata errors by count).
+    fn set_metadata_error(&self, topic: &str, code: Option<ErrorCode>);
     /// The heartbeat interval and session timeout of KIP-848 groups.
     fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32);
     /// The least time between two resolutions of a KIP-848 group's regex
@@ -210,26 +214,16 @@ impl TestCluster for RawMock {
         RawMock::set_leader(self, topic, partition, broker)
     }
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize) {
-        use rdkafka_sys::rd_kafka_resp_err_t as E;
-        let err = match code {
-            ErrorCode::GroupAuthorizationFailed => E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
-            ErrorCode::TopicAuthorizationFailed => E::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-            ErrorCode::FencedMemberEpoch => E::RD_KAFKA_RESP_ERR_FENCED_MEMBER_EPOCH,
-            ErrorCode::GroupMaxSizeReached => E::RD_KAFKA_RESP_ERR_GROUP_MAX_SIZE_REACHED,
-            ErrorCode::KafkaStorageError => E::RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR,
-            ErrorCode::CoordinatorLoadInProgress => {
-                E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS
-            }
-            ErrorCode::CoordinatorNotAvailable => E::RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE,
-            ErrorCode::NotCoordinator => E::RD_KAFKA_RESP_ERR_NOT_COORDINATOR,
-            ErrorCode::RebalanceInProgress => E::RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS,
-            ErrorCode::UnknownMemberId => E::RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID,
-            ErrorCode::IllegalGeneration => E::RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
-            ErrorCode::NotLeaderOrFollower => E::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
-            other => panic!("no librdkafka name for {other} here yet"),
-        };
-        self.push_request_errors(api.code(), &vec![err; count]);
+        self.push_request_errors(api.code(), &vec![rd_err(code); count]);
     }
+    fn set_metadata_error(&self, topic: &str, code: Option<ErrorCode>) {
+        let err = code.map_or(
+            rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
+            rd_err,
+        );
+        self.set_topic_error(topic, err);
+    }
+
     fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32) {
         RawMock::set_consumer_group_timing(self, heartbeat_ms, session_ms)
     }
@@ -298,6 +292,14 @@ impl TestCluster for MockCluster {
     fn push_errors(&self, api: ApiKey, code: ErrorCode, count: usize) {
         MockCluster::push_errors(self, api, &vec![code; count])
     }
+    fn set_metadata_error(&self, _topic: &str, code: Option<ErrorCode>) {
+        // Every topic of the next Metadata answers gets it, as long as
+        // the errors pushed last.
+        match code {
+            Some(code) => MockCluster::push_errors(self, ApiKey::Metadata, &[code; 1000]),
+            None => MockCluster::clear_errors(self, ApiKey::Metadata),
+        }
+    }
     fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32) {
         MockCluster::set_consumer_group_timing(
             self,
@@ -310,5 +312,26 @@ impl TestCluster for MockCluster {
             self,
             std::time::Duration::from_millis(millis),
         )
+    }
+}
+
+/// librdkafka's name for a broker error code.
+fn rd_err(code: ErrorCode) -> rdkafka_sys::rd_kafka_resp_err_t {
+    use rdkafka_sys::rd_kafka_resp_err_t as E;
+    match code {
+        ErrorCode::GroupAuthorizationFailed => E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+        ErrorCode::TopicAuthorizationFailed => E::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+        ErrorCode::FencedMemberEpoch => E::RD_KAFKA_RESP_ERR_FENCED_MEMBER_EPOCH,
+        ErrorCode::GroupMaxSizeReached => E::RD_KAFKA_RESP_ERR_GROUP_MAX_SIZE_REACHED,
+        ErrorCode::KafkaStorageError => E::RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR,
+        ErrorCode::CoordinatorLoadInProgress => E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode::CoordinatorNotAvailable => E::RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE,
+        ErrorCode::NotCoordinator => E::RD_KAFKA_RESP_ERR_NOT_COORDINATOR,
+        ErrorCode::RebalanceInProgress => E::RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS,
+        ErrorCode::UnknownMemberId => E::RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID,
+        ErrorCode::IllegalGeneration => E::RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
+        ErrorCode::NotLeaderOrFollower => E::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+        ErrorCode::LeaderNotAvailable => E::RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+        other => panic!("no librdkafka name for {other} here yet"),
     }
 }

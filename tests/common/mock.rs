@@ -199,6 +199,13 @@ impl RawMock {
 impl RawMock {
     /// The next `errors.len()` requests of `api_key` (to any broker) are
     /// answered with these errors, in order.
+    /// Metadata answers `err` for `topic` until it is set back to
+    /// `RD_KAFKA_RESP_ERR_NO_ERROR`.
+    pub fn set_topic_error(&self, topic: &str, err: sys::rd_kafka_resp_err_t) {
+        let t = CString::new(topic).unwrap();
+        unsafe { sys::rd_kafka_mock_topic_set_error(self.mc, t.as_ptr(), err) };
+    }
+
     pub fn push_request_errors(&self, api_key: i16, errors: &[sys::rd_kafka_resp_err_t]) {
         unsafe {
             sys::rd_kafka_mock_push_request_errors_array(

@@ -219,6 +219,10 @@ impl TestCluster for Mock216 {
         let codes = vec![code.code().to_string(); count].join(" ");
         self.command(&format!("errors {} {codes}", api.code()));
     }
+    fn set_metadata_error(&self, topic: &str, code: Option<ErrorCode>) {
+        let code = code.map_or(0, |c| c.code());
+        self.command(&format!("topic_error {topic} {code}"));
+    }
     fn set_consumer_group_timing(&self, heartbeat_ms: i32, session_ms: i32) {
         self.command(&format!("consumer_timing {heartbeat_ms} {session_ms}"));
     }

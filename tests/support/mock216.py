@@ -75,6 +75,7 @@ def load(path):
         "rd_kafka_mock_group_initial_rebalance_delay_ms": ([p, i32], None),
         "rd_kafka_mock_topic_create": ([p, c, ctypes.c_int, ctypes.c_int], ctypes.c_int),
         "rd_kafka_mock_partition_set_leader": ([p, c, i32, i32], ctypes.c_int),
+        "rd_kafka_mock_topic_set_error": ([p, c, ctypes.c_int], None),
         "rd_kafka_mock_coordinator_set": ([p, c, c, i32], ctypes.c_int),
         "rd_kafka_mock_broker_set_down": ([p, i32], ctypes.c_int),
         "rd_kafka_mock_broker_set_up": ([p, i32], ctypes.c_int),
@@ -143,6 +144,9 @@ class Cluster:
                     mc, topic.encode(), int(partition), int(broker)
                 )
             )
+        elif cmd == "topic_error":
+            topic, code = args
+            lib.rd_kafka_mock_topic_set_error(mc, topic.encode(), int(code))
         elif cmd == "coordinator":
             group, broker = args
             self.check(lib.rd_kafka_mock_coordinator_set(mc, b"group", group.encode(), int(broker)))
