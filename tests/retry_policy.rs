@@ -34,6 +34,7 @@ on_both_mocks!(
     fetch_leader_storage_error,
     metadata_leader_not_available,
     offset_for_leader_epoch_leader_moved,
+    committed_lookup_loading,
 );
 
 /// How many errors each case injects.
@@ -283,5 +284,28 @@ async fn offset_for_leader_epoch_leader_moved<C: TestCluster>() {
     }
     assert_eq!(seen, (5..10).collect(), "{what}");
     assert_spaced_by_the_policy(&what, &mock.request_times(ApiKey::OffsetForLeaderEpoch));
+    consumer.close().await.unwrap();
+}
+
+/// The application's `committed()` answered COORDINATOR_LOAD_IN_PROGRESS
+/// K times (the coordinator loading its offsets after a restart): asked
+/// again under the policy within the call, and the committed offset comes
+/// back instead of an error.
+async fn committed_lookup_loading<C: TestCluster>() {
+    let mock: C = standard();
+    let consumer = Consumer::new(config(&mock.bootstrap(), Some("g")).build().unwrap()).unwrap();
+    let t0 = TopicPartition::new("t", 0);
+    // Nothing assigned: the consumer's own OffsetFetch (for positions)
+    // stays out of the count.
+    consumer.commit_offsets([(t0.clone(), 3)]).await.unwrap();
+    mock.clear_requests();
+    mock.push_errors(ApiKey::OffsetFetch, ErrorCode::CoordinatorLoadInProgress, K);
+    let what = format!("{}: committed() while the coordinator loads", mock.name());
+    let committed = common::timeout(WAIT, consumer.committed([t0.clone()]))
+        .await
+        .unwrap_or_else(|| panic!("{what}: no answer within {WAIT:?}"))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(committed[&t0], Some(3), "{what}");
+    assert_spaced_by_the_policy(&what, &mock.request_times(ApiKey::OffsetFetch));
     consumer.close().await.unwrap();
 }

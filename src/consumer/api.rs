@@ -11,10 +11,12 @@
 use super::core::{CommitId, ConsumerCore, Mode};
 use super::metrics::ConsumerMetrics;
 use super::offsets::OffsetAndEpoch;
+use crate::cluster::Retry;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
 use crate::fetch::{read_list_offsets, ConsumerRecord, OffsetAndTimestamp, OffsetSpec};
+use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::membership::GroupEvent;
 use crate::group::{TopicPartition, TopicPattern};
 use crate::runtime::engine::{Engine, Link};
@@ -899,29 +901,67 @@ impl Consumer {
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>, Error> {
         let link = self.start()?;
         let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
-        let Some(q) = self.with_core(|core, now| core.query_committed(now, partitions)) else {
+        if self.inner.config.group_id().is_none() {
             return Err(Error::Config {
                 property: "group.id".into(),
                 reason: "committed offsets belong to a group; set group.id".into(),
             });
-        };
+        }
         let timeout = self.inner.config.default_api_timeout();
-        let response = link
-            .wait(timeout, None, move |core, _| {
-                or_refused(core, |core| core.take_query(q))
-            })
-            .await
-            .ok_or_else(|| timed_out(&link, "committed offsets lookup", timeout))?
-            .map_err(|_stopped| Error::Closed)??
-            .map_err(|source| Error::Request {
-                api: "OffsetFetch",
-                source,
-            })?;
-        let offsets = self.read_core(|core| core.read_committed_query(&response))?;
-        Ok(offsets
-            .into_iter()
-            .map(|(tp, o)| (tp, o.map(|o| o.offset)))
-            .collect())
+        let deadline = Instant::now() + timeout;
+        // A coordinator that moved, is loading its offsets or is briefly
+        // unavailable is asked again under the retry policy, as the Java
+        // client's `committed` does, until the call's timeout.
+        let mut retry = Retry::default();
+        loop {
+            let q = self
+                .with_core(|core, now| core.query_committed(now, partitions.clone()))
+                .expect("a group is set");
+            let left = deadline.saturating_duration_since(Instant::now());
+            let response = link
+                .wait(left, None, move |core, _| {
+                    or_refused(core, |core| core.take_query(q))
+                })
+                .await
+                .ok_or_else(|| timed_out(&link, "committed offsets lookup", timeout))?
+                .map_err(|_stopped| Error::Closed)??;
+            let outcome = match response {
+                Ok(response) => self.read_core(|core| core.read_committed_query(&response)),
+                Err(source) => Err(Error::Request {
+                    api: "OffsetFetch",
+                    source,
+                }),
+            };
+            let error = match outcome {
+                Ok(offsets) => {
+                    return Ok(offsets
+                        .into_iter()
+                        .map(|(tp, o)| (tp, o.map(|o| o.offset)))
+                        .collect())
+                }
+                Err(e) => e,
+            };
+            let delay = match &error {
+                Error::Group {
+                    code: Some(code), ..
+                } if matches!(
+                    classify(*code),
+                    GroupErrorClass::Coordinator | GroupErrorClass::Transient
+                ) =>
+                {
+                    self.with_core(|core, now| core.committed_lookup_failed(now, *code, &mut retry))
+                }
+                Error::Request { .. } => {
+                    self.peek_core(|core, now| core.retry_wait(now, &mut retry))
+                }
+                _ => return Err(error),
+            };
+            if Instant::now() + delay >= deadline {
+                return Err(error);
+            }
+            log::debug!("committed offsets lookup: {error}; asked again in {delay:?}");
+            link.timer(delay).await;
+        }
     }
 
     /// For each partition, the earliest offset whose timestamp is at or

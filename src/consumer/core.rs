@@ -814,6 +814,28 @@ impl ConsumerCore {
         ))
     }
 
+    /// The wait before a run of failures (`retry`) tries again, under the
+    /// retry policy every request kind shares.
+    pub fn retry_wait(&mut self, now: Instant, retry: &mut Retry) -> Duration {
+        retry.failed(now, &self.retry_policy, self.rng.unit())
+    }
+
+    /// An application's committed-offsets lookup (`Consumer::committed`)
+    /// refused with `code`, which passes by itself: the coordinator is
+    /// looked up again when it moved; returns the wait before the next
+    /// lookup.
+    pub fn committed_lookup_failed(
+        &mut self,
+        now: Instant,
+        code: ErrorCode,
+        retry: &mut Retry,
+    ) -> Duration {
+        if classify(code) == GroupErrorClass::Coordinator {
+            self.cluster.coordinator_unknown(now);
+        }
+        self.retry_wait(now, retry)
+    }
+
     /// Decodes a committed-offsets query response.
     pub fn read_committed_query(
         &self,

@@ -122,7 +122,11 @@ impl GroupApi {
             (ConsumerGroupHeartbeat, Refused) => {
                 ("the member stops", "`Group` with `is_fatal()` from `poll`, once")
             }
-            (OffsetFetch, Transient | Rebalance) => (POLICY, "nothing; `committed()` returns it (retriable)"),
+            (OffsetFetch, Transient) => (
+                POLICY,
+                "nothing; `committed()` asks again under the policy, and returns it (retriable) only when `default.api.timeout.ms` would pass first",
+            ),
+            (OffsetFetch, Rebalance) => (POLICY, "nothing; `committed()` returns it (retriable)"),
             (OffsetFetch, Refused) => (
                 "retried under the retry policy",
                 "`Group` from `poll` at once, again every 60 s; `committed()` returns it; not retriable",
