@@ -71,7 +71,7 @@
 //! # };
 //! # #[cfg(feature = "runtime-async-std")]
 //! # async_std::task::block_on(body).unwrap();
-//! # #[cfg(feature = "runtime-tokio")]
+//! # #[cfg(not(feature = "runtime-async-std"))]
 //! # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
 //! ```
 //!

@@ -443,7 +443,7 @@ impl Member for LoopMember {
 
 // --- the examples as child processes ---------------------------------------
 
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 mod children {
     use super::{parse_readme_line, Member, Seen, LEAVE, TOPIC};
     use crate::common::examples::{close_inherited_fds, example_bin};
@@ -1217,10 +1217,10 @@ fn the_readme_loop_survives_routine_group_events<C: TestCluster + RequestLog>() 
 }
 
 /// The examples as child processes, with the librdkafka member.
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 struct Examples;
 
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 impl Members for Examples {
     fn readme(&mut self, name: &str, bootstrap: &str) -> Box<dyn Member> {
         use children::{ChildMember, Example};
@@ -1270,7 +1270,7 @@ impl Members for Examples {
     }
 }
 
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 fn the_examples_survive_routine_group_events<C: TestCluster + RequestLog>() {
     // Built before the clock starts.
     for example in ["readme", "group", "consume"] {
@@ -1280,7 +1280,7 @@ fn the_examples_survive_routine_group_events<C: TestCluster + RequestLog>() {
 }
 
 /// The examples as child processes (async-std only: they are built for it).
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 mod child_processes {
     mod librdkafka_mock {
         // Not run by the test command yet: in one of two runs of the whole

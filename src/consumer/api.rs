@@ -172,7 +172,7 @@ impl Drop for StreamState<'_> {
 /// # };
 /// # #[cfg(feature = "runtime-async-std")]
 /// # async_std::task::block_on(body).unwrap();
-/// # #[cfg(feature = "runtime-tokio")]
+/// # #[cfg(not(feature = "runtime-async-std"))]
 /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
 /// ```
 pub struct Consumer {
@@ -186,6 +186,8 @@ pub struct Consumer {
     callbacks: Vec<(CommitId, CommitCallback)>,
     events: Arc<EventHub>,
     closed: bool,
+    /// The runtime the background task runs on, chosen by `new`.
+    runtime: Arc<dyn crate::runtime::rt::Runtime>,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -214,9 +216,16 @@ impl Consumer {
     /// certificate and key files and, without a configured CA, the system's
     /// root certificates, so that a missing file or an unusable PEM is an
     /// [`Error::Config`] here rather than a failure of every connection.
+    ///
+    /// It also chooses the runtime the consumer runs on (`client.runtime`,
+    /// [`ClientRuntime`](crate::config::ClientRuntime)): by default tokio
+    /// when called inside a tokio runtime, async-std otherwise. A
+    /// `client.runtime` whose cargo feature is not built, or `tokio`
+    /// outside a tokio runtime, is an [`Error::Config`].
     pub fn new(config: ConsumerConfig) -> Result<Self, Error> {
         let tls = crate::tls::TlsConnector::from_config(&config)?;
         let core = ConsumerCore::from_config(&config, Instant::now(), seed());
+        let runtime = crate::runtime::rt::select(config.client_runtime())?;
         Ok(Consumer {
             config,
             tls,
@@ -226,6 +235,7 @@ impl Consumer {
             callbacks: Vec::new(),
             events: Arc::new(EventHub::default()),
             closed: false,
+            runtime,
         })
     }
 
@@ -381,7 +391,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn subscribe_pattern(&mut self, pattern: &str) -> Result<(), Error> {
@@ -475,14 +485,23 @@ impl Consumer {
         })
     }
 
-    fn start(&mut self) {
+    fn start(&mut self) -> Result<(), Error> {
+        if self.pending.is_some() {
+            self.runtime.ready()?;
+        }
         if let Some(core) = self.pending.take() {
             let options = SocketOptions {
                 keepalive: self.config.socket_keepalive(),
                 tls: self.tls.clone(),
             };
-            self.engine = Some(Engine::start(core, options, self.events.clone()));
+            self.engine = Some(Engine::start(
+                core,
+                options,
+                self.events.clone(),
+                self.runtime.clone(),
+            ));
         }
+        Ok(())
     }
 
     /// Waits up to `timeout` for records and returns at most
@@ -520,7 +539,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     ///
@@ -533,14 +552,17 @@ impl Consumer {
     /// step that returns them, never across an `.await`. The background
     /// task goes on fetching and heartbeating meanwhile.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// With the feature `runtime-tokio`, the first `poll` panics outside a
-    /// tokio runtime: it spawns the background task on the caller's
-    /// runtime.
+    /// Besides the errors of the cluster and the group: built with the
+    /// feature `runtime-tokio` alone, a consumer created outside any tokio
+    /// runtime starts its background task on the runtime its first `poll`
+    /// runs in; where there is none, `poll` returns an [`Error::Config`]
+    /// naming `client.runtime` and starts nothing (a later `poll` inside a
+    /// tokio runtime starts it).
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
         self.check_open()?;
-        self.start();
+        self.start()?;
         let max = self.config.max_poll_records().max(1) as usize;
         let deadline = Instant::now() + timeout;
         // One timer for the whole call, however often progress wakes it.
@@ -625,7 +647,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn stream(
@@ -705,7 +727,7 @@ impl Consumer {
     /// [`Consumer::commit_offsets`].
     pub async fn commit(&mut self) -> Result<(), Error> {
         self.check_open()?;
-        self.start();
+        self.start()?;
         let id = self.with_core(|core, now| core.commit(now, None));
         self.wait_commit(id).await
     }
@@ -717,7 +739,7 @@ impl Consumer {
         offsets: impl IntoIterator<Item = (TopicPartition, i64)>,
     ) -> Result<(), Error> {
         self.check_open()?;
-        self.start();
+        self.start()?;
         let offsets = at_offsets(offsets);
         let id = self.with_core(|core, now| core.commit(now, Some(offsets)));
         self.wait_commit(id).await
@@ -730,7 +752,10 @@ impl Consumer {
             callback(Err(Error::Closed));
             return;
         }
-        self.start();
+        if let Err(e) = self.start() {
+            callback(Err(e));
+            return;
+        }
         let id = self.with_core(|core, now| core.commit(now, None));
         self.callbacks.push((id, Box::new(callback)));
     }
@@ -763,7 +788,7 @@ impl Consumer {
         partitions: impl IntoIterator<Item = TopicPartition>,
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>, Error> {
         self.check_open()?;
-        self.start();
+        self.start()?;
         let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
         let Some(q) = self.with_core(|core, now| core.query_committed(now, partitions)) else {
             return Err(Error::Config {
@@ -820,7 +845,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn offsets_for_times(
@@ -874,7 +899,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn end_offsets(
@@ -902,7 +927,7 @@ impl Consumer {
         query: BTreeMap<TopicPartition, OffsetSpec>,
     ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
         self.check_open()?;
-        self.start();
+        self.start()?;
         let timeout = self.config.default_api_timeout();
         let deadline = Instant::now() + timeout;
         let partitions: BTreeSet<TopicPartition> = query.keys().cloned().collect();
@@ -987,12 +1012,12 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>, Error> {
         self.check_open()?;
-        self.start();
+        self.start()?;
         let timeout = self.config.default_api_timeout();
         let engine = self.engine.as_mut().expect("started");
         let asked = Instant::now();
@@ -1146,7 +1171,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn connections(&self) -> Vec<ConnectionInfo> {
@@ -1199,7 +1224,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn metrics(&self) -> ConsumerMetrics {
@@ -1352,7 +1377,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn connection_events(&mut self) -> ConnectionEvents {

@@ -53,7 +53,12 @@ pub(crate) struct Engine {
 
 impl Engine {
     /// Starts the task for `core`. `events` receive every connection event.
-    pub fn start(core: ConsumerCore, options: SocketOptions, events: Arc<EventHub>) -> Engine {
+    pub fn start(
+        core: ConsumerCore,
+        options: SocketOptions,
+        events: Arc<EventHub>,
+        rt: Arc<dyn Runtime>,
+    ) -> Engine {
         let shared = Arc::new(Shared {
             core: Mutex::new(core),
             stop: Mutex::new(false),
@@ -61,7 +66,6 @@ impl Engine {
             progress: Signal::default(),
             ready: Signal::default(),
         });
-        let rt = super::rt::current();
         let sockets = Sockets::new(rt.clone(), options, Readers::Inline);
         let table = sockets.table();
         let state = EngineState {

@@ -19,6 +19,9 @@ pub fn features() -> Vec<&'static str> {
     if cfg!(feature = "runtime-async-std") {
         f.push("runtime-async-std");
     }
+    if cfg!(feature = "runtime-tokio") {
+        f.push("runtime-tokio");
+    }
     if cfg!(feature = "gzip") {
         f.push("gzip");
     }
