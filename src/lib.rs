@@ -23,10 +23,11 @@
 //! - [`consumer`]: the consumer's state without IO (connections, group,
 //!   fetching and commits tied together, time as an argument), built in
 //!   every feature set, and around it [`Consumer`];
-//! - [`runtime`]: the only code that touches sockets and timers, on
-//!   async-std (the default feature `runtime-async-std`) or tokio (feature
-//!   `runtime-tokio`, without default features); exactly one of the two
-//!   builds [`Consumer`] and `runtime`.
+//! - [`runtime`]: the only code that touches sockets and timers, on tokio
+//!   (feature `runtime-tokio`) or async-std (the default feature
+//!   `runtime-async-std`); either builds [`Consumer`] and `runtime`, and
+//!   both may be on: each consumer then runs on tokio when it is created
+//!   inside a tokio runtime, on async-std otherwise (`client.runtime`).
 //!
 //! ## A consumer
 //!

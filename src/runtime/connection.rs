@@ -50,7 +50,9 @@ impl Default for ConnectOptions {
 /// Each [`BrokerConnection::request`] waits for its response; the
 /// connection is driven only while a method is awaited (no background
 /// task). If the broker closes the connection, the next request opens a
-/// new one (ApiVersions first, as on every socket).
+/// new one (ApiVersions first, as on every socket). It runs on tokio when
+/// connected inside a tokio runtime, on async-std otherwise (the rule of
+/// [`ClusterDriver::new`]).
 pub struct BrokerConnection {
     driver: ClusterDriver,
     addr: String,
