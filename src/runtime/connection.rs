@@ -75,6 +75,11 @@ impl BrokerConnection {
     /// answers (every resolved address is tried in turn), sets TCP_NODELAY
     /// and keepalive, runs the TLS handshake when `options.tls` asks for
     /// it, and runs the ApiVersions exchange.
+    ///
+    /// # Panics
+    ///
+    /// Built with the feature `runtime-tokio` alone, outside a tokio
+    /// runtime (see [`ClusterDriver::new`]).
     pub async fn connect(addr: &str, options: ConnectOptions) -> Result<Self, Error> {
         let mut config = ClusterConfig::new([addr]);
         config.client_id = options.client_id.clone();
