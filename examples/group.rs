@@ -128,7 +128,8 @@ fn main() -> ExitCode {
         }
     };
     // The consumer needs an executor: here async-std's (the default
-    // runtime feature); with `runtime-tokio`, `#[tokio::main]` instead.
+    // runtime feature); with `runtime-tokio`, inside `#[tokio::main]` the
+    // consumer runs on tokio instead.
     match async_std::task::block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

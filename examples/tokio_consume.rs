@@ -1,12 +1,11 @@
-//! The consumer on tokio: built with `--no-default-features --features
-//! runtime-tokio` (plus the codecs wanted), it runs on tokio's reactor and
-//! timers, with no other executor beside it.
+//! The consumer on tokio: built with the feature `runtime-tokio` (the
+//! default `runtime-async-std` may stay on), a consumer created inside a
+//! tokio runtime runs on tokio's reactor and timers, with no other
+//! executor beside it.
 //!
 //! ```text
-//! cargo run --example tokio_consume --no-default-features \
-//!     --features runtime-tokio,gzip,snappy,lz4,zstd,mock
-//! cargo run --example tokio_consume --no-default-features \
-//!     --features runtime-tokio,gzip,snappy,lz4,zstd,mock -- HOST:PORT TOPIC
+//! cargo run --example tokio_consume --features runtime-tokio,mock
+//! cargo run --example tokio_consume --features runtime-tokio,mock -- HOST:PORT TOPIC
 //! ```
 //!
 //! With no arguments it starts a 3-broker cluster in this process

@@ -13,15 +13,19 @@
 #    package stunnel4: the TLS front of tests/tls.rs) when it is not on PATH;
 # 2. starts tansu on a free loopback port and waits until it accepts
 #    connections;
-# 3. runs `cargo fmt --check`, then `cargo clippy` and `cargo doc` for both
-#    runtime feature sets, the whole suite (doc-tests included) on async-std
-#    (the default runtime, plus `mock`), and the suite again on tokio
-#    (`--no-default-features --features runtime-tokio,<codecs>,mock`) except
-#    the slow group scenarios, with the broker address in
-#    LAZYKAFKA_TEST_BROKER, the venv's Python in LAZYKAFKA_PYTHON and
-#    LAZYKAFKA_REQUIRE_BROKER=1, so no broker test
-#    can skip (the two runtime features exclude each other, so
-#    `--all-features` does not build);
+# 3. runs `cargo fmt --check`, then `cargo clippy --all-targets
+#    --all-features` (both runtimes built at once: the features are
+#    additive) and `cargo clippy --lib` for each runtime alone, `cargo doc
+#    --all-features`, the whole suite (doc-tests included) with every
+#    feature, where the tests run their clients on async-std (a client made
+#    outside a tokio runtime runs there; tests/runtime_threads.rs checks
+#    the tokio side with both built), a few tests on async-std alone (the
+#    default features plus `mock`) with one executor thread, and the suite
+#    again on tokio alone (`--no-default-features --features
+#    runtime-tokio,<codecs>,mock`) except the slow group scenarios, with
+#    the broker address in LAZYKAFKA_TEST_BROKER, the venv's Python in
+#    LAZYKAFKA_PYTHON and LAZYKAFKA_REQUIRE_BROKER=1, so no broker test
+#    can skip;
 # 4. stops tansu by its PID, whether the tests passed or not.
 #
 # Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
@@ -134,7 +138,10 @@ export LAZYKAFKA_TANSU_BIN="$tansu"
 export LAZYKAFKA_PYTHON="$venv/bin/python"
 export LAZYKAFKA_REQUIRE_BROKER=1
 
-# The two feature sets: exactly one runtime each.
+# The feature sets: both runtimes (the tests' clients run on async-std
+# there), and each runtime alone: async-std (the default features) and
+# tokio.
+all_features=(--all-features)
 async_std_features=(--features mock)
 tokio_features=(--no-default-features --features runtime-tokio,gzip,snappy,lz4,zstd,mock)
 
@@ -145,47 +152,57 @@ show_tansu_log() {
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+# Every target with both runtimes; the library alone with each (the cfg
+# branches of one runtime; its tests are built by the test runs below).
+step "cargo clippy --all-targets ${all_features[*]} -- -D warnings"
+cargo clippy --all-targets "${all_features[@]}" -- -D warnings
 for features in async_std tokio; do
     declare -n set="${features}_features"
-    step "cargo clippy --all-targets ${set[*]} -- -D warnings"
-    cargo clippy --all-targets "${set[@]}" -- -D warnings
-    step "cargo doc --no-deps ${set[*]}"
-    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${set[@]}"
+    step "cargo clippy --lib ${set[*]} -- -D warnings"
+    cargo clippy --lib "${set[@]}" -- -D warnings
     unset -n set
 done
+step "cargo doc --no-deps ${all_features[*]}"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${all_features[@]}"
 
-step "cargo test ${async_std_features[*]} (async-std; broker: tansu at $addr)"
-if ! cargo test "${async_std_features[@]}"; then
+# Both runtimes built; the tests' clients (and the doc-tests') run on
+# async-std, but for the tests of the runtime choice, which run clients on
+# tokio beside it.
+step "cargo test ${all_features[*]} (async-std, tokio built beside it; broker: tansu at $addr)"
+if ! cargo test "${all_features[@]}"; then
     show_tansu_log
     exit 1
 fi
-# The connection lifecycle and fault scenarios once more with a single
-# executor thread, as in a one-CPU container: a task that never yields
-# starves the socket tasks there.
-step "cargo test (lifecycle and faults, ASYNC_STD_THREAD_COUNT=1)"
-ASYNC_STD_THREAD_COUNT=1 cargo test "${async_std_features[@]}" --test cluster_lifecycle --test faults
+# async-std alone (the default features): the connection lifecycle and
+# fault scenarios once more with a single executor thread, as in a
+# one-CPU container (a task that never yields starves the socket tasks
+# there), and `client.runtime=tokio` refused without its feature.
+step "cargo test ${async_std_features[*]} (async-std alone; lifecycle and faults with ASYNC_STD_THREAD_COUNT=1)"
+ASYNC_STD_THREAD_COUNT=1 cargo test "${async_std_features[@]}" \
+    --test cluster_lifecycle --test faults --test runtime_choice
 
-# On tokio: everything but the group scenarios (consumer_group,
+# On tokio alone: everything but the group scenarios (consumer_group,
 # consumer_tansu_group, consume_example, group_example, lifecycle_example:
 # examples built for async-std, and minutes of
 # rebalances whose runtime-dependent part, the driver loop, the tests
-# below exercise too) and the pure layers (protocol, records: no runtime).
+# below exercise too) and the pure layers (protocol, records: no runtime);
+# runtime_threads needs both runtimes and ran above.
 # user_path runs its in-process scenarios here; its child-process ones
 # (the examples) are compiled out on tokio.
-step "cargo test ${tokio_features[*]} (tokio)"
+step "cargo test ${tokio_features[*]} (tokio alone)"
 if ! cargo test "${tokio_features[@]}" --lib \
     --test consumer --test consumer_api --test cluster_lifecycle --test faults \
     --test consumer_group_kip848 --test consumer_pattern \
-    --test one_thread --test many_threads --test promises --test tokio_threads --test timer_thread --test bad_input --test mock_cluster \
+    --test one_thread --test many_threads --test promises --test tokio_threads --test timer_thread --test task_thread --test bad_input --test mock_cluster \
     --test failures --test truncation --test fetch_sessions --test nearest_replica \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
     --test records_peers --test tls --test sasl \
     --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path \
-    --test shared_consumer; then
+    --test shared_consumer --test runtime_choice; then
     show_tansu_log
     exit 1
 fi
-step "cargo test --doc (tokio)"
+step "cargo test --doc (tokio alone)"
 cargo test "${tokio_features[@]}" --doc
 # Without a runtime feature: the sans-IO layers and the consumer's core
 # build alone, and the core's in-memory tests run.

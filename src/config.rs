@@ -218,6 +218,65 @@ impl FromStr for EndpointIdentification {
     }
 }
 
+/// Which async runtime a consumer runs on (`client.runtime`).
+///
+/// The cargo features `runtime-tokio` and `runtime-async-std` decide which
+/// runtimes are built in (both may be); this property decides, per
+/// consumer, which one it uses. [`Consumer::new`](crate::Consumer) checks
+/// it: a runtime that is not built in, or `tokio` outside a tokio runtime,
+/// is an [`Error::Config`] there. See the runtime module's documentation
+/// (`lazykafka::runtime`) and the README's "Choosing a runtime".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ClientRuntime {
+    /// tokio when the consumer is created inside a tokio runtime (and
+    /// `runtime-tokio` is built), async-std otherwise (`auto`, the
+    /// default). Built with `runtime-tokio` alone, a consumer created
+    /// outside a tokio runtime runs on the one its first `poll` runs in.
+    #[default]
+    Auto,
+    /// The tokio runtime the consumer is created in (`tokio`; needs the
+    /// feature `runtime-tokio`).
+    Tokio,
+    /// async-std, even inside a tokio runtime (`async-std`; needs the
+    /// feature `runtime-async-std`).
+    AsyncStd,
+}
+
+impl ClientRuntime {
+    /// The property value: `auto`, `tokio` or `async-std`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientRuntime::Auto => "auto",
+            ClientRuntime::Tokio => "tokio",
+            ClientRuntime::AsyncStd => "async-std",
+        }
+    }
+}
+
+impl fmt::Display for ClientRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ClientRuntime {
+    type Err = Error;
+
+    /// Parses `auto`, `tokio` or `async-std` (any case).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(ClientRuntime::Auto),
+            "tokio" => Ok(ClientRuntime::Tokio),
+            "async-std" => Ok(ClientRuntime::AsyncStd),
+            _ => Err(invalid(
+                CLIENT_RUNTIME,
+                s,
+                "expected auto, tokio or async-std",
+            )),
+        }
+    }
+}
+
 /// One `host:port` entry of `bootstrap.servers`.
 ///
 /// Parsing accepts `host:port`, `[ipv6]:port`, an unbracketed IPv6 address
@@ -361,6 +420,7 @@ const ALLOW_AUTO_CREATE_TOPICS: &str = "allow.auto.create.topics";
 const EXCLUDE_INTERNAL_TOPICS: &str = "exclude.internal.topics";
 const RECEIVE_MESSAGE_MAX_BYTES: &str = "receive.message.max.bytes";
 const CLIENT_DNS_LOOKUP: &str = "client.dns.lookup";
+const CLIENT_RUNTIME: &str = "client.runtime";
 const SSL_CA_LOCATION: &str = "ssl.ca.location";
 const SSL_CA_PEM: &str = "ssl.ca.pem";
 const SSL_CERTIFICATE_LOCATION: &str = "ssl.certificate.location";
@@ -461,6 +521,7 @@ pub struct ConsumerConfig {
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: u32,
+    client_runtime: ClientRuntime,
     security_protocol: SecurityProtocol,
     ssl_ca_location: Option<PathBuf>,
     ssl_ca_pem: Option<String>,
@@ -522,6 +583,7 @@ impl ConsumerConfig {
         EXCLUDE_INTERNAL_TOPICS,
         RECEIVE_MESSAGE_MAX_BYTES,
         CLIENT_DNS_LOOKUP,
+        CLIENT_RUNTIME,
         SECURITY_PROTOCOL,
         SSL_CA_LOCATION,
         SSL_CA_PEM,
@@ -727,6 +789,7 @@ impl ConsumerConfig {
                 self.receive_message_max_bytes.to_string(),
             ),
             (CLIENT_DNS_LOOKUP, "use_all_dns_ips".to_owned()),
+            (CLIENT_RUNTIME, self.client_runtime.to_string()),
             (SECURITY_PROTOCOL, self.security_protocol.to_string()),
         ]);
         let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
@@ -1030,6 +1093,12 @@ impl ConsumerConfig {
         self.receive_message_max_bytes
     }
 
+    /// `client.runtime` (default `auto`): which async runtime the consumer
+    /// runs on; see [`ClientRuntime`].
+    pub fn client_runtime(&self) -> ClientRuntime {
+        self.client_runtime
+    }
+
     /// `security.protocol`: plain TCP or TLS, with or without SASL (default
     /// `PLAINTEXT`). See `docs/security.md`.
     pub fn security_protocol(&self) -> SecurityProtocol {
@@ -1263,6 +1332,7 @@ pub struct ConsumerConfigBuilder {
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: Option<u32>,
+    client_runtime: ClientRuntime,
     security_protocol: SecurityProtocol,
     ssl_ca_location: Option<PathBuf>,
     ssl_ca_pem: Option<String>,
@@ -1331,6 +1401,7 @@ impl ConsumerConfigBuilder {
             allow_auto_create_topics: true,
             exclude_internal_topics: true,
             receive_message_max_bytes: None,
+            client_runtime: ClientRuntime::Auto,
             security_protocol: SecurityProtocol::Plaintext,
             ssl_ca_location: None,
             ssl_ca_pem: None,
@@ -1458,6 +1529,7 @@ impl ConsumerConfigBuilder {
                     ));
                 }
             }
+            CLIENT_RUNTIME => self.client_runtime = v.parse()?,
             SECURITY_PROTOCOL => self.security_protocol = v.parse()?,
             // An empty value unsets, as in librdkafka; its `probe` (look
             // for the system's CA file) is what no value does here.
@@ -1761,6 +1833,12 @@ impl ConsumerConfigBuilder {
     /// `fetch.max.bytes` + 512.
     pub fn receive_message_max_bytes(mut self, bytes: u32) -> Self {
         self.receive_message_max_bytes = Some(bytes);
+        self
+    }
+
+    /// `client.runtime`: which async runtime the consumer runs on.
+    pub fn client_runtime(mut self, runtime: ClientRuntime) -> Self {
+        self.client_runtime = runtime;
         self
     }
 
@@ -2180,6 +2258,7 @@ impl ConsumerConfigBuilder {
             allow_auto_create_topics: b.allow_auto_create_topics,
             exclude_internal_topics: b.exclude_internal_topics,
             receive_message_max_bytes,
+            client_runtime: b.client_runtime,
             security_protocol: b.security_protocol,
             ssl_ca_location: b.ssl_ca_location,
             ssl_ca_pem: b.ssl_ca_pem,

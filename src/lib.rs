@@ -23,10 +23,11 @@
 //! - [`consumer`]: the consumer's state without IO (connections, group,
 //!   fetching and commits tied together, time as an argument), built in
 //!   every feature set, and around it [`Consumer`];
-//! - [`runtime`]: the only code that touches sockets and timers, on
-//!   async-std (the default feature `runtime-async-std`) or tokio (feature
-//!   `runtime-tokio`, without default features); exactly one of the two
-//!   builds [`Consumer`] and `runtime`.
+//! - [`runtime`]: the only code that touches sockets and timers, on tokio
+//!   (feature `runtime-tokio`) or async-std (the default feature
+//!   `runtime-async-std`); either builds [`Consumer`] and `runtime`, and
+//!   both may be on: each consumer then runs on tokio when it is created
+//!   inside a tokio runtime, on async-std otherwise (`client.runtime`).
 //!
 //! ## A consumer
 //!
@@ -71,7 +72,7 @@
 //! # };
 //! # #[cfg(feature = "runtime-async-std")]
 //! # async_std::task::block_on(body).unwrap();
-//! # #[cfg(feature = "runtime-tokio")]
+//! # #[cfg(not(feature = "runtime-async-std"))]
 //! # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
 //! ```
 //!

@@ -15,8 +15,11 @@ fn chosen(table: &ApiVersionTable, api: ApiKey) -> Option<i16> {
     table.version(api).ok()
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn tansu_versions_are_negotiated() {
     let Some(addr) = common::tansu_addr("tansu_versions_are_negotiated") else {
         return;
@@ -50,8 +53,11 @@ async fn tansu_versions_are_negotiated() {
     conn.close().await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn librdkafka_mock_versions_are_negotiated_on_every_broker() {
     let cluster = MockCluster::new(3).expect("librdkafka mock cluster");
     let servers = cluster.bootstrap_servers();

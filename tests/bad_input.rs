@@ -160,38 +160,56 @@ async fn check(fault: Fault, expected_reason: &str) {
     );
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn garbage_bytes_close_the_connection_with_a_typed_error() {
     check(Fault::Garbage, "correlation id").await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn an_absurd_frame_length_is_refused_before_anything_is_buffered() {
     check(Fault::AbsurdLength, "exceeds the limit").await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_negative_frame_length_is_refused() {
     check(Fault::NegativeLength, "negative frame size").await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_truncated_response_fails_the_request_as_a_lost_connection() {
     check(Fault::Truncated, "closed by the broker").await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_response_with_an_unknown_correlation_id_is_refused() {
     check(Fault::UnknownCorrelationId, "correlation id").await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn other_brokers_keep_working_after_one_misbehaves() {
     let mock = common::mock::RawMock::new(1);
     let good = mock.bootstraps()[0].clone();

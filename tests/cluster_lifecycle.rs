@@ -64,14 +64,20 @@ fn set(items: &[(&str, i32)]) -> BTreeSet<(String, Option<i32>)> {
         .collect()
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn librdkafka_mock_group_lifecycle() {
     group_lifecycle(&clusters::librdkafka()).await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn lazykafka_mock_group_lifecycle() {
     group_lifecycle(&clusters::ours()).await;
 }
@@ -213,8 +219,11 @@ async fn group_lifecycle(mock: &impl TestCluster) {
     assert!(wait_for(WAIT, || client_sockets(&ports).is_empty()));
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn tansu_single_broker_lifecycle() {
     let Some(addr) = common::tansu_addr("tansu_single_broker_lifecycle") else {
         return;
@@ -279,8 +288,11 @@ async fn tansu_single_broker_lifecycle() {
     assert!(wait_for(WAIT, || client_sockets(&[port]).len() == before));
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_broker_closing_its_sockets_leaves_nothing_in_close_wait() {
     let Some(mut tansu) = common::Tansu::start("no_close_wait_after_broker_close") else {
         return;

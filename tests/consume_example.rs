@@ -647,8 +647,11 @@ fn sigterm_without_a_group_while_waiting_for_records() {
     assert_eq!(closed, 2, "{:?}", done.stderr);
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn partitions_for_lists_every_partition_of_a_topic() {
     let mock = RawMock::new(3);
     mock.create_topic("four", 4);

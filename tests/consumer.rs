@@ -30,14 +30,20 @@ fn mock_cluster() -> RawMock {
     mock
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn manual_assignment_reads_every_record_from_the_mock() {
     manual_assignment_reads_every_record(&clusters::librdkafka()).await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn manual_assignment_reads_every_record_from_our_mock() {
     manual_assignment_reads_every_record(&clusters::ours()).await;
 }
@@ -81,8 +87,11 @@ async fn manual_assignment_reads_every_record(mock: &impl TestCluster) {
     assert!(wait_for(WAIT, || client_sockets(&mock.ports()).is_empty()));
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn group_consumer_commits_and_librdkafka_reads_the_commit() {
     let mock = mock_cluster();
     let bootstrap = mock.bootstraps().join(",");
@@ -130,8 +139,11 @@ async fn group_consumer_commits_and_librdkafka_reads_the_commit() {
     }
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_commit_by_librdkafka_is_where_lazykafka_resumes() {
     let mock = mock_cluster();
     let bootstrap = mock.bootstraps().join(",");
@@ -164,8 +176,11 @@ async fn a_commit_by_librdkafka_is_where_lazykafka_resumes() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn tansu_group_consume_commit_and_resume() {
     let Some(addr) = common::tansu_addr("tansu_group_consume_commit_and_resume") else {
         return;
@@ -192,8 +207,11 @@ async fn tansu_group_consume_commit_and_resume() {
     again.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn log_bounds_come_from_the_leaders() {
     let mock = mock_cluster();
     let bootstrap = mock.bootstraps().join(",");
@@ -224,8 +242,11 @@ async fn log_bounds_come_from_the_leaders() {
 
 // librdkafka's mock answers every timestamp lookup with -1 (a FIXME in its
 // ListOffsets handler), so this runs against tansu.
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn offsets_for_times_finds_the_first_record_at_or_after_a_time() {
     let Some(addr) = common::tansu_addr("offsets_for_times_finds_the_first_record") else {
         return;

@@ -45,8 +45,11 @@ fn first_offsets(records: &[(i32, i64, String)]) -> BTreeMap<i32, i64> {
     first
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn seek_to_an_offset_then_to_the_beginning_and_the_end() {
     let mock = mock("seek", "unused", false);
     let bootstrap = mock.bootstraps().join(",");
@@ -106,8 +109,11 @@ async fn seek_to_an_offset_then_to_the_beginning_and_the_end() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn paused_partitions_deliver_nothing_until_resumed() {
     // Both partitions on one leader: they share every Fetch, so records of
     // partition 0 arriving means a fetch happened that would have carried
@@ -144,8 +150,11 @@ async fn paused_partitions_deliver_nothing_until_resumed() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn auto_commit_commits_without_being_asked() {
     let mock = mock("auto", "g-auto", false);
     let bootstrap = mock.bootstraps().join(",");
@@ -185,8 +194,11 @@ async fn auto_commit_commits_without_being_asked() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn reset_earliest_and_latest_when_nothing_is_committed() {
     let mock = mock("reset", "g-reset", false);
     let bootstrap = mock.bootstraps().join(",");
@@ -236,8 +248,11 @@ async fn reset_earliest_and_latest_when_nothing_is_committed() {
     earliest.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn reset_none_names_every_partition_without_a_commit() {
     let mock = RawMock::new(1);
     mock.create_topic("none", 3);
@@ -291,8 +306,11 @@ async fn reset_none_names_every_partition_without_a_commit() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn offset_out_of_range_resets_per_policy_and_says_so() {
     logs::capture();
     let mock = mock("oor", "g-oor", false);
@@ -397,8 +415,11 @@ async fn offset_out_of_range_resets_per_policy_and_says_so() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn the_stream_yields_every_record() {
     let mock = mock("stream", "unused", false);
     let bootstrap = mock.bootstraps().join(",");

@@ -308,8 +308,11 @@ async fn kip848_regex_members_split_pick_up_a_new_topic_and_hand_over<C: TestClu
 /// On `lazykafka::mock` only: it describes `__consumer_offsets` as
 /// internal, as a broker does; librdkafka's mock sets IsInternal on no
 /// topic (`rd_kafka_mock_buf_write_Metadata_Topic` writes false).
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn internal_topics_match_only_without_exclude_internal_topics() {
     let _one = ONE_AT_A_TIME.lock().await;
     let mock = MockCluster::new(1).unwrap();

@@ -34,8 +34,11 @@ async fn create_topic(addr: &str, topic: &str, partitions: i32) {
     }
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn lazykafka_and_librdkafka_share_a_group_on_tansu() {
     let Some(addr) = common::tansu_addr("lazykafka_and_librdkafka_share_a_group_on_tansu") else {
         return;

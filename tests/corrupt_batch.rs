@@ -191,8 +191,11 @@ fn start_broker() -> u16 {
     port
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_corrupt_batch_is_a_typed_error_and_the_other_partition_goes_on() {
     let port = start_broker();
     let config = ConsumerConfig::builder()

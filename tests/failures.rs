@@ -81,8 +81,11 @@ fn closed_port() -> String {
     addr
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
     let addr = closed_port();
     let mut consumer = Consumer::new(
@@ -132,8 +135,11 @@ async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
 /// Each call that waits on the network, made first (no `poll` before it),
 /// against a closed port and a name that does not resolve: each returns
 /// the cause within seconds, not after `default.api.timeout.ms` (60 s).
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn every_waiting_call_names_an_unreachable_cluster_within_seconds() {
     let closed = closed_port();
     for (addr, cause) in [
@@ -191,8 +197,11 @@ async fn every_waiting_call_names_an_unreachable_cluster_within_seconds() {
     }
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_bootstrap_name_that_does_not_resolve_is_reported_by_poll() {
     // `.invalid` never resolves (RFC 2606).
     let addr = "no-such-broker.invalid:9092";
@@ -539,8 +548,11 @@ on_both_mocks!(
     commit_refused_for_group_authorization,
 );
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_broker_that_drops_every_join_is_backed_off_and_reported() {
     let (addr, accepted) = broker_dropping_joins();
     let mut consumer = Consumer::new(config(&addr, Some("g")).build().unwrap()).unwrap();

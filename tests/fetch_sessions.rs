@@ -108,8 +108,11 @@ fn full(f: &MockFetch) -> bool {
     f.session_id == 0 && f.session_epoch == 0
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn incremental_fetches_deliver_every_offset_once_as_records_trickle_in() {
     let mock = cluster();
     for p in 0..PARTITIONS {
@@ -225,8 +228,11 @@ async fn incremental_fetches_deliver_every_offset_once_as_records_trickle_in() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_closed_connection_ends_the_session_and_a_full_fetch_starts_another() {
     let mock = cluster();
     for p in 0..PARTITIONS {
@@ -288,8 +294,11 @@ async fn a_closed_connection_ends_the_session_and_a_full_fetch_starts_another() 
 /// broker that still holds the session, as Kafka's are not tied to
 /// connections, which is exactly what must not happen: the client cannot
 /// know what the broker kept).
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_reaped_connection_ends_the_session_and_a_full_fetch_starts_another() {
     let mock = cluster();
     for p in 0..PARTITIONS {
@@ -369,8 +378,11 @@ async fn a_reaped_connection_ends_the_session_and_a_full_fetch_starts_another() 
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn session_errors_and_evictions_fall_back_to_a_full_fetch() {
     let mock = cluster();
     for p in 0..PARTITIONS {

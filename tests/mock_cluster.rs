@@ -148,8 +148,11 @@ fn librdkafka_admin_creates_topics_and_its_producer_writes_them() {
     }
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_waiting_fetch_is_answered_as_soon_as_records_arrive() {
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("t", 1).unwrap();
@@ -196,8 +199,11 @@ async fn a_waiting_fetch_is_answered_as_soon_as_records_arrive() {
 /// the client's FIN at once instead of sitting out the wait. The deadline
 /// (200 ms) is well below the wait, so a mock that notices only when the
 /// Fetch is answered fails.
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn the_mock_sees_a_closed_consumer_at_once_during_a_waiting_fetch() {
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("t", 1).unwrap();
@@ -266,8 +272,11 @@ async fn the_mock_sees_a_closed_consumer_at_once_during_a_waiting_fetch() {
     );
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn offsets_for_times_and_the_ends_of_the_log() {
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("t", 1).unwrap();
@@ -316,8 +325,11 @@ fn list_latest(topic: &str) -> Box<ListOffsetsRequest> {
     })
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_broker_closing_idle_connections_is_seen_at_once_and_leaves_no_close_wait() {
     let mock = MockCluster::new(2).unwrap();
     mock.create_topic_with_leaders("t", &[2]).unwrap();
@@ -378,8 +390,11 @@ async fn a_broker_closing_idle_connections_is_seen_at_once_and_leaves_no_close_w
     driver.shutdown();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn closing_every_connection_at_once_loses_nothing() {
     let mock = MockCluster::new(3).unwrap();
     mock.create_topic_with_leaders("t", &[1, 3]).unwrap();
@@ -411,8 +426,11 @@ async fn closing_every_connection_at_once_loses_nothing() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn injected_errors_are_answered_and_consumption_goes_on() {
     let mock = MockCluster::new(2).unwrap();
     mock.create_topic_with_leaders("t", &[2]).unwrap();
@@ -438,8 +456,11 @@ async fn injected_errors_are_answered_and_consumption_goes_on() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn the_log_shows_every_connection_and_request() {
     let mock = MockCluster::new(3).unwrap();
     mock.create_topic_with_leaders("t", &[1, 3]).unwrap();
@@ -494,8 +515,11 @@ async fn the_log_shows_every_connection_and_request() {
     assert_eq!(fetched_from, [1, 3].into());
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_corrupt_batch_is_refused_whole() {
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("t", 1).unwrap();
@@ -532,8 +556,11 @@ async fn a_corrupt_batch_is_refused_whole() {
     conn.close().await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn bad_requests_close_only_their_connection() {
     use lazykafka::protocol::messages::create_topics::{
         CreatableTopic, CreateTopicsRequest, CreateTopicsResponse,
@@ -613,8 +640,11 @@ impl lazykafka::RebalanceListener for CommitOnRevoke {
     }
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn the_outcome_of_a_commit_made_while_revoking_reaches_the_application() {
     for refused in [false, true] {
         let mock = MockCluster::new(2).unwrap();

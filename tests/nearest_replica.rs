@@ -200,8 +200,11 @@ fn count(mock: &RawMock, broker: i32, api: i16) -> usize {
         .count()
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn librdkafka_mock_the_partition_is_read_from_the_follower_over_a_replica_connection() {
     let (mock, bootstrap) = librdkafka_mock(1000);
     // Leases of 2 s (metadata.max.age.ms): the leader is asked again
@@ -262,8 +265,11 @@ async fn librdkafka_mock_the_partition_is_read_from_the_follower_over_a_replica_
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn librdkafka_mock_a_follower_that_goes_down_sends_the_partition_back_to_the_leader() {
     let (mock, bootstrap) = librdkafka_mock(500);
     let mut consumer = rd_consumer(&bootstrap);
@@ -310,8 +316,11 @@ async fn librdkafka_mock_a_follower_that_goes_down_sends_the_partition_back_to_t
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn librdkafka_mock_a_lagging_follower_sends_the_partition_back_to_the_leader_without_a_reset()
 {
     let (mock, bootstrap) = librdkafka_mock(1000);
@@ -341,8 +350,11 @@ async fn librdkafka_mock_a_lagging_follower_sends_the_partition_back_to_the_lead
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn librdkafka_mock_a_broker_that_stops_following_sends_the_partition_back_to_the_leader() {
     let (mock, bootstrap) = librdkafka_mock(500);
     let mut consumer = rd_consumer(&bootstrap);
@@ -486,8 +498,11 @@ fn requests(mock: &MockCluster, broker: i32, api: ApiKey) -> usize {
         .count()
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn the_follower_in_the_consumers_rack_serves_it_and_the_leader_connection_idles_out() {
     let mock = our_mock(1000);
     let mut consumer = our_consumer_with(&mock, "r2", |b| {
@@ -551,8 +566,11 @@ async fn the_follower_in_the_consumers_rack_serves_it_and_the_leader_connection_
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn errors_from_the_replica_send_the_partition_back_to_the_leader_each_time() {
     let mock = our_mock(300);
     let mut consumer = our_consumer(&mock, "r2");
@@ -593,8 +611,11 @@ async fn errors_from_the_replica_send_the_partition_back_to_the_leader_each_time
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_follower_down_leaves_the_partition_to_the_leader_until_it_is_back() {
     let mock = our_mock(500);
     let mut consumer = our_consumer(&mock, "r2");
@@ -633,8 +654,11 @@ async fn a_follower_down_leaves_the_partition_to_the_leader_until_it_is_back() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn the_leader_is_asked_again_when_each_lease_ends() {
     let mock = our_mock(100);
     let mut consumer =

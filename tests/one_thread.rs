@@ -28,14 +28,14 @@ fn a_coordinator_outage_on_one_executor_thread() {
         coordinator_outage::<MockCluster>().await;
         waiting_states().await;
     };
-    #[cfg(not(feature = "runtime-tokio"))]
+    #[cfg(feature = "runtime-async-std")]
     {
         // SAFETY: set before any thread of this test binary reads the
         // environment (nothing was spawned yet).
         std::env::set_var("ASYNC_STD_THREAD_COUNT", "1");
         async_std::task::block_on(scenario);
     }
-    #[cfg(feature = "runtime-tokio")]
+    #[cfg(not(feature = "runtime-async-std"))]
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

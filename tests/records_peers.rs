@@ -98,8 +98,11 @@ async fn check_codecs(bootstrap: &str, topic_prefix: &str, setup: impl Fn(&str))
     }
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn every_codec_from_librdkafka_through_tansu() {
     let Some(addr) = common::tansu_addr("every_codec_from_librdkafka_through_tansu") else {
         return;
@@ -107,8 +110,11 @@ async fn every_codec_from_librdkafka_through_tansu() {
     check_codecs(&addr, &format!("lk-codec-{}", std::process::id()), |_| {}).await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn every_codec_from_librdkafka_through_the_mock_cluster() {
     let mock = RawMock::new(1);
     let bootstrap = mock.bootstraps().join(",");

@@ -182,8 +182,11 @@ fn assert_nothing_before_authentication(mock: &MockCluster) {
     }
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn our_consumer_authenticates_with_every_mechanism() {
     let provider_calls = Arc::new(AtomicUsize::new(0));
     let settings: Vec<(&str, MakeConfig)> = vec![
@@ -290,8 +293,11 @@ async fn first_error(consumer: &mut Consumer, within: Duration) -> Option<(Error
     None
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_wrong_password_fails_poll_and_waiting_calls_at_once_and_is_backed_off_as_a_refusal() {
     for mechanism in [Mechanism::Plain, Mechanism::ScramSha512] {
         let mock = sasl_mock(MockSasl::new().user(USER, PASSWORD));
@@ -358,8 +364,11 @@ fn connects(mock: &MockCluster) -> usize {
         .count()
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn an_unknown_mechanism_fails_poll_naming_the_enabled_ones() {
     let mock = sasl_mock(
         MockSasl::new()
@@ -404,8 +413,11 @@ async fn an_unknown_mechanism_fails_poll_naming_the_enabled_ones() {
 
 /// KIP-368: a 1.5 s session is renewed on the same connection, again and
 /// again, while records keep flowing.
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_short_session_is_renewed_on_the_same_connection() {
     let mock = sasl_mock(
         MockSasl::new()
@@ -471,8 +483,11 @@ async fn a_short_session_is_renewed_on_the_same_connection() {
 /// SASL over TLS: the mock with a TLS listener and SCRAM users;
 /// librdkafka's consumer (a peer judging the mock) and ours both
 /// authenticate over TLS and read every record.
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn sasl_ssl_authenticates_over_tls() {
     let pki = common::tls::Pki::new("test CA");
     let leaf = pki.leaf(&["localhost", "127.0.0.1"]);

@@ -12,10 +12,12 @@ mod common;
 
 use common::clusters::{standard, TestCluster};
 use common::peers::{config, produce_range, WAIT};
-use common::{spawn, timeout};
-use futures::StreamExt;
+use common::timeout;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use lazykafka::{Consumer, Error, RecordStream, TopicPartition};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,12 +35,45 @@ fn the_consumer_is_a_handle_and_its_stream_is_unpin() {
     movable::<RecordStream>();
 }
 
+/// Where the tasks of [`three_tasks_on`] run, and its clock.
+trait Tasks {
+    fn spawn<F>(future: F) -> BoxFuture<'static, F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static;
+    fn sleep(duration: Duration) -> BoxFuture<'static, ()>;
+    async fn timeout<F: Future>(duration: Duration, future: F) -> Option<F::Output>;
+}
+
+/// The tests' runtime (async-std whenever it is built).
+struct TestRuntime;
+
+impl Tasks for TestRuntime {
+    fn spawn<F>(future: F) -> BoxFuture<'static, F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        common::spawn(future).boxed()
+    }
+    fn sleep(duration: Duration) -> BoxFuture<'static, ()> {
+        common::sleep(duration).boxed()
+    }
+    async fn timeout<F: Future>(duration: Duration, future: F) -> Option<F::Output> {
+        timeout(duration, future).await
+    }
+}
+
 /// Three tasks on clones of one consumer: one polls every record, one
 /// pauses and resumes a partition and reads metrics meanwhile, and one
 /// commits and reads the commit back while the first waits in a long
 /// `poll` with nothing to fetch. The commit does not wait for that `poll`,
 /// and `close` from a fourth ends it.
 async fn three_tasks_share_one_consumer<C: TestCluster>() {
+    three_tasks_on::<C, TestRuntime>().await
+}
+
+async fn three_tasks_on<C: TestCluster, T: Tasks>() {
     let mock: C = standard();
     let bootstrap = mock.bootstrap();
     produce_range(&bootstrap, "t", 2, 0..200, "none");
@@ -52,7 +87,7 @@ async fn three_tasks_share_one_consumer<C: TestCluster>() {
         let consumer = consumer.clone();
         let caught_up = caught_up.clone();
         let long_poll_over = long_poll_over.clone();
-        spawn(async move {
+        T::spawn(async move {
             let deadline = Instant::now() + WAIT;
             let mut seen: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
             while seen.values().map(Vec::len).sum::<usize>() < 200 && Instant::now() < deadline {
@@ -71,7 +106,7 @@ async fn three_tasks_share_one_consumer<C: TestCluster>() {
     let pauser = {
         let consumer = consumer.clone();
         let caught_up = caught_up.clone();
-        spawn(async move {
+        T::spawn(async move {
             let mut rounds = 0;
             while !caught_up.load(Ordering::SeqCst) && rounds < 1000 {
                 consumer.pause([&tp(1)]);
@@ -80,7 +115,7 @@ async fn three_tasks_share_one_consumer<C: TestCluster>() {
                 consumer.resume([&tp(1)]);
                 assert!(consumer.paused().is_empty());
                 rounds += 1;
-                common::sleep(Duration::from_millis(5)).await;
+                T::sleep(Duration::from_millis(5)).await;
             }
             rounds
         })
@@ -92,11 +127,12 @@ async fn three_tasks_share_one_consumer<C: TestCluster>() {
         let consumer = consumer.clone();
         let caught_up = caught_up.clone();
         let long_poll_over = long_poll_over.clone();
-        spawn(async move {
-            assert!(
-                common::wait_for_async(WAIT, || caught_up.load(Ordering::SeqCst)).await,
-                "the poller did not catch up"
-            );
+        T::spawn(async move {
+            let deadline = Instant::now() + WAIT;
+            while !caught_up.load(Ordering::SeqCst) {
+                assert!(Instant::now() < deadline, "the poller did not catch up");
+                T::sleep(Duration::from_millis(10)).await;
+            }
             consumer.commit().await.unwrap();
             let committed = consumer.committed([tp(0), tp(1)]).await.unwrap();
             // Answered while the other task's poll(30 s) still waits.
@@ -105,7 +141,7 @@ async fn three_tasks_share_one_consumer<C: TestCluster>() {
         })
     };
 
-    let (committed, poll_still_waiting) = timeout(WAIT, committer)
+    let (committed, poll_still_waiting) = T::timeout(WAIT, committer)
         .await
         .expect("the commit within the deadline");
     assert_eq!(
@@ -119,12 +155,12 @@ async fn three_tasks_share_one_consumer<C: TestCluster>() {
         "{}: the commit waited for another task's poll",
         mock.name()
     );
-    let rounds = timeout(WAIT, pauser).await.expect("the pauser ends");
+    let rounds = T::timeout(WAIT, pauser).await.expect("the pauser ends");
     assert!(rounds > 0, "{}", mock.name());
 
     // Closing from here ends the other task's poll at once.
     consumer.close().await.unwrap();
-    let (seen, last) = timeout(Duration::from_secs(20), poller)
+    let (seen, last) = T::timeout(Duration::from_secs(20), poller)
         .await
         .expect("close ends the waiting poll before its timeout");
     assert!(
@@ -189,3 +225,41 @@ on_both_mocks!(
     three_tasks_share_one_consumer,
     a_stream_loop_commits_and_seeks
 );
+
+/// What a tokio user of rust-rdkafka's `StreamConsumer` does, with both
+/// runtime features built (as a dependency graph where another crate keeps
+/// lazykafka's defaults builds it): the consumer is created inside a tokio
+/// runtime, so it runs on tokio, and three `tokio::spawn`ed tasks share it.
+#[cfg(all(feature = "runtime-tokio", feature = "runtime-async-std"))]
+mod tokio_user {
+    use super::*;
+
+    struct Tokio;
+
+    impl Tasks for Tokio {
+        fn spawn<F>(future: F) -> BoxFuture<'static, F::Output>
+        where
+            F: Future + Send + 'static,
+            F::Output: Send + 'static,
+        {
+            let handle = tokio::spawn(future);
+            async move { handle.await.expect("the task ran to its end") }.boxed()
+        }
+        fn sleep(duration: Duration) -> BoxFuture<'static, ()> {
+            tokio::time::sleep(duration).boxed()
+        }
+        async fn timeout<F: Future>(duration: Duration, future: F) -> Option<F::Output> {
+            tokio::time::timeout(duration, future).await.ok()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn librdkafka_mock() {
+        three_tasks_on::<crate::common::mock::RawMock, Tokio>().await
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn lazykafka_mock() {
+        three_tasks_on::<lazykafka::mock::MockCluster, Tokio>().await
+    }
+}

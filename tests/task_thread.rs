@@ -28,7 +28,10 @@ fn expected(consumers: usize) -> usize {
 }
 
 #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
 async fn each_polling_consumer_has_one_task_thread_until_it_is_closed() {
     let mock = threads::mock_with_records();
     let mut first = threads::assigned_and_touched(&mock, NAME);

@@ -27,7 +27,10 @@ const EXPECTED: usize = if cfg!(feature = "runtime-async-std") {
 };
 
 #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
 async fn the_timer_thread_starts_with_the_first_poll_and_once_per_process() {
     let mock = threads::mock_with_records();
     let first = threads::assigned_and_touched(&mock, NAME);

@@ -142,8 +142,11 @@ async fn fails_with(
     assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn consumes_from_a_tls_mock_with_the_ca_from_a_file_or_inline() {
     let pki = Pki::new("test CA");
     let mock = tls_mock(&pki.leaf(&["localhost", "127.0.0.1"]), 20);
@@ -175,8 +178,11 @@ async fn consumes_from_a_tls_mock_with_the_ca_from_a_file_or_inline() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn an_untrusted_ca_is_a_tls_error_from_poll() {
     let mock = tls_mock(&Pki::new("the broker's CA").leaf(&["127.0.0.1"]), 1);
     let other = Pki::new("another CA");
@@ -189,8 +195,11 @@ async fn an_untrusted_ca_is_a_tls_error_from_poll() {
     .await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_certificate_for_another_name_is_a_tls_error_unless_names_are_not_checked() {
     let pki = Pki::new("test CA");
     // Valid for kafka.example.com only: neither 127.0.0.1 nor localhost.
@@ -223,8 +232,11 @@ async fn a_certificate_for_another_name_is_a_tls_error_unless_names_are_not_chec
     .await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn an_expired_certificate_is_a_tls_error_from_poll() {
     let pki = Pki::new("test CA");
     let mock = tls_mock(&pki.expired_leaf(&["127.0.0.1"]), 1);
@@ -241,8 +253,11 @@ async fn an_expired_certificate_is_a_tls_error_from_poll() {
 /// The other way round: a plaintext client at a TLS listener reads the
 /// listener's TLS alert as an absurd frame size; the error says the
 /// listener speaks TLS and which setting to change.
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_plaintext_client_at_a_tls_listener_is_told_to_set_the_security_protocol() {
     let mock = tls_mock(&Pki::new("test CA").leaf(&["127.0.0.1"]), 1);
     let mut consumer = told_to_set_the_security_protocol(&mock.bootstrap_servers()).await;
@@ -255,8 +270,11 @@ async fn a_plaintext_client_at_a_tls_listener_is_told_to_set_the_security_protoc
 /// OpenSSL answers a plaintext request with a reset, not an alert, so there
 /// is no TLS record to recognise; the reset is named within seconds, with
 /// the address.
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_plaintext_client_at_stunnel_is_told_of_the_reset() {
     let Some(bin) = stunnel_bin("a_plaintext_client_at_stunnel_is_told_of_the_reset") else {
         return;
@@ -296,8 +314,11 @@ async fn told_to_set_the_security_protocol(addr: &str) -> Consumer {
     consumer
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_plain_listener_is_a_tls_error_from_poll() {
     let pki = Pki::new("test CA");
     let mock = MockCluster::new(1).unwrap();
@@ -311,8 +332,11 @@ async fn a_plain_listener_is_a_tls_error_from_poll() {
     .await;
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn without_certificate_verification_any_certificate_is_accepted() {
     let mock = tls_mock(&Pki::new("unknown CA").expired_leaf(&["elsewhere"]), 5);
     let mut consumer = assigned(
@@ -369,8 +393,11 @@ fn librdkafka_reads_from_the_tls_mock() {
 /// port, so every connection (bootstrap and leaders) is TLS to a server we
 /// did not write, checked against the name `localhost`; stunnel demands a
 /// client certificate, given as files with an encrypted PKCS#8 key.
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn consumes_through_stunnel_with_a_client_certificate() {
     let Some(bin) = stunnel_bin("consumes_through_stunnel_with_a_client_certificate") else {
         return;
@@ -444,7 +471,7 @@ async fn consumes_through_stunnel_with_a_client_certificate() {
 
 /// The `consume` example takes the TLS properties through `--property`.
 /// (The example runs on async-std only.)
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 #[test]
 fn the_consume_example_reads_over_tls_with_properties() {
     let pki = Pki::new("test CA");
@@ -482,8 +509,11 @@ fn the_consume_example_reads_over_tls_with_properties() {
 /// metadata advertises, with a certificate for `localhost` only) is an
 /// `Error::Connection` naming the broker, at its first failure: a slow
 /// reconnect backoff shows that the error came before any second attempt.
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_leader_failing_tls_is_reported_at_its_first_failure() {
     let pki = Pki::new("test CA");
     let leaf = pki.leaf(&["localhost"]);

@@ -4,7 +4,8 @@
 //! beside it. The process's threads are counted (`/proc/self/task`) before
 //! and after consuming from `lazykafka::mock`, whose own threads (named
 //! `mock-*`) are left out; records come from the mock directly, so no
-//! librdkafka thread exists.
+//! librdkafka thread exists. Built with `runtime-async-std` too, the
+//! consumer made inside the runtime runs on tokio all the same.
 //!
 //! One test function: the test harness runs tests on threads of its own,
 //! which would be counted.
@@ -88,7 +89,8 @@ fn the_consumer_starts_no_thread_on_a_current_thread_runtime() {
     );
 
     // The count sees an executor that starts threads: async-std's (a
-    // dev-dependency here, never a dependency of the crate under tokio).
+    // dev-dependency here; a dependency of the crate only when
+    // `runtime-async-std` is built too).
     let before = threads();
     async_std::task::block_on(async_std::task::spawn(async {}));
     assert!(

@@ -102,8 +102,11 @@ fn validations_on(mock: &MockCluster, broker: i32) -> usize {
         .count()
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_truncated_log_moves_the_position_back_to_where_it_diverges() {
     let mock = cluster();
     let mut consumer = consumer(&mock, OffsetReset::Earliest);
@@ -125,8 +128,11 @@ async fn a_truncated_log_moves_the_position_back_to_where_it_diverges() {
     consumer.close().await.unwrap();
 }
 
-#[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-#[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_truncated_log_without_a_reset_policy_is_an_error_naming_the_offsets() {
     let mock = cluster();
     let mut consumer = consumer(&mock, OffsetReset::None);

@@ -442,7 +442,7 @@ impl Member for LoopMember {
 
 // --- the examples as child processes ---------------------------------------
 
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 mod children {
     use super::{parse_readme_line, Member, Seen, Timing, LEAVE, TOPIC};
     use crate::common::examples::{close_inherited_fds, example_bin};
@@ -1245,7 +1245,7 @@ fn the_readme_loop_survives_routine_group_events<C: TestCluster + RequestLog>() 
 }
 
 /// A group's session timeout and heartbeat interval.
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 #[derive(Debug, Clone, Copy)]
 struct Timing {
     session: Duration,
@@ -1253,14 +1253,14 @@ struct Timing {
 }
 
 /// The examples as child processes, with the librdkafka member.
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 struct Examples {
     /// `None`: the README's configuration, its defaults included (45 s
     /// sessions, 3 s heartbeats), for every member of both groups.
     timing: Option<Timing>,
 }
 
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 impl Members for Examples {
     fn readme(&mut self, name: &str, bootstrap: &str) -> Box<dyn Member> {
         use children::{ChildMember, Example};
@@ -1324,7 +1324,7 @@ impl Members for Examples {
     }
 }
 
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 fn the_examples_survive_routine_group_events<C: TestCluster + RequestLog>(timing: Option<Timing>) {
     // Built before the clock starts.
     for example in ["readme", "group", "consume"] {
@@ -1334,7 +1334,7 @@ fn the_examples_survive_routine_group_events<C: TestCluster + RequestLog>(timing
 }
 
 /// The examples as child processes (async-std only: they are built for it).
-#[cfg(not(feature = "runtime-tokio"))]
+#[cfg(feature = "runtime-async-std")]
 mod child_processes {
     mod librdkafka_mock {
         use crate::Timing;

@@ -446,6 +446,17 @@ const CASES: &[Case] = &[
         )],
     },
     Case {
+        property: "client.runtime",
+        default: Some("auto"),
+        valid: " Async-Std ",
+        valid_rendered: "async-std",
+        invalid: &[(
+            "async_std",
+            "client.runtime",
+            &["\"async_std\"", "auto, tokio or async-std"],
+        )],
+    },
+    Case {
         property: "security.protocol",
         default: Some("PLAINTEXT"),
         valid: "ssl",
@@ -785,6 +796,7 @@ fn typed_getters_return_the_defaults() {
     assert_eq!(c.socket_connection_setup_timeout(), ms(10_000));
     assert_eq!(c.socket_connection_setup_timeout_max(), ms(30_000));
     assert!(c.socket_keepalive());
+    assert_eq!(c.client_runtime(), ClientRuntime::Auto);
     assert_eq!(c.retry_backoff(), ms(100));
     assert_eq!(c.max_in_flight_requests_per_connection(), 5);
     assert!(c.check_crcs());
@@ -926,6 +938,7 @@ fn typed_setters_match_the_properties() {
         .allow_auto_create_topics(false)
         .exclude_internal_topics(false)
         .receive_message_max_bytes(5000)
+        .client_runtime(ClientRuntime::Tokio)
         .security_protocol(SecurityProtocol::SaslSsl)
         .ssl_ca_location("/ca")
         .ssl_certificate_pem("cert")
@@ -983,6 +996,7 @@ fn typed_setters_match_the_properties() {
         ("allow.auto.create.topics", "false"),
         ("exclude.internal.topics", "false"),
         ("receive.message.max.bytes", "5000"),
+        ("client.runtime", "tokio"),
         // librdkafka's name for sasl.mechanism.
         ("sasl.mechanisms", "SCRAM-SHA-256"),
         ("sasl.username", "alice"),
@@ -1487,6 +1501,14 @@ fn enum_values_round_trip() {
     ] {
         assert_eq!(l.to_string().parse::<IsolationLevel>().unwrap(), l);
     }
+    for r in [
+        ClientRuntime::Auto,
+        ClientRuntime::Tokio,
+        ClientRuntime::AsyncStd,
+    ] {
+        assert_eq!(r.to_string().parse::<ClientRuntime>().unwrap(), r);
+    }
+    assert_eq!(ClientRuntime::default(), ClientRuntime::Auto);
     assert_eq!(OffsetReset::default(), OffsetReset::Latest);
     assert_eq!(IsolationLevel::default().wire_value(), 0);
 }

@@ -234,7 +234,7 @@ impl Drop for Delivering<'_> {
 /// # };
 /// # #[cfg(feature = "runtime-async-std")]
 /// # async_std::task::block_on(body).unwrap();
-/// # #[cfg(feature = "runtime-tokio")]
+/// # #[cfg(not(feature = "runtime-async-std"))]
 /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
 /// ```
 #[derive(Clone)]
@@ -248,6 +248,8 @@ struct Inner {
     /// The TLS settings every connection uses, when the protocol has TLS.
     tls: Option<crate::tls::TlsConnector>,
     events: Arc<EventHub>,
+    /// The runtime the background task runs on (`client.runtime`).
+    runtime: Arc<dyn crate::runtime::rt::Runtime>,
     /// Locked for each use, never across an `.await`; before the state of
     /// the background task when both are taken.
     local: Mutex<Local>,
@@ -314,14 +316,22 @@ impl Consumer {
     /// certificate and key files and, without a configured CA, the system's
     /// root certificates, so that a missing file or an unusable PEM is an
     /// [`Error::Config`] here rather than a failure of every connection.
+    ///
+    /// It also chooses the runtime the consumer runs on (`client.runtime`,
+    /// [`ClientRuntime`](crate::config::ClientRuntime)): by default tokio
+    /// when called inside a tokio runtime, async-std otherwise. A
+    /// `client.runtime` whose cargo feature is not built, or `tokio`
+    /// outside a tokio runtime, is an [`Error::Config`].
     pub fn new(config: ConsumerConfig) -> Result<Self, Error> {
         let tls = crate::tls::TlsConnector::from_config(&config)?;
         let core = ConsumerCore::from_config(&config, Instant::now(), seed());
+        let runtime = crate::runtime::rt::select(config.client_runtime())?;
         Ok(Consumer {
             inner: Arc::new(Inner {
                 config,
                 tls,
                 events: Arc::new(EventHub::default()),
+                runtime,
                 local: Mutex::new(Local {
                     engine: None,
                     pending: Some(core),
@@ -473,7 +483,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn subscribe_pattern(&self, pattern: &str) -> Result<(), Error> {
@@ -559,12 +569,20 @@ impl Consumer {
         if local.closed {
             return Err(Error::Closed);
         }
+        if local.pending.is_some() {
+            self.inner.runtime.ready()?;
+        }
         if let Some(core) = local.pending.take() {
             let options = SocketOptions {
                 keepalive: self.inner.config.socket_keepalive(),
                 tls: self.inner.tls.clone(),
             };
-            local.engine = Some(Engine::start(core, options, self.inner.events.clone()));
+            local.engine = Some(Engine::start(
+                core,
+                options,
+                self.inner.events.clone(),
+                self.inner.runtime.clone(),
+            ));
         }
         Ok(local.engine.as_ref().expect("started").link().clone())
     }
@@ -604,7 +622,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     ///
@@ -617,11 +635,14 @@ impl Consumer {
     /// step that returns them, never across an `.await`. The background
     /// task goes on fetching and heartbeating meanwhile.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// With the feature `runtime-tokio`, the first `poll` panics outside a
-    /// tokio runtime: it spawns the background task on the caller's
-    /// runtime.
+    /// Besides the errors of the cluster and the group: built with the
+    /// feature `runtime-tokio` alone, a consumer created outside any tokio
+    /// runtime starts its background task on the runtime its first `poll`
+    /// runs in; where there is none, `poll` returns an [`Error::Config`]
+    /// naming `client.runtime` and starts nothing (a later `poll` inside a
+    /// tokio runtime starts it).
     pub async fn poll(&self, timeout: Duration) -> Result<Vec<ConsumerRecord>, Error> {
         let max = self.inner.config.max_poll_records().max(1) as usize;
         self.poll_up_to(timeout, max).await
@@ -749,7 +770,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn stream(&self) -> RecordStream {
@@ -996,7 +1017,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn offsets_for_times(
@@ -1050,7 +1071,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn end_offsets(
@@ -1154,7 +1175,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub async fn partitions_for(&self, topic: &str) -> Result<Vec<TopicPartition>, Error> {
@@ -1314,7 +1335,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn connections(&self) -> Vec<ConnectionInfo> {
@@ -1367,7 +1388,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn metrics(&self) -> ConsumerMetrics {
@@ -1479,7 +1500,7 @@ impl Consumer {
     /// # };
     /// # #[cfg(feature = "runtime-async-std")]
     /// # async_std::task::block_on(body).unwrap();
-    /// # #[cfg(feature = "runtime-tokio")]
+    /// # #[cfg(not(feature = "runtime-async-std"))]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
     /// ```
     pub fn connection_events(&self) -> ConnectionEvents {

@@ -50,7 +50,9 @@ impl Default for ConnectOptions {
 /// Each [`BrokerConnection::request`] waits for its response; the
 /// connection is driven only while a method is awaited (no background
 /// task). If the broker closes the connection, the next request opens a
-/// new one (ApiVersions first, as on every socket).
+/// new one (ApiVersions first, as on every socket). It runs on tokio when
+/// connected inside a tokio runtime, on async-std otherwise (the rule of
+/// [`ClusterDriver::new`]).
 pub struct BrokerConnection {
     driver: ClusterDriver,
     addr: String,
@@ -73,6 +75,11 @@ impl BrokerConnection {
     /// answers (every resolved address is tried in turn), sets TCP_NODELAY
     /// and keepalive, runs the TLS handshake when `options.tls` asks for
     /// it, and runs the ApiVersions exchange.
+    ///
+    /// # Panics
+    ///
+    /// Built with the feature `runtime-tokio` alone, outside a tokio
+    /// runtime (see [`ClusterDriver::new`]).
     pub async fn connect(addr: &str, options: ConnectOptions) -> Result<Self, Error> {
         let mut config = ClusterConfig::new([addr]);
         config.client_id = options.client_id.clone();

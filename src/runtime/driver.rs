@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 /// A [`Cluster`] with its sockets, driven by whoever awaits
 /// [`ClusterDriver::step`], [`ClusterDriver::wait_response`] or
 /// [`ClusterDriver::run_until`]: no background task runs (connect and
-/// socket-reader tasks are spawned on the runtime of the enabled cargo
-/// feature).
+/// socket-reader tasks are spawned on tokio when it is made inside a tokio
+/// runtime, on async-std otherwise: see the [module documentation](super)).
 #[derive(Debug)]
 pub struct ClusterDriver {
     state: State,
@@ -65,9 +65,16 @@ impl Driven for State {
 
 impl ClusterDriver {
     /// Wraps `cluster`. Nothing is connected and no task is started until a
-    /// request needs it.
+    /// request needs it. The runtime is chosen here: tokio inside a tokio
+    /// runtime (with the feature `runtime-tokio`), async-std otherwise.
+    ///
+    /// # Panics
+    ///
+    /// Built with the feature `runtime-tokio` alone, driving it (its first
+    /// connect) panics where no tokio runtime is current and none was when
+    /// it was made.
     pub fn new(cluster: Cluster, options: SocketOptions) -> Self {
-        let sockets = Sockets::new(super::rt::current(), options, Readers::Tasks);
+        let sockets = Sockets::new(super::rt::auto(), options, Readers::Tasks);
         let table = sockets.table();
         ClusterDriver {
             state: State {

@@ -199,7 +199,12 @@ pub(crate) struct Engine {
 
 impl Engine {
     /// Starts the task for `core`. `events` receive every connection event.
-    pub fn start(core: ConsumerCore, options: SocketOptions, events: Arc<EventHub>) -> Engine {
+    pub fn start(
+        core: ConsumerCore,
+        options: SocketOptions,
+        events: Arc<EventHub>,
+        rt: Arc<dyn Runtime>,
+    ) -> Engine {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core,
@@ -208,7 +213,6 @@ impl Engine {
             stop: AtomicBool::new(false),
             kick: Signal::default(),
         });
-        let rt = super::rt::current();
         let sockets = Sockets::new(rt.clone(), options, Readers::Inline);
         let table = sockets.table();
         let state = EngineState {

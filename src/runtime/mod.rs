@@ -2,9 +2,35 @@
 //!
 //! Everything above this module is pure or sans-IO; this module connects
 //! them to an async runtime through a small seam (spawn, sleep, resolve,
-//! connect, a socket split into halves): async-std with the default feature
-//! `runtime-async-std`, or tokio with `runtime-tokio`. No other module
-//! names either runtime.
+//! connect, a socket split into halves). No other module names either
+//! runtime.
+//!
+//! # Runtimes
+//!
+//! Two runtimes can be built in, each by its cargo feature, and both may
+//! be at once (the features are additive):
+//!
+//! - `runtime-tokio`: tokio's own reactor, timers and tasks, on the tokio
+//!   runtime the client is made in (its `Handle` is kept, so the client
+//!   works when polled from any thread);
+//! - `runtime-async-std` (a default feature): async-std's reactor, the
+//!   consumer's timers on one thread per process (`lazykafka-timer`), and
+//!   each consumer's background task on a thread of its own
+//!   (`lazykafka-task`).
+//!
+//! Each client picks one when it is made: a
+//! [`Consumer`](crate::Consumer) by its `client.runtime` property
+//! ([`ClientRuntime`](crate::config::ClientRuntime)), whose default,
+//! `auto`, is the rule [`ClusterDriver`] and [`BrokerConnection`] follow
+//! too: tokio when made inside a tokio runtime (with `runtime-tokio`
+//! built), async-std otherwise. A client on tokio starts nothing of
+//! async-std. Built with `runtime-tokio` alone, a client made outside a
+//! tokio runtime runs on the one it is first used in; a consumer whose
+//! first `poll` finds none returns an [`Error::Config`](crate::Error)
+//! naming `client.runtime`. With neither feature this module and
+//! `Consumer` are not built.
+//!
+//! # What it holds
 //!
 //! - [`ClusterDriver`] drives the connection manager ([`Cluster`]) with
 //!   real sockets, in the caller's task;
@@ -14,13 +40,6 @@
 //!
 //! [`Cluster`]: crate::cluster::Cluster
 
-#[cfg(all(feature = "runtime-async-std", feature = "runtime-tokio"))]
-compile_error!(
-    "lazykafka: the features `runtime-async-std` and `runtime-tokio` are both enabled; \
-     the consumer needs exactly one runtime. For tokio, use \
-     `default-features = false, features = [\"runtime-tokio\", ...]`."
-);
-
 #[cfg(feature = "runtime-async-std")]
 mod async_std_rt;
 mod connection;
@@ -28,7 +47,7 @@ mod driver;
 pub(crate) mod engine;
 mod frame_pool;
 mod pump;
-mod rt;
+pub(crate) mod rt;
 mod signal;
 mod sockets;
 #[cfg(feature = "runtime-async-std")]

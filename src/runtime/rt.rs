@@ -5,12 +5,15 @@
 //! `Drop` can close every socket without blocking; under TLS that shutdown
 //! skips the close_notify alert, which a broker does not need).
 //!
-//! Two implementations exist, chosen by cargo feature: `runtime-async-std`
-//! ([`super::async_std_rt`]) and `runtime-tokio` ([`super::tokio_rt`]).
-//! Everything else in `runtime/` (the connect routine, the socket readers,
-//! the driver loop) is written against this seam only, as quinn's
-//! `Runtime` trait does for its endpoint.
+//! Two implementations exist, each built by its cargo feature (both may
+//! be): `runtime-async-std` ([`super::async_std_rt`]) and `runtime-tokio`
+//! ([`super::tokio_rt`]). Which one a client runs on is chosen when it is
+//! made ([`select`], [`auto`]). Everything else in `runtime/` (the connect
+//! routine, the socket readers, the driver loop) is written against this
+//! seam only, as quinn's `Runtime` trait does for its endpoint.
 
+use crate::config::ClientRuntime;
+use crate::error::Error;
 use futures::io::{AsyncRead, AsyncWrite};
 use futures::FutureExt;
 use std::fmt;
@@ -26,6 +29,12 @@ pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>
 
 /// What this crate needs of an async runtime.
 pub(crate) trait Runtime: Send + Sync + fmt::Debug + 'static {
+    /// Checks, before a consumer's background task is started, that the
+    /// runtime can run it: by default it can. (On tokio, a runtime not
+    /// found when the consumer was made is looked for again here.)
+    fn ready(&self) -> Result<(), Error> {
+        Ok(())
+    }
     /// Runs `task` to completion in the background.
     fn spawn(&self, task: BoxFuture<()>);
     /// Runs a consumer's background task (the driver loop of
@@ -93,15 +102,76 @@ impl fmt::Debug for Socket {
     }
 }
 
-/// The runtime the enabled cargo feature selects.
-pub(crate) fn current() -> Arc<dyn Runtime> {
+/// The runtime a client made now runs on, by `client.runtime`
+/// ([`ClientRuntime`]):
+///
+/// - `auto`: [`auto`];
+/// - `tokio`: the tokio runtime the caller runs in; an [`Error::Config`]
+///   without the feature `runtime-tokio` or outside a tokio runtime;
+/// - `async-std`: async-std; an [`Error::Config`] without the feature
+///   `runtime-async-std`.
+pub(crate) fn select(choice: ClientRuntime) -> Result<Arc<dyn Runtime>, Error> {
+    match choice {
+        ClientRuntime::Auto => Ok(auto()),
+        ClientRuntime::Tokio => {
+            #[cfg(feature = "runtime-tokio")]
+            {
+                match super::tokio_rt::Tokio::current() {
+                    Some(tokio) => Ok(Arc::new(tokio)),
+                    None => Err(config_error(
+                        "tokio, and no tokio runtime is current: create the consumer \
+                         inside the tokio runtime it is to run on",
+                    )),
+                }
+            }
+            #[cfg(not(feature = "runtime-tokio"))]
+            {
+                Err(config_error(
+                    "tokio, which needs the cargo feature `runtime-tokio`: enable it",
+                ))
+            }
+        }
+        ClientRuntime::AsyncStd => {
+            #[cfg(feature = "runtime-async-std")]
+            {
+                Ok(Arc::new(super::async_std_rt::AsyncStd))
+            }
+            #[cfg(not(feature = "runtime-async-std"))]
+            {
+                Err(config_error(
+                    "async-std, which needs the cargo feature `runtime-async-std`: enable it",
+                ))
+            }
+        }
+    }
+}
+
+/// `client.runtime=auto`, and the rule of every client that takes no
+/// configuration ([`ClusterDriver`](super::ClusterDriver),
+/// [`BrokerConnection`](super::BrokerConnection)): tokio when the caller
+/// runs inside a tokio runtime (and `runtime-tokio` is built), async-std
+/// otherwise. Built with `runtime-tokio` alone, outside a tokio runtime:
+/// the one current when a task is first spawned (see [`Runtime::ready`]).
+pub(crate) fn auto() -> Arc<dyn Runtime> {
+    #[cfg(feature = "runtime-tokio")]
+    if let Some(tokio) = super::tokio_rt::Tokio::current() {
+        return Arc::new(tokio);
+    }
     #[cfg(feature = "runtime-async-std")]
     {
         Arc::new(super::async_std_rt::AsyncStd)
     }
-    #[cfg(all(feature = "runtime-tokio", not(feature = "runtime-async-std")))]
+    #[cfg(not(feature = "runtime-async-std"))]
     {
-        Arc::new(super::tokio_rt::Tokio)
+        Arc::new(super::tokio_rt::Tokio::deferred())
+    }
+}
+
+/// A `client.runtime` value that cannot be had.
+fn config_error(reason: &str) -> Error {
+    Error::Config {
+        property: "client.runtime".into(),
+        reason: format!("client.runtime is {reason}"),
     }
 }
 

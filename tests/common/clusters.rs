@@ -15,8 +15,8 @@ macro_rules! on_both_mocks {
     ($($name:ident),* $(,)?) => {
         mod librdkafka_mock {
             $(
-                #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
+                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
                 async fn $name() {
                     super::$name::<crate::common::mock::RawMock>().await
                 }
@@ -24,8 +24,8 @@ macro_rules! on_both_mocks {
         }
         mod lazykafka_mock {
             $(
-                #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
+                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
                 async fn $name() {
                     super::$name::<lazykafka::mock::MockCluster>().await
                 }
@@ -43,8 +43,8 @@ macro_rules! on_mock216 {
     ($($name:ident),* $(,)?) => {
         mod librdkafka216_mock {
             $(
-                #[cfg_attr(feature = "runtime-tokio", tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(not(feature = "runtime-tokio"), async_std::test)]
+                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
+                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
                 async fn $name() {
                     if crate::common::mock216::python(stringify!($name)).is_none() {
                         return;

@@ -13,11 +13,18 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 /// The features this test crate was built with, so the example is built
-/// against the same library build.
+/// against the same library build (`default` included: a feature set
+/// without it is another build of the library).
 pub fn features() -> Vec<&'static str> {
     let mut f = Vec::new();
+    if cfg!(feature = "default") {
+        f.push("default");
+    }
     if cfg!(feature = "runtime-async-std") {
         f.push("runtime-async-std");
+    }
+    if cfg!(feature = "runtime-tokio") {
+        f.push("runtime-tokio");
     }
     if cfg!(feature = "gzip") {
         f.push("gzip");

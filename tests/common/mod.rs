@@ -1,4 +1,14 @@
 //! Helpers shared by the integration tests.
+//!
+//! The runtime a test runs a client on: async-std when the feature
+//! `runtime-async-std` is built (alone, or with `runtime-tokio` beside it:
+//! the test command's main run builds both), tokio when `runtime-tokio` is
+//! built alone (its second run). Tests pick it the same way
+//! (`#[cfg_attr(feature = "runtime-async-std", async_std::test)]`, and
+//! `tokio::test` under `not(feature = "runtime-async-std")`), and a client
+//! made outside a tokio runtime runs on async-std when it is built, so
+//! every client test runs on each runtime once; the tests of the choice
+//! itself are `tests/runtime_choice.rs` and `tests/runtime_threads.rs`.
 
 #![allow(dead_code)]
 
@@ -189,11 +199,11 @@ pub fn read_request(
     .ok()
 }
 
-/// Runs `future` to completion on the runtime of the enabled feature:
-/// async-std's executor, or a multi-thread tokio runtime made for it (the
-/// consumer's background task needs the runtime it was started in).
+/// Runs `future` to completion on the tests' runtime (see the module
+/// documentation): async-std's executor, or, with `runtime-tokio` alone, a
+/// multi-thread tokio runtime made for it.
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    #[cfg(feature = "runtime-tokio")]
+    #[cfg(not(feature = "runtime-async-std"))]
     {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -201,7 +211,7 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
             .expect("tokio runtime")
             .block_on(future)
     }
-    #[cfg(not(feature = "runtime-tokio"))]
+    #[cfg(feature = "runtime-async-std")]
     {
         async_std::task::block_on(future)
     }
@@ -223,7 +233,7 @@ pub async fn wait_for_async(timeout: std::time::Duration, mut cond: impl FnMut()
     }
 }
 
-/// Runs `future` as a task of its own on the enabled runtime; the returned
+/// Runs `future` as a task of its own on the tests' runtime; the returned
 /// future completes with its output.
 #[allow(dead_code)]
 pub fn spawn<F>(future: F) -> impl std::future::Future<Output = F::Output>
@@ -231,23 +241,23 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    #[cfg(feature = "runtime-tokio")]
+    #[cfg(not(feature = "runtime-async-std"))]
     {
         let handle = tokio::spawn(future);
         async move { handle.await.expect("the task ran to its end") }
     }
-    #[cfg(not(feature = "runtime-tokio"))]
+    #[cfg(feature = "runtime-async-std")]
     {
         async_std::task::spawn(future)
     }
 }
 
-/// Waits `duration` on the enabled runtime's timer, without blocking its
+/// Waits `duration` on the tests' runtime's timer, without blocking its
 /// thread.
 pub async fn sleep(duration: std::time::Duration) {
-    #[cfg(feature = "runtime-tokio")]
+    #[cfg(not(feature = "runtime-async-std"))]
     tokio::time::sleep(duration).await;
-    #[cfg(not(feature = "runtime-tokio"))]
+    #[cfg(feature = "runtime-async-std")]
     async_std::task::sleep(duration).await;
 }
 
@@ -256,11 +266,11 @@ pub async fn timeout<F: std::future::Future>(
     duration: std::time::Duration,
     future: F,
 ) -> Option<F::Output> {
-    #[cfg(feature = "runtime-tokio")]
+    #[cfg(not(feature = "runtime-async-std"))]
     {
         tokio::time::timeout(duration, future).await.ok()
     }
-    #[cfg(not(feature = "runtime-tokio"))]
+    #[cfg(feature = "runtime-async-std")]
     {
         async_std::future::timeout(duration, future).await.ok()
     }

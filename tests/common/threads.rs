@@ -17,6 +17,40 @@ pub fn all() -> usize {
         .count()
 }
 
+/// The names of this process's threads, sorted (a thread that ended
+/// between the listing and the read of its name is left out).
+pub fn names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(Result::ok)
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("comm")).ok())
+        .map(|comm| comm.trim_end().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The threads async-std starts (its executor, `async-std/runtime`; its
+/// reactor, `async-io`; its blocking pool, `blocking-N`) and the two the
+/// consumer starts on async-std (`lazykafka-task`, `lazykafka-timer`), by
+/// name: none of them may run beside a consumer on tokio.
+pub fn async_std_threads() -> Vec<String> {
+    names()
+        .into_iter()
+        .filter(|name| {
+            [
+                "async-std",
+                "async-io",
+                "blocking",
+                "lazykafka-task",
+                "lazykafka-timer",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+        })
+        .collect()
+}
+
 /// How many threads of this process are named `name`.
 pub fn named(name: &str) -> usize {
     std::fs::read_dir("/proc/self/task")
