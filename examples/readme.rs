@@ -5,7 +5,7 @@
 //! line).
 //!
 //! ```text
-//! cargo run --example readme -- --bootstrap HOST:PORT[,..] --group G --topic T
+//! cargo run --features runtime-tokio --example readme -- --bootstrap HOST:PORT[,..] --group G --topic T
 //!     [--session-timeout-ms MS] [--heartbeat-interval-ms MS]
 //! ```
 //!
@@ -68,7 +68,7 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-#[async_std::main]
+#[tokio::main]
 async fn main() -> Result<(), lazykafka::Error> {
     // The library's warn and error lines on stderr (RUST_LOG picks the level).
     logger::init();

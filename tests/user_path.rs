@@ -22,7 +22,8 @@
 //! Two runs of it, each on both clusters:
 //!
 //! - `child_processes::*::the_examples_survive_routine_group_events`
-//!   (async-std: the examples are built for it): the `readme` example —
+//!   (with both runtime features built: the `readme` example is the
+//!   README's tokio program, `group` and `consume` run on async-std): the `readme` example —
 //!   the README's program, with the README's configuration — as two child
 //!   processes (and a third that joins later) with a librdkafka consumer
 //!   in group `billing`, and the `group` example with `consume --group` in
@@ -442,7 +443,7 @@ impl Member for LoopMember {
 
 // --- the examples as child processes ---------------------------------------
 
-#[cfg(feature = "runtime-async-std")]
+#[cfg(all(feature = "runtime-async-std", feature = "runtime-tokio"))]
 mod children {
     use super::{parse_readme_line, Member, Seen, Timing, LEAVE, TOPIC};
     use crate::common::examples::{close_inherited_fds, example_bin};
@@ -1245,7 +1246,7 @@ fn the_readme_loop_survives_routine_group_events<C: TestCluster + RequestLog>() 
 }
 
 /// A group's session timeout and heartbeat interval.
-#[cfg(feature = "runtime-async-std")]
+#[cfg(all(feature = "runtime-async-std", feature = "runtime-tokio"))]
 #[derive(Debug, Clone, Copy)]
 struct Timing {
     session: Duration,
@@ -1253,14 +1254,14 @@ struct Timing {
 }
 
 /// The examples as child processes, with the librdkafka member.
-#[cfg(feature = "runtime-async-std")]
+#[cfg(all(feature = "runtime-async-std", feature = "runtime-tokio"))]
 struct Examples {
     /// `None`: the README's configuration, its defaults included (45 s
     /// sessions, 3 s heartbeats), for every member of both groups.
     timing: Option<Timing>,
 }
 
-#[cfg(feature = "runtime-async-std")]
+#[cfg(all(feature = "runtime-async-std", feature = "runtime-tokio"))]
 impl Members for Examples {
     fn readme(&mut self, name: &str, bootstrap: &str) -> Box<dyn Member> {
         use children::{ChildMember, Example};
@@ -1324,7 +1325,7 @@ impl Members for Examples {
     }
 }
 
-#[cfg(feature = "runtime-async-std")]
+#[cfg(all(feature = "runtime-async-std", feature = "runtime-tokio"))]
 fn the_examples_survive_routine_group_events<C: TestCluster + RequestLog>(timing: Option<Timing>) {
     // Built before the clock starts.
     for example in ["readme", "group", "consume"] {
@@ -1333,8 +1334,10 @@ fn the_examples_survive_routine_group_events<C: TestCluster + RequestLog>(timing
     scenario::<C>(&mut Examples { timing });
 }
 
-/// The examples as child processes (async-std only: they are built for it).
-#[cfg(feature = "runtime-async-std")]
+/// The examples as child processes: built with both runtimes (the `readme`
+/// example runs on tokio, as the README's program; `group` and `consume`
+/// on async-std), as the test command's main run builds them.
+#[cfg(all(feature = "runtime-async-std", feature = "runtime-tokio"))]
 mod child_processes {
     mod librdkafka_mock {
         use crate::Timing;
