@@ -7,8 +7,8 @@
 #![doc = include_str!("../docs/configuration.md")]
 
 use crate::error::Error;
-use crate::group::{AssignmentStrategy, RebalanceProtocol};
-pub use crate::group::{GroupProtocol, RemoteAssignor};
+pub use crate::group::{AssignmentStrategy, GroupProtocol, RebalanceProtocol, RemoteAssignor};
+pub use crate::sasl::{Mechanism, OAuthToken, OAuthTokenProvider, Secret};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,8 +17,6 @@ use std::str::FromStr;
 use std::time::Duration;
 
 mod security;
-
-use crate::sasl::Secret;
 
 use security::{
     SaslProperties, ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG,
@@ -66,14 +64,6 @@ impl IsolationLevel {
         match self {
             IsolationLevel::ReadUncommitted => "read_uncommitted",
             IsolationLevel::ReadCommitted => "read_committed",
-        }
-    }
-
-    /// The `isolation_level` field of Fetch and ListOffsets requests.
-    pub fn wire_value(self) -> i8 {
-        match self {
-            IsolationLevel::ReadUncommitted => 0,
-            IsolationLevel::ReadCommitted => 1,
         }
     }
 }
@@ -174,6 +164,7 @@ impl FromStr for SecurityProtocol {
 /// Whether a broker's certificate must name the host it was dialled by
 /// (`ssl.endpoint.identification.algorithm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum EndpointIdentification {
     /// The certificate must name the host (a DNS name SAN, or an IP
     /// address SAN for a literal address), as HTTPS checks it (`https`,
@@ -1126,7 +1117,7 @@ impl ConsumerConfig {
     /// How connections authenticate: `None` unless `security.protocol`
     /// uses SASL. For OAUTHBEARER with unsecured tokens, the provider that
     /// makes them.
-    pub fn sasl_config(&self) -> Option<crate::sasl::SaslConfig> {
+    pub(crate) fn sasl_config(&self) -> Option<crate::sasl::SaslConfig> {
         self.sasl.cluster_config(self.security_protocol)
     }
 }
@@ -1863,10 +1854,10 @@ impl ConsumerConfigBuilder {
     /// Where OAUTHBEARER tokens come from: `provider` is called when a
     /// connection authenticates and the last token has used 80% of its
     /// lifetime; an `Err` fails that authentication with its message. See
-    /// [`OAuthTokenProvider`](crate::sasl::OAuthTokenProvider).
+    /// [`OAuthTokenProvider`].
     ///
     /// ```
-    /// use lazykafka::sasl::{Mechanism, OAuthToken};
+    /// use lazykafka::config::{Mechanism, OAuthToken};
     /// use lazykafka::config::SecurityProtocol;
     /// use lazykafka::ConsumerConfig;
     /// use std::time::Duration;

@@ -10,11 +10,12 @@
 //!   with `partitioner.ignore.keys`) by the uniform sticky partitioner of
 //!   KIP-794, and a [`Partitioner`] trait for custom choices.
 //!
-//! The wire side is in [`crate::protocol`]: Produce (versions 3-11) and
-//! InitProducerId (0-5); [`crate::records::RecordBatchBuilder`] writes the
-//! batches, producer id, epoch and sequence included.
+//! The wire side is in the crate's protocol layer: Produce (versions 3-11)
+//! and InitProducerId (0-5); its record batch builder writes the batches,
+//! producer id, epoch and sequence included (both public only with the
+//! unstable feature `unstable-internals`).
 
-pub mod partitioner;
+mod partitioner;
 
 pub use partitioner::{
     murmur2, partition_for_key, place, to_positive, Partitioner, PartitionerError, Placement,
