@@ -14,7 +14,12 @@
 # 2. starts tansu on a free loopback port and waits until it accepts
 #    connections;
 # 3. runs `cargo fmt --check`, then `cargo clippy` and `cargo doc` for both
-#    runtime feature sets, the whole suite (doc-tests included) on async-std
+#    runtime feature sets (the tests, examples and benchmarks build with
+#    `unstable-internals`, which the self dev-dependency turns on; clippy and
+#    rustdoc also check the library without it, as an application builds
+#    it, and rustdoc the internals' documentation with it), the whole suite
+#    (doc-tests included, and tests/public_api.rs, which checks the public
+#    API against docs/public-api.txt) on async-std
 #    (the default runtime, plus `mock`), and the suite again on tokio
 #    (`--no-default-features --features runtime-tokio,<codecs>,mock`) except
 #    the slow group scenarios, with the broker address in
@@ -149,10 +154,17 @@ for features in async_std tokio; do
     declare -n set="${features}_features"
     step "cargo clippy --all-targets ${set[*]} -- -D warnings"
     cargo clippy --all-targets "${set[@]}" -- -D warnings
+    # The library alone is built without the dev-dependencies, so without
+    # `unstable-internals`: the crate as an application gets it.
+    step "cargo clippy --lib ${set[*]} -- -D warnings (without unstable-internals)"
+    cargo clippy --lib "${set[@]}" -- -D warnings
     step "cargo doc --no-deps ${set[*]}"
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${set[@]}"
     unset -n set
 done
+# The internals' own documentation (public with `unstable-internals` only).
+step "cargo doc --no-deps ${async_std_features[*]},unstable-internals"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features mock,unstable-internals
 
 step "cargo test ${async_std_features[*]} (async-std; broker: tansu at $addr)"
 if ! cargo test "${async_std_features[@]}"; then
