@@ -1871,7 +1871,7 @@ impl ConsumerConfigBuilder {
     ///         Ok(OAuthToken::new("eyJhbGciOi...", Duration::from_secs(3600)))
     ///     })
     ///     .build()?;
-    /// assert!(config.sasl_config().is_some());
+    /// assert!(config.oauthbearer_token_provider().is_some());
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
     pub fn oauthbearer_token_provider(

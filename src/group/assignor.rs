@@ -141,12 +141,14 @@ impl AssignmentStrategy {
             .find(|s| s.name() == name || s.java_class_name() == name)
     }
 
-    /// The assignor itself.
-    pub(crate) fn assignor(self) -> &'static dyn Assignor {
-        match self {
-            AssignmentStrategy::Range => &RangeAssignor,
-            AssignmentStrategy::RoundRobin => &RoundRobinAssignor,
-            AssignmentStrategy::CooperativeSticky => &CooperativeStickyAssignor,
+    unstable! {
+        /// The assignor itself.
+        pub fn assignor(self) -> &'static dyn Assignor {
+            match self {
+                AssignmentStrategy::Range => &RangeAssignor,
+                AssignmentStrategy::RoundRobin => &RoundRobinAssignor,
+                AssignmentStrategy::CooperativeSticky => &CooperativeStickyAssignor,
+            }
         }
     }
 
