@@ -4,8 +4,8 @@
 //! rustdoc's JSON output (`cargo rustdoc -- --output-format json`; the
 //! format is unstable, so the stable toolchain is asked for it with
 //! `RUSTC_BOOTSTRAP=1`). The test fails when the code and the listing part:
-//! a change to the public API is then a change to that file too, seen in
-//! review. It also fails when the two runtime features build different
+//! a change to the public API is then a change to that file too, in the
+//! same commit. It also fails when the two runtime features build different
 //! APIs, when a public signature names a type the application cannot name,
 //! and when the documentation of a public item, README.md or an example
 //! names a module that is public only with `unstable-internals`.
