@@ -378,7 +378,7 @@ fn record_line(r: &ConsumerRecord) -> RecordLine<'_> {
 #[derive(Serialize)]
 struct EventLine<'a> {
     t_ms: u64,
-    event: &'static str,
+    event: String,
     broker: Option<i32>,
     addr: &'a str,
     purpose: String,
@@ -386,15 +386,15 @@ struct EventLine<'a> {
 }
 
 fn event_line(e: &ConnectionEvent) -> String {
-    let (event, reason) = match &e.kind {
-        EventKind::Connecting => ("connecting", None),
-        EventKind::Opened => ("opened", None),
-        EventKind::ConnectFailed { .. } => ("connect_failed", None),
-        EventKind::Ready => ("ready", None),
-        EventKind::Authenticated { .. } => ("authenticated", None),
-        EventKind::Promoted => ("promoted", None),
-        EventKind::Retired => ("retired", None),
-        EventKind::Closed { reason, .. } => ("closed", Some(reason.to_string())),
+    // The kind's name as the library serializes it (its `event` tag), so
+    // that a kind added in a later release is named as well.
+    let event = serde_json::to_value(&e.kind)
+        .ok()
+        .and_then(|v| v["event"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let reason = match &e.kind {
+        EventKind::Closed { reason, .. } => Some(reason.to_string()),
+        _ => None,
     };
     let line = EventLine {
         t_ms: u64::try_from(e.at.as_millis()).unwrap_or(u64::MAX),

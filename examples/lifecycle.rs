@@ -34,10 +34,10 @@
 //! coordinator connection; the sockets are the same in every phase.
 
 use futures::{FutureExt, Stream, StreamExt};
+use lazykafka::config::GroupProtocol;
+use lazykafka::error::ApiKey;
 use lazykafka::events::{ConnectionEvent, EventKind, Purpose};
-use lazykafka::group::GroupProtocol;
 use lazykafka::mock::{MockCluster, MockError, MockEventKind, MockRecord};
-use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, ConsumerConfig, OffsetReset};
 use std::collections::BTreeMap;
 use std::process::ExitCode;

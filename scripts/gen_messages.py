@@ -1440,7 +1440,7 @@ def generate_versions(schema_dir):
         "",
         "    /// The first flexible version (KIP-482) of this API, from the schema's",
         "    /// `flexibleVersions`; `None` when no version is flexible.",
-        "    pub const fn first_flexible_version(self) -> Option<i16> {",
+        "    pub(crate) const fn first_flexible_version(self) -> Option<i16> {",
         "        match self {",
     ]
     for _, base, _, _, flex in rows:

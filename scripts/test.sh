@@ -15,17 +15,21 @@
 #    connections;
 # 3. runs `cargo fmt --check`, then `cargo clippy --all-targets
 #    --all-features` (both runtimes built at once: the features are
-#    additive) and `cargo clippy --lib` for each runtime alone, `cargo doc
-#    --all-features`, the whole suite (doc-tests included) with every
-#    feature, where the tests run their clients on async-std (a client made
-#    outside a tokio runtime runs there; tests/runtime_threads.rs checks
-#    the tokio side with both built), a few tests on async-std alone (the
-#    default features plus `mock`) with one executor thread, and the suite
-#    again on tokio alone (`--no-default-features --features
-#    runtime-tokio,<codecs>,mock`) except the slow group scenarios, with
-#    the broker address in LAZYKAFKA_TEST_BROKER, the venv's Python in
-#    LAZYKAFKA_PYTHON and LAZYKAFKA_REQUIRE_BROKER=1, so no broker test
-#    can skip;
+#    additive; tests, examples and benchmarks build with
+#    `unstable-internals`, which the self dev-dependency turns on) and
+#    `cargo clippy --lib` for each runtime alone (without it, as an
+#    application builds the crate), `cargo doc --all-features` and `cargo
+#    doc` as an application builds it, the whole suite (doc-tests
+#    included; tests/public_api.rs checks the public API against
+#    docs/public-api.txt) with every feature, where the tests run their
+#    clients on async-std (a client made outside a tokio runtime runs
+#    there; tests/runtime_threads.rs checks the tokio side with both
+#    built), a few tests on async-std alone (the default features plus
+#    `mock`) with one executor thread, and the suite again on tokio alone
+#    (`--no-default-features --features runtime-tokio,<codecs>,mock`)
+#    except the slow group scenarios, with the broker address in
+#    LAZYKAFKA_TEST_BROKER, the venv's Python in LAZYKAFKA_PYTHON and
+#    LAZYKAFKA_REQUIRE_BROKER=1, so no broker test can skip;
 # 4. stops tansu by its PID, whether the tests passed or not.
 #
 # Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
@@ -158,12 +162,17 @@ step "cargo clippy --all-targets ${all_features[*]} -- -D warnings"
 cargo clippy --all-targets "${all_features[@]}" -- -D warnings
 for features in async_std tokio; do
     declare -n set="${features}_features"
-    step "cargo clippy --lib ${set[*]} -- -D warnings"
+    # The library alone is built without the dev-dependencies, so without
+    # `unstable-internals`: the crate as an application gets it.
+    step "cargo clippy --lib ${set[*]} -- -D warnings (without unstable-internals)"
     cargo clippy --lib "${set[@]}" -- -D warnings
     unset -n set
 done
 step "cargo doc --no-deps ${all_features[*]}"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${all_features[@]}"
+# As an application builds it: both runtimes, no `unstable-internals`.
+step "cargo doc --no-deps --features runtime-tokio,mock (without unstable-internals)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features runtime-tokio,mock
 
 # Both runtimes built; the tests' clients (and the doc-tests') run on
 # async-std, but for the tests of the runtime choice, which run clients on

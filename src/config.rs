@@ -7,8 +7,8 @@
 #![doc = include_str!("../docs/configuration.md")]
 
 use crate::error::Error;
-use crate::group::{AssignmentStrategy, RebalanceProtocol};
-pub use crate::group::{GroupProtocol, RemoteAssignor};
+pub use crate::group::{AssignmentStrategy, GroupProtocol, RebalanceProtocol, RemoteAssignor};
+pub use crate::sasl::{Mechanism, OAuthToken, OAuthTokenProvider, Secret};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,8 +17,6 @@ use std::str::FromStr;
 use std::time::Duration;
 
 mod security;
-
-use crate::sasl::Secret;
 
 use security::{
     SaslProperties, ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG,
@@ -66,14 +64,6 @@ impl IsolationLevel {
         match self {
             IsolationLevel::ReadUncommitted => "read_uncommitted",
             IsolationLevel::ReadCommitted => "read_committed",
-        }
-    }
-
-    /// The `isolation_level` field of Fetch and ListOffsets requests.
-    pub fn wire_value(self) -> i8 {
-        match self {
-            IsolationLevel::ReadUncommitted => 0,
-            IsolationLevel::ReadCommitted => 1,
         }
     }
 }
@@ -174,6 +164,7 @@ impl FromStr for SecurityProtocol {
 /// Whether a broker's certificate must name the host it was dialled by
 /// (`ssl.endpoint.identification.algorithm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum EndpointIdentification {
     /// The certificate must name the host (a DNS name SAN, or an IP
     /// address SAN for a literal address), as HTTPS checks it (`https`,
@@ -224,9 +215,9 @@ impl FromStr for EndpointIdentification {
 /// runtimes are built in (both may be); this property decides, per
 /// consumer, which one it uses. [`Consumer::new`](crate::Consumer) checks
 /// it: a runtime that is not built in, or `tokio` outside a tokio runtime,
-/// is an [`Error::Config`] there. See the runtime module's documentation
-/// (`lazykafka::runtime`) and the README's "Choosing a runtime".
+/// is an [`Error::Config`] there. See the README's "Choosing a runtime".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ClientRuntime {
     /// tokio when the consumer is created inside a tokio runtime (and
     /// `runtime-tokio` is built), async-std otherwise (`auto`, the
@@ -1195,7 +1186,7 @@ impl ConsumerConfig {
     /// How connections authenticate: `None` unless `security.protocol`
     /// uses SASL. For OAUTHBEARER with unsecured tokens, the provider that
     /// makes them.
-    pub fn sasl_config(&self) -> Option<crate::sasl::SaslConfig> {
+    pub(crate) fn sasl_config(&self) -> Option<crate::sasl::SaslConfig> {
         self.sasl.cluster_config(self.security_protocol)
     }
 }
@@ -1941,10 +1932,10 @@ impl ConsumerConfigBuilder {
     /// Where OAUTHBEARER tokens come from: `provider` is called when a
     /// connection authenticates and the last token has used 80% of its
     /// lifetime; an `Err` fails that authentication with its message. See
-    /// [`OAuthTokenProvider`](crate::sasl::OAuthTokenProvider).
+    /// [`OAuthTokenProvider`].
     ///
     /// ```
-    /// use lazykafka::sasl::{Mechanism, OAuthToken};
+    /// use lazykafka::config::{Mechanism, OAuthToken};
     /// use lazykafka::config::SecurityProtocol;
     /// use lazykafka::ConsumerConfig;
     /// use std::time::Duration;
@@ -1958,7 +1949,7 @@ impl ConsumerConfigBuilder {
     ///         Ok(OAuthToken::new("eyJhbGciOi...", Duration::from_secs(3600)))
     ///     })
     ///     .build()?;
-    /// assert!(config.sasl_config().is_some());
+    /// assert!(config.oauthbearer_token_provider().is_some());
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
     pub fn oauthbearer_token_provider(

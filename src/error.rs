@@ -1,11 +1,19 @@
-//! The crate's public error type and Kafka's broker error codes.
+//! The crate's public error type, Kafka's broker error codes, and the
+//! errors and values that [`Error`]'s variants carry.
+//!
+//! The types re-exported here are defined in the layers under the consumer
+//! (the wire protocol, record batches, the connection manager, the
+//! fetcher), which the crate keeps to itself; this module is where an
+//! application names them.
 
 use crate::events::{ConnectionError, Purpose};
-use crate::protocol::{DecodeError, EncodeError, FrameError, NoCommonVersion};
 use std::fmt;
-use std::io;
 
-pub use crate::cluster::REPORT_AGAIN_AFTER;
+pub use crate::cluster::{RequestError, REPORT_AGAIN_AFTER};
+pub use crate::fetch::{FetchError, SeekError};
+pub use crate::group::PatternError;
+pub use crate::protocol::{ApiKey, DecodeError, EncodeError, NoCommonVersion, VersionRange};
+pub use crate::records::{Checksum, Compression, RecordsError, RecordsErrorKind};
 
 // Defined in `protocol` so that the layers below this module can name broker
 // errors without depending on it; re-exported here for `lazykafka::error::ErrorCode`.
@@ -18,13 +26,6 @@ pub use crate::protocol::ErrorCode;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// A socket operation failed (connect, read, write, DNS).
-    Io {
-        /// The broker address involved.
-        addr: String,
-        /// The underlying error.
-        source: io::Error,
-    },
     /// Connecting did not complete within the setup timeout.
     ConnectTimeout {
         /// The broker address.
@@ -37,18 +38,6 @@ pub enum Error {
         /// The broker address.
         addr: String,
     },
-    /// The peer closed the connection.
-    ConnectionClosed {
-        /// The broker address.
-        addr: String,
-    },
-    /// A frame's size prefix was refused.
-    Frame {
-        /// The broker address.
-        addr: String,
-        /// What was wrong with it.
-        source: FrameError,
-    },
     /// A response could not be decoded.
     Decode {
         /// The API whose response it was.
@@ -57,29 +46,6 @@ pub enum Error {
         addr: String,
         /// Where decoding failed.
         source: DecodeError,
-    },
-    /// A request could not be encoded.
-    Encode {
-        /// The API.
-        api: &'static str,
-        /// Why.
-        source: EncodeError,
-    },
-    /// A response carried a correlation id that matches no request in flight.
-    UnexpectedCorrelationId {
-        /// The broker address.
-        addr: String,
-        /// The id expected.
-        expected: i32,
-        /// The id received.
-        received: i32,
-    },
-    /// The broker and this client share no version of an API.
-    NoCommonVersion {
-        /// The broker address.
-        addr: String,
-        /// Which API and both ranges.
-        source: NoCommonVersion,
     },
     /// A request got no response (connection lost, timeout, no common
     /// version).
@@ -287,10 +253,7 @@ impl Error {
             Error::Group { code, stopped, .. } => {
                 !stopped && code.is_some_and(|c| crate::group::errors::classify(c).goes_on())
             }
-            Error::Io { .. }
-            | Error::ConnectTimeout { .. }
-            | Error::RequestTimeout { .. }
-            | Error::ConnectionClosed { .. } => true,
+            Error::ConnectTimeout { .. } | Error::RequestTimeout { .. } => true,
             Error::Broker { code, .. } => code.is_retriable(),
             Error::Request { source, .. } => source.is_retriable(),
             // A broker that broke the protocol will do it again; a
@@ -308,13 +271,7 @@ impl Error {
             Error::Fetch(e) => e.is_retriable(),
             Error::Seek(_) => false,
             Error::NotAssigned { .. } => false,
-            Error::Frame { .. }
-            | Error::Decode { .. }
-            | Error::Encode { .. }
-            | Error::UnexpectedCorrelationId { .. }
-            | Error::NoCommonVersion { .. }
-            | Error::InvalidPattern { .. }
-            | Error::Config { .. } => false,
+            Error::Decode { .. } | Error::InvalidPattern { .. } | Error::Config { .. } => false,
         }
     }
 }
@@ -322,24 +279,11 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { addr, source } => write!(f, "{addr}: {source}"),
             Error::ConnectTimeout { addr } => write!(f, "{addr}: connection setup timed out"),
             Error::RequestTimeout { api, addr } => write!(f, "{addr}: {api} request timed out"),
-            Error::ConnectionClosed { addr } => write!(f, "{addr}: connection closed by the peer"),
-            Error::Frame { addr, source } => write!(f, "{addr}: {source}"),
             Error::Decode { api, addr, source } => {
                 write!(f, "{addr}: cannot decode {api} response: {source}")
             }
-            Error::Encode { api, source } => write!(f, "cannot encode {api} request: {source}"),
-            Error::UnexpectedCorrelationId {
-                addr,
-                expected,
-                received,
-            } => write!(
-                f,
-                "{addr}: response with correlation id {received}, expected {expected}"
-            ),
-            Error::NoCommonVersion { addr, source } => write!(f, "{addr}: {source}"),
             Error::Broker { api, code } => write!(f, "{api} failed: {code}"),
             Error::Request { api, source } => write!(f, "{api}: {source}"),
             Error::Closed => f.write_str("the consumer is closed"),
@@ -480,11 +424,7 @@ impl From<crate::group::PatternError> for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
-            Error::Frame { source, .. } => Some(source),
             Error::Decode { source, .. } => Some(source),
-            Error::Encode { source, .. } => Some(source),
-            Error::NoCommonVersion { source, .. } => Some(source),
             Error::Request { source, .. } => Some(source),
             Error::Connection { cause, .. } => Some(cause),
             Error::Fetch(e) => Some(e),

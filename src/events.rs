@@ -24,6 +24,7 @@ impl fmt::Display for ConnectionId {
 /// Why a connection exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Purpose {
     /// To an address from `bootstrap.servers`, before the broker behind it is
     /// known: carries FindCoordinator and Metadata until leader connections
@@ -56,6 +57,7 @@ impl fmt::Display for Purpose {
 /// Why a connection was closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CloseReason {
     /// Nothing crossed it for `connections.max.idle.ms`.
     Idle,
@@ -158,7 +160,11 @@ impl ConnectionError {
     /// TLS error a TLS stream reported through `std::io` (such as an alert
     /// from a broker that refused this client's certificate, which under
     /// TLS 1.3 arrives after the client finished its handshake).
-    pub fn from_io(e: &std::io::Error) -> Self {
+    #[cfg_attr(
+        not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+        allow(dead_code)
+    )]
+    pub(crate) fn from_io(e: &std::io::Error) -> Self {
         if let Some(tls) = e
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<rustls::Error>())
@@ -196,7 +202,7 @@ impl ConnectionError {
     }
 
     /// A protocol violation described by `message`.
-    pub fn protocol(message: impl fmt::Display) -> Self {
+    pub(crate) fn protocol(message: impl fmt::Display) -> Self {
         ConnectionError::Protocol {
             message: message.to_string(),
         }
@@ -238,6 +244,7 @@ impl std::error::Error for ConnectionError {}
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EventKind {
     /// A connection attempt started (no socket is connected yet).
     Connecting,
@@ -286,6 +293,7 @@ pub enum EventKind {
 
 /// One step in a connection's life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ConnectionEvent {
     /// Time since the client was created.
     #[serde(rename = "t_ms", serialize_with = "as_millis")]
@@ -366,6 +374,7 @@ impl fmt::Display for ConnectionEvent {
 /// The state of a connection in a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ConnectionState {
     /// TCP connect in progress.
     Connecting,
@@ -381,6 +390,7 @@ pub enum ConnectionState {
 
 /// One live connection, as seen at the time of the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ConnectionInfo {
     /// The connection.
     pub id: ConnectionId,
@@ -401,6 +411,7 @@ pub struct ConnectionInfo {
 
 /// Counters for one broker address, kept for the client's life.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct BrokerCounters {
     /// The broker id, once known.
     pub broker: Option<i32>,

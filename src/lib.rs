@@ -5,29 +5,32 @@
 //! bootstrap connections are retired once the cluster is known, and idle
 //! connections are closed.
 //!
-//! The crate is built in layers:
+//! The public API:
 //!
+//! - [`Consumer`] ([`consumer`]): subscribe or assign, `poll`, commit,
+//!   seek, pause, offsets lookups, metrics; the records it hands out
+//!   ([`ConsumerRecord`], their headers) and the [`RebalanceListener`];
 //! - [`config`]: [`ConsumerConfig`], from a typed builder, Kafka property
-//!   names, or any serde format;
-//! - [`protocol`]: the Kafka wire protocol, pure (bytes in, typed messages
-//!   out; no sockets, no async, no clock);
-//! - [`records`]: record batches and message sets, codecs and checksums,
-//!   pure as well;
-//! - [`fetch`]: positions, fetch planning, record buffering and offset
-//!   resets for the assigned partitions, without IO;
-//! - [`group`]: consumer-group logic, pure: the partition assignors
-//!   (`range`, `roundrobin`, `cooperative-sticky`);
-//! - [`producer`]: the runtime-free parts of a producer to come, pure:
-//!   which partition a record goes to (murmur2 for keys, KIP-794's sticky
+//!   names, or any serde format, and the enums its properties take;
+//! - [`error`]: [`Error`] (with [`Error::is_retriable`]), the broker's
+//!   [`ErrorCode`], and the errors its variants carry;
+//! - [`events`]: the consumer's connections, as events, snapshots and
+//!   per-broker counters;
+//! - [`producer`]: the runtime-free parts of a producer to come: which
+//!   partition a record goes to (murmur2 for keys, KIP-794's sticky
 //!   partitioner, custom partitioners);
-//! - [`consumer`]: the consumer's state without IO (connections, group,
-//!   fetching and commits tied together, time as an argument), built in
-//!   every feature set, and around it [`Consumer`];
-//! - [`runtime`]: the only code that touches sockets and timers, on tokio
-//!   (feature `runtime-tokio`) or async-std (the default feature
-//!   `runtime-async-std`); either builds [`Consumer`] and `runtime`, and
-//!   both may be on: each consumer then runs on tokio when it is created
-//!   inside a tokio runtime, on async-std otherwise (`client.runtime`).
+//! - `mock` (feature `mock`): a Kafka cluster in this process, for tests.
+//!
+//! [`Consumer`] runs on tokio (feature `runtime-tokio`) or async-std (the
+//! default feature `runtime-async-std`); both may be on: each consumer then
+//! runs on tokio when it is created inside a tokio runtime, on async-std
+//! otherwise (`client.runtime`).
+//!
+//! Under it the crate is built in layers (the wire protocol, record
+//! batches, the connection manager, the fetcher, the group state machines,
+//! the runtime's sockets and timers; docs/architecture.md), which it keeps
+//! to itself: the feature `unstable-internals` makes them public for the
+//! crate's own tests, benchmarks and fuzz targets, with no semver promise.
 //!
 //! ## A consumer
 //!
@@ -83,30 +86,69 @@
 //!
 //! `mock::MockCluster` (feature `mock`) runs a Kafka cluster in this
 //! process for tests and demonstrations; the examples above run against it.
-//!
-//! The lower layers are public too: [`runtime::BrokerConnection`] talks to
-//! one broker (the `api_versions` example prints the versions negotiated),
-//! and [`runtime::ClusterDriver`] drives the connection manager alone.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod cluster;
+/// Declares an item public with the `unstable-internals` feature and
+/// crate-private without it: the layers below the consumer, reachable by
+/// the crate's own tests, benchmarks and fuzz targets, with no semver
+/// promise (see docs/architecture.md, "The public API").
+macro_rules! unstable {
+    ($(#[$attr:meta])* pub $($item:tt)*) => {
+        #[cfg(feature = "unstable-internals")]
+        $(#[$attr])*
+        pub $($item)*
+        #[cfg(not(feature = "unstable-internals"))]
+        $(#[$attr])*
+        pub(crate) $($item)*
+    };
+}
+
+// The layers under the consumer: their items are `pub` for one another and
+// for `unstable-internals`; without it, what they export that no build of
+// the consumer calls (codecs only the mock or the tests use, say) is not
+// dead code to be removed but internals kept whole, hence `allow`.
+unstable! {
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
+    pub mod cluster;
+}
 pub mod config;
 pub mod consumer;
 pub mod error;
 pub mod events;
-pub mod fetch;
-pub mod group;
+unstable! {
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
+    pub mod fetch;
+}
+unstable! {
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
+    pub mod group;
+}
 #[cfg(feature = "mock")]
 pub mod mock;
 pub mod producer;
-pub mod protocol;
-pub mod records;
-#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
-pub mod runtime;
-pub mod sasl;
-pub mod tls;
+unstable! {
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
+    pub mod protocol;
+}
+unstable! {
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
+    pub mod records;
+}
+unstable! {
+    #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
+    pub mod runtime;
+}
+unstable! {
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
+    pub mod sasl;
+}
+unstable! {
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
+    pub mod tls;
+}
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset, SecurityProtocol};
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]

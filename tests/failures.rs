@@ -467,9 +467,13 @@ async fn group_refused_by_its_coordinator(api: ApiKey, mock: &impl TestCluster) 
     let again = errors_within(&mut consumer, Duration::from_secs(5)).await;
     assert!(again.is_empty(), "{}: said again: {again:?}", mock.name());
     let during = asked(&|| mock.requests()) - before;
-    // 5 s at the policy's longest wait (1 s, jitter 0.8 s): at most 7.
+    // The window may open while the policy still ramps up (the refusal is
+    // named after the first answers): its shortest waits from the start
+    // are 0.08, 0.16, 0.32, 0.64 s, then 0.8 s (100 ms doubling to 1 s,
+    // jitter -20%), so 5 s hold at most 8 attempts, 9 with one on the
+    // window's edge; a retry without backoff makes thousands.
     assert!(
-        during <= 7,
+        during <= 9,
         "{} {api:?}: {during} requests in 5 s",
         mock.name()
     );

@@ -149,6 +149,9 @@ impl ClusterConfig {
 pub struct RequestId(pub u64);
 
 /// Where a request should go.
+///
+/// Displayed as the connection it names: `any broker`, `the group
+/// coordinator`, `broker 2's leader connection`, ...
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
     /// The least-loaded broker (Metadata-like requests).
@@ -170,6 +173,18 @@ pub enum Target {
     /// tools that speak to one broker directly (`runtime::BrokerConnection`)
     /// and send it any API. The consumer never uses it.
     Bootstrap,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::AnyBroker => f.write_str("any broker"),
+            Target::Coordinator => f.write_str("the group coordinator"),
+            Target::Broker(id) => write!(f, "broker {id}'s leader connection"),
+            Target::Replica(id) => write!(f, "broker {id}'s replica connection"),
+            Target::Bootstrap => f.write_str("the bootstrap connection"),
+        }
+    }
 }
 
 /// What the runtime must do.
@@ -259,16 +274,16 @@ pub enum RequestError {
     /// The client is shutting down.
     Shutdown,
     /// The request was refused before it was sent: its API may not go to
-    /// this kind of connection (see [`Cluster::request`]). A bug in the
-    /// caller, so never retriable.
+    /// this kind of connection. A bug in the caller, so never retriable.
     WrongTarget {
         /// The API of the request.
         api: ApiKey,
-        /// Where it was sent.
-        target: Target,
+        /// The connection it was sent to, in words (`the group
+        /// coordinator`, `broker 2's replica connection`, ...).
+        target: String,
     },
-    /// A request for [`Target::Replica`] found no usable connection to
-    /// that broker: it is not in the metadata, its address is in reconnect
+    /// A request for a broker's read replica connection (KIP-392) found
+    /// no usable connection to that broker: it is not in the metadata, its address is in reconnect
     /// backoff, or its connection failed before the request was sent.
     /// Retriable: fetch from the leader meanwhile.
     ReplicaUnavailable {
@@ -311,14 +326,7 @@ impl fmt::Display for RequestError {
             RequestError::NoGroup => f.write_str("no group.id is configured"),
             RequestError::Shutdown => f.write_str("the client is shutting down"),
             RequestError::WrongTarget { api, target } => {
-                let to = match target {
-                    Target::AnyBroker => "any broker".to_owned(),
-                    Target::Coordinator => "the group coordinator".to_owned(),
-                    Target::Broker(id) => format!("broker {id}'s leader connection"),
-                    Target::Replica(id) => format!("broker {id}'s replica connection"),
-                    Target::Bootstrap => "the bootstrap connection".to_owned(),
-                };
-                write!(f, "a {api} request may not be sent to {to}")
+                write!(f, "a {api} request may not be sent to {target}")
             }
             RequestError::ReplicaUnavailable { broker, reason } => {
                 write!(f, "no connection to read replica {broker}: {reason}")
@@ -449,7 +457,10 @@ fn check_route(api: ApiKey, target: Target) -> Result<(), RequestError> {
     if allowed {
         Ok(())
     } else {
-        Err(RequestError::WrongTarget { api, target })
+        Err(RequestError::WrongTarget {
+            api,
+            target: target.to_string(),
+        })
     }
 }
 

@@ -1007,7 +1007,7 @@ fn typed_setters_match_the_properties() {
     .unwrap();
     assert_eq!(typed, from_properties);
     assert_eq!(typed.rebalance_protocol(), RebalanceProtocol::Cooperative);
-    assert_eq!(typed.isolation_level().wire_value(), 1);
+    assert_eq!(typed.isolation_level(), IsolationLevel::ReadCommitted);
     // And back again: the rendered properties lack the secrets, which are
     // added as an application adds them, from where it keeps them.
     let secrets = [
@@ -1510,7 +1510,7 @@ fn enum_values_round_trip() {
     }
     assert_eq!(ClientRuntime::default(), ClientRuntime::Auto);
     assert_eq!(OffsetReset::default(), OffsetReset::Latest);
-    assert_eq!(IsolationLevel::default().wire_value(), 0);
+    assert_eq!(IsolationLevel::default(), IsolationLevel::ReadUncommitted);
 }
 
 #[test]

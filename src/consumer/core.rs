@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Identifies a commit the consumer started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CommitId(pub u64);
+pub(crate) struct CommitId(pub(crate) u64);
 
 /// How the consumer gets its partitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,7 @@ enum Pending {
 }
 
 /// The outcome of a commit.
-pub type CommitResult = Result<(), Error>;
+pub(crate) type CommitResult = Result<(), Error>;
 
 /// See the [module documentation](self).
 #[derive(Debug)]

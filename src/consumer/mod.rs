@@ -36,8 +36,11 @@ pub mod metrics;
 #[cfg(all(test, feature = "mock"))]
 mod pair;
 
-pub use self::core::CommitId;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use api::{Consumer, RebalanceListener, RecordStream, Revocation};
 pub use metrics::ConsumerMetrics;
-pub use offsets::OffsetAndEpoch;
+
+// What the consumer hands the application, defined in the layers under it.
+pub use crate::fetch::{ConsumerRecord, OffsetAndTimestamp};
+pub use crate::group::TopicPartition;
+pub use crate::records::{Header, HeaderIter, Headers, OwnedRecord, Record, TimestampType};

@@ -7,8 +7,8 @@ use crate::protocol::{ApiKey, DecodeError};
 use crate::records::RecordsError;
 use std::fmt;
 
-/// Something the application should hear about while consuming, from
-/// [`Fetcher::take_errors`](super::Fetcher::take_errors).
+/// Something the application should hear about while consuming: what
+/// [`Consumer::poll`](crate::Consumer::poll) returns as [`Error::Fetch`](crate::Error::Fetch).
 ///
 /// None of these stops consumption of the other partitions. Whether the
 /// named partition goes on by itself is told by

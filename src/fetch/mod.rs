@@ -115,6 +115,7 @@ pub use crate::group::TopicPartition;
 /// What to do when a partition has no committed offset, or its position is
 /// out of range (`auto.offset.reset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum OffsetReset {
     /// Start from the earliest offset still in the log (`earliest`).
     Earliest,

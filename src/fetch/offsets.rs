@@ -41,11 +41,12 @@ impl OffsetSpec {
 
 /// An offset found by ListOffsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OffsetAndTimestamp {
     /// The offset.
     pub offset: i64,
     /// The timestamp of the record at `offset` for a timestamp lookup; -1
-    /// for [`OffsetSpec::Earliest`] and [`OffsetSpec::Latest`].
+    /// for a lookup of the earliest or latest offset.
     pub timestamp: i64,
     /// The leader epoch of the record at `offset`, when the broker says.
     pub leader_epoch: Option<i32>,

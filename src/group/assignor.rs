@@ -61,7 +61,7 @@ impl RebalanceProtocol {
     /// move from `range` to `cooperative-sticky` with two rolling restarts.
     ///
     /// ```
-    /// use lazykafka::group::{AssignmentStrategy::*, RebalanceProtocol};
+    /// use lazykafka::config::{AssignmentStrategy::*, RebalanceProtocol};
     ///
     /// assert_eq!(RebalanceProtocol::for_strategies(&[Range, CooperativeSticky]), RebalanceProtocol::Eager);
     /// assert_eq!(RebalanceProtocol::for_strategies(&[CooperativeSticky]), RebalanceProtocol::Cooperative);
@@ -80,21 +80,27 @@ impl RebalanceProtocol {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AssignmentStrategy {
-    /// [`RangeAssignor`] (`range`).
+    /// `range`: each topic's partitions split into contiguous ranges, one
+    /// per member subscribed to it (Java's `RangeAssignor`).
     Range,
-    /// [`RoundRobinAssignor`] (`roundrobin`).
+    /// `roundrobin`: every partition dealt in turn to the members subscribed
+    /// to its topic (Java's `RoundRobinAssignor`).
     RoundRobin,
-    /// [`CooperativeStickyAssignor`] (`cooperative-sticky`).
+    /// `cooperative-sticky`: balanced, keeping partitions where they are,
+    /// under the cooperative rebalance protocol (KIP-429; Java's
+    /// `CooperativeStickyAssignor`).
     CooperativeSticky,
 }
 
 impl AssignmentStrategy {
-    /// Every strategy, in the order of this enum.
-    pub const ALL: [AssignmentStrategy; 3] = [
-        AssignmentStrategy::Range,
-        AssignmentStrategy::RoundRobin,
-        AssignmentStrategy::CooperativeSticky,
-    ];
+    unstable! {
+        /// Every strategy, in the order of this enum.
+        pub const ALL: [AssignmentStrategy; 3] = [
+            AssignmentStrategy::Range,
+            AssignmentStrategy::RoundRobin,
+            AssignmentStrategy::CooperativeSticky,
+        ];
+    }
 
     /// The protocol name sent in JoinGroup, which every client of the group
     /// must agree on: `range`, `roundrobin` or `cooperative-sticky`.
@@ -120,7 +126,7 @@ impl AssignmentStrategy {
     /// a Java class name ([`java_class_name`](Self::java_class_name)).
     ///
     /// ```
-    /// use lazykafka::group::AssignmentStrategy;
+    /// use lazykafka::config::AssignmentStrategy;
     ///
     /// assert_eq!(AssignmentStrategy::from_name("roundrobin"), Some(AssignmentStrategy::RoundRobin));
     /// assert_eq!(
@@ -135,12 +141,14 @@ impl AssignmentStrategy {
             .find(|s| s.name() == name || s.java_class_name() == name)
     }
 
-    /// The assignor itself.
-    pub fn assignor(self) -> &'static dyn Assignor {
-        match self {
-            AssignmentStrategy::Range => &RangeAssignor,
-            AssignmentStrategy::RoundRobin => &RoundRobinAssignor,
-            AssignmentStrategy::CooperativeSticky => &CooperativeStickyAssignor,
+    unstable! {
+        /// The assignor itself.
+        pub fn assignor(self) -> &'static dyn Assignor {
+            match self {
+                AssignmentStrategy::Range => &RangeAssignor,
+                AssignmentStrategy::RoundRobin => &RoundRobinAssignor,
+                AssignmentStrategy::CooperativeSticky => &CooperativeStickyAssignor,
+            }
         }
     }
 

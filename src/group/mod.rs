@@ -28,6 +28,7 @@ use std::str::FromStr;
 
 /// Which group protocol a consumer speaks (`group.protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum GroupProtocol {
     /// The classic protocol: JoinGroup, SyncGroup and Heartbeat, with the
     /// assignment computed by the group leader (a client).
@@ -70,6 +71,7 @@ impl FromStr for GroupProtocol {
 /// The coordinator-side assignor a KIP-848 member asks for
 /// (`group.remote.assignor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RemoteAssignor {
     /// `uniform`: spreads partitions evenly, sticky across rebalances
     /// (Kafka's default).
@@ -113,7 +115,7 @@ impl FromStr for RemoteAssignor {
 /// assignors use when they list partitions.
 ///
 /// ```
-/// use lazykafka::group::TopicPartition;
+/// use lazykafka::TopicPartition;
 ///
 /// let tp = TopicPartition::new("invoices", 3);
 /// assert_eq!(tp.to_string(), "invoices-3");

@@ -36,7 +36,7 @@ const SCRAM_ITERATIONS: u32 = crate::sasl::scram::MIN_ITERATIONS;
 ///
 /// ```
 /// use lazykafka::mock::{MockCluster, MockSasl};
-/// use lazykafka::sasl::Mechanism;
+/// use lazykafka::config::Mechanism;
 /// use std::time::Duration;
 ///
 /// let mock = MockCluster::builder()

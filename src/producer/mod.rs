@@ -2,19 +2,39 @@
 //!
 //! There is no producer yet; these are the pieces it will be built on, pure
 //! like the consumer's lower layers (no sockets, no async, no clock, no
-//! random source of their own):
+//! random source of their own): which partition a record goes to. Keyed
+//! records by Kafka's murmur2 hash (the Java client's `BuiltInPartitioner`,
+//! and librdkafka's `murmur2_random`), records without a key (or every
+//! record, with `partitioner.ignore.keys`) by the uniform sticky
+//! partitioner of KIP-794, and a [`Partitioner`] trait for custom choices.
 //!
-//! - [`partitioner`]: which partition a record goes to. Keyed records by
-//!   Kafka's murmur2 hash (the Java client's `BuiltInPartitioner`, and
-//!   librdkafka's `murmur2_random`), records without a key (or every record,
-//!   with `partitioner.ignore.keys`) by the uniform sticky partitioner of
-//!   KIP-794, and a [`Partitioner`] trait for custom choices.
+//! ## Which partition a record goes to
 //!
-//! The wire side is in [`crate::protocol`]: Produce (versions 3-11) and
-//! InitProducerId (0-5); [`crate::records::RecordBatchBuilder`] writes the
-//! batches, producer id, epoch and sequence included.
+//! As the Java client decides it (`KafkaProducer.partition` and
+//! `RecordAccumulator.append` in apache/kafka's
+//! `clients/src/main/java/org/apache/kafka/clients/producer/`):
+//!
+//! 1. a partition the record names is taken as it is;
+//! 2. else a custom [`Partitioner`], when there is one, chooses;
+//! 3. else a record with a key (unless `partitioner.ignore.keys`) goes to
+//!    `toPositive(murmur2(key)) % partitions` ([`partition_for_key`]);
+//! 4. else the topic's [`StickyPartitioner`] chooses (KIP-794).
+//!
+//! [`place`] does steps 1-3 and says when step 4 is needed
+//! ([`Placement::Sticky`]). Keyed placement is the same as librdkafka's with
+//! `partitioner=murmur2_random` (librdkafka's default, `consistent_random`,
+//! hashes with CRC-32 and places keys elsewhere).
+//!
+//! Everything here is pure: the sticky partitioner takes its random numbers
+//! from a [`RandomSource`] it is handed (the runtime seeds a generator of
+//! its own; tests count), and the cluster's partitions as an argument.
+//!
+//! The wire side is in the crate's protocol layer: Produce (versions 3-11)
+//! and InitProducerId (0-5); its record batch builder writes the batches,
+//! producer id, epoch and sequence included (both public only with the
+//! unstable feature `unstable-internals`).
 
-pub mod partitioner;
+mod partitioner;
 
 pub use partitioner::{
     murmur2, partition_for_key, place, to_positive, Partitioner, PartitionerError, Placement,

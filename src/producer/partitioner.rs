@@ -1,24 +1,5 @@
-//! Which partition a record goes to.
-//!
-//! As the Java client decides it (`KafkaProducer.partition` and
-//! `RecordAccumulator.append` in apache/kafka's
-//! `clients/src/main/java/org/apache/kafka/clients/producer/`):
-//!
-//! 1. a partition the record names is taken as it is;
-//! 2. else a custom [`Partitioner`], when there is one, chooses;
-//! 3. else a record with a key (unless `partitioner.ignore.keys`) goes to
-//!    `toPositive(murmur2(key)) % partitions` ([`partition_for_key`]);
-//! 4. else the topic's [`StickyPartitioner`] chooses (KIP-794).
-//!
-//! [`place`] does steps 1-3 and says when step 4 is needed
-//! ([`Placement::Sticky`]). Keyed placement is the same as librdkafka's with
-//! `partitioner=murmur2_random` (librdkafka's default, `consistent_random`,
-//! hashes with CRC-32 and places keys elsewhere).
-//!
-//! Everything here is pure: the sticky partitioner takes its random numbers
-//! from a [`RandomSource`] it is handed (the runtime seeds a
-//! [`crate::cluster::Rng`]; tests count), and the cluster's partitions as an
-//! argument.
+//! Which partition a record goes to (documented with the `producer`
+//! module, which re-exports all of it).
 
 use std::fmt;
 
@@ -214,6 +195,7 @@ pub struct RecordToPlace<'a> {
 
 /// Where [`place`] puts a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Placement {
     /// This partition.
     Partition(i32),
@@ -265,8 +247,8 @@ pub fn place(
     }
 }
 
-/// Random numbers for the sticky partitioner. [`Rng`] is one; a test may
-/// count instead.
+/// Random numbers for the sticky partitioner: any generator (the crate's
+/// own seeded one is internal), or a counter in a test.
 pub trait RandomSource {
     /// The next 32 random bits.
     fn next_u32(&mut self) -> u32;
@@ -312,10 +294,21 @@ pub struct TopicPartitions<'a> {
 /// `batch.size` was appended).
 ///
 /// ```
-/// use lazykafka::cluster::Rng;
-/// use lazykafka::producer::{StickyPartitioner, TopicPartitions};
+/// use lazykafka::producer::{RandomSource, StickyPartitioner, TopicPartitions};
 ///
-/// let mut rng = Rng::new(7);
+/// // Any generator will do (here xorshift32): the partitioner asks it for
+/// // 32 random bits at a time.
+/// struct XorShift(u32);
+/// impl RandomSource for XorShift {
+///     fn next_u32(&mut self) -> u32 {
+///         self.0 ^= self.0 << 13;
+///         self.0 ^= self.0 >> 17;
+///         self.0 ^= self.0 << 5;
+///         self.0
+///     }
+/// }
+///
+/// let mut rng = XorShift(7);
 /// let topic = TopicPartitions { count: 3, available: &[0, 1, 2] };
 /// let mut sticky = StickyPartitioner::new("orders", 100);
 /// let first = sticky.partition(&topic, &mut rng)?;

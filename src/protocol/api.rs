@@ -97,27 +97,29 @@ impl fmt::Display for VersionRange {
 }
 
 impl ApiKey {
-    /// Every API this client knows, in key order.
-    pub const ALL: [ApiKey; 18] = [
-        ApiKey::Produce,
-        ApiKey::Fetch,
-        ApiKey::ListOffsets,
-        ApiKey::Metadata,
-        ApiKey::OffsetCommit,
-        ApiKey::OffsetFetch,
-        ApiKey::FindCoordinator,
-        ApiKey::JoinGroup,
-        ApiKey::Heartbeat,
-        ApiKey::LeaveGroup,
-        ApiKey::SyncGroup,
-        ApiKey::SaslHandshake,
-        ApiKey::ApiVersions,
-        ApiKey::CreateTopics,
-        ApiKey::InitProducerId,
-        ApiKey::OffsetForLeaderEpoch,
-        ApiKey::SaslAuthenticate,
-        ApiKey::ConsumerGroupHeartbeat,
-    ];
+    unstable! {
+        /// Every API this client knows, in key order.
+        pub const ALL: [ApiKey; 18] = [
+            ApiKey::Produce,
+            ApiKey::Fetch,
+            ApiKey::ListOffsets,
+            ApiKey::Metadata,
+            ApiKey::OffsetCommit,
+            ApiKey::OffsetFetch,
+            ApiKey::FindCoordinator,
+            ApiKey::JoinGroup,
+            ApiKey::Heartbeat,
+            ApiKey::LeaveGroup,
+            ApiKey::SyncGroup,
+            ApiKey::SaslHandshake,
+            ApiKey::ApiVersions,
+            ApiKey::CreateTopics,
+            ApiKey::InitProducerId,
+            ApiKey::OffsetForLeaderEpoch,
+            ApiKey::SaslAuthenticate,
+            ApiKey::ConsumerGroupHeartbeat,
+        ];
+    }
 
     /// The key number on the wire.
     pub const fn code(self) -> i16 {
@@ -172,29 +174,35 @@ impl ApiKey {
         }
     }
 
-    /// Whether `version` of this API uses the flexible encoding.
-    pub fn is_flexible(self, version: i16) -> bool {
-        matches!(self.first_flexible_version(), Some(first) if version >= first)
-    }
-
-    /// The request header version for `version`: 2 when flexible, else 1.
-    pub fn request_header_version(self, version: i16) -> i16 {
-        if self.is_flexible(version) {
-            2
-        } else {
-            1
+    unstable! {
+        /// Whether `version` of this API uses the flexible encoding.
+        pub fn is_flexible(self, version: i16) -> bool {
+            matches!(self.first_flexible_version(), Some(first) if version >= first)
         }
     }
 
-    /// The response header version for `version`: 1 when flexible, else 0.
-    ///
-    /// ApiVersions responses always use header v0, so that a client can read
-    /// them before it knows which versions the broker speaks (KIP-511).
-    pub fn response_header_version(self, version: i16) -> i16 {
-        if self != ApiKey::ApiVersions && self.is_flexible(version) {
-            1
-        } else {
-            0
+    unstable! {
+        /// The request header version for `version`: 2 when flexible, else 1.
+        pub fn request_header_version(self, version: i16) -> i16 {
+            if self.is_flexible(version) {
+                2
+            } else {
+                1
+            }
+        }
+    }
+
+    unstable! {
+        /// The response header version for `version`: 1 when flexible, else 0.
+        ///
+        /// ApiVersions responses always use header v0, so that a client can read
+        /// them before it knows which versions the broker speaks (KIP-511).
+        pub fn response_header_version(self, version: i16) -> i16 {
+            if self != ApiKey::ApiVersions && self.is_flexible(version) {
+                1
+            } else {
+                0
+            }
         }
     }
 }

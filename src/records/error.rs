@@ -37,7 +37,7 @@ pub enum RecordsErrorKind {
     },
     /// A batch whose declared length was present ended inside one of its
     /// fields. (A batch cut off by the end of the fetch response is not an
-    /// error; see [`super::PartialTail`].)
+    /// error: the rest of it comes with the next fetch.)
     Truncated {
         /// The field being read.
         what: &'static str,
@@ -75,8 +75,8 @@ pub enum RecordsErrorKind {
         /// What the codec reported.
         reason: String,
     },
-    /// Decompressed records would exceed
-    /// [`DecodeOptions::max_decompressed_bytes`](super::DecodeOptions::max_decompressed_bytes).
+    /// Decompressed records would exceed the limit on the bytes one
+    /// batch may decompress to.
     TooLarge {
         /// The limit in bytes.
         limit: usize,
@@ -97,6 +97,7 @@ pub enum RecordsErrorKind {
 
 /// The checksum algorithm of a message format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Checksum {
     /// CRC-32C (Castagnoli), message format v2.
     Crc32c,

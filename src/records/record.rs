@@ -76,8 +76,8 @@ pub(crate) struct Entry {
     pub header_count: u32,
 }
 
-/// One record as the application sees it, borrowed from the
-/// [`DecodedRecords`](super::DecodedRecords) it was decoded into.
+/// One record as the application sees it, borrowed from the decoded
+/// record set it came from.
 ///
 /// Its key, value and headers lie in a buffer that `DecodedRecords` holds:
 /// the fetched buffer, or one batch's decompressed records. Decoding copied
@@ -145,7 +145,7 @@ impl<'a> Record<'a> {
 }
 
 /// A record that owns a handle on its buffer, so it can outlive the
-/// [`DecodedRecords`](super::DecodedRecords) it came from: what a consumer
+/// decoded record set it came from: what a consumer
 /// hands to the application. Making one costs one reference-count
 /// increment; its key, value and headers are still not copied.
 #[derive(Clone)]

@@ -26,6 +26,7 @@ use base64::prelude::{Engine as _, BASE64_URL_SAFE_NO_PAD};
 
 /// A SASL mechanism (`sasl.mechanism`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Mechanism {
     /// `PLAIN` (RFC 4616): the password travels as it is, so use it over
     /// TLS (`SASL_SSL`) only, outside tests.

@@ -38,7 +38,7 @@ impl ApiKey {
 
     /// The first flexible version (KIP-482) of this API, from the schema's
     /// `flexibleVersions`; `None` when no version is flexible.
-    pub const fn first_flexible_version(self) -> Option<i16> {
+    pub(crate) const fn first_flexible_version(self) -> Option<i16> {
         match self {
             ApiKey::Produce => Some(9),
             ApiKey::Fetch => Some(12),

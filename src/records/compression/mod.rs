@@ -26,6 +26,7 @@ mod zstd;
 
 /// A compression codec, as numbered in bits 0-2 of a batch's attributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Compression {
     /// No compression (0).
     #[default]
@@ -41,14 +42,16 @@ pub enum Compression {
 }
 
 impl Compression {
-    /// Every codec, in wire order.
-    pub const ALL: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
+    unstable! {
+        /// Every codec, in wire order.
+        pub const ALL: [Compression; 5] = [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ];
+    }
 
     /// The codec with wire id `id` (attributes bits 0-2), if Kafka defines
     /// one.
