@@ -121,9 +121,10 @@ impl Link {
 
     /// Registers `check`: evaluated now, then by the task after each step
     /// (and at `deadline`) until it gives an answer, which the returned
-    /// future completes with. `check` may change the state (ask for a
-    /// topic's metadata, say): the task is woken once after registering,
-    /// and never again for the watch: what changes the state wakes it.
+    /// future completes with. The task is not woken (a waiting `poll`
+    /// changes nothing it acts on): a `check` that may change the state
+    /// (ask for a topic's metadata, say) goes through [`Link::wait`],
+    /// which wakes it once.
     pub fn watch<T: Send + 'static>(
         &self,
         deadline: Option<Instant>,
@@ -167,8 +168,6 @@ impl Link {
             run: Box::new(run),
             deadline,
         });
-        drop(state);
-        self.kick();
         Box::pin(rx)
     }
 
@@ -181,6 +180,8 @@ impl Link {
         check: impl FnMut(&mut ConsumerCore, Instant) -> Option<T> + Send + 'static,
     ) -> Option<Result<T, oneshot::Canceled>> {
         let answer = self.watch(deadline, check);
+        // The check may have changed the state: the task acts on it.
+        self.kick();
         futures::select_biased! {
             a = answer.fuse() => Some(a),
             _ = self.rt.sleep(timeout).fuse() => None,
