@@ -922,12 +922,6 @@ impl Consumer {
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>, Error> {
         let link = self.start()?;
         let partitions: BTreeSet<TopicPartition> = partitions.into_iter().collect();
-        if self.inner.config.group_id().is_none() {
-            return Err(Error::Config {
-                property: "group.id".into(),
-                reason: "committed offsets belong to a group; set group.id".into(),
-            });
-        }
         let timeout = self.inner.config.default_api_timeout();
         let deadline = Instant::now() + timeout;
         // A coordinator that moved, is loading its offsets or is briefly
@@ -935,9 +929,13 @@ impl Consumer {
         // client's `committed` does, until the call's timeout.
         let mut retry = Retry::default();
         loop {
-            let q = self
-                .with_core(|core, now| core.query_committed(now, partitions.clone()))
-                .expect("a group is set");
+            let Some(q) = self.with_core(|core, now| core.query_committed(now, partitions.clone()))
+            else {
+                return Err(Error::Config {
+                    property: "group.id".into(),
+                    reason: "committed offsets belong to a group; set group.id".into(),
+                });
+            };
             let left = deadline.saturating_duration_since(Instant::now());
             let response = link
                 .wait(left, None, move |core, _| {
