@@ -166,22 +166,31 @@ impl Stream for RecordStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         loop {
-            let polling = match &mut this.polling {
-                Some(f) => f,
-                None => {
-                    if this.consumer.local().closed {
-                        return Poll::Ready(None);
-                    }
-                    // One record at a time: what the loop does with the
-                    // consumer (a seek, a pause) applies from the next one.
-                    let consumer = this.consumer.clone();
-                    this.polling.insert(Box::pin(async move {
-                        consumer.poll_up_to(STREAM_POLL, 1).await
-                    }))
+            let outcome = match &mut this.polling {
+                Some(polling) => {
+                    let outcome = std::task::ready!(polling.poll_unpin(cx));
+                    this.polling = None;
+                    outcome
                 }
+                // A record already fetched is taken at once, with no future
+                // to allocate; else a `poll` waits for one.
+                None => match this.consumer.start() {
+                    Ok(link) => match this.consumer.take_now(&link, 1) {
+                        Some(outcome) => outcome,
+                        None => {
+                            // One record at a time: what the loop does with
+                            // the consumer (a seek, a pause) applies from
+                            // the next one.
+                            let consumer = this.consumer.clone();
+                            this.polling = Some(Box::pin(async move {
+                                consumer.poll_up_to(STREAM_POLL, 1).await
+                            }));
+                            continue;
+                        }
+                    },
+                    Err(e) => Err(e),
+                },
             };
-            let outcome = std::task::ready!(polling.poll_unpin(cx));
-            this.polling = None;
             match outcome {
                 Ok(records) => {
                     if let Some(record) = records.into_iter().next() {
@@ -648,6 +657,44 @@ impl Consumer {
         self.poll_up_to(timeout, max).await
     }
 
+    /// The step of a `poll` that does not wait: the rebalance listener and
+    /// commit callbacks, then at most `max` records or an error; `None`
+    /// when there is nothing to return yet.
+    fn take_now(&self, link: &Link, max: usize) -> Option<Result<Vec<ConsumerRecord>, Error>> {
+        // One look at the state: closed, `max.poll.interval.ms` kept,
+        // and whether the listener or commit callbacks have work.
+        let now = Instant::now();
+        let (kick, events, callbacks) = {
+            let mut local = self.local();
+            if local.closed {
+                return Some(Err(Error::Closed));
+            }
+            let callbacks = !local.callbacks.is_empty();
+            let (kick, events) = local.core(|core| (core.polled(now), core.has_group_events()));
+            (kick, events && !local.delivering, callbacks)
+        };
+        if kick {
+            link.kick();
+        }
+        if events {
+            self.deliver_group_events();
+        }
+        if callbacks {
+            self.run_commit_callbacks();
+        }
+        // Emptying a partition's buffer (taking its last records, or
+        // dropping buffered ones below the position) makes it fetchable
+        // again, and taking an error may let the fetcher go on: the task is
+        // woken then, and only then (taking 500 of a buffer's 3,000 records
+        // changes nothing it could do).
+        let taken = self.peek_core(|core, _| core.take_for_poll(max));
+        if taken.wake {
+            link.kick();
+        }
+        (taken.had_buffered || !matches!(&taken.outcome, Ok(records) if records.is_empty()))
+            .then_some(taken.outcome)
+    }
+
     /// [`Consumer::poll`] returning at most `max` records.
     async fn poll_up_to(
         &self,
@@ -659,38 +706,8 @@ impl Consumer {
         // One timer for the whole call, however often it is woken.
         let mut timer = None;
         loop {
-            // One look at the state: closed, `max.poll.interval.ms` kept,
-            // and whether the listener or commit callbacks have work.
-            let now = Instant::now();
-            let (kick, events, callbacks) = {
-                let mut local = self.local();
-                if local.closed {
-                    return Err(Error::Closed);
-                }
-                let callbacks = !local.callbacks.is_empty();
-                let (kick, events) = local.core(|core| (core.polled(now), core.has_group_events()));
-                (kick, events && !local.delivering, callbacks)
-            };
-            if kick {
-                link.kick();
-            }
-            if events {
-                self.deliver_group_events();
-            }
-            if callbacks {
-                self.run_commit_callbacks();
-            }
-            // Emptying a partition's buffer (taking its last records, or
-            // dropping buffered ones below the position) makes it
-            // fetchable again, and taking an error may let the fetcher go
-            // on: the task is woken then, and only then (taking 500 of a
-            // buffer's 3,000 records changes nothing it could do).
-            let taken = self.peek_core(|core, _| core.take_for_poll(max));
-            if taken.wake {
-                link.kick();
-            }
-            if taken.had_buffered || !matches!(&taken.outcome, Ok(records) if records.is_empty()) {
-                return taken.outcome;
+            if let Some(outcome) = self.take_now(&link, max) {
+                return outcome;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
