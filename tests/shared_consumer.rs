@@ -221,9 +221,75 @@ async fn a_stream_loop_commits_and_seeks<C: TestCluster>() {
     consumer.close().await.unwrap();
 }
 
+/// Two tasks polling one consumer at once, over record sets large enough
+/// that each `poll` decodes them a chunk at a time outside the consumer's
+/// state (see docs/architecture.md): every record reaches exactly one of
+/// them, and each task sees a partition's offsets in order.
+async fn two_polling_tasks_take_every_record_once<C: TestCluster>() {
+    const PARTITIONS: i32 = 2;
+    const RECORDS: usize = 30_000;
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    produce_range(&bootstrap, "t", PARTITIONS, 0..RECORDS, "none");
+    let consumer = Consumer::new(
+        config(&bootstrap, None)
+            .max_poll_records(100)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.assign((0..PARTITIONS).map(tp)).unwrap();
+    let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let polling = |consumer: Consumer, taken: Arc<std::sync::atomic::AtomicUsize>| async move {
+        let mut seen: Vec<(i32, i64, Vec<u8>)> = Vec::new();
+        let deadline = Instant::now() + WAIT;
+        while taken.load(Ordering::SeqCst) < RECORDS && Instant::now() < deadline {
+            let records = consumer.poll(Duration::from_millis(200)).await.unwrap();
+            taken.fetch_add(records.len(), Ordering::SeqCst);
+            seen.extend(
+                records
+                    .iter()
+                    .map(|r| (r.partition(), r.offset(), r.key().unwrap().to_vec())),
+            );
+        }
+        seen
+    };
+    let a = common::spawn(polling(consumer.clone(), taken.clone()));
+    let b = common::spawn(polling(consumer.clone(), taken.clone()));
+    let (a, b) = futures::join!(a, b);
+    let mut every: BTreeMap<(i32, i64), Vec<u8>> = BTreeMap::new();
+    for seen in [&a, &b] {
+        for p in 0..PARTITIONS {
+            let offsets: Vec<i64> = seen.iter().filter(|r| r.0 == p).map(|r| r.1).collect();
+            assert!(
+                offsets.windows(2).all(|w| w[0] < w[1]),
+                "partition {p} out of order in one task ({})",
+                mock.name()
+            );
+        }
+        for (p, offset, key) in seen {
+            let twice = every.insert((*p, *offset), key.clone());
+            assert!(
+                twice.is_none(),
+                "{p}@{offset} taken twice ({})",
+                mock.name()
+            );
+        }
+    }
+    assert_eq!(every.len(), RECORDS, "{}", mock.name());
+    // produce_range writes record i to partition i % PARTITIONS, in order.
+    for ((p, offset), key) in &every {
+        let i = *offset as usize * PARTITIONS as usize + *p as usize;
+        assert_eq!(key, format!("key-{i}").as_bytes(), "{p}@{offset}");
+    }
+    assert!(!a.is_empty() && !b.is_empty(), "both tasks took records");
+    consumer.close().await.unwrap();
+}
+
 on_both_mocks!(
     three_tasks_share_one_consumer,
-    a_stream_loop_commits_and_seeks
+    a_stream_loop_commits_and_seeks,
+    two_polling_tasks_take_every_record_once
 );
 
 /// What a tokio user of rust-rdkafka's `StreamConsumer` does, with both

@@ -15,7 +15,7 @@ use crate::cluster::Retry;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
-use crate::fetch::{read_list_offsets, ConsumerRecord, OffsetAndTimestamp, OffsetSpec};
+use crate::fetch::{ConsumerRecord, DecodeJob, OffsetAndTimestamp, OffsetSpec};
 use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::membership::GroupEvent;
 use crate::group::{TopicPartition, TopicPattern};
@@ -687,12 +687,31 @@ impl Consumer {
         // again, and taking an error may let the fetcher go on: the task is
         // woken then, and only then (taking 500 of a buffer's 3,000 records
         // changes nothing it could do).
-        let taken = self.peek_core(|core, _| core.take_for_poll(max));
-        if taken.wake {
+        //
+        // Records are decoded here, between two short holds of the state:
+        // the background task goes on meanwhile.
+        let mut records = Vec::new();
+        let taken = link.shared().lock().take_for_poll(max, &mut records);
+        let (had_buffered, mut wake, mut decode) = (taken.had_buffered, taken.wake, taken.decode);
+        if let Some(e) = taken.error {
+            link.kick();
+            return Some(Err(e));
+        }
+        while !decode.is_empty() {
+            let decoded: Vec<_> = decode.into_iter().map(DecodeJob::run).collect();
+            let mut state = link.shared().lock();
+            let taken = state.take_decoded(decoded, max, &mut records);
+            (wake, decode) = (wake || taken.wake, taken.decode);
+            if decode.is_empty() && state.has_output() {
+                // What was put back and not taken is for another `poll`
+                // that may be waiting.
+                state.answer_watches();
+            }
+        }
+        if wake {
             link.kick();
         }
-        (taken.had_buffered || !matches!(&taken.outcome, Ok(records) if records.is_empty()))
-            .then_some(taken.outcome)
+        (had_buffered || !records.is_empty()).then_some(Ok(records))
     }
 
     /// [`Consumer::poll`] returning at most `max` records.
@@ -1142,18 +1161,7 @@ impl Consumer {
                     api: "ListOffsets",
                     source,
                 })?;
-            let listed = read_list_offsets(&response).map_err(|source| Error::Decode {
-                api: "ListOffsets",
-                addr: String::new(),
-                source,
-            })?;
-            for (tp, result) in listed {
-                let found = result.map_err(|code| Error::Broker {
-                    api: "ListOffsets",
-                    code,
-                })?;
-                out.insert(tp, found);
-            }
+            out.extend(self.read_core(|core| core.read_offsets_query(&response))?);
         }
         Ok(out)
     }

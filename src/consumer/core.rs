@@ -17,7 +17,10 @@ use crate::cluster::{
 use crate::config::ConsumerConfig;
 use crate::error::{Error, ErrorCode};
 use crate::events::{BrokerCounters, ConnectionEvent, ConnectionInfo};
-use crate::fetch::{ConsumerRecord, FetchConfig, FetchToken, Fetcher, OffsetSpec, SeekError};
+use crate::fetch::{
+    read_list_offsets, ConsumerRecord, DecodeJob, Decoded, FetchConfig, FetchToken, Fetcher,
+    OffsetAndTimestamp, OffsetSpec, SeekError,
+};
 use crate::group::consumer_membership::{
     generate_member_id, ConsumerMembership, ConsumerMembershipConfig,
 };
@@ -143,17 +146,21 @@ pub(crate) struct ConsumerCore {
     listener_busy: bool,
 }
 
-/// What [`ConsumerCore::take_for_poll`] took.
+/// What [`ConsumerCore::take_for_poll`] (or [`ConsumerCore::take_decoded`])
+/// did besides adding records to the caller's list.
 #[derive(Debug)]
 pub(crate) struct Taken {
-    /// The records, or the error to report.
-    pub outcome: Result<Vec<ConsumerRecord>, Error>,
+    /// The error to report (then no record was taken).
+    pub error: Option<Error>,
     /// Whether records were buffered before the call (a `poll` returns
     /// then, even with none taken: they were dropped below a new
     /// position).
     pub had_buffered: bool,
     /// Whether the background task has something new to do.
     pub wake: bool,
+    /// Chunks of record sets to decode, without holding the core, and to
+    /// hand back with [`ConsumerCore::take_decoded`].
+    pub decode: Vec<DecodeJob>,
 }
 
 /// A topic or partition the metadata lacks.
@@ -572,25 +579,51 @@ impl ConsumerCore {
         self.fetcher.resume(tps);
     }
 
-    /// What a `poll` takes: the first error, else at most `max` records.
-    /// `Taken::wake` says whether the step freed something the background
-    /// task acts on (a partition's buffer emptied, an error taken), so
-    /// that it is woken then and only then.
-    pub fn take_for_poll(&mut self, max: usize) -> Taken {
+    /// What a `poll` takes: the first error, else at most `max` records
+    /// (added to `out`) of those decoded already, and the chunks to decode
+    /// next (see [`Fetcher::take_ready`]). `Taken::wake` says whether the
+    /// step freed something the background task acts on (a partition's
+    /// buffer emptied, an error taken), so that it is woken then and only
+    /// then.
+    pub fn take_for_poll(&mut self, max: usize, out: &mut Vec<ConsumerRecord>) -> Taken {
         if let Some(e) = self.take_error() {
             return Taken {
-                outcome: Err(e),
+                error: Some(e),
                 had_buffered: true,
                 wake: true,
+                decode: Vec::new(),
             };
         }
         let had_buffered = self.fetcher.has_buffered();
         let before = self.fetcher.drained();
-        let records = self.take_records(max);
+        let decode = self.fetcher.take_ready(max, out);
         Taken {
-            outcome: Ok(records),
+            error: None,
             had_buffered,
             wake: self.fetcher.drained() != before,
+            decode,
+        }
+    }
+
+    /// Puts back the chunks a `poll` decoded, then takes on as
+    /// [`ConsumerCore::take_for_poll`] does (no error is taken: the
+    /// records come first).
+    pub fn take_decoded(
+        &mut self,
+        decoded: Vec<Decoded>,
+        max: usize,
+        out: &mut Vec<ConsumerRecord>,
+    ) -> Taken {
+        let before = self.fetcher.drained();
+        for d in decoded {
+            self.fetcher.put_decoded(d);
+        }
+        let decode = self.fetcher.take_ready(max, out);
+        Taken {
+            error: None,
+            had_buffered: true,
+            wake: self.fetcher.drained() != before,
+            decode,
         }
     }
 
@@ -836,6 +869,31 @@ impl ConsumerCore {
         self.retry_wait(now, retry)
     }
 
+    /// Decodes the response to a query [`ConsumerCore::query_offsets`]
+    /// sent: each partition's offset (and timestamp), `None` where the
+    /// broker knows none; a partition refused is an [`Error::Broker`].
+    pub fn read_offsets_query(
+        &self,
+        response: &Response,
+    ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
+        let listed = read_list_offsets(response).map_err(|source| Error::Decode {
+            api: "ListOffsets",
+            addr: String::new(),
+            source,
+        })?;
+        listed
+            .into_iter()
+            .map(|(tp, result)| {
+                result
+                    .map(|found| (tp, found))
+                    .map_err(|code| Error::Broker {
+                        api: "ListOffsets",
+                        code,
+                    })
+            })
+            .collect()
+    }
+
     /// Decodes a committed-offsets query response.
     pub fn read_committed_query(
         &self,
@@ -859,7 +917,8 @@ impl ConsumerCore {
         }
     }
 
-    /// Records for the application, at most `max`.
+    /// Records for the application, at most `max` (decoded here).
+    #[cfg(all(test, feature = "mock"))]
     pub fn take_records(&mut self, max: usize) -> Vec<ConsumerRecord> {
         self.fetcher.take_records(max)
     }

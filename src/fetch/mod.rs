@@ -24,8 +24,9 @@
 //! `resume`, or when `next_deadline()` passes, call `poll_requests` again
 //! and send what it returns, then `check_pending_crcs` (so that the next
 //! Fetch goes out before the CRCs of what came are checked; without it,
-//! `take_records` checks them as it parses); call `take_records` and
-//! `take_errors` from the application's `poll`. A [`FetchOutcome`] with `refresh_metadata`, or
+//! `take_records` checks them as it parses); call `take_records` (or
+//! `take_ready`, decoding what it hands out elsewhere, and `put_decoded`)
+//! and `take_errors` from the application's `poll`. A [`FetchOutcome`] with `refresh_metadata`, or
 //! [`Fetcher::take_metadata_wanted`] after planning, asks for a Metadata
 //! refresh (then plan again with the new metadata).
 //!
@@ -397,6 +398,12 @@ enum PosState {
 /// Records fetched and not yet returned, all at or after the position.
 #[derive(Debug)]
 struct Buffer {
+    /// Which buffer this is (unique in its fetcher): a decoded chunk is
+    /// put back only into the buffer it was taken from.
+    id: u64,
+    /// Its next chunk is being decoded by a [`DecodeJob`]: it is skipped
+    /// until the chunk is put back ([`Fetcher::put_decoded`]).
+    decoding: bool,
     records: std::vec::IntoIter<OwnedRecord>,
     /// Where the position goes once every record is taken: past the last
     /// complete batch, which may lie beyond the last record.
@@ -503,30 +510,59 @@ fn whole_entries(set: &[u8]) -> impl Iterator<Item = (i64, std::ops::Range<usize
 /// arrives held them all in memory at once and delayed the first record.
 const DECODE_CHUNK: usize = 64 * 1024;
 
-/// Decodes the next records of `buffer` (at or after `from`) from its
-/// undecoded rest.
-fn refill(
-    decoder: &RecordSetDecoder,
+/// The next chunk of a partition's buffered record set, to decode outside
+/// whatever guards the [`Fetcher`] ([`Fetcher::take_ready`] hands it out,
+/// [`Fetcher::put_decoded`] takes the result back): decompressing and
+/// parsing records is the costly part of taking them, and the fetcher's
+/// owner need not wait for it.
+#[derive(Debug)]
+pub struct DecodeJob {
+    tp: TopicPartition,
+    buffer: u64,
+    decoder: RecordSetDecoder,
     isolation: IsolationLevel,
-    tp: &TopicPartition,
-    buffer: &mut Buffer,
+    undecoded: Bytes,
     from: i64,
-) {
-    let mut decoded = DecodedRecords::new();
-    let result = decode_some(
-        decoder,
-        isolation,
-        &[],
-        &mut buffer.undecoded,
-        from,
-        &mut decoded,
-    );
-    let (records, end, error) = records_from(tp, &decoded, result, from, buffer.next_offset);
-    buffer.next_offset = end;
-    if error.is_some() {
-        buffer.error = error;
+    floor: i64,
+}
+
+/// A decoded chunk, for [`Fetcher::put_decoded`].
+#[derive(Debug)]
+pub struct Decoded {
+    tp: TopicPartition,
+    buffer: u64,
+    records: Vec<OwnedRecord>,
+    next_offset: i64,
+    error: Option<FetchError>,
+    rest: Bytes,
+}
+
+impl DecodeJob {
+    /// Decodes the records at or after the position the chunk was taken
+    /// at (whole batches of at least 64 KiB as fetched, until one holds
+    /// such a record or the set is used up; see [`decode_some`]).
+    pub fn run(self) -> Decoded {
+        let mut decoded = DecodedRecords::new();
+        let mut rest = self.undecoded;
+        let result = decode_some(
+            &self.decoder,
+            self.isolation,
+            &[],
+            &mut rest,
+            self.from,
+            &mut decoded,
+        );
+        let (records, next_offset, error) =
+            records_from(&self.tp, &decoded, result, self.from, self.floor);
+        Decoded {
+            tp: self.tp,
+            buffer: self.buffer,
+            records,
+            next_offset,
+            error,
+            rest,
+        }
     }
-    buffer.records = records.into_iter();
 }
 
 /// The records of `decoded` at or after `from`, the offset after them (at
@@ -1019,6 +1055,8 @@ pub struct Fetcher {
     /// [`Fetcher::check_pending_crcs`] (a set: bounded by the partitions,
     /// whether or not a driver calls it).
     crcs_pending: BTreeSet<TopicPartition>,
+    /// The id of the last buffer made ([`Buffer::id`]).
+    next_buffer: u64,
 }
 
 impl Fetcher {
@@ -1049,6 +1087,7 @@ impl Fetcher {
             drained: 0,
             crcs_pending: BTreeSet::new(),
             front_rank: 0,
+            next_buffer: 0,
         }
     }
 
@@ -2407,7 +2446,10 @@ impl Fetcher {
         };
         let (records, end, error) = records_from(&tp, &decoded, result, pos.offset, pos.offset);
         let decoded_now = records.len();
+        self.next_buffer += 1;
         let buffer = Buffer {
+            id: self.next_buffer,
+            decoding: false,
             records: records.into_iter(),
             next_offset: end,
             error,
@@ -2747,8 +2789,35 @@ impl Fetcher {
     /// them. Partitions take turns: one with records left after its turn
     /// goes to the back of the line, so a busy partition cannot hold the
     /// others back. Paused partitions keep their records for later.
+    ///
+    /// Large record sets are decoded here as their records are wanted; a
+    /// caller that must not hold the fetcher meanwhile uses
+    /// [`Fetcher::take_ready`] and [`Fetcher::put_decoded`], which this
+    /// runs in turn.
     pub fn take_records(&mut self, max: usize) -> Vec<ConsumerRecord> {
         let mut out = Vec::new();
+        loop {
+            let jobs = self.take_ready(max, &mut out);
+            if jobs.is_empty() {
+                return out;
+            }
+            for job in jobs {
+                self.put_decoded(job.run());
+            }
+        }
+    }
+
+    /// [`Fetcher::take_records`] without decoding: adds to `out` up to
+    /// `max` of the records decoded already, and returns the chunks to
+    /// decode next (for partitions whose decoded records ran out), to run
+    /// anywhere ([`DecodeJob::run`]) and hand back with
+    /// [`Fetcher::put_decoded`]; then take again. A partition whose chunk
+    /// is out is skipped until it is back. A chunk is handed out also when
+    /// the records taken reached `max`, so that once it is back the
+    /// fetcher knows whether the partition's buffer is used up (and the
+    /// partition can be fetched again).
+    pub fn take_ready(&mut self, max: usize, out: &mut Vec<ConsumerRecord>) -> Vec<DecodeJob> {
+        let mut jobs = Vec::new();
         let mut passed = 0;
         while out.len() < max && passed < self.ready.len() {
             let Some(tp) = self.ready.pop_front() else {
@@ -2757,10 +2826,10 @@ impl Fetcher {
             let Some(st) = self.partitions.get_mut(&tp) else {
                 continue;
             };
-            if st.buffer.is_none() {
+            let Some(buffer) = st.buffer.as_mut() else {
                 continue;
-            }
-            if st.paused {
+            };
+            if st.paused || buffer.decoding {
                 self.ready.push_back(tp);
                 passed += 1;
                 continue;
@@ -2771,21 +2840,9 @@ impl Fetcher {
                 self.drained += 1;
                 continue;
             };
-            let buffer = st.buffer.as_mut().expect("checked");
             let mut taken = 0;
             while out.len() < max {
                 let Some(record) = buffer.records.next() else {
-                    if buffer.error.is_none() && !buffer.undecoded.is_empty() {
-                        refill(
-                            self.decoders.get(buffer.crcs_checked),
-                            self.config.isolation,
-                            &tp,
-                            buffer,
-                            pos.offset,
-                        );
-                        st.stats.records_fetched += buffer.records.len() as u64;
-                        continue;
-                    }
                     break;
                 };
                 // The one place records leave: never below the position,
@@ -2807,44 +2864,86 @@ impl Fetcher {
                 st.rank = self.next_rank;
             }
             st.stats.records_consumed += taken;
-            if buffer.records.len() == 0 && buffer.error.is_none() && !buffer.undecoded.is_empty() {
-                // The next chunk now, so that the buffer is known to hold
-                // records (or is done with) before this call returns.
-                refill(
-                    self.decoders.get(buffer.crcs_checked),
-                    self.config.isolation,
-                    &tp,
-                    buffer,
-                    pos.offset,
-                );
-                st.stats.records_fetched += buffer.records.len() as u64;
-            }
-            if buffer.records.len() == 0 {
-                pos.offset = pos.offset.max(buffer.next_offset);
-                let error = buffer.error.take();
-                // The answer fetched ahead follows on only if it starts
-                // exactly here; otherwise it is fetched again.
-                st.buffer = st
-                    .ahead
-                    .take()
-                    .filter(|next| error.is_none() && next.from == pos.offset);
-                self.drained += 1;
-                if st.buffer.is_some() {
-                    self.ready.push_back(tp);
-                }
-                st.pos = match error {
-                    Some(e) => {
-                        self.errors.push(e);
-                        PosState::Halted(pos)
-                    }
-                    None => PosState::Valid(pos),
-                };
-            } else {
-                st.pos = PosState::Valid(pos);
+            st.pos = PosState::Valid(pos);
+            if buffer.records.len() > 0 {
+                self.ready.push_back(tp);
+            } else if buffer.error.is_none() && !buffer.undecoded.is_empty() {
+                buffer.decoding = true;
+                jobs.push(DecodeJob {
+                    tp: tp.clone(),
+                    buffer: buffer.id,
+                    decoder: *self.decoders.get(buffer.crcs_checked),
+                    isolation: self.config.isolation,
+                    undecoded: buffer.undecoded.clone(),
+                    from: pos.offset,
+                    floor: buffer.next_offset,
+                });
+                self.ready.push_back(tp);
+            } else if self.finish_buffer(&tp) {
                 self.ready.push_back(tp);
             }
         }
-        out
+        jobs
+    }
+
+    /// Puts a chunk decoded by a [`DecodeJob`] back into the buffer it
+    /// came from; dropped if that buffer is gone meanwhile (a seek, a new
+    /// assignment: its records would have been dropped too).
+    pub fn put_decoded(&mut self, decoded: Decoded) {
+        let Some(st) = self.partitions.get_mut(&decoded.tp) else {
+            return;
+        };
+        let Some(buffer) = st.buffer.as_mut().filter(|b| b.id == decoded.buffer) else {
+            return;
+        };
+        buffer.decoding = false;
+        st.stats.records_fetched += decoded.records.len() as u64;
+        buffer.records = decoded.records.into_iter();
+        buffer.next_offset = buffer.next_offset.max(decoded.next_offset);
+        buffer.undecoded = decoded.rest;
+        if decoded.error.is_some() {
+            buffer.error = decoded.error;
+        }
+        // Known used up now, not at the next take: the partition is
+        // fetchable again. (It is in `ready` since its chunk went out.)
+        let used_up = buffer.records.len() == 0
+            && (buffer.error.is_some() || buffer.undecoded.is_empty());
+        if used_up && matches!(st.pos, PosState::Valid(_)) {
+            let follows = self.finish_buffer(&decoded.tp);
+            if !follows {
+                self.ready.retain(|t| t != &decoded.tp);
+            }
+        }
+    }
+
+    /// Ends a partition's buffer whose records were all taken (its
+    /// position [`PosState::Valid`]): the position moves past its last
+    /// batch, its error (if any) is reported and halts the partition, and
+    /// the answer fetched ahead follows on if it starts exactly there.
+    /// Returns whether a buffer follows.
+    fn finish_buffer(&mut self, tp: &TopicPartition) -> bool {
+        let st = self.partitions.get_mut(tp).expect("the caller checked");
+        let PosState::Valid(mut pos) = st.pos else {
+            return false;
+        };
+        let Some(buffer) = st.buffer.take() else {
+            return false;
+        };
+        pos.offset = pos.offset.max(buffer.next_offset);
+        let error = buffer.error;
+        st.buffer = st
+            .ahead
+            .take()
+            .filter(|next| error.is_none() && next.from == pos.offset);
+        self.drained += 1;
+        st.pos = match error {
+            Some(e) => {
+                self.errors.push(e);
+                PosState::Halted(pos)
+            }
+            None => PosState::Valid(pos),
+        };
+        st.buffer.is_some()
     }
 
     /// How many partition buffers [`Fetcher::take_records`] has emptied so
@@ -2860,7 +2959,7 @@ impl Fetcher {
         self.ready.iter().any(|tp| {
             self.partitions
                 .get(tp)
-                .is_some_and(|st| !st.paused && st.buffer.is_some())
+                .is_some_and(|st| !st.paused && st.buffer.as_ref().is_some_and(|b| !b.decoding))
         })
     }
 

@@ -1141,6 +1141,111 @@ fn a_large_record_set_is_decoded_a_chunk_at_a_time_and_delivered_whole() {
 }
 
 #[test]
+fn a_chunk_handed_out_is_decoded_by_the_caller_and_taken_once_back() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let large = concat(&batches(100, 200).iter().collect::<Vec<_>>());
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, large), data(1, batch(0, 3))])],
+    );
+    let fetched = |f: &Fetcher, p: i32| {
+        f.partition_stats()
+            .iter()
+            .find(|s| s.partition == tp("t", p))
+            .map(|s| s.counters.records_fetched)
+    };
+    // The large set's first chunk goes out undecoded; the small set,
+    // decoded on arrival, is taken meanwhile.
+    let mut out = Vec::new();
+    let jobs = f.take_ready(500, &mut out);
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(fetched(&f, 0), Some(0));
+    assert_eq!(
+        out.iter().map(|r| (r.partition(), r.offset())).collect::<Vec<_>>(),
+        [(1, 0), (1, 1), (1, 2)]
+    );
+    // While it is out, nothing is taken from that partition twice and
+    // nothing counts as buffered.
+    assert!(f.take_ready(500, &mut out).is_empty());
+    assert_eq!(out.len(), 3);
+    assert!(!f.has_buffered());
+    // Back, its records come in order from the position.
+    let decoded: Vec<Decoded> = jobs.into_iter().map(DecodeJob::run).collect();
+    for d in decoded {
+        f.put_decoded(d);
+    }
+    assert!(fetched(&f, 0).is_some_and(|n| n > 0 && n < 20_000));
+    assert!(f.has_buffered());
+    let mut more = Vec::new();
+    let _ = f.take_ready(10, &mut more);
+    assert_eq!(t0_offsets(&more), (0..10).collect::<Vec<i64>>());
+    assert_eq!(f.position(&tp("t", 0)), Some(10));
+}
+
+#[test]
+fn a_chunk_decoded_for_a_buffer_that_went_is_dropped() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let large = concat(&batches(100, 200).iter().collect::<Vec<_>>());
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, large.clone())])]);
+    let mut out = Vec::new();
+    let jobs = f.take_ready(500, &mut out);
+    assert_eq!(jobs.len(), 1);
+    // A seek while the chunk is out: its records are not for the new
+    // position, even once a new answer is buffered from there.
+    f.seek(&tp("t", 0), 0).unwrap();
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, large)])]);
+    for job in jobs {
+        f.put_decoded(job.run());
+    }
+    let mut out = Vec::new();
+    let again = f.take_ready(500, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(again.len(), 1, "the new buffer's own first chunk");
+    for job in again {
+        f.put_decoded(job.run());
+    }
+    assert_eq!(take_all(&mut f), (0..20_000).collect::<Vec<i64>>());
+}
+
+#[test]
+fn a_buffer_whose_last_chunk_comes_back_empty_ends_and_its_partition_is_fetched_again() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    let large = concat(&batches(100, 200).iter().collect::<Vec<_>>());
+    // A cut batch after the last whole one: its chunk holds no record.
+    let tail = batch(20_000, 5);
+    let cut = tail.slice(..tail.len() / 2);
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, concat(&[&large, &cut]))])]);
+    let mut taken = 0;
+    // Taking exactly the whole records, the last decoded chunk is handed
+    // out even though `max` was reached, so that the buffer's end is
+    // known before the caller returns.
+    loop {
+        let mut out = Vec::new();
+        let jobs = f.take_ready(20_000 - taken, &mut out);
+        taken += out.len();
+        if jobs.is_empty() {
+            break;
+        }
+        for job in jobs {
+            f.put_decoded(job.run());
+        }
+    }
+    assert_eq!(taken, 20_000);
+    assert!(!f.has_buffered());
+    assert_eq!(f.position(&tp("t", 0)), Some(20_000));
+    let planned = f.poll_requests(now, &md);
+    assert_eq!(fetches(&planned)[0].1, [("t".into(), 0, 20_000)]);
+}
+
+#[test]
 fn only_large_sets_that_start_with_records_are_left_undecoded_on_arrival() {
     let large = concat(&batches(100, 200).iter().collect::<Vec<_>>());
     assert!(large.len() >= DECODE_CHUNK);

@@ -69,6 +69,13 @@ impl State {
         self.watches.retain_mut(|w| !(w.run)(core, now, true));
     }
 
+    /// Answers the watches whose condition holds now, from a call that
+    /// changed the state without the task (a `poll` that put decoded
+    /// records back, which another waiting `poll` may take).
+    pub fn answer_watches(&mut self) {
+        self.run_watches(Instant::now());
+    }
+
     fn watch_deadline(&self) -> Option<Instant> {
         self.watches.iter().filter_map(|w| w.deadline).min()
     }
