@@ -19,7 +19,12 @@ use crate::fetch::{ConsumerRecord, DecodeJob, OffsetAndTimestamp, OffsetSpec};
 use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::membership::GroupEvent;
 use crate::group::{TopicPartition, TopicPattern};
-use crate::runtime::engine::{Engine, Link};
+use crate::runtime::engine;
+
+/// The consumer's background task.
+type Engine = engine::Engine<ConsumerCore>;
+/// A waiting call's handle on the consumer's background task.
+type Link = engine::Link<ConsumerCore>;
 use crate::runtime::SocketOptions;
 use futures::{FutureExt, Stream};
 use std::collections::{BTreeMap, BTreeSet};

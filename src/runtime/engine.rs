@@ -1,8 +1,12 @@
-//! The consumer's background task: it owns the sockets and drives the
-//! consumer's state between polls, so heartbeats keep flowing while the
-//! application works. It is started by the first `poll` (never by
-//! `Consumer::new`, `subscribe` or `assign`) and stopped by `close` or by
-//! dropping the consumer.
+//! A client's background task: it owns the sockets and drives the client's
+//! state machines between the application's calls, so heartbeats keep
+//! flowing while the application works and records go out while it
+//! appends more. It is started by the first call that needs the network
+//! (never by `Consumer::new`, `subscribe` or `assign`) and stopped by
+//! `close` or by dropping the client.
+//!
+//! The task and the calls share the client's core ([`Core`]) behind one
+//! lock, taken for each use and never across an `.await`.
 
 use super::pump::{pass, Driven, Machine, Wake};
 use super::rt::{BoxFuture, Runtime};
@@ -10,7 +14,7 @@ use super::signal::Signal;
 use super::sockets::{Readers, SocketOptions, SocketTable, Sockets};
 use crate::cluster::Cluster;
 use crate::consumer::core::ConsumerCore;
-use crate::events::EventHub;
+use crate::events::{ConnectionEvent, EventHub};
 use futures::channel::oneshot;
 use futures::FutureExt;
 use std::ops::{Deref, DerefMut};
@@ -18,22 +22,65 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+/// A client's state machines, as its background task drives them: the
+/// connection manager, one step of everything else, and what they say.
+pub(crate) trait Core: Send + 'static {
+    /// The connection manager.
+    fn io(&mut self) -> &mut Cluster;
+    /// One step at `now` (after inputs, at deadlines).
+    fn drive(&mut self, now: Instant);
+    /// The earliest deadline, past ones included.
+    fn next_deadline(&self) -> Option<Instant>;
+    /// The earliest deadline after `now`.
+    fn next_deadline_after(&self, now: Instant) -> Option<Instant>;
+    /// What is left once a pass's actions are carried out.
+    fn after_actions(&mut self) {}
+    /// The next connection event for the client's listeners.
+    fn poll_event(&mut self) -> Option<ConnectionEvent>;
+    /// Closes every connection (the task stops).
+    fn shutdown(&mut self, now: Instant);
+}
+
+impl Core for ConsumerCore {
+    fn io(&mut self) -> &mut Cluster {
+        ConsumerCore::io(self)
+    }
+    fn drive(&mut self, now: Instant) {
+        ConsumerCore::drive(self, now);
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        ConsumerCore::next_deadline(self)
+    }
+    fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
+        ConsumerCore::next_deadline_after(self, now)
+    }
+    fn after_actions(&mut self) {
+        ConsumerCore::after_actions(self);
+    }
+    fn poll_event(&mut self) -> Option<ConnectionEvent> {
+        ConsumerCore::poll_event(self)
+    }
+    fn shutdown(&mut self, now: Instant) {
+        ConsumerCore::shutdown(self, now);
+    }
+}
+
 /// Evaluates a watch's condition (or, with `false`, only whether its call
 /// still waits); returns whether the watch is done.
-type WatchFn = Box<dyn FnMut(&mut ConsumerCore, Instant, bool) -> bool + Send>;
+type WatchFn<C> = Box<dyn FnMut(&mut C, Instant, bool) -> bool + Send>;
 
 /// A condition a waiting call registered: evaluated by the background task
 /// after each step of the state machines (so whenever the state may have
 /// changed), and at its deadline. It holds the waiting call's completion
 /// and sends its answer there; it is forgotten once answered, or once the
 /// call stopped waiting (its future was dropped).
-struct Watch {
-    run: WatchFn,
+struct Watch<C> {
+    run: WatchFn<C>,
     /// When to evaluate it again even if nothing else happens.
     deadline: Option<Instant>,
 }
 
-impl std::fmt::Debug for Watch {
+impl<C> std::fmt::Debug for Watch<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watch")
             .field("deadline", &self.deadline)
@@ -41,28 +88,28 @@ impl std::fmt::Debug for Watch {
     }
 }
 
-/// The consumer's state and the conditions calls wait on, behind one lock
+/// A client's state and the conditions calls wait on, behind one lock
 /// (taken for each use, never across an `.await`).
 #[derive(Debug)]
-pub(crate) struct State {
-    core: ConsumerCore,
-    watches: Vec<Watch>,
+pub(crate) struct State<C> {
+    core: C,
+    watches: Vec<Watch<C>>,
 }
 
-impl Deref for State {
-    type Target = ConsumerCore;
-    fn deref(&self) -> &ConsumerCore {
+impl<C> Deref for State<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
         &self.core
     }
 }
 
-impl DerefMut for State {
-    fn deref_mut(&mut self) -> &mut ConsumerCore {
+impl<C> DerefMut for State<C> {
+    fn deref_mut(&mut self) -> &mut C {
         &mut self.core
     }
 }
 
-impl State {
+impl<C> State<C> {
     /// Evaluates every watch at `now`; forgets those done.
     fn run_watches(&mut self, now: Instant) {
         let core = &mut self.core;
@@ -81,19 +128,19 @@ impl State {
     }
 }
 
-/// What the consumer shares with its background task.
+/// What a client shares with its background task.
 #[derive(Debug)]
-pub(crate) struct Shared {
-    state: Mutex<State>,
+pub(crate) struct Shared<C> {
+    state: Mutex<State<C>>,
     stop: AtomicBool,
     /// Set by the consumer when it changed the state: the task drives.
     kick: Signal,
 }
 
-impl Shared {
-    /// Locks the consumer's state (a poisoned lock is taken over: the state
+impl<C> Shared<C> {
+    /// Locks the client's state (a poisoned lock is taken over: the state
     /// machines hold no invariant a panic elsewhere could break half-way).
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    pub fn lock(&self) -> MutexGuard<'_, State<C>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -104,15 +151,24 @@ pub(crate) type Answer<T> = BoxFuture<Result<T, oneshot::Canceled>>;
 
 /// A cheap handle on the running background task, for waiting calls: it
 /// neither owns nor stops the task.
-#[derive(Debug, Clone)]
-pub(crate) struct Link {
-    shared: Arc<Shared>,
+#[derive(Debug)]
+pub(crate) struct Link<C> {
+    shared: Arc<Shared<C>>,
     rt: Arc<dyn Runtime>,
 }
 
-impl Link {
+impl<C> Clone for Link<C> {
+    fn clone(&self) -> Self {
+        Link {
+            shared: self.shared.clone(),
+            rt: self.rt.clone(),
+        }
+    }
+}
+
+impl<C: Core> Link<C> {
     /// The shared state.
-    pub fn shared(&self) -> &Shared {
+    pub fn shared(&self) -> &Shared<C> {
         &self.shared
     }
 
@@ -135,7 +191,7 @@ impl Link {
     pub fn watch<T: Send + 'static>(
         &self,
         deadline: Option<Instant>,
-        mut check: impl FnMut(&mut ConsumerCore, Instant) -> Option<T> + Send + 'static,
+        mut check: impl FnMut(&mut C, Instant) -> Option<T> + Send + 'static,
     ) -> Answer<T> {
         let now = Instant::now();
         let mut state = self.shared.lock();
@@ -147,7 +203,7 @@ impl Link {
         }
         let (tx, rx) = oneshot::channel();
         let mut tx = Some(tx);
-        let run = move |core: &mut ConsumerCore, now: Instant, evaluate: bool| {
+        let run = move |core: &mut C, now: Instant, evaluate: bool| {
             let Some(sender) = tx.as_ref() else {
                 return true;
             };
@@ -184,7 +240,7 @@ impl Link {
         &self,
         timeout: Duration,
         deadline: Option<Instant>,
-        check: impl FnMut(&mut ConsumerCore, Instant) -> Option<T> + Send + 'static,
+        check: impl FnMut(&mut C, Instant) -> Option<T> + Send + 'static,
     ) -> Option<Result<T, oneshot::Canceled>> {
         let answer = self.watch(deadline, check);
         // The check may have changed the state: the task acts on it.
@@ -196,23 +252,23 @@ impl Link {
     }
 }
 
-/// The consumer's handle on its running background task: the task stops
-/// when it is dropped.
+/// A client's handle on its running background task: the task stops when
+/// it is dropped.
 #[derive(Debug)]
-pub(crate) struct Engine {
-    link: Link,
+pub(crate) struct Engine<C: Core> {
+    link: Link<C>,
     table: SocketTable,
     events: Arc<EventHub>,
 }
 
-impl Engine {
+impl<C: Core> Engine<C> {
     /// Starts the task for `core`. `events` receive every connection event.
     pub fn start(
-        core: ConsumerCore,
+        core: C,
         options: SocketOptions,
         events: Arc<EventHub>,
         rt: Arc<dyn Runtime>,
-    ) -> Engine {
+    ) -> Engine<C> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core,
@@ -236,7 +292,7 @@ impl Engine {
     }
 
     /// A handle for waiting calls.
-    pub fn link(&self) -> &Link {
+    pub fn link(&self) -> &Link<C> {
         &self.link
     }
 
@@ -259,24 +315,24 @@ impl Engine {
     }
 }
 
-impl Drop for Engine {
+impl<C: Core> Drop for Engine<C> {
     fn drop(&mut self) {
         self.stop();
     }
 }
 
-fn forward_events(core: &mut ConsumerCore, hub: &EventHub) {
+fn forward_events<C: Core>(core: &mut C, hub: &EventHub) {
     hub.publish(std::iter::from_fn(|| core.poll_event()));
 }
 
 /// The background task's view of the state: the lock it shares with the
 /// consumer, and the hub its events go to.
-struct EngineState {
-    shared: Arc<Shared>,
+struct EngineState<C> {
+    shared: Arc<Shared<C>>,
     events: Arc<EventHub>,
 }
 
-impl Machine for EngineState {
+impl<C: Core> Machine for EngineState<C> {
     fn with<R>(&mut self, f: impl FnOnce(&mut dyn Driven) -> R) -> R {
         let mut state = self.shared.lock();
         f(&mut Locked {
@@ -286,12 +342,12 @@ impl Machine for EngineState {
     }
 }
 
-struct Locked<'a> {
-    state: &'a mut State,
+struct Locked<'a, C> {
+    state: &'a mut State<C>,
     events: &'a EventHub,
 }
 
-impl Driven for Locked<'_> {
+impl<C: Core> Driven for Locked<'_, C> {
     fn cluster(&mut self) -> &mut Cluster {
         self.state.core.io()
     }
@@ -326,7 +382,7 @@ fn min_some(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-async fn run(mut state: EngineState, mut sockets: Sockets) {
+async fn run<C: Core>(mut state: EngineState<C>, mut sockets: Sockets) {
     let shared = state.shared.clone();
     while !shared.stop.load(Ordering::Acquire) {
         let wake = Wake {
