@@ -540,7 +540,7 @@ pub struct Decoded {
 impl DecodeJob {
     /// Decodes the records at or after the position the chunk was taken
     /// at (whole batches of at least 64 KiB as fetched, until one holds
-    /// such a record or the set is used up; see [`decode_some`]).
+    /// such a record or the set is used up).
     pub fn run(self) -> Decoded {
         let mut decoded = DecodedRecords::new();
         let mut rest = self.undecoded;
