@@ -1,8 +1,10 @@
-//! Consumer configuration: a typed builder, Kafka's property names, serde.
+//! Client configuration: a typed builder, Kafka's property names, serde.
 //!
 //! Start with [`ConsumerConfig::builder`] or
-//! [`ConsumerConfig::from_properties`]; what follows is
-//! `docs/configuration.md`.
+//! [`ConsumerConfig::from_properties`] for a consumer,
+//! [`ProducerConfig::builder`] or [`ProducerConfig::from_properties`] for a
+//! producer; both take the same connection and security properties. What
+//! follows is `docs/configuration.md`.
 //!
 #![doc = include_str!("../docs/configuration.md")]
 
@@ -17,8 +19,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 mod common;
+mod producer;
 mod security;
 
+pub use crate::records::Compression;
 use common::{
     common_getters, common_setters, sort_properties, Common, CommonBuilder, BOOTSTRAP_SERVERS,
     CLIENT_DNS_LOOKUP, CLIENT_ID, CLIENT_RUNTIME, CONNECTIONS_MAX_IDLE_MS,
@@ -29,6 +33,7 @@ use common::{
     SSL_CERTIFICATE_PEM, SSL_ENDPOINT_IDENTIFICATION_ALGORITHM, SSL_KEY_LOCATION, SSL_KEY_PASSWORD,
     SSL_KEY_PEM,
 };
+pub use producer::{Acks, ProducerConfig, ProducerConfigBuilder};
 use security::{
     ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG, SASL_PASSWORD,
     SASL_USERNAME, SECURITY_PROTOCOL,

@@ -2,11 +2,11 @@
 //! connections (timeouts, backoffs, keepalive), `client.runtime`, and
 //! security (`security.protocol`, `ssl.*`, `sasl.*`).
 //!
-//! [`ConsumerConfig`](super::ConsumerConfig) embeds them, and so will every
-//! client's configuration: one parser ([`CommonBuilder::set`]), one
-//! validation ([`CommonBuilder::build`]), one rendering ([`Common::render`]),
-//! and one set of getters and setters ([`common_getters`],
-//! [`common_setters`]), written once.
+//! [`ConsumerConfig`](super::ConsumerConfig) and
+//! [`ProducerConfig`](super::ProducerConfig) both embed them: one parser
+//! ([`CommonBuilder::set`]), one validation ([`CommonBuilder::build`]), one
+//! rendering ([`Common::render`]), and one set of getters and setters
+//! ([`common_getters`], [`common_setters`]), written once for both types.
 
 use super::security::{SaslProperties, SASL_PASSWORD, SECURITY_PROTOCOL};
 use super::{

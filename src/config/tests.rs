@@ -1528,6 +1528,8 @@ fn edit_distance_is_levenshtein() {
     assert_eq!(edit_distance("same", "same"), 0);
 }
 
+mod producer;
+
 mod round_trip {
     use super::*;
     use proptest::prelude::*;
