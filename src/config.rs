@@ -1,8 +1,10 @@
-//! Consumer configuration: a typed builder, Kafka's property names, serde.
+//! Client configuration: a typed builder, Kafka's property names, serde.
 //!
 //! Start with [`ConsumerConfig::builder`] or
-//! [`ConsumerConfig::from_properties`]; what follows is
-//! `docs/configuration.md`.
+//! [`ConsumerConfig::from_properties`] for a consumer,
+//! [`ProducerConfig::builder`] or [`ProducerConfig::from_properties`] for a
+//! producer; both take the same connection and security properties. What
+//! follows is `docs/configuration.md`.
 //!
 #![doc = include_str!("../docs/configuration.md")]
 
@@ -16,11 +18,25 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+mod common;
+mod producer;
 mod security;
 
+pub use crate::records::Compression;
+use common::{
+    common_getters, common_setters, sort_properties, Common, CommonBuilder, BOOTSTRAP_SERVERS,
+    CLIENT_DNS_LOOKUP, CLIENT_ID, CLIENT_RUNTIME, CONNECTIONS_MAX_IDLE_MS,
+    ENABLE_SSL_CERTIFICATE_VERIFICATION, METADATA_MAX_AGE_MS, RECONNECT_BACKOFF_MAX_MS,
+    RECONNECT_BACKOFF_MS, REQUEST_TIMEOUT_MS, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS,
+    SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS, SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
+    SOCKET_KEEPALIVE_ENABLE, SSL_CA_LOCATION, SSL_CA_PEM, SSL_CERTIFICATE_LOCATION,
+    SSL_CERTIFICATE_PEM, SSL_ENDPOINT_IDENTIFICATION_ALGORITHM, SSL_KEY_LOCATION, SSL_KEY_PASSWORD,
+    SSL_KEY_PEM,
+};
+pub use producer::{Acks, ProducerConfig, ProducerConfigBuilder};
 use security::{
-    SaslProperties, ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG,
-    SASL_PASSWORD, SASL_USERNAME, SECURITY_PROTOCOL,
+    ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG, SASL_PASSWORD,
+    SASL_USERNAME, SECURITY_PROTOCOL,
 };
 
 // Defined in `fetch`, which acts on it, so that `fetch` does not depend on
@@ -362,8 +378,8 @@ impl FromStr for BrokerAddress {
     }
 }
 
-// Property names, in the order of `ConsumerConfig::PROPERTIES`.
-const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
+// Property names of the consumer alone, in the order of
+// `ConsumerConfig::PROPERTIES` (the shared ones are in `common`).
 const GROUP_ID: &str = "group.id";
 const GROUP_INSTANCE_ID: &str = "group.instance.id";
 const GROUP_PROTOCOL: &str = "group.protocol";
@@ -376,7 +392,6 @@ const CLASSIC_ONLY: [&str; 3] = [
     HEARTBEAT_INTERVAL_MS,
     PARTITION_ASSIGNMENT_STRATEGY,
 ];
-const CLIENT_ID: &str = "client.id";
 const CLIENT_RACK: &str = "client.rack";
 const AUTO_OFFSET_RESET: &str = "auto.offset.reset";
 const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
@@ -392,35 +407,14 @@ const SESSION_TIMEOUT_MS: &str = "session.timeout.ms";
 const HEARTBEAT_INTERVAL_MS: &str = "heartbeat.interval.ms";
 const MAX_POLL_INTERVAL_MS: &str = "max.poll.interval.ms";
 const PARTITION_ASSIGNMENT_STRATEGY: &str = "partition.assignment.strategy";
-const CONNECTIONS_MAX_IDLE_MS: &str = "connections.max.idle.ms";
-const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
 const DEFAULT_API_TIMEOUT_MS: &str = "default.api.timeout.ms";
-const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
 const TOPIC_METADATA_PROPAGATION_MAX_MS: &str = "topic.metadata.propagation.max.ms";
-const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
-const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
-const SOCKET_CONNECTION_SETUP_TIMEOUT_MS: &str = "socket.connection.setup.timeout.ms";
-const SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS: &str = "socket.connection.setup.timeout.max.ms";
-const SOCKET_KEEPALIVE_ENABLE: &str = "socket.keepalive.enable";
-const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
-const RETRY_BACKOFF_MAX_MS: &str = "retry.backoff.max.ms";
 const MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION: &str = "max.in.flight.requests.per.connection";
 const CHECK_CRCS: &str = "check.crcs";
 const FETCH_SESSIONS_ENABLE: &str = "fetch.sessions.enable";
 const ALLOW_AUTO_CREATE_TOPICS: &str = "allow.auto.create.topics";
 const EXCLUDE_INTERNAL_TOPICS: &str = "exclude.internal.topics";
 const RECEIVE_MESSAGE_MAX_BYTES: &str = "receive.message.max.bytes";
-const CLIENT_DNS_LOOKUP: &str = "client.dns.lookup";
-const CLIENT_RUNTIME: &str = "client.runtime";
-const SSL_CA_LOCATION: &str = "ssl.ca.location";
-const SSL_CA_PEM: &str = "ssl.ca.pem";
-const SSL_CERTIFICATE_LOCATION: &str = "ssl.certificate.location";
-const SSL_CERTIFICATE_PEM: &str = "ssl.certificate.pem";
-const SSL_KEY_LOCATION: &str = "ssl.key.location";
-const SSL_KEY_PEM: &str = "ssl.key.pem";
-const SSL_KEY_PASSWORD: &str = "ssl.key.password";
-const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str = "ssl.endpoint.identification.algorithm";
-const ENABLE_SSL_CERTIFICATE_VERIFICATION: &str = "enable.ssl.certificate.verification";
 
 /// The largest value of a property sent in an `int32` field or kept in a
 /// Java `int`.
@@ -431,8 +425,6 @@ const RECEIVE_MESSAGE_MIN: u32 = 1000;
 /// `receive.message.max.bytes`, for the response's own headers.
 const FETCH_RESPONSE_OVERHEAD: u32 = 512;
 
-const DEFAULT_RECONNECT_BACKOFF: Duration = Duration::from_millis(50);
-const DEFAULT_RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(1000);
 /// 100 MiB, the frame limit of [`crate::protocol::DEFAULT_MAX_FRAME_SIZE`].
 const DEFAULT_RECEIVE_MESSAGE_MAX_BYTES: u32 = 100 * 1024 * 1024;
 
@@ -473,12 +465,12 @@ const DEFAULT_RECEIVE_MESSAGE_MAX_BYTES: u32 = 100 * 1024 * 1024;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerConfig {
-    bootstrap_servers: Vec<BrokerAddress>,
+    /// The properties every client takes.
+    common: Common,
     group_id: Option<String>,
     group_instance_id: Option<String>,
     group_protocol: GroupProtocol,
     group_remote_assignor: Option<RemoteAssignor>,
-    client_id: String,
     client_rack: Option<String>,
     auto_offset_reset: OffsetReset,
     enable_auto_commit: bool,
@@ -494,36 +486,14 @@ pub struct ConsumerConfig {
     heartbeat_interval: Duration,
     max_poll_interval: Duration,
     partition_assignment_strategy: Vec<AssignmentStrategy>,
-    connections_max_idle: Option<Duration>,
-    request_timeout: Duration,
     default_api_timeout: Duration,
-    metadata_max_age: Duration,
     topic_metadata_propagation_max: Duration,
-    reconnect_backoff: Duration,
-    reconnect_backoff_max: Duration,
-    socket_connection_setup_timeout: Duration,
-    socket_connection_setup_timeout_max: Duration,
-    socket_keepalive: bool,
-    retry_backoff: Duration,
-    retry_backoff_max: Duration,
     max_in_flight_requests_per_connection: u32,
     check_crcs: bool,
     fetch_sessions: bool,
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: u32,
-    client_runtime: ClientRuntime,
-    security_protocol: SecurityProtocol,
-    ssl_ca_location: Option<PathBuf>,
-    ssl_ca_pem: Option<String>,
-    ssl_certificate_location: Option<PathBuf>,
-    ssl_certificate_pem: Option<String>,
-    ssl_key_location: Option<PathBuf>,
-    ssl_key_pem: Option<Secret>,
-    ssl_key_password: Option<Secret>,
-    ssl_endpoint_identification_algorithm: EndpointIdentification,
-    enable_ssl_certificate_verification: bool,
-    sasl: SaslProperties,
 }
 
 impl ConsumerConfig {
@@ -595,8 +565,7 @@ impl ConsumerConfig {
     /// The properties whose values are secrets: never rendered by
     /// [`to_properties`](Self::to_properties) nor shown by `Debug`, and
     /// never quoted in an error.
-    pub const SECRET_PROPERTIES: &'static [&'static str] =
-        &[SSL_KEY_PEM, SSL_KEY_PASSWORD, SASL_PASSWORD];
+    pub const SECRET_PROPERTIES: &'static [&'static str] = common::SECRET_PROPERTIES;
 
     /// A builder with every property at its default; only
     /// `bootstrap.servers` must be set.
@@ -684,17 +653,12 @@ impl ConsumerConfig {
     /// ```
     pub fn to_properties(&self) -> Vec<(&'static str, String)> {
         let ms = |d: Duration| d.as_millis().to_string();
-        let mut out = vec![(
-            BOOTSTRAP_SERVERS,
-            self.bootstrap_servers
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        )];
+        let mut out = Vec::with_capacity(Self::PROPERTIES.len());
+        self.common.render(&mut out);
         let optional = [
             (GROUP_ID, &self.group_id),
             (GROUP_INSTANCE_ID, &self.group_instance_id),
+            (CLIENT_RACK, &self.client_rack),
         ];
         out.extend(
             optional
@@ -704,10 +668,6 @@ impl ConsumerConfig {
         out.push((GROUP_PROTOCOL, self.group_protocol.to_string()));
         if let Some(assignor) = self.group_remote_assignor {
             out.push((GROUP_REMOTE_ASSIGNOR, assignor.to_string()));
-        }
-        out.push((CLIENT_ID, self.client_id.clone()));
-        if let Some(rack) = &self.client_rack {
-            out.push((CLIENT_RACK, rack.clone()));
         }
         out.extend([
             (AUTO_OFFSET_RESET, self.auto_offset_reset.to_string()),
@@ -737,30 +697,11 @@ impl ConsumerConfig {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
-            (
-                CONNECTIONS_MAX_IDLE_MS,
-                self.connections_max_idle.map_or("-1".to_owned(), ms),
-            ),
-            (REQUEST_TIMEOUT_MS, ms(self.request_timeout)),
             (DEFAULT_API_TIMEOUT_MS, ms(self.default_api_timeout)),
-            (METADATA_MAX_AGE_MS, ms(self.metadata_max_age)),
             (
                 TOPIC_METADATA_PROPAGATION_MAX_MS,
                 ms(self.topic_metadata_propagation_max),
             ),
-            (RECONNECT_BACKOFF_MS, ms(self.reconnect_backoff)),
-            (RECONNECT_BACKOFF_MAX_MS, ms(self.reconnect_backoff_max)),
-            (
-                SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
-                ms(self.socket_connection_setup_timeout),
-            ),
-            (
-                SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS,
-                ms(self.socket_connection_setup_timeout_max),
-            ),
-            (SOCKET_KEEPALIVE_ENABLE, self.socket_keepalive.to_string()),
-            (RETRY_BACKOFF_MS, ms(self.retry_backoff)),
-            (RETRY_BACKOFF_MAX_MS, ms(self.retry_backoff_max)),
             (
                 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
                 self.max_in_flight_requests_per_connection.to_string(),
@@ -779,37 +720,8 @@ impl ConsumerConfig {
                 RECEIVE_MESSAGE_MAX_BYTES,
                 self.receive_message_max_bytes.to_string(),
             ),
-            (CLIENT_DNS_LOOKUP, "use_all_dns_ips".to_owned()),
-            (CLIENT_RUNTIME, self.client_runtime.to_string()),
-            (SECURITY_PROTOCOL, self.security_protocol.to_string()),
         ]);
-        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
-        let ssl = [
-            (SSL_CA_LOCATION, path(&self.ssl_ca_location)),
-            (SSL_CA_PEM, self.ssl_ca_pem.clone()),
-            (
-                SSL_CERTIFICATE_LOCATION,
-                path(&self.ssl_certificate_location),
-            ),
-            (SSL_CERTIFICATE_PEM, self.ssl_certificate_pem.clone()),
-            (SSL_KEY_LOCATION, path(&self.ssl_key_location)),
-            // ssl.key.pem and ssl.key.password: secrets, never rendered.
-        ];
-        out.extend(ssl.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
-        out.extend([
-            (
-                SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
-                self.ssl_endpoint_identification_algorithm.to_string(),
-            ),
-            (
-                ENABLE_SSL_CERTIFICATE_VERIFICATION,
-                self.enable_ssl_certificate_verification.to_string(),
-            ),
-        ]);
-        self.sasl.render(&mut out);
-        debug_assert!(out
-            .iter()
-            .all(|(k, _)| !Self::SECRET_PROPERTIES.contains(k)));
+        sort_properties(&mut out, Self::PROPERTIES);
         if self.group_protocol == GroupProtocol::Consumer {
             // Not part of the consumer protocol: setting them there is an
             // error, so they are left out to read back.
@@ -832,12 +744,6 @@ impl ConsumerConfig {
         self.group_remote_assignor
     }
 
-    /// `bootstrap.servers`: the brokers to ask for the cluster's metadata
-    /// before any broker is known. Required.
-    pub fn bootstrap_servers(&self) -> &[BrokerAddress] {
-        &self.bootstrap_servers
-    }
-
     /// `group.id`: the consumer group; `None` means manual assignment only
     /// (no coordinator, no commits).
     pub fn group_id(&self) -> Option<&str> {
@@ -847,11 +753,6 @@ impl ConsumerConfig {
     /// `group.instance.id`: makes this member static (KIP-345).
     pub fn group_instance_id(&self) -> Option<&str> {
         self.group_instance_id.as_deref()
-    }
-
-    /// `client.id`, sent in every request header (default `lazykafka`).
-    pub fn client_id(&self) -> &str {
-        &self.client_id
     }
 
     /// `client.rack`: the rack this consumer runs in, sent in the group
@@ -954,30 +855,10 @@ impl ConsumerConfig {
         RebalanceProtocol::for_strategies(&self.partition_assignment_strategy)
     }
 
-    /// `connections.max.idle.ms`: how long a connection may sit idle before
-    /// the client closes it (default 9 min); `None` (`-1`) never closes
-    /// idle connections.
-    pub fn connections_max_idle(&self) -> Option<Duration> {
-        self.connections_max_idle
-    }
-
-    /// `request.timeout.ms`: how long a request waits for its response
-    /// (default 30 s).
-    pub fn request_timeout(&self) -> Duration {
-        self.request_timeout
-    }
-
     /// `default.api.timeout.ms`: the timeout of blocking calls that take
     /// none, such as `committed` (default 60 s).
     pub fn default_api_timeout(&self) -> Duration {
         self.default_api_timeout
-    }
-
-    /// `metadata.max.age.ms`: metadata older than this is refreshed
-    /// (default 5 min); also how long a preferred read replica (KIP-392)
-    /// is fetched from before the partition's leader is asked again.
-    pub fn metadata_max_age(&self) -> Duration {
-        self.metadata_max_age
     }
 
     /// `topic.metadata.propagation.max.ms` (as librdkafka names it): how
@@ -990,51 +871,6 @@ impl ConsumerConfig {
     /// reported ([`Error::NoLeader`]) after the same time.
     pub fn topic_metadata_propagation_max(&self) -> Duration {
         self.topic_metadata_propagation_max
-    }
-
-    /// `reconnect.backoff.ms`: the first wait before reconnecting to a
-    /// broker (default 50 ms).
-    pub fn reconnect_backoff(&self) -> Duration {
-        self.reconnect_backoff
-    }
-
-    /// `reconnect.backoff.max.ms`: the wait doubles up to this (default
-    /// 1 s). As in the Java client, setting only `reconnect.backoff.ms`
-    /// makes this the same value, which turns the doubling off.
-    pub fn reconnect_backoff_max(&self) -> Duration {
-        self.reconnect_backoff_max
-    }
-
-    /// `socket.connection.setup.timeout.ms`: how long the first connect
-    /// attempt to a broker may take (default 10 s).
-    pub fn socket_connection_setup_timeout(&self) -> Duration {
-        self.socket_connection_setup_timeout
-    }
-
-    /// `socket.connection.setup.timeout.max.ms`: the setup timeout grows on
-    /// consecutive failures up to this (default 30 s).
-    pub fn socket_connection_setup_timeout_max(&self) -> Duration {
-        self.socket_connection_setup_timeout_max
-    }
-
-    /// `socket.keepalive.enable`: turn on TCP keepalive (default `true`).
-    pub fn socket_keepalive(&self) -> bool {
-        self.socket_keepalive
-    }
-
-    /// `retry.backoff.ms`: the wait before retrying a failed request
-    /// (default 100 ms).
-    pub fn retry_backoff(&self) -> Duration {
-        self.retry_backoff
-    }
-
-    /// `retry.backoff.max.ms`: the wait before retrying a request that
-    /// failed again doubles (±20% jitter) up to this (default 1 s; KIP-580).
-    /// One policy for every request kind: Metadata, FindCoordinator, the
-    /// group's requests, OffsetFetch, ListOffsets, OffsetForLeaderEpoch and
-    /// Fetch errors. Never below `retry.backoff.ms`.
-    pub fn retry_backoff_max(&self) -> Duration {
-        self.retry_backoff_max
     }
 
     /// `max.in.flight.requests.per.connection`: requests sent on one
@@ -1084,111 +920,14 @@ impl ConsumerConfig {
         self.receive_message_max_bytes
     }
 
-    /// `client.runtime` (default `auto`): which async runtime the consumer
-    /// runs on; see [`ClientRuntime`].
-    pub fn client_runtime(&self) -> ClientRuntime {
-        self.client_runtime
-    }
-
-    /// `security.protocol`: plain TCP or TLS, with or without SASL (default
-    /// `PLAINTEXT`). See `docs/security.md`.
-    pub fn security_protocol(&self) -> SecurityProtocol {
-        self.security_protocol
-    }
-
-    /// `ssl.ca.location`: a PEM file (or a directory of PEM files) of the
-    /// certificates that may sign a broker's certificate. With neither this
-    /// nor `ssl.ca.pem`, the system's root certificates are trusted.
-    pub fn ssl_ca_location(&self) -> Option<&Path> {
-        self.ssl_ca_location.as_deref()
-    }
-
-    /// `ssl.ca.pem`: the CA certificates as PEM text, instead of a file.
-    pub fn ssl_ca_pem(&self) -> Option<&str> {
-        self.ssl_ca_pem.as_deref()
-    }
-
-    /// `ssl.certificate.location`: this client's certificate chain (PEM
-    /// file), for brokers that authenticate clients by certificate.
-    pub fn ssl_certificate_location(&self) -> Option<&Path> {
-        self.ssl_certificate_location.as_deref()
-    }
-
-    /// `ssl.certificate.pem`: this client's certificate chain as PEM text.
-    pub fn ssl_certificate_pem(&self) -> Option<&str> {
-        self.ssl_certificate_pem.as_deref()
-    }
-
-    /// `ssl.key.location`: the private key of this client's certificate
-    /// (PEM file: PKCS#8, PKCS#1 RSA, SEC1 EC, or encrypted PKCS#8 with
-    /// `ssl.key.password`).
-    pub fn ssl_key_location(&self) -> Option<&Path> {
-        self.ssl_key_location.as_deref()
-    }
-
-    /// `ssl.key.pem`: the private key as PEM text (a secret: never shown by
-    /// `Debug` nor rendered by [`to_properties`](Self::to_properties)).
-    pub fn ssl_key_pem(&self) -> Option<&str> {
-        self.ssl_key_pem.as_ref().map(Secret::expose)
-    }
-
-    /// `ssl.key.password`: the password of an encrypted PKCS#8 key (a
-    /// secret, like `ssl.key.pem`).
-    pub fn ssl_key_password(&self) -> Option<&str> {
-        self.ssl_key_password.as_ref().map(Secret::expose)
-    }
-
-    /// `ssl.endpoint.identification.algorithm`: whether a broker's
-    /// certificate must name the host it was dialled by (default `https`:
-    /// it must).
-    pub fn ssl_endpoint_identification_algorithm(&self) -> EndpointIdentification {
-        self.ssl_endpoint_identification_algorithm
-    }
-
-    /// `enable.ssl.certificate.verification` (librdkafka's name): verify
-    /// brokers' certificates at all (default `true`; `false` accepts any
-    /// certificate, which encrypts but does not authenticate).
-    pub fn enable_ssl_certificate_verification(&self) -> bool {
-        self.enable_ssl_certificate_verification
-    }
-
-    /// `sasl.mechanism` (librdkafka: `sasl.mechanisms`), if set.
-    pub fn sasl_mechanism(&self) -> Option<crate::sasl::Mechanism> {
-        self.sasl.mechanism
-    }
-
-    /// `sasl.username`, if set.
-    pub fn sasl_username(&self) -> Option<&str> {
-        self.sasl.username.as_deref()
-    }
-
-    /// `sasl.password`, if set (its `Debug` and `Display` show
-    /// `[redacted]`).
-    pub fn sasl_password(&self) -> Option<&Secret> {
-        self.sasl.password.as_ref()
-    }
-
-    /// `sasl.oauthbearer.config`, if set.
-    pub fn sasl_oauthbearer_config(&self) -> Option<&str> {
-        self.sasl.oauthbearer_config.as_deref()
-    }
-
-    /// `enable.sasl.oauthbearer.unsecure.jwt` (default `false`).
-    pub fn enable_sasl_oauthbearer_unsecure_jwt(&self) -> bool {
-        self.sasl.unsecure_jwt
-    }
-
-    /// The OAUTHBEARER token provider, if set.
-    pub fn oauthbearer_token_provider(&self) -> Option<&crate::sasl::OAuthTokenProvider> {
-        self.sasl.token_provider.as_ref()
-    }
-
     /// How connections authenticate: `None` unless `security.protocol`
     /// uses SASL. For OAUTHBEARER with unsecured tokens, the provider that
     /// makes them.
     pub(crate) fn sasl_config(&self) -> Option<crate::sasl::SaslConfig> {
-        self.sasl.cluster_config(self.security_protocol)
+        self.common.sasl_config()
     }
+
+    common_getters!(ConsumerConfig);
 }
 
 impl<'de> Deserialize<'de> for ConsumerConfig {
@@ -1197,13 +936,20 @@ impl<'de> Deserialize<'de> for ConsumerConfig {
     /// `bootstrap.servers` and `partition.assignment.strategy`), or null
     /// (the property keeps its default).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let map = BTreeMap::<String, PropertyValue>::deserialize(deserializer)?;
-        ConsumerConfig::from_properties(
-            map.iter()
-                .filter_map(|(k, v)| v.0.as_deref().map(|v| (k.as_str(), v))),
-        )
-        .map_err(de::Error::custom)
+        ConsumerConfig::from_properties(serde_properties(deserializer)?).map_err(de::Error::custom)
     }
+}
+
+/// The properties of a serde map of property names to values, as strings;
+/// null values left out (they keep the default).
+fn serde_properties<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<(String, String)>, D::Error> {
+    let map = BTreeMap::<String, PropertyValue>::deserialize(deserializer)?;
+    Ok(map
+        .into_iter()
+        .filter_map(|(k, v)| v.0.map(|v| (k, v)))
+        .collect())
 }
 
 /// A property value from serde, as the string a `.properties` file would
@@ -1284,12 +1030,12 @@ impl<'de> Visitor<'de> for PropertyValueVisitor {
 /// Kafka property name and a string value and checks its syntax at once.
 #[derive(Debug, Clone)]
 pub struct ConsumerConfigBuilder {
-    bootstrap_servers: Option<String>,
+    /// The properties every client takes.
+    common: CommonBuilder,
     group_id: Option<String>,
     group_instance_id: Option<String>,
     group_protocol: GroupProtocol,
     group_remote_assignor: Option<RemoteAssignor>,
-    client_id: String,
     client_rack: Option<String>,
     auto_offset_reset: OffsetReset,
     enable_auto_commit: Option<bool>,
@@ -1305,36 +1051,14 @@ pub struct ConsumerConfigBuilder {
     heartbeat_interval: Duration,
     max_poll_interval: Duration,
     partition_assignment_strategy: Vec<AssignmentStrategy>,
-    connections_max_idle: Option<Duration>,
-    request_timeout: Duration,
     default_api_timeout: Duration,
-    metadata_max_age: Duration,
     topic_metadata_propagation_max: Duration,
-    reconnect_backoff: Option<Duration>,
-    reconnect_backoff_max: Option<Duration>,
-    socket_connection_setup_timeout: Duration,
-    socket_connection_setup_timeout_max: Duration,
-    socket_keepalive: bool,
-    retry_backoff: Duration,
-    retry_backoff_max: Duration,
     max_in_flight_requests_per_connection: u32,
     check_crcs: bool,
     fetch_sessions: bool,
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
     receive_message_max_bytes: Option<u32>,
-    client_runtime: ClientRuntime,
-    security_protocol: SecurityProtocol,
-    ssl_ca_location: Option<PathBuf>,
-    ssl_ca_pem: Option<String>,
-    ssl_certificate_location: Option<PathBuf>,
-    ssl_certificate_pem: Option<String>,
-    ssl_key_location: Option<PathBuf>,
-    ssl_key_pem: Option<Secret>,
-    ssl_key_password: Option<Secret>,
-    ssl_endpoint_identification_algorithm: EndpointIdentification,
-    enable_ssl_certificate_verification: bool,
-    sasl: SaslProperties,
     /// Classic-only properties set explicitly, which `group.protocol=consumer`
     /// refuses (as Java's `ConsumerConfig` does).
     explicit: Vec<&'static str>,
@@ -1350,12 +1074,11 @@ impl ConsumerConfigBuilder {
     /// Every property at its default.
     pub fn new() -> Self {
         ConsumerConfigBuilder {
-            bootstrap_servers: None,
+            common: CommonBuilder::default(),
             group_id: None,
             group_instance_id: None,
             group_protocol: GroupProtocol::Classic,
             group_remote_assignor: None,
-            client_id: "lazykafka".to_owned(),
             client_rack: None,
             auto_offset_reset: OffsetReset::Latest,
             enable_auto_commit: None,
@@ -1374,36 +1097,14 @@ impl ConsumerConfigBuilder {
                 AssignmentStrategy::Range,
                 AssignmentStrategy::CooperativeSticky,
             ],
-            connections_max_idle: Some(Duration::from_millis(540_000)),
-            request_timeout: Duration::from_millis(30_000),
             default_api_timeout: Duration::from_millis(60_000),
-            metadata_max_age: Duration::from_millis(300_000),
             topic_metadata_propagation_max: Duration::from_millis(1_000),
-            reconnect_backoff: None,
-            reconnect_backoff_max: None,
-            socket_connection_setup_timeout: Duration::from_millis(10_000),
-            socket_connection_setup_timeout_max: Duration::from_millis(30_000),
-            socket_keepalive: true,
-            retry_backoff: Duration::from_millis(100),
-            retry_backoff_max: Duration::from_millis(1000),
             max_in_flight_requests_per_connection: 5,
             check_crcs: true,
             fetch_sessions: true,
             allow_auto_create_topics: true,
             exclude_internal_topics: true,
             receive_message_max_bytes: None,
-            client_runtime: ClientRuntime::Auto,
-            security_protocol: SecurityProtocol::Plaintext,
-            ssl_ca_location: None,
-            ssl_ca_pem: None,
-            ssl_certificate_location: None,
-            ssl_certificate_pem: None,
-            ssl_key_location: None,
-            ssl_key_pem: None,
-            ssl_key_password: None,
-            ssl_endpoint_identification_algorithm: EndpointIdentification::Https,
-            enable_ssl_certificate_verification: true,
-            sasl: SaslProperties::default(),
             explicit: Vec::new(),
         }
     }
@@ -1433,7 +1134,6 @@ impl ConsumerConfigBuilder {
         let p = property;
         let v = value.trim();
         match property {
-            BOOTSTRAP_SERVERS => self.bootstrap_servers = Some(v.to_owned()),
             GROUP_ID => self.group_id = Some(v.to_owned()),
             GROUP_INSTANCE_ID => self.group_instance_id = Some(v.to_owned()),
             GROUP_PROTOCOL => {
@@ -1452,7 +1152,6 @@ impl ConsumerConfigBuilder {
                     )
                 }
             }
-            CLIENT_ID => self.client_id = v.to_owned(),
             // Java's default is "", meaning no rack.
             CLIENT_RACK => self.client_rack = (!v.is_empty()).then(|| v.to_owned()),
             AUTO_OFFSET_RESET => self.auto_offset_reset = v.parse()?,
@@ -1478,30 +1177,10 @@ impl ConsumerConfigBuilder {
                 self.partition_assignment_strategy = parse_strategies(v)?;
                 self.mark_explicit(PARTITION_ASSIGNMENT_STRATEGY);
             }
-            CONNECTIONS_MAX_IDLE_MS => {
-                self.connections_max_idle = if v == "-1" {
-                    None
-                } else {
-                    Some(parse_ms(p, v).map_err(|_| invalid(p, v, "expected -1 or milliseconds"))?)
-                }
-            }
-            REQUEST_TIMEOUT_MS => self.request_timeout = parse_ms(p, v)?,
             DEFAULT_API_TIMEOUT_MS => self.default_api_timeout = parse_ms(p, v)?,
-            METADATA_MAX_AGE_MS => self.metadata_max_age = parse_ms(p, v)?,
             TOPIC_METADATA_PROPAGATION_MAX_MS => {
                 self.topic_metadata_propagation_max = parse_ms(p, v)?
             }
-            RECONNECT_BACKOFF_MS => self.reconnect_backoff = Some(parse_ms(p, v)?),
-            RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max = Some(parse_ms(p, v)?),
-            SOCKET_CONNECTION_SETUP_TIMEOUT_MS => {
-                self.socket_connection_setup_timeout = parse_ms(p, v)?
-            }
-            SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS => {
-                self.socket_connection_setup_timeout_max = parse_ms(p, v)?
-            }
-            SOCKET_KEEPALIVE_ENABLE => self.socket_keepalive = parse_bool(p, v)?,
-            RETRY_BACKOFF_MS => self.retry_backoff = parse_ms(p, v)?,
-            RETRY_BACKOFF_MAX_MS => self.retry_backoff_max = parse_ms(p, v)?,
             MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION => {
                 self.max_in_flight_requests_per_connection = parse_u32(p, v)?
             }
@@ -1510,45 +1189,9 @@ impl ConsumerConfigBuilder {
             ALLOW_AUTO_CREATE_TOPICS => self.allow_auto_create_topics = parse_bool(p, v)?,
             EXCLUDE_INTERNAL_TOPICS => self.exclude_internal_topics = parse_bool(p, v)?,
             RECEIVE_MESSAGE_MAX_BYTES => self.receive_message_max_bytes = Some(parse_u32(p, v)?),
-            CLIENT_DNS_LOOKUP => {
-                if !v.eq_ignore_ascii_case("use_all_dns_ips") {
-                    return Err(invalid(
-                        p,
-                        v,
-                        "only use_all_dns_ips is supported: names are resolved at connect time \
-                         and every address is tried",
-                    ));
-                }
-            }
-            CLIENT_RUNTIME => self.client_runtime = v.parse()?,
-            SECURITY_PROTOCOL => self.security_protocol = v.parse()?,
-            // An empty value unsets, as in librdkafka; its `probe` (look
-            // for the system's CA file) is what no value does here.
-            SSL_CA_LOCATION => {
-                self.ssl_ca_location = non_empty(v)
-                    .filter(|v| !v.eq_ignore_ascii_case("probe"))
-                    .map(PathBuf::from)
-            }
-            SSL_CA_PEM => self.ssl_ca_pem = non_empty(v).map(str::to_owned),
-            SSL_CERTIFICATE_LOCATION => {
-                self.ssl_certificate_location = non_empty(v).map(PathBuf::from)
-            }
-            SSL_CERTIFICATE_PEM => self.ssl_certificate_pem = non_empty(v).map(str::to_owned),
-            SSL_KEY_LOCATION => self.ssl_key_location = non_empty(v).map(PathBuf::from),
-            SSL_KEY_PEM => self.ssl_key_pem = non_empty(v).map(Secret::new),
-            // Not trimmed: a password may begin or end with a space.
-            SSL_KEY_PASSWORD => {
-                self.ssl_key_password = (!value.is_empty()).then(|| Secret::new(value))
-            }
-            SSL_ENDPOINT_IDENTIFICATION_ALGORITHM => {
-                self.ssl_endpoint_identification_algorithm = v.parse()?
-            }
-            ENABLE_SSL_CERTIFICATE_VERIFICATION => {
-                self.enable_ssl_certificate_verification = parse_bool(p, v)?
-            }
-            _ => match self.sasl.set(property, v) {
+            _ => match self.common.set(property, value) {
                 Some(result) => result?,
-                None => return Err(unknown_property(property)),
+                None => return Err(unknown_consumer_property(property)),
             },
         }
         Ok(self)
@@ -1565,12 +1208,6 @@ impl ConsumerConfigBuilder {
         properties
             .into_iter()
             .try_fold(self, |b, (k, v)| b.set(k.as_ref(), v.as_ref()))
-    }
-
-    /// `bootstrap.servers`: a comma-separated list of `host:port`.
-    pub fn bootstrap_servers(mut self, servers: impl AsRef<str>) -> Self {
-        self.bootstrap_servers = Some(servers.as_ref().to_owned());
-        self
     }
 
     /// `group.id`. Without one the consumer can only be assigned
@@ -1604,12 +1241,6 @@ impl ConsumerConfigBuilder {
         if !self.explicit.contains(&property) {
             self.explicit.push(property);
         }
-    }
-
-    /// `client.id`.
-    pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
-        self.client_id = client_id.into();
-        self
     }
 
     /// `client.rack`: sent in the group subscription and in Fetch (v11+),
@@ -1712,80 +1343,15 @@ impl ConsumerConfigBuilder {
         self
     }
 
-    /// `connections.max.idle.ms`; `None` never closes idle connections.
-    pub fn connections_max_idle(mut self, idle: Option<Duration>) -> Self {
-        self.connections_max_idle = idle;
-        self
-    }
-
-    /// `request.timeout.ms`.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-
     /// `default.api.timeout.ms`.
     pub fn default_api_timeout(mut self, timeout: Duration) -> Self {
         self.default_api_timeout = timeout;
         self
     }
 
-    /// `metadata.max.age.ms`: also the lease of a preferred read replica
-    /// (KIP-392).
-    pub fn metadata_max_age(mut self, age: Duration) -> Self {
-        self.metadata_max_age = age;
-        self
-    }
-
     /// `topic.metadata.propagation.max.ms`.
     pub fn topic_metadata_propagation_max(mut self, max: Duration) -> Self {
         self.topic_metadata_propagation_max = max;
-        self
-    }
-
-    /// `reconnect.backoff.ms`. Setting it without
-    /// `reconnect.backoff.max.ms` turns exponential backoff off, as in the
-    /// Java client.
-    pub fn reconnect_backoff(mut self, backoff: Duration) -> Self {
-        self.reconnect_backoff = Some(backoff);
-        self
-    }
-
-    /// `reconnect.backoff.max.ms`; at least `reconnect.backoff.ms`.
-    pub fn reconnect_backoff_max(mut self, backoff: Duration) -> Self {
-        self.reconnect_backoff_max = Some(backoff);
-        self
-    }
-
-    /// `socket.connection.setup.timeout.ms`.
-    pub fn socket_connection_setup_timeout(mut self, timeout: Duration) -> Self {
-        self.socket_connection_setup_timeout = timeout;
-        self
-    }
-
-    /// `socket.connection.setup.timeout.max.ms`; at least
-    /// `socket.connection.setup.timeout.ms`.
-    pub fn socket_connection_setup_timeout_max(mut self, timeout: Duration) -> Self {
-        self.socket_connection_setup_timeout_max = timeout;
-        self
-    }
-
-    /// `socket.keepalive.enable`.
-    pub fn socket_keepalive(mut self, enable: bool) -> Self {
-        self.socket_keepalive = enable;
-        self
-    }
-
-    /// `retry.backoff.ms`.
-    pub fn retry_backoff(mut self, backoff: Duration) -> Self {
-        self.retry_backoff = backoff;
-        self
-    }
-
-    /// `retry.backoff.max.ms`; a value below `retry.backoff.ms` is taken
-    /// as `retry.backoff.ms` (no doubling).
-    pub fn retry_backoff_max(mut self, backoff: Duration) -> Self {
-        self.retry_backoff_max = backoff;
         self
     }
 
@@ -1827,149 +1393,16 @@ impl ConsumerConfigBuilder {
         self
     }
 
-    /// `client.runtime`: which async runtime the consumer runs on.
-    pub fn client_runtime(mut self, runtime: ClientRuntime) -> Self {
-        self.client_runtime = runtime;
-        self
-    }
-
-    /// `security.protocol`.
-    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
-        self.security_protocol = protocol;
-        self
-    }
-
-    /// `ssl.ca.location`: a PEM file or a directory of PEM files.
-    pub fn ssl_ca_location(mut self, path: impl Into<PathBuf>) -> Self {
-        self.ssl_ca_location = Some(path.into());
-        self
-    }
-
-    /// `ssl.ca.pem`.
-    pub fn ssl_ca_pem(mut self, pem: impl Into<String>) -> Self {
-        self.ssl_ca_pem = Some(pem.into());
-        self
-    }
-
-    /// `ssl.certificate.location`.
-    pub fn ssl_certificate_location(mut self, path: impl Into<PathBuf>) -> Self {
-        self.ssl_certificate_location = Some(path.into());
-        self
-    }
-
-    /// `ssl.certificate.pem`.
-    pub fn ssl_certificate_pem(mut self, pem: impl Into<String>) -> Self {
-        self.ssl_certificate_pem = Some(pem.into());
-        self
-    }
-
-    /// `ssl.key.location`.
-    pub fn ssl_key_location(mut self, path: impl Into<PathBuf>) -> Self {
-        self.ssl_key_location = Some(path.into());
-        self
-    }
-
-    /// `ssl.key.pem` (a secret).
-    pub fn ssl_key_pem(mut self, pem: impl Into<String>) -> Self {
-        self.ssl_key_pem = Some(Secret::new(pem));
-        self
-    }
-
-    /// `ssl.key.password` (a secret).
-    pub fn ssl_key_password(mut self, password: impl Into<String>) -> Self {
-        self.ssl_key_password = Some(Secret::new(password));
-        self
-    }
-
-    /// `ssl.endpoint.identification.algorithm`.
-    pub fn ssl_endpoint_identification_algorithm(mut self, check: EndpointIdentification) -> Self {
-        self.ssl_endpoint_identification_algorithm = check;
-        self
-    }
-
-    /// `enable.ssl.certificate.verification`.
-    pub fn enable_ssl_certificate_verification(mut self, enable: bool) -> Self {
-        self.enable_ssl_certificate_verification = enable;
-        self
-    }
-
-    /// `sasl.mechanism`: required with `SASL_PLAINTEXT` and `SASL_SSL`.
-    pub fn sasl_mechanism(mut self, mechanism: crate::sasl::Mechanism) -> Self {
-        self.sasl.mechanism = Some(mechanism);
-        self
-    }
-
-    /// `sasl.username` (PLAIN, SCRAM).
-    pub fn sasl_username(mut self, username: impl Into<String>) -> Self {
-        self.sasl.username = Some(username.into());
-        self
-    }
-
-    /// `sasl.password` (PLAIN, SCRAM). Kept out of `Debug` and
-    /// [`ConsumerConfig::to_properties`].
-    pub fn sasl_password(mut self, password: impl Into<String>) -> Self {
-        self.sasl.password = Some(Secret::new(password.into()));
-        self
-    }
-
-    /// `sasl.oauthbearer.config`: for unsecured OAUTHBEARER tokens,
-    /// `principal=NAME` and optionally `lifeSeconds=N` (3600), `scope=S`,
-    /// `extension_KEY=VALUE`, separated by spaces (librdkafka's syntax).
-    pub fn sasl_oauthbearer_config(mut self, config: impl Into<String>) -> Self {
-        let config = config.into();
-        self.sasl.oauthbearer_config = (!config.is_empty()).then_some(config);
-        self
-    }
-
-    /// `enable.sasl.oauthbearer.unsecure.jwt`: make unsecured
-    /// (`"alg":"none"`) OAUTHBEARER tokens from `sasl.oauthbearer.config`,
-    /// for test brokers that accept them.
-    pub fn enable_sasl_oauthbearer_unsecure_jwt(mut self, enable: bool) -> Self {
-        self.sasl.unsecure_jwt = enable;
-        self
-    }
-
-    /// Where OAUTHBEARER tokens come from: `provider` is called when a
-    /// connection authenticates and the last token has used 80% of its
-    /// lifetime; an `Err` fails that authentication with its message. See
-    /// [`OAuthTokenProvider`].
-    ///
-    /// ```
-    /// use lazykafka::config::{Mechanism, OAuthToken};
-    /// use lazykafka::config::SecurityProtocol;
-    /// use lazykafka::ConsumerConfig;
-    /// use std::time::Duration;
-    ///
-    /// let config = ConsumerConfig::builder()
-    ///     .bootstrap_servers("localhost:9092")
-    ///     .security_protocol(SecurityProtocol::SaslPlaintext)
-    ///     .sasl_mechanism(Mechanism::OAuthBearer)
-    ///     .oauthbearer_token_provider(|| {
-    ///         // Fetch (or take from a cache) a token for this client.
-    ///         Ok(OAuthToken::new("eyJhbGciOi...", Duration::from_secs(3600)))
-    ///     })
-    ///     .build()?;
-    /// assert!(config.oauthbearer_token_provider().is_some());
-    /// # Ok::<(), lazykafka::Error>(())
-    /// ```
-    pub fn oauthbearer_token_provider(
-        mut self,
-        provider: impl Fn() -> Result<crate::sasl::OAuthToken, String> + Send + Sync + 'static,
-    ) -> Self {
-        self.sasl.token_provider = Some(crate::sasl::OAuthTokenProvider::new(provider));
-        self
-    }
+    common_setters!(ConsumerConfig);
 
     /// Checks every value and how they agree, and returns the
     /// configuration; an [`Error::Config`] names the first property that is
     /// wrong.
     pub fn build(self) -> Result<ConsumerConfig, Error> {
         let b = self;
-        let bootstrap_servers = parse_bootstrap_servers(
-            b.bootstrap_servers
-                .as_deref()
-                .ok_or_else(|| config_error(BOOTSTRAP_SERVERS, "required, but not set"))?,
-        )?;
+        // The shared properties first (bootstrap.servers, then the
+        // connections and security), the consumer's own after.
+        let common = b.common.build("ConsumerConfigBuilder")?;
 
         if b.group_id.as_deref() == Some("") {
             return Err(config_error(
@@ -2006,58 +1439,12 @@ impl ConsumerConfigBuilder {
         check_ms(SESSION_TIMEOUT_MS, b.session_timeout, 1, INT_MAX)?;
         check_ms(HEARTBEAT_INTERVAL_MS, b.heartbeat_interval, 1, INT_MAX)?;
         check_ms(MAX_POLL_INTERVAL_MS, b.max_poll_interval, 1, INT_MAX)?;
-        check_ms(REQUEST_TIMEOUT_MS, b.request_timeout, 0, INT_MAX)?;
         check_ms(DEFAULT_API_TIMEOUT_MS, b.default_api_timeout, 0, INT_MAX)?;
-        check_ms(METADATA_MAX_AGE_MS, b.metadata_max_age, 0, i64::MAX as u64)?;
         check_ms(
             TOPIC_METADATA_PROPAGATION_MAX_MS,
             b.topic_metadata_propagation_max,
             0,
             INT_MAX,
-        )?;
-        check_ms(RETRY_BACKOFF_MS, b.retry_backoff, 0, i64::MAX as u64)?;
-        check_ms(
-            RETRY_BACKOFF_MAX_MS,
-            b.retry_backoff_max,
-            0,
-            i64::MAX as u64,
-        )?;
-        check_ms(
-            SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
-            b.socket_connection_setup_timeout,
-            1,
-            i64::MAX as u64,
-        )?;
-        check_ms(
-            SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS,
-            b.socket_connection_setup_timeout_max,
-            1,
-            i64::MAX as u64,
-        )?;
-        if let Some(idle) = b.connections_max_idle {
-            if idle.as_millis() == 0 {
-                return Err(invalid(
-                    CONNECTIONS_MAX_IDLE_MS,
-                    "0",
-                    "expected -1 (never close idle connections) or a positive number",
-                ));
-            }
-            check_ms(CONNECTIONS_MAX_IDLE_MS, idle, 1, i64::MAX as u64)?;
-        }
-
-        // Java's rule: reconnect.backoff.ms alone also sets the maximum,
-        // which turns exponential backoff off.
-        let reconnect_backoff = b.reconnect_backoff.unwrap_or(DEFAULT_RECONNECT_BACKOFF);
-        let reconnect_backoff_max = b
-            .reconnect_backoff_max
-            .or(b.reconnect_backoff)
-            .unwrap_or(DEFAULT_RECONNECT_BACKOFF_MAX);
-        check_ms(RECONNECT_BACKOFF_MS, reconnect_backoff, 0, i64::MAX as u64)?;
-        check_ms(
-            RECONNECT_BACKOFF_MAX_MS,
-            reconnect_backoff_max,
-            0,
-            i64::MAX as u64,
         )?;
 
         check_int(FETCH_MIN_BYTES, b.fetch_min_bytes, 0)?;
@@ -2132,27 +1519,6 @@ impl ConsumerConfigBuilder {
                 format!("must not exceed {FETCH_MAX_BYTES} ({})", b.fetch_max_bytes),
             ));
         }
-        if reconnect_backoff_max < reconnect_backoff {
-            return Err(invalid(
-                RECONNECT_BACKOFF_MAX_MS,
-                reconnect_backoff_max.as_millis(),
-                format!(
-                    "must not be lower than {RECONNECT_BACKOFF_MS} ({})",
-                    reconnect_backoff.as_millis()
-                ),
-            ));
-        }
-        if b.socket_connection_setup_timeout_max < b.socket_connection_setup_timeout {
-            return Err(invalid(
-                SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS,
-                b.socket_connection_setup_timeout_max.as_millis(),
-                format!(
-                    "must not be lower than {SOCKET_CONNECTION_SETUP_TIMEOUT_MS} ({})",
-                    b.socket_connection_setup_timeout.as_millis()
-                ),
-            ));
-        }
-        b.sasl.check(b.security_protocol)?;
 
         // librdkafka's rule: a whole Fetch response must fit in a frame.
         // Unset, the limit grows to fit; set, it must be large enough.
@@ -2181,40 +1547,12 @@ impl ConsumerConfigBuilder {
             }
         };
 
-        for (location, pem, present) in [
-            (
-                SSL_CA_LOCATION,
-                SSL_CA_PEM,
-                (b.ssl_ca_location.is_some(), b.ssl_ca_pem.is_some()),
-            ),
-            (
-                SSL_CERTIFICATE_LOCATION,
-                SSL_CERTIFICATE_PEM,
-                (
-                    b.ssl_certificate_location.is_some(),
-                    b.ssl_certificate_pem.is_some(),
-                ),
-            ),
-            (
-                SSL_KEY_LOCATION,
-                SSL_KEY_PEM,
-                (b.ssl_key_location.is_some(), b.ssl_key_pem.is_some()),
-            ),
-        ] {
-            if present == (true, true) {
-                return Err(config_error(
-                    pem,
-                    format!("set only one of {location} and {pem}"),
-                ));
-            }
-        }
         Ok(ConsumerConfig {
-            bootstrap_servers,
+            common,
             group_id: b.group_id,
             group_instance_id: b.group_instance_id,
             group_protocol: b.group_protocol,
             group_remote_assignor: b.group_remote_assignor,
-            client_id: b.client_id,
             // Java's default is "", meaning no rack.
             client_rack: b.client_rack.filter(|rack| !rack.is_empty()),
             auto_offset_reset: b.auto_offset_reset,
@@ -2231,36 +1569,14 @@ impl ConsumerConfigBuilder {
             heartbeat_interval: b.heartbeat_interval,
             max_poll_interval: b.max_poll_interval,
             partition_assignment_strategy: b.partition_assignment_strategy,
-            connections_max_idle: b.connections_max_idle,
-            request_timeout: b.request_timeout,
             default_api_timeout: b.default_api_timeout,
-            metadata_max_age: b.metadata_max_age,
             topic_metadata_propagation_max: b.topic_metadata_propagation_max,
-            reconnect_backoff,
-            reconnect_backoff_max,
-            socket_connection_setup_timeout: b.socket_connection_setup_timeout,
-            socket_connection_setup_timeout_max: b.socket_connection_setup_timeout_max,
-            socket_keepalive: b.socket_keepalive,
-            retry_backoff: b.retry_backoff,
-            retry_backoff_max: b.retry_backoff_max.max(b.retry_backoff),
             max_in_flight_requests_per_connection: b.max_in_flight_requests_per_connection,
             check_crcs: b.check_crcs,
             fetch_sessions: b.fetch_sessions,
             allow_auto_create_topics: b.allow_auto_create_topics,
             exclude_internal_topics: b.exclude_internal_topics,
             receive_message_max_bytes,
-            client_runtime: b.client_runtime,
-            security_protocol: b.security_protocol,
-            ssl_ca_location: b.ssl_ca_location,
-            ssl_ca_pem: b.ssl_ca_pem,
-            ssl_certificate_location: b.ssl_certificate_location,
-            ssl_certificate_pem: b.ssl_certificate_pem,
-            ssl_key_location: b.ssl_key_location,
-            ssl_key_pem: b.ssl_key_pem,
-            ssl_key_password: b.ssl_key_password,
-            ssl_endpoint_identification_algorithm: b.ssl_endpoint_identification_algorithm,
-            enable_ssl_certificate_verification: b.enable_ssl_certificate_verification,
-            sasl: b.sasl,
         })
     }
 }
@@ -2394,28 +1710,50 @@ fn parse_strategies(list: &str) -> Result<Vec<AssignmentStrategy>, Error> {
         .collect()
 }
 
-/// The error for a property this client does not know, with a hint when
-/// the name is a known one's misspelling, librdkafka's name for it, or a
-/// Java property this client deliberately lacks.
-fn unknown_property(property: &str) -> Error {
+/// The error for a property the consumer does not know.
+fn unknown_consumer_property(property: &str) -> Error {
     const ALIASES: &[(&str, &str)] = &[
-        ("metadata.broker.list", BOOTSTRAP_SERVERS),
         ("fetch.wait.max.ms", FETCH_MAX_WAIT_MS),
         ("fetch.message.max.bytes", MAX_PARTITION_FETCH_BYTES),
         ("auto.commit.enable", ENABLE_AUTO_COMMIT),
-        ("topic.metadata.refresh.interval.ms", METADATA_MAX_AGE_MS),
-        ("socket.timeout.ms", REQUEST_TIMEOUT_MS),
     ];
+    const DESERIALIZERS: &str =
+        "records are handed out as bytes; deserialize them in the application";
+    unknown_property(
+        property,
+        ConsumerConfig::PROPERTIES,
+        ALIASES,
+        &[
+            ("key.deserializer", DESERIALIZERS),
+            ("value.deserializer", DESERIALIZERS),
+        ],
+    )
+}
+
+/// The error for a property a client does not know, with a hint when the
+/// name is a known one's misspelling, librdkafka's name for one (the
+/// shared [`common::ALIASES`] and the client's `aliases`), or a Java
+/// property this client deliberately lacks (`refused`, with the reason).
+fn unknown_property(
+    property: &str,
+    known: &[&str],
+    aliases: &[(&str, &str)],
+    refused: &[(&str, &str)],
+) -> Error {
     let reason = if property.starts_with("ssl.keystore.") || property.starts_with("ssl.truststore.")
     {
         "Java keystores are not read: give PEM files (ssl.certificate.location, ssl.key.location, ssl.ca.location)".to_owned()
     } else if property.starts_with("sasl.kerberos.") {
         "GSSAPI (Kerberos) is not supported".to_owned()
-    } else if property == "key.deserializer" || property == "value.deserializer" {
-        "records are handed out as bytes; deserialize them in the application".to_owned()
-    } else if let Some((_, known)) = ALIASES.iter().find(|(alias, _)| *alias == property) {
+    } else if let Some((_, why)) = refused.iter().find(|(name, _)| *name == property) {
+        (*why).to_owned()
+    } else if let Some((_, known)) = common::ALIASES
+        .iter()
+        .chain(aliases)
+        .find(|(alias, _)| *alias == property)
+    {
         format!("unknown property; did you mean {known:?}?")
-    } else if let Some(near) = ConsumerConfig::PROPERTIES
+    } else if let Some(near) = known
         .iter()
         .map(|known| (edit_distance(property, known), *known))
         .filter(|(d, _)| *d <= 3)

@@ -10,15 +10,17 @@
 //! - [`Consumer`] ([`consumer`]): subscribe or assign, `poll`, commit,
 //!   seek, pause, offsets lookups, metrics; the records it hands out
 //!   ([`ConsumerRecord`], their headers) and the [`RebalanceListener`];
-//! - [`config`]: [`ConsumerConfig`], from a typed builder, Kafka property
-//!   names, or any serde format, and the enums its properties take;
+//! - [`config`]: [`ConsumerConfig`] and [`ProducerConfig`], from a typed
+//!   builder, Kafka property names, or any serde format, and the enums
+//!   their properties take;
 //! - [`error`]: [`Error`] (with [`Error::is_retriable`]), the broker's
 //!   [`ErrorCode`], and the errors its variants carry;
 //! - [`events`]: the consumer's connections, as events, snapshots and
 //!   per-broker counters;
 //! - [`producer`]: the runtime-free parts of a producer to come: which
 //!   partition a record goes to (murmur2 for keys, KIP-794's sticky
-//!   partitioner, custom partitioners);
+//!   partitioner, custom partitioners); its configuration is
+//!   [`ProducerConfig`];
 //! - `mock` (feature `mock`): a Kafka cluster in this process, for tests.
 //!
 //! [`Consumer`] runs on tokio (feature `runtime-tokio`) or async-std (the
@@ -150,7 +152,10 @@ unstable! {
     pub mod tls;
 }
 
-pub use config::{ConsumerConfig, IsolationLevel, OffsetReset, SecurityProtocol};
+pub use config::{
+    Acks, ConsumerConfig, IsolationLevel, OffsetReset, ProducerConfig, ProducerConfigBuilder,
+    SecurityProtocol,
+};
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use consumer::{Consumer, ConsumerMetrics, RebalanceListener, RecordStream, Revocation};
 pub use error::{Error, ErrorCode};

@@ -136,8 +136,8 @@ impl SaslProperties {
 
     /// Checks that `protocol` and these settings agree. The `sasl.*`
     /// properties are ignored (as Java and librdkafka do) when the protocol
-    /// does not use SASL.
-    pub fn check(&self, protocol: SecurityProtocol) -> Result<(), Error> {
+    /// does not use SASL. `builder` names the builder type in advice.
+    pub fn check(&self, protocol: SecurityProtocol, builder: &str) -> Result<(), Error> {
         if !protocol.uses_sasl() {
             return Ok(());
         }
@@ -186,9 +186,11 @@ impl SaslProperties {
             }
             (None, false) => Err(config_error(
                 SASL_MECHANISM,
-                "OAUTHBEARER needs a token provider \
-                 (ConsumerConfigBuilder::oauthbearer_token_provider) or, for tests, \
-                 enable.sasl.oauthbearer.unsecure.jwt=true with sasl.oauthbearer.config",
+                format!(
+                    "OAUTHBEARER needs a token provider \
+                     ({builder}::oauthbearer_token_provider) or, for tests, \
+                     enable.sasl.oauthbearer.unsecure.jwt=true with sasl.oauthbearer.config"
+                ),
             )),
         }
     }

@@ -701,6 +701,14 @@ fn the_table_covers_every_property() {
 }
 
 #[test]
+fn the_shared_properties_are_consumer_properties() {
+    for property in common::PROPERTIES {
+        assert!(ConsumerConfig::PROPERTIES.contains(property), "{property}");
+    }
+    assert_eq!(ConsumerConfig::SECRET_PROPERTIES, common::SECRET_PROPERTIES);
+}
+
+#[test]
 fn every_property_has_its_default() {
     let config = with(&[]).unwrap();
     for case in CASES {
@@ -1519,6 +1527,8 @@ fn edit_distance_is_levenshtein() {
     assert_eq!(edit_distance("kitten", "sitting"), 3);
     assert_eq!(edit_distance("same", "same"), 0);
 }
+
+mod producer;
 
 mod round_trip {
     use super::*;

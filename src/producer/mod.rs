@@ -7,6 +7,8 @@
 //! and librdkafka's `murmur2_random`), records without a key (or every
 //! record, with `partitioner.ignore.keys`) by the uniform sticky
 //! partitioner of KIP-794, and a [`Partitioner`] trait for custom choices.
+//! Its configuration, [`ProducerConfig`](crate::ProducerConfig), exists
+//! already: the Java producer's properties, defaults and checks.
 //!
 //! ## Which partition a record goes to
 //!
