@@ -2,13 +2,12 @@
 //!
 //! There is no producer yet; these are the pieces it will be built on, pure
 //! like the consumer's lower layers (no sockets, no async, no clock, no
-//! random source of their own): which partition a record goes to. Keyed
-//! records by Kafka's murmur2 hash (the Java client's `BuiltInPartitioner`,
-//! and librdkafka's `murmur2_random`), records without a key (or every
-//! record, with `partitioner.ignore.keys`) by the uniform sticky
-//! partitioner of KIP-794, and a [`Partitioner`] trait for custom choices.
-//! Its configuration, [`ProducerConfig`](crate::ProducerConfig), exists
-//! already: the Java producer's properties, defaults and checks.
+//! random source of their own): which partition a record goes to, and
+//! where records wait for the sender. Keyed records by Kafka's murmur2
+//! hash (the Java client's `BuiltInPartitioner`, and librdkafka's
+//! `murmur2_random`), records without a key (or every record, with
+//! `partitioner.ignore.keys`) by the uniform sticky partitioner of KIP-794,
+//! and a [`Partitioner`] trait for custom choices.
 //!
 //! ## Which partition a record goes to
 //!
@@ -31,11 +30,23 @@
 //! from a [`RandomSource`] it is handed (the runtime seeds a generator of
 //! its own; tests count), and the cluster's partitions as an argument.
 //!
+//! ## Where records wait
+//!
+//! The record accumulator (crate-private, `accumulator.rs`) holds the
+//! records appended to each partition in batches until the sender takes
+//! them: `batch.size`, `linger.ms`, `buffer.memory`, `max.request.size` and
+//! `delivery.timeout.ms` as the Java client's `RecordAccumulator` keeps
+//! them, batches encoded when drained with the idempotent producer's id,
+//! epoch and sequence, retries first in sequence order.
+//!
 //! The wire side is in the crate's protocol layer: Produce (versions 3-11)
 //! and InitProducerId (0-5); its record batch builder writes the batches,
 //! producer id, epoch and sequence included (both public only with the
 //! unstable feature `unstable-internals`).
 
+// The sender that drives it is still to come.
+#[allow(dead_code)]
+pub(crate) mod accumulator;
 mod partitioner;
 
 pub use partitioner::{

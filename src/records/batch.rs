@@ -27,7 +27,7 @@
 use super::compression::{self, Compression};
 use super::record::{read_headers, varint_span, Entry, Span, TimestampType};
 use super::DecodedRecords;
-use super::{Checksum, RecordsErrorKind};
+use super::{Checksum, RecordsError, RecordsErrorKind};
 use crate::protocol::Reader;
 use bytes::Bytes;
 
@@ -42,6 +42,8 @@ pub(crate) const CRC_START: usize = 21;
 pub(crate) const CRC_AT: usize = 17;
 /// Where the magic byte sits.
 const MAGIC_AT: usize = 16;
+/// Where `producerId` sits (`producerEpoch` and `baseSequence` follow it).
+const PRODUCER_ID_AT: usize = 43;
 /// The smallest encoded record: one byte each for length, attributes,
 /// timestamp delta, offset delta, key length, value length and header
 /// count.
@@ -178,6 +180,74 @@ pub(crate) fn v2_crc_holds(entry: &[u8]) -> bool {
     };
     entry[MAGIC_AT] == 2
         && computed_crc(entry) == u32::from_be_bytes(stored.try_into().expect("4 bytes"))
+}
+
+/// The producer id, epoch and base sequence in the header of `batch`, a v2
+/// batch; `None` when it is shorter than a header or not magic 2.
+#[cfg(test)]
+pub(crate) fn producer_state(batch: &[u8]) -> Option<(i64, i16, i32)> {
+    let fields = batch.get(PRODUCER_ID_AT..PRODUCER_ID_AT + 14)?;
+    if batch[MAGIC_AT] != 2 {
+        return None;
+    }
+    Some((
+        i64::from_be_bytes(fields[..8].try_into().ok()?),
+        i16::from_be_bytes(fields[8..10].try_into().ok()?),
+        i32::from_be_bytes(fields[10..].try_into().ok()?),
+    ))
+}
+
+/// Rewrites the producer id, epoch and base sequence in the header of
+/// `batch`, one whole v2 batch, and its CRC-32C (which covers them): how a
+/// producer sends a batch again under a new epoch (KIP-360) without
+/// building it again.
+///
+/// Refused, `batch` unchanged: fewer bytes than a header, a length field
+/// that does not match `batch.len()`, another magic, or a CRC that does not
+/// hold before the rewrite (a new CRC would vouch for corrupted bytes).
+pub(crate) fn set_producer_state(
+    batch: &mut [u8],
+    producer_id: i64,
+    epoch: i16,
+    base_sequence: i32,
+) -> Result<(), RecordsError> {
+    let base_offset = batch
+        .first_chunk::<8>()
+        .map_or(-1, |b| i64::from_be_bytes(*b));
+    let fail = |kind| Err(RecordsError::new(kind, base_offset, 0));
+    if batch.len() < HEADER_LEN {
+        return fail(RecordsErrorKind::Truncated {
+            what: "batch header",
+            needed: HEADER_LEN,
+            remaining: batch.len(),
+        });
+    }
+    let length = i32::from_be_bytes(batch[8..LOG_OVERHEAD].try_into().expect("4 bytes"));
+    if usize::try_from(length).ok() != Some(batch.len() - LOG_OVERHEAD) {
+        return fail(RecordsErrorKind::BadLength {
+            what: "batchLength (does not match the batch's bytes)",
+            length: i64::from(length),
+        });
+    }
+    if batch[MAGIC_AT] != 2 {
+        return fail(RecordsErrorKind::UnknownMagic(batch[MAGIC_AT] as i8));
+    }
+    let stored = u32::from_be_bytes(batch[CRC_AT..CRC_START].try_into().expect("4 bytes"));
+    let actual = computed_crc(batch);
+    if stored != actual {
+        return fail(RecordsErrorKind::CrcMismatch {
+            algorithm: Checksum::Crc32c,
+            expected: stored,
+            actual,
+        });
+    }
+    let at = PRODUCER_ID_AT;
+    batch[at..at + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[at + 8..at + 10].copy_from_slice(&epoch.to_be_bytes());
+    batch[at + 10..at + 14].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = computed_crc(batch);
+    batch[CRC_AT..CRC_START].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
 }
 
 /// Decodes the `recordCount` records of `section`, appending them to `out`.
@@ -349,4 +419,83 @@ pub(crate) fn control_type(
         1 => ControlType::Commit,
         _ => ControlType::Other,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::RecordBatchBuilder;
+
+    fn batch(producer: (i64, i16, i32), codec: Compression) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(0)
+            .compression(codec)
+            .producer(producer.0, producer.1, producer.2);
+        b.append(1_700_000_000_000, Some(b"k"), Some(b"v1"), &[(b"h", None)])
+            .unwrap();
+        b.append(1_700_000_000_007, None, Some(b"v2"), &[]).unwrap();
+        b.build().unwrap().to_vec()
+    }
+
+    #[test]
+    fn setting_the_producer_state_rewrites_those_fields_and_the_crc_only() {
+        let mut patched = batch((-1, -1, -1), Compression::None);
+        let before = patched.clone();
+        set_producer_state(&mut patched, 0x0102_0304_0506_0708, 0x090a, 0x0b0c_0d0e).unwrap();
+        // The fields, big-endian, where the v2 header has them.
+        assert_eq!(
+            patched[43..57],
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        );
+        // The CRC-32C over attributes..end, stored at 17..21.
+        assert_eq!(
+            patched[17..21],
+            crc32c::crc32c(&patched[21..]).to_be_bytes()
+        );
+        assert_ne!(patched[17..21], before[17..21]);
+        // Nothing else moved.
+        for (i, (a, b)) in patched.iter().zip(&before).enumerate() {
+            if !(17..21).contains(&i) && !(43..57).contains(&i) {
+                assert_eq!(a, b, "byte {i}");
+            }
+        }
+        assert_eq!(
+            producer_state(&patched),
+            Some((0x0102_0304_0506_0708, 0x090a, 0x0b0c_0d0e))
+        );
+    }
+
+    #[test]
+    fn a_patched_batch_is_the_batch_built_with_that_state() {
+        for codec in Compression::ALL.into_iter().filter(|c| c.is_enabled()) {
+            let mut patched = batch((-1, -1, -1), codec);
+            set_producer_state(&mut patched, 7, 3, 42).unwrap();
+            assert_eq!(patched, batch((7, 3, 42), codec), "{codec}");
+            assert!(v2_crc_holds(&patched));
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_patched_is_left_alone() {
+        let good = batch((1, 0, 0), Compression::None);
+        let refused = |mut bytes: Vec<u8>| {
+            let copy = bytes.clone();
+            assert!(set_producer_state(&mut bytes, 2, 1, 5).is_err());
+            assert_eq!(bytes, copy);
+        };
+        // A flipped bit in a record: the CRC no longer holds.
+        let mut corrupt = good.clone();
+        *corrupt.last_mut().unwrap() ^= 1;
+        refused(corrupt);
+        // Shorter than a header, or than batchLength says.
+        refused(good[..HEADER_LEN - 1].to_vec());
+        refused(good[..good.len() - 1].to_vec());
+        // Two batches where one is expected.
+        refused([good.clone(), good.clone()].concat());
+        // Magic 1.
+        let mut v1 = good.clone();
+        v1[MAGIC_AT] = 1;
+        refused(v1);
+        assert_eq!(producer_state(&good[..PRODUCER_ID_AT + 13]), None);
+        assert_eq!(producer_state(&good[..PRODUCER_ID_AT + 14]), Some((1, 0, 0)));
+    }
 }

@@ -330,6 +330,28 @@ impl RecordBatchBuilder {
     }
 }
 
+/// The bytes a record takes in a batch's records section (its length
+/// prefix included, before compression) as [`RecordBatchBuilder::append`]
+/// writes it `offset_delta` records and `timestamp_delta` milliseconds
+/// after the batch's first. Exact for what the builder accepts (every
+/// length at most `i32::MAX`).
+pub(crate) fn encoded_record_size(
+    offset_delta: i32,
+    timestamp_delta: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[NewHeader<'_>],
+) -> usize {
+    // A length varint (-1 for null) and the bytes.
+    let field = |b: Option<&[u8]>| b.map_or(1, |b| varlong_size(b.len() as i64) + b.len());
+    let mut body = 1 + varlong_size(timestamp_delta) + varint_size(offset_delta);
+    body += field(key) + field(value) + varlong_size(headers.len() as i64);
+    for (k, v) in headers {
+        body += field(Some(k)) + field(*v);
+    }
+    varlong_size(body as i64) + body
+}
+
 fn invalid(reason: &'static str) -> RecordsErrorKind {
     RecordsErrorKind::InvalidInput { reason }
 }
@@ -369,6 +391,32 @@ mod tests {
             w.varlong(v);
             assert_eq!(varlong_size(v), w.len(), "{v}");
         }
+    }
+
+    #[test]
+    fn encoded_record_sizes_match_the_builder() {
+        let big = vec![7u8; 300];
+        let headers: &[NewHeader<'_>] = &[(b"a", None), (b"trace", Some(&big[..200]))];
+        // Timestamp delta, key, value, headers.
+        type Case<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>, &'a [NewHeader<'a>]);
+        let cases: [Case<'_>; 5] = [
+            (0, None, None, &[]),
+            (-1, Some(b""), Some(b"v"), &[]),
+            (63, Some(b"key"), Some(&big), headers),
+            (-5_000_000_000, None, Some(&big[..64]), &headers[..1]),
+            (i64::from(i32::MAX) * 4, Some(&big[..127]), None, headers),
+        ];
+        let first_ts = 1_700_000_000_000;
+        let mut b = RecordBatchBuilder::new(0);
+        let mut expected = HEADER_LEN;
+        // Offset deltas from 0 through 199: one- and two-byte varints.
+        for i in 0..200 {
+            let (ts_delta, key, value, headers) = cases[i % cases.len()];
+            let ts_delta = if i == 0 { 0 } else { ts_delta };
+            b.append(first_ts + ts_delta, key, value, headers).unwrap();
+            expected += encoded_record_size(i as i32, ts_delta, key, value, headers);
+        }
+        assert_eq!(b.build().unwrap().len(), expected);
     }
 
     #[test]

@@ -51,4 +51,7 @@ pub use decoder::{
 pub use error::{Checksum, RecordsError, RecordsErrorKind};
 pub use record::{Header, HeaderIter, Headers, OwnedRecord, Record, TimestampType};
 
-pub(crate) use batch::v2_crc_holds;
+#[cfg(test)]
+pub(crate) use batch::producer_state;
+pub(crate) use batch::{set_producer_state, v2_crc_holds, HEADER_LEN as BATCH_HEADER_LEN};
+pub(crate) use builder::encoded_record_size;
