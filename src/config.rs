@@ -920,13 +920,6 @@ impl ConsumerConfig {
         self.receive_message_max_bytes
     }
 
-    /// How connections authenticate: `None` unless `security.protocol`
-    /// uses SASL. For OAUTHBEARER with unsecured tokens, the provider that
-    /// makes them.
-    pub(crate) fn sasl_config(&self) -> Option<crate::sasl::SaslConfig> {
-        self.common.sasl_config()
-    }
-
     common_getters!(ConsumerConfig);
 }
 

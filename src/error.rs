@@ -203,6 +203,13 @@ pub enum Error {
         /// What is wrong, with the offending value.
         reason: String,
     },
+    /// A record given to a producer was not delivered: its topic,
+    /// partition and why.
+    Delivery(crate::producer::DeliveryError),
+    /// A record's partition could not be chosen (a custom partitioner or
+    /// the record named one outside the topic, a topic without
+    /// partitions).
+    Partitioner(crate::producer::PartitionerError),
 }
 
 impl Error {
@@ -272,6 +279,9 @@ impl Error {
             Error::Seek(_) => false,
             Error::NotAssigned { .. } => false,
             Error::Decode { .. } | Error::InvalidPattern { .. } | Error::Config { .. } => false,
+            // Retries were made (up to `retries` and `delivery.timeout.ms`)
+            // before a record is failed.
+            Error::Delivery(_) | Error::Partitioner(_) => false,
         }
     }
 }
@@ -405,6 +415,8 @@ impl fmt::Display for Error {
             Error::InvalidPattern { pattern, reason } => {
                 write!(f, "topic pattern {pattern:?}: {reason}")
             }
+            Error::Delivery(e) => write!(f, "record not delivered: {e}"),
+            Error::Partitioner(e) => write!(f, "no partition for a record: {e}"),
             Error::Config { property, reason } => {
                 write!(f, "configuration property {property}: {reason}")
             }
@@ -429,6 +441,8 @@ impl std::error::Error for Error {
             Error::Connection { cause, .. } => Some(cause),
             Error::Fetch(e) => Some(e),
             Error::Seek(e) => Some(e),
+            Error::Delivery(e) => Some(e),
+            Error::Partitioner(e) => Some(e),
             _ => None,
         }
     }

@@ -161,6 +161,8 @@ pub use consumer::{Consumer, ConsumerMetrics, RebalanceListener, RecordStream, R
 pub use error::{Error, ErrorCode};
 pub use fetch::ConsumerRecord;
 pub use group::TopicPartition;
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+pub use producer::{DeliveryFuture, Producer, ProducerRecord};
 
 /// The README's Rust code, compiled as a doc-test (`no_run`: it needs a
 /// cluster) so that the quick start keeps compiling.

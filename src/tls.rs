@@ -18,7 +18,62 @@
 //!
 #![doc = include_str!("../docs/security.md")]
 
-use crate::config::{ConsumerConfig, EndpointIdentification};
+use crate::config::{ConsumerConfig, EndpointIdentification, ProducerConfig, SecurityProtocol};
+
+/// The TLS properties of a client's configuration (the consumer's and the
+/// producer's share them).
+pub(crate) trait TlsProperties {
+    fn security_protocol(&self) -> SecurityProtocol;
+    fn enable_ssl_certificate_verification(&self) -> bool;
+    fn ssl_ca_location(&self) -> Option<&Path>;
+    fn ssl_ca_pem(&self) -> Option<&str>;
+    fn ssl_certificate_location(&self) -> Option<&Path>;
+    fn ssl_certificate_pem(&self) -> Option<&str>;
+    fn ssl_endpoint_identification_algorithm(&self) -> EndpointIdentification;
+    fn ssl_key_location(&self) -> Option<&Path>;
+    fn ssl_key_password(&self) -> Option<&str>;
+    fn ssl_key_pem(&self) -> Option<&str>;
+}
+
+macro_rules! tls_properties {
+    ($config:ty) => {
+        impl TlsProperties for $config {
+            fn security_protocol(&self) -> SecurityProtocol {
+                <$config>::security_protocol(self)
+            }
+            fn enable_ssl_certificate_verification(&self) -> bool {
+                <$config>::enable_ssl_certificate_verification(self)
+            }
+            fn ssl_ca_location(&self) -> Option<&Path> {
+                <$config>::ssl_ca_location(self)
+            }
+            fn ssl_ca_pem(&self) -> Option<&str> {
+                <$config>::ssl_ca_pem(self)
+            }
+            fn ssl_certificate_location(&self) -> Option<&Path> {
+                <$config>::ssl_certificate_location(self)
+            }
+            fn ssl_certificate_pem(&self) -> Option<&str> {
+                <$config>::ssl_certificate_pem(self)
+            }
+            fn ssl_endpoint_identification_algorithm(&self) -> EndpointIdentification {
+                <$config>::ssl_endpoint_identification_algorithm(self)
+            }
+            fn ssl_key_location(&self) -> Option<&Path> {
+                <$config>::ssl_key_location(self)
+            }
+            fn ssl_key_password(&self) -> Option<&str> {
+                <$config>::ssl_key_password(self)
+            }
+            fn ssl_key_pem(&self) -> Option<&str> {
+                <$config>::ssl_key_pem(self)
+            }
+        }
+    };
+}
+
+tls_properties!(ConsumerConfig);
+tls_properties!(ProducerConfig);
 use crate::error::Error;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -81,7 +136,7 @@ impl TlsConnector {
     /// on). Fails with [`Error::Config`] naming the property whose file
     /// cannot be read or whose PEM holds nothing usable; the message never
     /// quotes a key or a password.
-    pub fn from_config(config: &ConsumerConfig) -> Result<Option<TlsConnector>, Error> {
+    pub(crate) fn from_config(config: &impl TlsProperties) -> Result<Option<TlsConnector>, Error> {
         if !config.security_protocol().uses_tls() {
             return Ok(None);
         }
@@ -213,7 +268,7 @@ fn certificates(property: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static
 
 /// The trust anchors: the configured CA (a PEM file, a directory of PEM
 /// files, or inline PEM), or the system's roots.
-fn roots(config: &ConsumerConfig) -> Result<RootCertStore, Error> {
+fn roots(config: &impl TlsProperties) -> Result<RootCertStore, Error> {
     let mut store = RootCertStore::empty();
     let mut add = |property: &str, certs: Vec<CertificateDer<'static>>| {
         for cert in certs {
@@ -279,7 +334,7 @@ fn roots(config: &ConsumerConfig) -> Result<RootCertStore, Error> {
 
 /// The client certificate and key, when both are configured.
 fn client_identity(
-    config: &ConsumerConfig,
+    config: &impl TlsProperties,
 ) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, Error> {
     let cert = pem_of(
         (SSL_CERTIFICATE_LOCATION, config.ssl_certificate_location()),

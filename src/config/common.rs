@@ -370,7 +370,7 @@ impl CommonBuilder {
 
 /// The shared properties, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Common {
+pub(crate) struct Common {
     pub(super) bootstrap_servers: Vec<BrokerAddress>,
     pub(super) client_id: String,
     pub(super) connections_max_idle: Option<Duration>,
@@ -397,7 +397,47 @@ pub(super) struct Common {
     pub(super) sasl: SaslProperties,
 }
 
+/// `base` doubling to `max` (at least `base`), ±20% jitter.
+fn backoff(base: Duration, max: Duration) -> crate::cluster::ExponentialBackoff {
+    crate::cluster::ExponentialBackoff {
+        base,
+        max: max.max(base),
+        jitter: 0.2,
+    }
+}
+
 impl Common {
+    /// The retry policy every request kind shares: `retry.backoff.ms`
+    /// doubling to `retry.backoff.max.ms`, ±20% jitter (KIP-580).
+    pub(crate) fn retry_policy(&self) -> crate::cluster::ExponentialBackoff {
+        backoff(self.retry_backoff, self.retry_backoff_max)
+    }
+
+    /// The connection manager's settings from the properties every client
+    /// shares; the client sets the rest (`group.id`, in-flight limit,
+    /// frame size, topic creation).
+    pub(crate) fn cluster_config(&self) -> crate::cluster::ClusterConfig {
+        let mut cc = crate::cluster::ClusterConfig::new(
+            self.bootstrap_servers.iter().map(|b| b.to_string()),
+        );
+        cc.client_id = Some(self.client_id.clone());
+        cc.request_timeout = self.request_timeout;
+        cc.connections_max_idle = self.connections_max_idle;
+        cc.reconnect_backoff = backoff(self.reconnect_backoff, self.reconnect_backoff_max);
+        cc.refusal_backoff = backoff(
+            self.reconnect_backoff_max.max(Duration::from_secs(1)),
+            crate::cluster::REFUSAL_BACKOFF_MAX,
+        );
+        cc.setup_timeout = backoff(
+            self.socket_connection_setup_timeout,
+            self.socket_connection_setup_timeout_max,
+        );
+        cc.retry_backoff = self.retry_policy();
+        cc.metadata_max_age = self.metadata_max_age;
+        cc.sasl = self.sasl_config();
+        cc
+    }
+
     /// Appends every shared property with its value, as `to_properties`
     /// lists them: the secrets never, unset optional ones not at all. The
     /// client sorts the list into its own order.
@@ -465,7 +505,7 @@ impl Common {
 
     /// How connections authenticate: `None` unless `security.protocol`
     /// uses SASL.
-    pub(super) fn sasl_config(&self) -> Option<SaslConfig> {
+    pub(crate) fn sasl_config(&self) -> Option<SaslConfig> {
         self.sasl.cluster_config(self.security_protocol)
     }
 }
@@ -480,6 +520,11 @@ pub(super) fn sort_properties(out: &mut [(&'static str, String)], order: &[&str]
 /// `common: Common` field; `$config` names the type in the documentation.
 macro_rules! common_getters {
     ($config:ident) => {
+        /// The properties every client shares, checked.
+        pub(crate) fn common(&self) -> &crate::config::common::Common {
+            &self.common
+        }
+
         /// `bootstrap.servers`: the brokers to ask for the cluster's metadata
         /// before any broker is known. Required.
         pub fn bootstrap_servers(&self) -> &[BrokerAddress] {

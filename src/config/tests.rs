@@ -1055,7 +1055,7 @@ fn sasl_needs_a_mechanism_and_its_credentials() {
             ("sasl.password", "p"),
         ])
         .unwrap();
-        let sasl = config.sasl_config().unwrap();
+        let sasl = config.common().sasl_config().unwrap();
         assert_eq!(sasl.mechanism.name(), m.to_uppercase());
         assert_eq!((sasl.username.as_str(), sasl.password.expose()), ("u", "p"));
     }
@@ -1079,7 +1079,12 @@ fn sasl_needs_a_mechanism_and_its_credentials() {
         ("sasl.oauthbearer.config", "principal=admin lifeSeconds=60"),
     ])
     .unwrap();
-    let provider = unsecured.sasl_config().unwrap().token_provider.unwrap();
+    let provider = unsecured
+        .common()
+        .sasl_config()
+        .unwrap()
+        .token_provider
+        .unwrap();
     let token = provider.token().unwrap();
     assert_eq!(token.lifetime(), Duration::from_secs(60));
     assert_eq!(
@@ -1103,7 +1108,7 @@ fn sasl_needs_a_mechanism_and_its_credentials() {
     // Without SASL, the sasl.* properties are ignored (Java and librdkafka
     // do the same): a shared properties file may carry them.
     let plain = with(&[("sasl.mechanism", "PLAIN")]).unwrap();
-    assert_eq!(plain.sasl_config(), None);
+    assert_eq!(plain.common().sasl_config(), None);
 }
 
 #[test]
@@ -1119,7 +1124,7 @@ fn secrets_never_show_in_debug_properties_or_errors() {
     let config = builder.build().unwrap();
     assert_eq!(config.sasl_password().unwrap().expose(), secret);
     assert!(!format!("{config:?}").contains(secret));
-    assert!(!format!("{:?}", config.sasl_config()).contains(secret));
+    assert!(!format!("{:?}", config.common().sasl_config()).contains(secret));
     let listed = config.to_properties();
     assert!(!format!("{listed:?}").contains(secret));
     assert!(listed.iter().all(|(k, _)| *k != "sasl.password"));

@@ -11,8 +11,8 @@ use super::offsets::{
     read_commit, read_committed, CommitOffsets, CommittedOffsets, FetchCommitted, OffsetAndEpoch,
 };
 use crate::cluster::{
-    Cluster, ClusterConfig, ExponentialBackoff, Problem, RequestBody, RequestError, RequestId,
-    Response, Retry, Rng, Target,
+    Cluster, ExponentialBackoff, Problem, RequestBody, RequestError, RequestId, Response, Retry,
+    Rng, Target,
 };
 use crate::config::ConsumerConfig;
 use crate::error::{Error, ErrorCode};
@@ -228,7 +228,11 @@ impl ConsumerCore {
             last_rebalance: None,
             exclude_internal_topics: true,
             matched_generation: None,
-            retry_policy: backoff(Duration::from_millis(100), Duration::from_millis(1000)),
+            retry_policy: ExponentialBackoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_millis(1000),
+                jitter: 0.2,
+            },
             rng: Rng::new(0x5eed),
             committed_retry: Retry::default(),
             commit_retries: BTreeMap::new(),
@@ -307,26 +311,11 @@ impl ConsumerCore {
         // Independent streams for the three users of randomness, so that
         // the same seed never gives two of them the same numbers.
         let mut seeds = Rng::new(seed);
-        let mut cc = ClusterConfig::new(config.bootstrap_servers().iter().map(|b| b.to_string()));
-        cc.client_id = Some(config.client_id().to_owned());
+        let mut cc = config.common().cluster_config();
         cc.group_id = config.group_id().map(str::to_owned);
-        cc.request_timeout = config.request_timeout();
-        cc.connections_max_idle = config.connections_max_idle();
-        cc.reconnect_backoff = backoff(config.reconnect_backoff(), config.reconnect_backoff_max());
-        cc.refusal_backoff = backoff(
-            config.reconnect_backoff_max().max(Duration::from_secs(1)),
-            crate::cluster::REFUSAL_BACKOFF_MAX,
-        );
-        cc.setup_timeout = backoff(
-            config.socket_connection_setup_timeout(),
-            config.socket_connection_setup_timeout_max(),
-        );
-        cc.retry_backoff = retry_policy(config);
-        cc.metadata_max_age = config.metadata_max_age();
         cc.max_in_flight = config.max_in_flight_requests_per_connection().max(1) as usize;
         cc.max_frame_size = config.receive_message_max_bytes() as usize;
         cc.allow_auto_create_topics = config.allow_auto_create_topics();
-        cc.sasl = config.sasl_config();
         let cluster = Cluster::new(cc, now, seeds.next_u64());
         let membership = config
             .group_id()
@@ -1914,18 +1903,10 @@ impl ConsumerCore {
 }
 
 /// A backoff from `base` doubling to `max`, with ±20% jitter.
-fn backoff(base: Duration, max: Duration) -> ExponentialBackoff {
-    ExponentialBackoff {
-        base,
-        max: max.max(base),
-        jitter: 0.2,
-    }
-}
-
 /// The retry policy every request kind shares: `retry.backoff.ms`
 /// doubling to `retry.backoff.max.ms`, ±20% jitter (KIP-580).
 pub(crate) fn retry_policy(config: &ConsumerConfig) -> ExponentialBackoff {
-    backoff(config.retry_backoff(), config.retry_backoff_max())
+    config.common().retry_policy()
 }
 
 /// The fetch layer's settings from the consumer's.

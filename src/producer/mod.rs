@@ -1,9 +1,11 @@
-//! The producer's runtime-free parts.
+//! The producer: [`Producer`](crate::Producer) (with a runtime feature),
+//! and the parts under it.
 //!
-//! There is no producer yet; these are the pieces it will be built on, pure
-//! like the consumer's lower layers (no sockets, no async, no clock, no
-//! random source of their own): which partition a record goes to, and
-//! where records wait for the sender. Keyed records by Kafka's murmur2
+//! Under the handle (`api`), the producer's core (`core`: the sender's
+//! state machine, on the same connection layer as the consumer's) drives
+//! pieces that are pure like the consumer's lower layers (no sockets, no
+//! async, no clock, no random source of their own): which partition a
+//! record goes to, and where records wait for the sender (`accumulator`). Keyed records by Kafka's murmur2
 //! hash (the Java client's `BuiltInPartitioner`, and librdkafka's
 //! `murmur2_random`), records without a key (or every record, with
 //! `partitioner.ignore.keys`) by the uniform sticky partitioner of KIP-794,
@@ -44,11 +46,19 @@
 //! producer id, epoch and sequence included (both public only with the
 //! unstable feature `unstable-internals`).
 
-// The sender that drives it is still to come.
+// A few of its accessors serve its own tests only.
 #[allow(dead_code)]
 pub(crate) mod accumulator;
+pub(crate) mod core;
+mod delivery;
 mod partitioner;
 
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+mod api;
+
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+pub use api::{DeliveryFuture, Producer, ProducerRecord};
+pub use delivery::{DeliveryError, RecordMetadata};
 pub use partitioner::{
     murmur2, partition_for_key, place, to_positive, Partitioner, PartitionerError, Placement,
     RandomSource, RecordToPlace, StickyPartitioner, TopicPartitions,

@@ -14,6 +14,7 @@ use super::signal::Signal;
 use super::sockets::{Readers, SocketOptions, SocketTable, Sockets};
 use crate::cluster::Cluster;
 use crate::consumer::core::ConsumerCore;
+use crate::producer::core::ProducerCore;
 use crate::events::{ConnectionEvent, EventHub};
 use futures::channel::oneshot;
 use futures::FutureExt;
@@ -62,6 +63,27 @@ impl Core for ConsumerCore {
     }
     fn shutdown(&mut self, now: Instant) {
         ConsumerCore::shutdown(self, now);
+    }
+}
+
+impl Core for ProducerCore {
+    fn io(&mut self) -> &mut Cluster {
+        ProducerCore::io(self)
+    }
+    fn drive(&mut self, now: Instant) {
+        ProducerCore::drive(self, now);
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        ProducerCore::next_deadline(self)
+    }
+    fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
+        ProducerCore::next_deadline_at(self, now)
+    }
+    fn poll_event(&mut self) -> Option<ConnectionEvent> {
+        ProducerCore::poll_event(self)
+    }
+    fn shutdown(&mut self, now: Instant) {
+        ProducerCore::shutdown(self, now);
     }
 }
 

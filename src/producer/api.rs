@@ -1,0 +1,506 @@
+//! The async producer: a handle on [`ProducerCore`] and the background
+//! task that drives it.
+
+use super::core::{OnDelivery, OutRecord, ProducerCore, Refused, TopicState};
+use super::delivery::{DeliveryError, RecordMetadata};
+use crate::error::Error;
+use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
+use crate::runtime::engine;
+use crate::runtime::rt::Runtime;
+use crate::runtime::SocketOptions;
+use bytes::Bytes;
+use futures::channel::oneshot;
+use futures::FutureExt;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+type Engine = engine::Engine<ProducerCore>;
+type Link = engine::Link<ProducerCore>;
+
+/// A record to send: its topic, and optionally its partition, key, value,
+/// headers and timestamp.
+///
+/// ```
+/// use lazykafka::ProducerRecord;
+///
+/// let record = ProducerRecord::new("invoices")
+///     .key("customer-7")
+///     .value("paid")
+///     .header("source", Some("billing"));
+/// assert_eq!(record.topic(), "invoices");
+/// ```
+#[derive(Debug, Clone)]
+pub struct ProducerRecord {
+    topic: String,
+    partition: Option<i32>,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+    headers: Vec<(String, Option<Bytes>)>,
+    timestamp: Option<i64>,
+}
+
+impl ProducerRecord {
+    /// A record for `topic` with no key, no value and no header.
+    pub fn new(topic: impl Into<String>) -> Self {
+        ProducerRecord {
+            topic: topic.into(),
+            partition: None,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            timestamp: None,
+        }
+    }
+
+    /// Sends it to this partition (else the partitioner chooses).
+    pub fn partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Its key.
+    pub fn key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Its value.
+    pub fn value(mut self, value: impl Into<Bytes>) -> Self {
+        self.value = Some(value.into());
+        self
+    }
+
+    /// Adds a header (keys may repeat).
+    pub fn header(mut self, key: impl Into<String>, value: Option<impl Into<Bytes>>) -> Self {
+        self.headers.push((key.into(), value.map(Into::into)));
+        self
+    }
+
+    /// Its timestamp, in milliseconds since the epoch (else the time of
+    /// `send`).
+    pub fn timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+}
+
+/// The outcome of one record given to [`Producer::send`]: where it was
+/// written, or why it was not. Dropping it changes nothing: the record is
+/// still sent.
+#[derive(Debug)]
+#[must_use = "the record is sent either way; await this to learn where it went"]
+pub struct DeliveryFuture {
+    rx: oneshot::Receiver<Result<RecordMetadata, DeliveryError>>,
+}
+
+impl Future for DeliveryFuture {
+    type Output = Result<RecordMetadata, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match std::task::ready!(self.rx.poll_unpin(cx)) {
+            Ok(Ok(metadata)) => Ok(metadata),
+            Ok(Err(e)) => Err(Error::Delivery(e)),
+            Err(_) => Err(Error::Closed),
+        })
+    }
+}
+
+/// An async Kafka producer: idempotent by default, careful with
+/// connections as the [`Consumer`](crate::Consumer) is. `Clone + Send +
+/// Sync`: clones share one producer (one background task, one set of
+/// connections).
+///
+/// Nothing is opened by `new`. The first [`Producer::send`] connects to
+/// one bootstrap address and asks Metadata for the topics produced to
+/// only; then each partition leader with records waiting gets one
+/// connection; the bootstrap connection is retired (or kept as the leader
+/// connection when that broker leads).
+///
+/// ```
+/// # let body = async {
+/// # let mock = lazykafka::mock::MockCluster::new(1).unwrap();
+/// # mock.create_topic("invoices", 1).unwrap();
+/// # let bootstrap = mock.bootstrap_servers();
+/// use lazykafka::{Producer, ProducerConfig, ProducerRecord};
+///
+/// let config = ProducerConfig::builder().bootstrap_servers(&bootstrap).build()?;
+/// let producer = Producer::new(config)?; // no socket, no task
+/// let delivery = producer
+///     .send(ProducerRecord::new("invoices").key("c-7").value("paid"))
+///     .await?;
+/// let written = delivery.await?;
+/// assert_eq!((written.partition, written.offset), (0, 0));
+/// producer.close(std::time::Duration::from_secs(5)).await?;
+/// # Ok::<(), lazykafka::Error>(())
+/// # };
+/// # #[cfg(feature = "runtime-async-std")]
+/// # async_std::task::block_on(body).unwrap();
+/// # #[cfg(not(feature = "runtime-async-std"))]
+/// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: crate::ProducerConfig,
+    tls: Option<crate::tls::TlsConnector>,
+    events: Arc<EventHub>,
+    runtime: Arc<dyn Runtime>,
+    local: Mutex<Local>,
+}
+
+struct Local {
+    engine: Option<Engine>,
+    pending: Option<ProducerCore>,
+    closed: bool,
+}
+
+impl Local {
+    fn core<T>(&mut self, f: impl FnOnce(&mut ProducerCore) -> T) -> T {
+        match (&mut self.pending, &self.engine) {
+            (Some(core), _) => f(core),
+            (None, Some(engine)) => f(&mut engine.link().shared().lock()),
+            (None, None) => unreachable!("a producer always has its state somewhere"),
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// Closes every socket without waiting (records not yet delivered fail
+    /// with [`DeliveryError::Closed`]: use [`Producer::close`] to deliver
+    /// them first) when the last clone goes.
+    fn drop(&mut self) {
+        let local = self.local.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(engine) = local.engine.take() {
+            engine.stop();
+        }
+        self.events.close();
+    }
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("config", &self.inner.config)
+            .field("started", &self.local().engine.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn seed() -> u64 {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    t.as_nanos() as u64 ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+impl Producer {
+    /// A producer for `config`. Opens nothing: no socket, no DNS lookup, no
+    /// task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for TLS settings that cannot be used, a
+    /// `client.runtime` that is not built, or `acks=0` (not supported
+    /// yet).
+    pub fn new(config: crate::ProducerConfig) -> Result<Self, Error> {
+        if config.acks() == crate::config::Acks::None {
+            // A broker answers nothing to a Produce with acks=0, and the
+            // connection layer waits for an answer to every request.
+            return Err(Error::Config {
+                property: "acks".into(),
+                reason: "acks=0 is not supported yet; use 1 or all".into(),
+            });
+        }
+        let tls = crate::tls::TlsConnector::from_config(&config)?;
+        let runtime = crate::runtime::rt::select(config.client_runtime())?;
+        let core = ProducerCore::from_config(&config, Instant::now(), seed());
+        Ok(Producer {
+            inner: Arc::new(Inner {
+                config,
+                tls,
+                events: Arc::new(EventHub::default()),
+                runtime,
+                local: Mutex::new(Local {
+                    engine: None,
+                    pending: Some(core),
+                    closed: false,
+                }),
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &crate::ProducerConfig {
+        &self.inner.config
+    }
+
+    fn local(&self) -> MutexGuard<'_, Local> {
+        self.inner
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn read_core<T>(&self, f: impl FnOnce(&mut ProducerCore) -> T) -> T {
+        self.local().core(f)
+    }
+
+    /// Starts the background task if it does not run yet.
+    fn start(&self) -> Result<Link, Error> {
+        let mut local = self.local();
+        if local.closed {
+            return Err(Error::Closed);
+        }
+        if local.pending.is_some() {
+            self.inner.runtime.ready()?;
+        }
+        if let Some(core) = local.pending.take() {
+            let options = SocketOptions {
+                keepalive: self.inner.config.socket_keepalive(),
+                tls: self.inner.tls.clone(),
+            };
+            local.engine = Some(Engine::start(
+                core,
+                options,
+                self.inner.events.clone(),
+                self.inner.runtime.clone(),
+            ));
+        }
+        Ok(local.engine.as_ref().expect("started").link().clone())
+    }
+
+    /// Queues `record` and returns the future of its delivery.
+    ///
+    /// Waits (up to `max.block.ms`) only for what queueing needs: the
+    /// topic's metadata the first time the topic is produced to, and room
+    /// in `buffer.memory` while it is full. The record goes out with
+    /// others of its partition once `linger.ms` passed or `batch.size`
+    /// filled.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Topic`] for a topic the cluster refuses (unknown and not
+    /// created, not authorised); [`Error::Timeout`] when `max.block.ms`
+    /// passed before the metadata came or room was made;
+    /// [`Error::Partitioner`] for a partition outside the topic;
+    /// [`Error::Config`] for a record larger than `max.request.size`;
+    /// [`Error::Closed`] after [`Producer::close`].
+    pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, Error> {
+        let link = self.start()?;
+        let max_block = self.inner.config.max_block();
+        let deadline = Instant::now() + max_block;
+        let topic = record.topic.clone();
+        // The topic's partitions first (known after its first record).
+        let known = matches!(
+            link.shared().lock().topic_state(&topic),
+            TopicState::Known(_)
+        );
+        if !known {
+            let wanted = topic.clone();
+            let left = deadline.saturating_duration_since(Instant::now());
+            let answer = link
+                .wait(left, None, move |core, now| {
+                    core.use_topic(now, &wanted);
+                    match core.topic_state(&wanted) {
+                        TopicState::Known(_) => Some(Ok(())),
+                        TopicState::Failed(code) if !code.is_retriable() => {
+                            Some(Err(Error::Topic {
+                                topic: wanted.clone(),
+                                code,
+                            }))
+                        }
+                        _ => None,
+                    }
+                })
+                .await;
+            match answer {
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(e))) => return Err(e),
+                Some(Err(_stopped)) => return Err(Error::Closed),
+                None => {
+                    let last = link.shared().lock().last_problem();
+                    return Err(Error::Timeout {
+                        what: "send (the topic's metadata)",
+                        after: max_block,
+                        last_error: Some(
+                            last.unwrap_or_else(|| {
+                                format!("no partitions known for topic {topic}")
+                            }),
+                        ),
+                    });
+                }
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut callback: OnDelivery = Box::new(move |outcome| {
+            let _ = tx.send(outcome);
+        });
+        let mut out = OutRecord {
+            topic: record.topic,
+            partition: record.partition,
+            key: record.key,
+            value: record.value,
+            headers: record.headers,
+            timestamp: record.timestamp.unwrap_or_else(wall_clock_ms),
+        };
+        loop {
+            let refused = link.shared().lock().append(Instant::now(), out, callback);
+            match refused {
+                Ok(()) => {
+                    link.kick();
+                    return Ok(DeliveryFuture { rx });
+                }
+                Err(Refused::Invalid(e)) => return Err(e),
+                Err(Refused::Full(back)) => {
+                    let (r, c) = *back;
+                    let needed = r.key.as_ref().map_or(0, Bytes::len)
+                        + r.value.as_ref().map_or(0, Bytes::len);
+                    out = r;
+                    callback = c;
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let room = link
+                        .wait(left, None, move |core, _| {
+                            core.has_room(needed).then_some(())
+                        })
+                        .await;
+                    match room {
+                        Some(Ok(())) => continue,
+                        Some(Err(_)) => return Err(Error::Closed),
+                        None => {
+                            return Err(Error::Timeout {
+                                what: "send (room in buffer.memory)",
+                                after: max_block,
+                                last_error: None,
+                            })
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends every queued record now (without waiting for `linger.ms`)
+    /// and waits up to `timeout` until each record given so far is
+    /// delivered or failed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when records are still outstanding after
+    /// `timeout` (they stay queued).
+    pub async fn flush(&self, timeout: Duration) -> Result<(), Error> {
+        let link = {
+            let local = self.local();
+            match &local.engine {
+                Some(engine) => engine.link().clone(),
+                // Never sent: nothing to flush.
+                None => return Ok(()),
+            }
+        };
+        let marker = link.shared().lock().flush();
+        let answer = link
+            .wait(timeout, None, move |core, _| {
+                core.flush_done(marker).then_some(())
+            })
+            .await;
+        match answer {
+            Some(Ok(())) => Ok(()),
+            Some(Err(_)) => Err(Error::Closed),
+            None => Err(Error::Timeout {
+                what: "flush",
+                after: timeout,
+                last_error: Some(format!(
+                    "{} records not yet delivered",
+                    link.shared().lock().outstanding()
+                )),
+            }),
+        }
+    }
+
+    /// The partitions of `topic`, waiting up to `max.block.ms` for its
+    /// metadata (which may open a connection).
+    pub async fn partitions_for(&self, topic: &str) -> Result<Vec<i32>, Error> {
+        let link = self.start()?;
+        let max_block = self.inner.config.max_block();
+        let wanted = topic.to_owned();
+        let answer = link
+            .wait(max_block, None, move |core, now| {
+                core.use_topic(now, &wanted);
+                match core.topic_state(&wanted) {
+                    TopicState::Failed(code) if !code.is_retriable() => Some(Err(Error::Topic {
+                        topic: wanted.clone(),
+                        code,
+                    })),
+                    _ => core.partitions(&wanted).map(Ok),
+                }
+            })
+            .await;
+        match answer {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(Error::Closed),
+            None => Err(Error::Timeout {
+                what: "partitions_for",
+                after: max_block,
+                last_error: link.shared().lock().last_problem(),
+            }),
+        }
+    }
+
+    /// Delivers what is queued (waiting up to `timeout`), then closes every
+    /// connection. Records still outstanding then fail with
+    /// [`DeliveryError::Closed`]. The producer can't be used afterwards.
+    pub async fn close(&self, timeout: Duration) -> Result<(), Error> {
+        let flushed = self.flush(timeout).await;
+        let engine = {
+            let mut local = self.local();
+            if local.closed {
+                return Ok(());
+            }
+            local.closed = true;
+            local.engine.take()
+        };
+        match engine {
+            Some(engine) => engine.stop(),
+            None => self.inner.events.close(),
+        }
+        flushed
+    }
+
+    /// The live connections, with their purpose.
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.read_core(|core| core.io().connections(Instant::now()))
+    }
+
+    /// Counters per broker address.
+    pub fn broker_counters(&self) -> BTreeMap<String, BrokerCounters> {
+        self.read_core(|core| core.io().counters().clone())
+    }
+
+    /// Every connection event from now on (opened, ready, closed, with
+    /// purpose and reason), as the consumer's.
+    pub fn connection_events(&self) -> ConnectionEvents {
+        self.inner.events.subscribe(EVENT_BUFFER)
+    }
+
+    /// Records delivered and failed so far.
+    pub fn delivery_counts(&self) -> (u64, u64) {
+        self.read_core(|core| core.counts())
+    }
+}

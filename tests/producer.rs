@@ -1,0 +1,251 @@
+//! The producer against real peers: librdkafka's mock cluster (which checks
+//! idempotent sequences as Kafka's brokers do) and `lazykafka::mock`; what
+//! it wrote is read back by librdkafka's consumer. Every wait has a
+//! deadline.
+
+// Drives a `Producer`: built with a runtime feature only.
+#![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+
+#[macro_use]
+mod common;
+
+use common::clusters::{standard, TestCluster};
+use common::peers::WAIT;
+use common::timeout;
+use lazykafka::error::{ApiKey, ErrorCode};
+use lazykafka::events::Purpose;
+use lazykafka::{Error, Producer, ProducerConfig, ProducerRecord};
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::message::{Headers as _, Message as _};
+use rdkafka::ClientConfig;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// A record as librdkafka's consumer read it: partition, offset, key,
+/// value, headers.
+type Read = (
+    i32,
+    i64,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Vec<u8>)>,
+);
+
+/// Every record of `topic`'s `partitions` from the beginning, read by
+/// librdkafka's consumer until `count` came (or the deadline passed).
+fn read_back(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> Vec<Read> {
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("librdkafka consumer");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    reader.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while out.len() < count && Instant::now() < deadline {
+        let Some(message) = reader.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let m = message.expect("librdkafka reads what was produced");
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_owned(), h.value.unwrap_or_default().to_vec()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push((
+            m.partition(),
+            m.offset(),
+            m.key().map(<[u8]>::to_vec),
+            m.payload().map(<[u8]>::to_vec),
+            headers,
+        ));
+    }
+    out
+}
+
+fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Producer {
+    let mut builder = ProducerConfig::builder().bootstrap_servers(bootstrap);
+    for (k, v) in extra {
+        builder = builder.set(k, v).unwrap();
+    }
+    Producer::new(builder.build().unwrap()).unwrap()
+}
+
+/// Keyed records with headers, idempotent and acks=all (the defaults):
+/// each delivery names its partition and offset, each key goes where
+/// Kafka's murmur2 puts it, and librdkafka's consumer reads them all back,
+/// in order per partition, with their keys, values and headers.
+async fn keyed_records_arrive_in_order_where_murmur2_puts_them<C: TestCluster>() {
+    const RECORDS: usize = 600;
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let producer = producer(&bootstrap, &[("linger.ms", "2")]);
+    assert!(producer.connections().is_empty(), "new opens nothing");
+    let mut deliveries = Vec::new();
+    for i in 0..RECORDS {
+        let record = ProducerRecord::new("t")
+            .key(format!("k{}", i % 17))
+            .value(format!("v{i}"))
+            .header("i", Some(i.to_string()));
+        deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
+    }
+    let mut written: BTreeMap<i32, Vec<(i64, usize)>> = BTreeMap::new();
+    for (i, delivery) in deliveries.into_iter().enumerate() {
+        let meta = timeout(WAIT, delivery)
+            .await
+            .expect("delivered in time")
+            .unwrap();
+        assert_eq!(meta.topic, "t");
+        let key = format!("k{}", i % 17);
+        let expected = lazykafka::producer::partition_for_key(key.as_bytes(), 2).unwrap();
+        assert_eq!(meta.partition, expected, "{key} ({})", mock.name());
+        written
+            .entry(meta.partition)
+            .or_default()
+            .push((meta.offset, i));
+    }
+    // Offsets per partition: 0, 1, 2... in the order the records were sent.
+    for (p, list) in &written {
+        let offsets: Vec<i64> = list.iter().map(|(o, _)| *o).collect();
+        assert_eq!(
+            offsets,
+            (0..list.len() as i64).collect::<Vec<_>>(),
+            "partition {p}"
+        );
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let read = read_back(&bootstrap, "t", 2, RECORDS);
+    assert_eq!(read.len(), RECORDS, "{}", mock.name());
+    for (p, offset, key, value, headers) in read {
+        let i = written[&p][offset as usize].1;
+        assert_eq!(key, Some(format!("k{}", i % 17).into_bytes()));
+        assert_eq!(value, Some(format!("v{i}").into_bytes()));
+        assert_eq!(headers, vec![("i".to_owned(), i.to_string().into_bytes())]);
+    }
+}
+
+/// The connections a producer opens: one bootstrap connection for the
+/// first Metadata (and InitProducerId), one per leader with records, and
+/// the bootstrap connection retired once leader connections carry
+/// metadata. Nothing before the first `send`.
+async fn a_producer_connects_to_the_leaders_it_writes_to<C: TestCluster>() {
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let producer = producer(&bootstrap, &[]);
+    let events = producer.connection_events();
+    assert!(producer.connections().is_empty());
+    // Partition 0 is led by broker 1, partition 1 by broker 3.
+    for p in 0..2 {
+        let d = producer
+            .send(ProducerRecord::new("t").partition(p).value("x"))
+            .await
+            .unwrap();
+        timeout(WAIT, d).await.unwrap().unwrap();
+    }
+    let purposes: Vec<(Option<i32>, Purpose)> = producer
+        .connections()
+        .iter()
+        .map(|c| (c.broker, c.purpose))
+        .collect();
+    let leaders: Vec<i32> = purposes
+        .iter()
+        .filter(|(_, p)| *p == Purpose::Leader)
+        .filter_map(|(b, _)| *b)
+        .collect();
+    assert_eq!(leaders, [1, 3], "{purposes:?} ({})", mock.name());
+    assert!(
+        purposes.len() <= 3,
+        "a bootstrap connection at most besides the leaders: {purposes:?}"
+    );
+    // Broker 2 leads nothing: no InitProducerId or Produce went there
+    // unless it was the bootstrap broker.
+    let produce_brokers: Vec<i32> = mock
+        .requests()
+        .into_iter()
+        .filter(|(_, key)| *key == ApiKey::Produce.code())
+        .map(|(b, _)| b)
+        .collect();
+    assert!(produce_brokers.iter().all(|b| *b == 1 || *b == 3));
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    drop(events);
+}
+
+/// A leader that refuses Produce a few times with an error a retry cures
+/// (NOT_LEADER_OR_FOLLOWER) costs nothing: every record arrives once, in
+/// order, since retries keep their sequence numbers.
+async fn retried_batches_arrive_once_in_order<C: TestCluster>() {
+    const RECORDS: usize = 200;
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let producer = producer(
+        &bootstrap,
+        &[("linger.ms", "1"), ("retry.backoff.ms", "10")],
+    );
+    // Prime the connections and the producer id.
+    let first = producer
+        .send(ProducerRecord::new("t").partition(0).value("v0"))
+        .await
+        .unwrap();
+    timeout(WAIT, first).await.unwrap().unwrap();
+    mock.push_errors(ApiKey::Produce, ErrorCode::NotLeaderOrFollower, 3);
+    let mut deliveries = Vec::new();
+    for i in 1..RECORDS {
+        let record = ProducerRecord::new("t").partition(0).value(format!("v{i}"));
+        deliveries.push(producer.send(record).await.unwrap());
+    }
+    for d in deliveries {
+        timeout(WAIT, d).await.expect("delivered in time").unwrap();
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    // The refusals were met: the first Produce, three refused, the retries.
+    let produces = mock
+        .requests()
+        .into_iter()
+        .filter(|(_, key)| *key == ApiKey::Produce.code())
+        .count();
+    assert!(
+        produces >= 5,
+        "{produces} Produce requests ({})",
+        mock.name()
+    );
+    let read = read_back(&bootstrap, "t", 1, RECORDS);
+    let values: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.3).collect();
+    let expected: Vec<Vec<u8>> = (0..RECORDS).map(|i| format!("v{i}").into_bytes()).collect();
+    assert_eq!(values, expected, "{}", mock.name());
+}
+
+/// A topic the cluster refuses (here: not authorised) is named by `send`
+/// at once, with its error code, not after `max.block.ms`.
+async fn a_refused_topic_is_named_by_send<C: TestCluster>() {
+    let mock: C = standard();
+    mock.set_metadata_error("t", Some(ErrorCode::TopicAuthorizationFailed));
+    let producer = producer(&mock.bootstrap(), &[("max.block.ms", "20000")]);
+    let outcome = timeout(WAIT, producer.send(ProducerRecord::new("t").value("x")))
+        .await
+        .expect("send returns before max.block.ms");
+    match outcome {
+        Err(Error::Topic { topic, code }) => {
+            assert_eq!(
+                (topic.as_str(), code),
+                ("t", ErrorCode::TopicAuthorizationFailed)
+            );
+        }
+        other => panic!("{other:?} ({})", mock.name()),
+    }
+}
+
+on_both_mocks!(
+    keyed_records_arrive_in_order_where_murmur2_puts_them,
+    a_producer_connects_to_the_leaders_it_writes_to,
+    retried_batches_arrive_once_in_order,
+    a_refused_topic_is_named_by_send
+);
