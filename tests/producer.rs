@@ -12,8 +12,9 @@ mod common;
 use common::clusters::{standard, TestCluster};
 use common::peers::WAIT;
 use common::timeout;
+use futures::StreamExt;
 use lazykafka::error::{ApiKey, ErrorCode};
-use lazykafka::events::Purpose;
+use lazykafka::events::{EventKind, Purpose};
 use lazykafka::{Error, Producer, ProducerConfig, ProducerRecord};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::{Headers as _, Message as _};
@@ -31,8 +32,10 @@ type Read = (
     Vec<(String, Vec<u8>)>,
 );
 
-/// Every record of `topic`'s `partitions` from the beginning, read by
-/// librdkafka's consumer until `count` came (or the deadline passed).
+/// Every record of `topic`'s `partitions`, from the beginning to the high
+/// watermark each has now, read by librdkafka's consumer (with a deadline:
+/// fewer come back when they cannot all be read in time). `count` is
+/// what the caller expects in all; fewer or more fail it later.
 fn read_back(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> Vec<Read> {
     let reader: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -41,14 +44,18 @@ fn read_back(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> Vec
         .create()
         .expect("librdkafka consumer");
     let mut tpl = rdkafka::TopicPartitionList::new();
+    let mut left = 0i64;
     for p in 0..partitions {
+        let (_, high) = reader.fetch_watermarks(topic, p, WAIT).unwrap();
+        left += high;
         tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
             .unwrap();
     }
+    assert_eq!(left as usize, count, "records written to {topic}");
     reader.assign(&tpl).unwrap();
     let mut out = Vec::new();
     let deadline = Instant::now() + WAIT;
-    while out.len() < count && Instant::now() < deadline {
+    while (out.len() as i64) < left && Instant::now() < deadline {
         let Some(message) = reader.poll(Duration::from_millis(100)) else {
             continue;
         };
@@ -217,7 +224,7 @@ async fn retried_batches_arrive_once_in_order<C: TestCluster>() {
         "{produces} Produce requests ({})",
         mock.name()
     );
-    let read = read_back(&bootstrap, "t", 1, RECORDS);
+    let read = read_back(&bootstrap, "t", 2, RECORDS);
     let values: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.3).collect();
     let expected: Vec<Vec<u8>> = (0..RECORDS).map(|i| format!("v{i}").into_bytes()).collect();
     assert_eq!(values, expected, "{}", mock.name());
@@ -243,9 +250,139 @@ async fn a_refused_topic_is_named_by_send<C: TestCluster>() {
     }
 }
 
+/// Sends 400 records to partition 0 of topic "t", applying `disrupt` to
+/// the cluster once the first `at` were delivered; then, once a
+/// connection of the producer failed or closed (when `restore` is given),
+/// applies `restore`; and waits for every delivery. librdkafka's consumer
+/// must then read exactly those values, in order: nothing lost, nothing
+/// written twice.
+async fn exactly_once_in_order_through<C: TestCluster>(
+    mock: &C,
+    at: usize,
+    disrupt: impl FnOnce(&C),
+    restore: Option<Box<dyn FnOnce(&C) + '_>>,
+) {
+    const RECORDS: usize = 400;
+    let bootstrap = mock.bootstrap();
+    let producer = producer(
+        &bootstrap,
+        &[
+            ("linger.ms", "1"),
+            ("batch.size", "2000"),
+            ("retry.backoff.ms", "20"),
+            ("retry.backoff.max.ms", "200"),
+            ("request.timeout.ms", "2000"),
+        ],
+    );
+    let mut events = producer.connection_events();
+    let mut deliveries = Vec::new();
+    for i in 0..at {
+        let record = ProducerRecord::new("t").partition(0).value(format!("v{i}"));
+        deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
+    }
+    for d in deliveries.drain(..) {
+        timeout(WAIT, d).await.expect("delivered in time").unwrap();
+    }
+    disrupt(mock);
+    for i in at..RECORDS {
+        let record = ProducerRecord::new("t").partition(0).value(format!("v{i}"));
+        deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
+    }
+    if let Some(restore) = restore {
+        let met = timeout(WAIT, async {
+            while let Some(e) = events.next().await {
+                if matches!(
+                    e.kind,
+                    EventKind::ConnectFailed { .. } | EventKind::Closed { .. }
+                ) {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(
+            met.is_some(),
+            "the producer met the disruption ({})",
+            mock.name()
+        );
+        restore(mock);
+    }
+    for (n, d) in deliveries.into_iter().enumerate() {
+        let outcome = timeout(WAIT, d).await.expect("delivered in time");
+        assert!(
+            outcome.is_ok(),
+            "record {}: {outcome:?} ({})",
+            at + n,
+            mock.name()
+        );
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let read = read_back(&bootstrap, "t", 2, RECORDS);
+    let values: Vec<String> = read
+        .into_iter()
+        .map(|r| String::from_utf8(r.3.unwrap()).unwrap())
+        .collect();
+    let expected: Vec<String> = (0..RECORDS).map(|i| format!("v{i}")).collect();
+    assert_eq!(values, expected, "{}", mock.name());
+}
+
+/// The leader of the partition moves to another broker while records are
+/// in flight: the old leader refuses them (NOT_LEADER_OR_FOLLOWER), the
+/// metadata is refreshed and they go to the new leader, in order, once.
+async fn records_follow_a_leader_that_moves<C: TestCluster>() {
+    let mock: C = standard();
+    exactly_once_in_order_through(&mock, 100, |m| m.set_leader("t", 0, 2), None).await;
+}
+
+/// The leader's broker goes down while records are sent, and comes back
+/// once the producer has lost its connection: the records wait (retrying
+/// with backoff) and arrive once, in order.
+async fn records_wait_out_a_broker_restart<C: TestCluster>() {
+    let mock: C = standard();
+    exactly_once_in_order_through(
+        &mock,
+        100,
+        |m| m.broker_down(1),
+        Some(Box::new(|m: &C| m.broker_up(1))),
+    )
+    .await;
+}
+
+/// Answers lost with their connection (the broker wrote the records, the
+/// client never heard): the producer sends the same batches again with the
+/// same sequence numbers, and the broker keeps one copy of each.
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
+async fn lost_answers_write_nothing_twice() {
+    use lazykafka::mock::{LostAnswer, MockCluster};
+    let mock: MockCluster = standard();
+    exactly_once_in_order_through(
+        &mock,
+        50,
+        |m| {
+            m.push_lost_answers(
+                ApiKey::Produce,
+                &[LostAnswer::Close, LostAnswer::Unanswered, LostAnswer::Close],
+            )
+        },
+        None,
+    )
+    .await;
+    assert_eq!(
+        mock.pending_lost_answers(ApiKey::Produce),
+        0,
+        "every loss was met"
+    );
+}
+
 on_both_mocks!(
     keyed_records_arrive_in_order_where_murmur2_puts_them,
     a_producer_connects_to_the_leaders_it_writes_to,
     retried_batches_arrive_once_in_order,
-    a_refused_topic_is_named_by_send
+    a_refused_topic_is_named_by_send,
+    records_follow_a_leader_that_moves,
+    records_wait_out_a_broker_restart
 );
