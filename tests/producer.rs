@@ -37,6 +37,18 @@ type Read = (
 /// fewer come back when they cannot all be read in time). `count` is
 /// what the caller expects in all; fewer or more fail it later.
 fn read_back(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> Vec<Read> {
+    read_back_to(bootstrap, topic, partitions, count, true)
+}
+
+/// [`read_back`]; without `watermarks`, reads until `count` records came
+/// instead of checking that the partitions hold `count` first.
+fn read_back_to(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+    watermarks: bool,
+) -> Vec<Read> {
     let reader: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "reader")
@@ -46,12 +58,18 @@ fn read_back(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> Vec
     let mut tpl = rdkafka::TopicPartitionList::new();
     let mut left = 0i64;
     for p in 0..partitions {
-        let (_, high) = reader.fetch_watermarks(topic, p, WAIT).unwrap();
-        left += high;
+        if watermarks {
+            let (_, high) = reader.fetch_watermarks(topic, p, WAIT).unwrap();
+            left += high;
+        }
         tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
             .unwrap();
     }
-    assert_eq!(left as usize, count, "records written to {topic}");
+    if watermarks {
+        assert_eq!(left as usize, count, "records written to {topic}");
+    } else {
+        left = count as i64;
+    }
     reader.assign(&tpl).unwrap();
     let mut out = Vec::new();
     let deadline = Instant::now() + WAIT;
@@ -386,3 +404,118 @@ on_both_mocks!(
     records_follow_a_leader_that_moves,
     records_wait_out_a_broker_restart
 );
+
+/// A bootstrap list of 1,000 addresses (992 closed loopback ports and the
+/// 8 brokers of a mock, shuffled): the producer opens one bootstrap
+/// connection, then one to each of the two leaders of the partitions it
+/// writes to, and none to the 6 brokers that lead nothing.
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
+async fn a_thousand_bootstrap_addresses_open_one_bootstrap_connection() {
+    use lazykafka::mock::MockCluster;
+    let mock = MockCluster::new(8).unwrap();
+    mock.create_topic_with_leaders("t", &[2, 7]).unwrap();
+    let mut addrs: Vec<String> = (0..992)
+        .map(|_| {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().to_string()
+        })
+        .collect();
+    addrs.extend(mock.bootstrap_servers().split(',').map(str::to_owned));
+    // A fixed shuffle (xorshift), so that the mock's brokers are spread.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in (1..addrs.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        addrs.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let producer = producer(&addrs.join(","), &[]);
+    let mut events = producer.connection_events();
+    let mut deliveries = Vec::new();
+    for i in 0..1000 {
+        let record = ProducerRecord::new("t").key(format!("k{i}")).value("x");
+        deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
+    }
+    for d in deliveries {
+        timeout(WAIT, d).await.unwrap().unwrap();
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let mut opened = BTreeMap::new();
+    while let Some(e) = events.next().await {
+        if e.kind == EventKind::Opened {
+            *opened.entry(e.addr.clone()).or_insert(0) += 1;
+        }
+    }
+    let brokers: Vec<i32> = opened
+        .keys()
+        .filter_map(|a| mock.broker_at(a.parse().unwrap()))
+        .collect();
+    assert_eq!(
+        opened.len(),
+        brokers.len(),
+        "a closed port opened? {opened:?}"
+    );
+    assert!(
+        brokers.len() <= 3 && brokers.contains(&2) && brokers.contains(&7),
+        "brokers connected: {brokers:?}"
+    );
+    // Mock-side: no broker besides the bootstrap one and the two leaders
+    // saw a connection.
+    let seen: std::collections::BTreeSet<i32> = mock.requests().iter().map(|r| r.broker).collect();
+    assert!(seen.len() <= 3, "brokers asked anything: {seen:?}");
+}
+
+/// The tansu broker (a Kafka implementation nobody here wrote): records
+/// produced (idempotent, acks=all) are read back by librdkafka's consumer.
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
+async fn tansu_keeps_what_the_producer_writes() {
+    let Some(addr) = common::tansu_addr("tansu_keeps_what_the_producer_writes") else {
+        return;
+    };
+    let topic = format!(
+        "lazykafka-producer-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
+    let producer = producer(&addr, &[]);
+    let mut deliveries = Vec::new();
+    for i in 0..100 {
+        let record = ProducerRecord::new(topic.clone())
+            .partition(0)
+            .key(format!("k{i}"))
+            .value(format!("v{i}"));
+        deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
+    }
+    for (i, d) in deliveries.into_iter().enumerate() {
+        let meta = timeout(WAIT, d).await.unwrap().unwrap();
+        assert_eq!(meta.offset, i as i64);
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let partitions = {
+        let reader: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &addr)
+            .create()
+            .unwrap();
+        let md = reader.fetch_metadata(Some(&topic), WAIT).unwrap();
+        md.topics()[0].partitions().len() as i32
+    };
+    // tansu 0.6.0 answers ListOffsets (latest) with the number of batches
+    // in the partition, not the offset after the last record (librdkafka's
+    // producer meets the same): the records are read by count instead.
+    let read = read_back_to(&addr, &topic, partitions, 100, false);
+    let offsets: Vec<i64> = read.iter().map(|r| r.1).collect();
+    assert_eq!(offsets, (0..100).collect::<Vec<i64>>());
+    let values: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.3).collect();
+    let expected: Vec<Vec<u8>> = (0..100).map(|i| format!("v{i}").into_bytes()).collect();
+    assert_eq!(values, expected);
+}
