@@ -402,7 +402,10 @@ on_both_mocks!(
     retried_batches_arrive_once_in_order,
     a_refused_topic_is_named_by_send,
     records_follow_a_leader_that_moves,
-    records_wait_out_a_broker_restart
+    records_wait_out_a_broker_restart,
+    keys_land_where_librdkafka_puts_them,
+    records_fail_after_the_delivery_timeout,
+    clones_share_one_producer
 );
 
 /// A bootstrap list of 1,000 addresses (992 closed loopback ports and the
@@ -518,4 +521,140 @@ async fn tansu_keeps_what_the_producer_writes() {
     let values: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.3).collect();
     let expected: Vec<Vec<u8>> = (0..100).map(|i| format!("v{i}").into_bytes()).collect();
     assert_eq!(values, expected);
+}
+
+/// librdkafka's producer (`partitioner=murmur2_random`, the Java client's
+/// placement) and this one write the same keys to one topic: each key's
+/// records are all on one partition, the same for both.
+async fn keys_land_where_librdkafka_puts_them<C: TestCluster>() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let rd: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("partitioner", "murmur2_random")
+        .create()
+        .unwrap();
+    for i in 0..200 {
+        let key = format!("key-{i}");
+        common::peers::send(&rd, BaseRecord::to("t").key(&key).payload("rd"));
+    }
+    rd.flush(WAIT).unwrap();
+    let ours = producer(&bootstrap, &[]);
+    let mut deliveries = Vec::new();
+    for i in 0..200 {
+        let record = ProducerRecord::new("t")
+            .key(format!("key-{i}"))
+            .value("ours");
+        deliveries.push(timeout(WAIT, ours.send(record)).await.unwrap().unwrap());
+    }
+    for d in deliveries {
+        timeout(WAIT, d).await.unwrap().unwrap();
+    }
+    timeout(WAIT, ours.close(WAIT)).await.unwrap().unwrap();
+    let mut placed: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, i32>> = BTreeMap::new();
+    for (p, _, key, value, _) in read_back(&bootstrap, "t", 2, 400) {
+        placed
+            .entry(key.unwrap())
+            .or_default()
+            .insert(value.unwrap(), p);
+    }
+    assert_eq!(placed.len(), 200);
+    for (key, by) in placed {
+        assert_eq!(by.len(), 2, "{key:?}: {by:?}");
+        assert_eq!(
+            by[&b"rd"[..]],
+            by[&b"ours"[..]],
+            "{key:?} ({})",
+            mock.name()
+        );
+    }
+}
+
+/// Records for a partition whose leader stays down fail after
+/// `delivery.timeout.ms`, each naming its topic, partition and the last
+/// failure; nothing waits forever.
+async fn records_fail_after_the_delivery_timeout<C: TestCluster>() {
+    let mock: C = standard();
+    let producer = producer(
+        &mock.bootstrap(),
+        &[
+            ("delivery.timeout.ms", "3000"),
+            ("request.timeout.ms", "1000"),
+            ("linger.ms", "0"),
+        ],
+    );
+    // Connections and the producer id first.
+    let first = producer
+        .send(ProducerRecord::new("t").partition(0).value("first"))
+        .await
+        .unwrap();
+    timeout(WAIT, first).await.unwrap().unwrap();
+    mock.broker_down(1);
+    let started = Instant::now();
+    let delivery = producer
+        .send(ProducerRecord::new("t").partition(0).value("lost"))
+        .await
+        .unwrap();
+    let outcome = timeout(WAIT, delivery).await.expect("an outcome in time");
+    match outcome {
+        Err(Error::Delivery(lazykafka::producer::DeliveryError::TimedOut {
+            topic,
+            partition,
+            ..
+        })) => {
+            assert_eq!((topic.as_str(), partition), ("t", 0));
+            assert!(
+                started.elapsed() >= Duration::from_secs(2),
+                "{:?}",
+                started.elapsed()
+            );
+        }
+        other => panic!("{other:?} ({})", mock.name()),
+    }
+    mock.broker_up(1);
+}
+
+/// One producer cloned into four tasks, each sending its own records: all
+/// arrive, each task's in its order.
+async fn clones_share_one_producer<C: TestCluster>() {
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let producer = producer(&bootstrap, &[]);
+    let tasks: Vec<_> = (0..4)
+        .map(|t| {
+            let producer = producer.clone();
+            common::spawn(async move {
+                let mut deliveries = Vec::new();
+                for i in 0..50 {
+                    let record = ProducerRecord::new("t")
+                        .partition(t % 2)
+                        .key(format!("task-{t}"))
+                        .value(format!("{i}"));
+                    deliveries.push(producer.send(record).await.unwrap());
+                }
+                let mut offsets = Vec::new();
+                for d in deliveries {
+                    offsets.push(d.await.unwrap().offset);
+                }
+                offsets
+            })
+        })
+        .collect();
+    for task in tasks {
+        let offsets = timeout(WAIT, task).await.expect("in time");
+        assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let read = read_back(&bootstrap, "t", 2, 200);
+    for t in 0..4 {
+        let key = format!("task-{t}").into_bytes();
+        let values: Vec<Vec<u8>> = read
+            .iter()
+            .filter(|r| r.2.as_ref() == Some(&key))
+            .filter_map(|r| r.3.clone())
+            .collect();
+        let expected: Vec<Vec<u8>> = (0..50).map(|i| format!("{i}").into_bytes()).collect();
+        assert_eq!(values, expected, "task {t} ({})", mock.name());
+    }
 }

@@ -3,6 +3,7 @@
 
 use super::core::{OnDelivery, OutRecord, ProducerCore, Refused, TopicState};
 use super::delivery::{DeliveryError, RecordMetadata};
+use super::partitioner::Partitioner;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
 use crate::runtime::engine;
@@ -221,6 +222,43 @@ impl Producer {
     /// `client.runtime` that is not built, or `acks=0` (not supported
     /// yet).
     pub fn new(config: crate::ProducerConfig) -> Result<Self, Error> {
+        Self::build(config, None)
+    }
+
+    /// A producer whose records that name no partition are placed by
+    /// `partitioner` (keyed or not), as the Java client's
+    /// `partitioner.class`. Records that name a partition keep it.
+    ///
+    /// ```
+    /// use lazykafka::producer::Partitioner;
+    /// use lazykafka::{Producer, ProducerConfig};
+    ///
+    /// /// Every record to the last partition.
+    /// struct Last;
+    /// impl Partitioner for Last {
+    ///     fn partition(&self, _: &str, _: Option<&[u8]>, _: Option<&[u8]>, count: i32) -> i32 {
+    ///         count - 1
+    ///     }
+    /// }
+    /// let config = ProducerConfig::builder().bootstrap_servers("127.0.0.1:9").build()?;
+    /// let producer = Producer::with_partitioner(config, Last)?;
+    /// # Ok::<(), lazykafka::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Producer::new`].
+    pub fn with_partitioner(
+        config: crate::ProducerConfig,
+        partitioner: impl Partitioner + 'static,
+    ) -> Result<Self, Error> {
+        Self::build(config, Some(Arc::new(partitioner)))
+    }
+
+    fn build(
+        config: crate::ProducerConfig,
+        partitioner: Option<Arc<dyn Partitioner>>,
+    ) -> Result<Self, Error> {
         if config.acks() == crate::config::Acks::None {
             // A broker answers nothing to a Produce with acks=0, and the
             // connection layer waits for an answer to every request.
@@ -231,7 +269,8 @@ impl Producer {
         }
         let tls = crate::tls::TlsConnector::from_config(&config)?;
         let runtime = crate::runtime::rt::select(config.client_runtime())?;
-        let core = ProducerCore::from_config(&config, Instant::now(), seed());
+        let mut core = ProducerCore::from_config(&config, Instant::now(), seed());
+        core.set_partitioner(partitioner);
         Ok(Producer {
             inner: Arc::new(Inner {
                 config,

@@ -262,6 +262,12 @@ impl ProducerCore {
         ProducerCore::new(cluster, acc, settings, None, now, seeds.next_u64())
     }
 
+    /// Places records that name no partition with `partitioner` (the
+    /// built-in placement when `None`).
+    pub fn set_partitioner(&mut self, partitioner: Option<Arc<dyn Partitioner>>) {
+        self.partitioner = partitioner;
+    }
+
     // ===== records in =====
 
     /// Marks `topic` as produced to at `now`; the metadata covers it from
