@@ -268,6 +268,9 @@ async fn a_refused_topic_is_named_by_send<C: TestCluster>() {
     }
 }
 
+/// A step that undoes a disruption.
+type Restore<'a, C> = Box<dyn FnOnce(&C) + 'a>;
+
 /// Sends 400 records to partition 0 of topic "t", applying `disrupt` to
 /// the cluster once the first `at` were delivered; then, once a
 /// connection of the producer failed or closed (when `restore` is given),
@@ -278,7 +281,7 @@ async fn exactly_once_in_order_through<C: TestCluster>(
     mock: &C,
     at: usize,
     disrupt: impl FnOnce(&C),
-    restore: Option<Box<dyn FnOnce(&C) + '_>>,
+    restore: Option<Restore<'_, C>>,
 ) {
     const RECORDS: usize = 400;
     let bootstrap = mock.bootstrap();
