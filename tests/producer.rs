@@ -230,6 +230,25 @@ async fn retried_batches_arrive_once_in_order<C: TestCluster>() {
     for d in deliveries {
         timeout(WAIT, d).await.expect("delivered in time").unwrap();
     }
+    // What the producer says it did: every record delivered, the refused
+    // attempts counted as errors and their batches as retries.
+    let metrics = producer.metrics();
+    let p0 = metrics
+        .partitions
+        .iter()
+        .find(|p| p.topic == "t" && p.partition == 0)
+        .expect("partition 0 in the metrics");
+    assert_eq!((p0.records, p0.records_failed), (RECORDS as u64, 0));
+    assert_eq!(metrics.records_delivered, RECORDS as u64);
+    assert!(
+        p0.errors >= 3 && p0.retries >= 3,
+        "{p0:?} ({})",
+        mock.name()
+    );
+    assert!(p0.batches > p0.retries && p0.bytes > 0);
+    assert!(p0.request_latency_ms.is_some() && p0.queue_time_ms.is_some());
+    let json = serde_json::to_value(&metrics).unwrap();
+    assert_eq!(json["records_delivered"], RECORDS as u64);
     timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
     // The refusals were met: the first Produce, three refused, the retries.
     let produces = mock

@@ -22,6 +22,58 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 type Engine = engine::Engine<ProducerCore>;
 type Link = engine::Link<ProducerCore>;
 
+/// Everything [`Producer::metrics`] reports. Serialisable with serde.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct ProducerMetrics {
+    /// When the snapshot was taken, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// Records delivered since the producer started.
+    pub records_delivered: u64,
+    /// Records failed since the producer started.
+    pub records_failed: u64,
+    /// Records given to `send` and not yet delivered or failed.
+    pub records_outstanding: usize,
+    /// Bytes of records held (queued or in flight), of `buffer.memory`.
+    pub buffered_bytes: usize,
+    /// Each partition written to, by topic then partition.
+    pub partitions: Vec<ProducerPartitionMetrics>,
+    /// Counters per broker address, kept for the producer's life.
+    pub brokers: BTreeMap<String, crate::consumer::metrics::BrokerMetrics>,
+    /// The live connections.
+    pub connections: Vec<ConnectionInfo>,
+}
+
+/// What the producer did for one partition.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct ProducerPartitionMetrics {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// Records delivered.
+    pub records: u64,
+    /// Records failed.
+    pub records_failed: u64,
+    /// Batches sent, retries included.
+    pub batches: u64,
+    /// Bytes of batches sent, as sent (compressed).
+    pub bytes: u64,
+    /// Uncompressed over compressed bytes of the batches sent (1.0
+    /// uncompressed; `None` before the first batch).
+    pub compression_ratio: Option<f64>,
+    /// Batches sent again after a retriable failure.
+    pub retries: u64,
+    /// Failed attempts (refusals, lost connections, timeouts).
+    pub errors: u64,
+    /// Mean time from a batch's first record to its first sending, in
+    /// milliseconds (`linger.ms` and waiting for the leader).
+    pub queue_time_ms: Option<f64>,
+    /// Mean time from sending a batch to its answer, in milliseconds.
+    pub request_latency_ms: Option<f64>,
+}
+
 /// A record to send: its topic, and optionally its partition, key, value,
 /// headers and timestamp.
 ///
@@ -538,8 +590,49 @@ impl Producer {
         self.inner.events.subscribe(EVENT_BUFFER)
     }
 
-    /// Records delivered and failed so far.
-    pub fn delivery_counts(&self) -> (u64, u64) {
-        self.read_core(|core| core.counts())
+    /// A snapshot for monitoring: per partition written to its records,
+    /// batches, bytes, compression ratio, queue time, request latency,
+    /// retries and errors; per broker requests, bytes, round trips,
+    /// connects and errors; the live connections. It asks no broker
+    /// anything.
+    pub fn metrics(&self) -> ProducerMetrics {
+        let now = Instant::now();
+        self.read_core(|core| {
+            let mean =
+                |total: Duration, n: u64| (n > 0).then(|| total.as_secs_f64() * 1e3 / n as f64);
+            let (records_delivered, records_failed) = core.counts();
+            ProducerMetrics {
+                at_ms: wall_clock_ms().max(0) as u64,
+                records_delivered,
+                records_failed,
+                records_outstanding: core.outstanding(),
+                buffered_bytes: core.buffered_bytes(),
+                partitions: core
+                    .partition_counters()
+                    .iter()
+                    .map(|(tp, c)| ProducerPartitionMetrics {
+                        topic: tp.topic.clone(),
+                        partition: tp.partition,
+                        records: c.records,
+                        records_failed: c.records_failed,
+                        batches: c.batches,
+                        bytes: c.bytes,
+                        compression_ratio: (c.bytes > 0)
+                            .then(|| c.uncompressed_bytes as f64 / c.bytes as f64),
+                        retries: c.retries,
+                        errors: c.errors,
+                        queue_time_ms: mean(c.queue_time, c.first_sent),
+                        request_latency_ms: mean(c.latency, c.answered),
+                    })
+                    .collect(),
+                brokers: core
+                    .io()
+                    .counters()
+                    .iter()
+                    .map(|(addr, c)| (addr.clone(), c.into()))
+                    .collect(),
+                connections: core.io().connections(now),
+            }
+        })
     }
 }

@@ -127,7 +127,36 @@ enum Pending {
     Produce {
         broker: i32,
         batches: Vec<ProducerBatch>,
+        sent: Instant,
     },
+}
+
+/// What a producer did for one partition, since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PartitionCounters {
+    /// Records delivered.
+    pub records: u64,
+    /// Records failed.
+    pub records_failed: u64,
+    /// Batches sent (retries included).
+    pub batches: u64,
+    /// Bytes of batches sent, as sent (compressed).
+    pub bytes: u64,
+    /// Bytes of the same batches before compression.
+    pub uncompressed_bytes: u64,
+    /// Batches sent again after a retriable failure.
+    pub retries: u64,
+    /// Failed attempts (a refusal, a lost connection, a timeout).
+    pub errors: u64,
+    /// Time from a batch's first record to its first sending, summed over
+    /// batches sent once.
+    pub queue_time: Duration,
+    /// Batches sent for the first time (the count `queue_time` sums over).
+    pub first_sent: u64,
+    /// Time from sending a Produce to its answer, summed over batches.
+    pub latency: Duration,
+    /// Batches answered (the count `latency` sums over).
+    pub answered: u64,
 }
 
 /// The producer's state.
@@ -159,6 +188,7 @@ pub(crate) struct ProducerCore {
     failed: u64,
     /// The time of the last step or append (deadlines are computed from it).
     now: Instant,
+    counters: BTreeMap<TopicPartition, PartitionCounters>,
 }
 
 impl std::fmt::Debug for ProducerCore {
@@ -218,6 +248,7 @@ impl ProducerCore {
             per_broker: BTreeMap::new(),
             callbacks: HashMap::new(),
             last_problem: None,
+            counters: BTreeMap::new(),
             delivered: 0,
             failed: 0,
         }
@@ -419,6 +450,16 @@ impl ProducerCore {
             .get(topic)
             .filter(|t| t.error == ErrorCode::None && !t.partitions.is_empty())
             .map(|t| t.partitions.keys().copied().collect())
+    }
+
+    /// What the producer did for each partition it wrote to.
+    pub fn partition_counters(&self) -> &BTreeMap<TopicPartition, PartitionCounters> {
+        &self.counters
+    }
+
+    /// Bytes of records held (queued or in flight).
+    pub fn buffered_bytes(&self) -> usize {
+        self.acc.buffered_bytes()
     }
 
     /// The last connection problem seen, in words.
@@ -641,6 +682,16 @@ impl ProducerCore {
     fn send_batches(&mut self, now: Instant, broker: i32, batches: Vec<ProducerBatch>) {
         let mut topics: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
         for b in &batches {
+            let c = self.counters.entry(b.tp.clone()).or_default();
+            c.batches += 1;
+            c.bytes += b.bytes.len() as u64;
+            c.uncompressed_bytes += b.size as u64;
+            if b.attempts <= 1 {
+                c.queue_time += now.saturating_duration_since(b.created);
+                c.first_sent += 1;
+            } else {
+                c.retries += 1;
+            }
             topics
                 .entry(&b.tp.topic)
                 .or_default()
@@ -675,8 +726,14 @@ impl ProducerCore {
             .cluster
             .request(now, Target::Broker(broker), Box::new(body));
         *self.per_broker.entry(broker).or_default() += 1;
-        self.in_flight
-            .insert(id, Pending::Produce { broker, batches });
+        self.in_flight.insert(
+            id,
+            Pending::Produce {
+                broker,
+                batches,
+                sent: now,
+            },
+        );
     }
 
     // ===== answers =====
@@ -685,7 +742,11 @@ impl ProducerCore {
         while let Some((id, result)) = self.cluster.poll_response() {
             match self.in_flight.remove(&id) {
                 Some(Pending::InitPid) => self.handle_pid(now, result),
-                Some(Pending::Produce { broker, batches }) => {
+                Some(Pending::Produce {
+                    broker,
+                    batches,
+                    sent,
+                }) => {
                     if let Some(n) = self.per_broker.get_mut(&broker) {
                         *n = n.saturating_sub(1);
                     }
@@ -693,6 +754,9 @@ impl ProducerCore {
                         if let Some(seq) = self.sequences.get_mut(&b.tp) {
                             seq.in_flight = seq.in_flight.saturating_sub(1);
                         }
+                        let c = self.counters.entry(b.tp.clone()).or_default();
+                        c.latency += now.saturating_duration_since(sent);
+                        c.answered += 1;
                     }
                     self.handle_produce(now, batches, result);
                 }
@@ -848,6 +912,7 @@ impl ProducerCore {
     }
 
     fn retry(&mut self, now: Instant, batch: ProducerBatch, why: String, refresh: bool) {
+        self.counters.entry(batch.tp.clone()).or_default().errors += 1;
         if refresh {
             self.cluster.request_metadata_refresh(now);
         }
@@ -903,6 +968,7 @@ impl ProducerCore {
         if let (Some(stamp), Some(seq)) = (batch.stamp, self.sequences.get_mut(&batch.tp)) {
             seq.unresolved.remove(&stamp.base_sequence);
         }
+        self.counters.entry(batch.tp.clone()).or_default().records += batch.records.len() as u64;
         for (i, id) in batch.records.iter().enumerate() {
             if let Some((cb, timestamp)) = self.callbacks.remove(id) {
                 let offset = if base_offset >= 0 {
@@ -931,6 +997,10 @@ impl ProducerCore {
         batch: &ProducerBatch,
         error: impl Fn(&TopicPartition) -> DeliveryError,
     ) {
+        self.counters
+            .entry(batch.tp.clone())
+            .or_default()
+            .records_failed += batch.records.len() as u64;
         for id in &batch.records {
             if let Some((cb, _)) = self.callbacks.remove(id) {
                 self.failed += 1;

@@ -57,7 +57,9 @@ mod partitioner;
 mod api;
 
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
-pub use api::{DeliveryFuture, Producer, ProducerRecord};
+pub use api::{
+    DeliveryFuture, Producer, ProducerMetrics, ProducerPartitionMetrics, ProducerRecord,
+};
 pub use delivery::{DeliveryError, RecordMetadata};
 pub use partitioner::{
     murmur2, partition_for_key, place, to_positive, Partitioner, PartitionerError, Placement,
