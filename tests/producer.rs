@@ -427,7 +427,8 @@ on_both_mocks!(
     records_wait_out_a_broker_restart,
     keys_land_where_librdkafka_puts_them,
     records_fail_after_the_delivery_timeout,
-    clones_share_one_producer
+    clones_share_one_producer,
+    a_batch_refused_for_good_leaves_no_gap
 );
 
 /// A bootstrap list of 1,000 addresses (992 closed loopback ports and the
@@ -679,4 +680,79 @@ async fn clones_share_one_producer<C: TestCluster>() {
         let expected: Vec<Vec<u8>> = (0..50).map(|i| format!("{i}").into_bytes()).collect();
         assert_eq!(values, expected, "task {t} ({})", mock.name());
     }
+}
+
+/// A batch refused for good (INVALID_RECORD) fails its records, named;
+/// the records after it are not refused as out of sequence because of the
+/// gap it left: the producer takes a new epoch (KIP-360) and they arrive,
+/// once, in order.
+async fn a_batch_refused_for_good_leaves_no_gap<C: TestCluster>() {
+    common::peers::logs::capture();
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let producer = producer(&bootstrap, &[("linger.ms", "1")]);
+    let send = |i: usize| {
+        let producer = producer.clone();
+        async move {
+            producer
+                .send(ProducerRecord::new("t").partition(0).value(format!("v{i}")))
+                .await
+                .unwrap()
+        }
+    };
+    for i in 0..20 {
+        timeout(WAIT, send(i).await).await.unwrap().unwrap();
+    }
+    mock.push_errors(ApiKey::Produce, ErrorCode::InvalidRecord, 1);
+    let refused = timeout(WAIT, send(20).await).await.unwrap();
+    match refused {
+        Err(Error::Delivery(lazykafka::producer::DeliveryError::Broker {
+            topic,
+            partition,
+            code,
+            ..
+        })) => assert_eq!(
+            (topic.as_str(), partition, code),
+            ("t", 0, ErrorCode::InvalidRecord)
+        ),
+        other => panic!("{other:?} ({})", mock.name()),
+    }
+    let mut later = Vec::new();
+    for i in 21..60 {
+        later.push(send(i).await);
+    }
+    for d in later {
+        timeout(WAIT, d).await.expect("in time").unwrap();
+    }
+    // The broker lost the producer's state: UNKNOWN_PRODUCER_ID, a new
+    // epoch, and the batch goes again.
+    mock.push_errors(ApiKey::Produce, ErrorCode::UnknownProducerId, 1);
+    let mut last = Vec::new();
+    for i in 60..80 {
+        last.push(send(i).await);
+    }
+    for d in last {
+        timeout(WAIT, d).await.expect("in time").unwrap();
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let values: Vec<String> = read_back(&bootstrap, "t", 2, 79)
+        .into_iter()
+        .map(|r| String::from_utf8(r.3.unwrap()).unwrap())
+        .collect();
+    // A new epoch (or id) each time: the first InitProducerId, then at
+    // least two more. librdkafka's mock refuses a bump sent to another
+    // broker than the one that gave the id (INVALID_PRODUCER_ID_MAPPING);
+    // the producer then asks for a new id, as Kafka gives an idempotent
+    // producer anyway: two requests per bump there.
+    let inits = mock
+        .requests()
+        .into_iter()
+        .filter(|(_, key)| *key == ApiKey::InitProducerId.code())
+        .count();
+    assert!((3..=5).contains(&inits), "{inits} ({})", mock.name());
+    let expected: Vec<String> = (0..80)
+        .filter(|i| *i != 20)
+        .map(|i| format!("v{i}"))
+        .collect();
+    assert_eq!(values, expected, "{}", mock.name());
 }

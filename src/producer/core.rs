@@ -19,7 +19,7 @@ use super::partitioner::{
     place, Partitioner, Placement, RecordToPlace, StickyPartitioner, TopicPartitions,
 };
 use crate::cluster::{
-    Cluster, ExponentialBackoff, Problem, RequestError, RequestId, Retry, Rng, Target,
+    Cluster, ExponentialBackoff, Problem, RequestBody, RequestError, RequestId, Retry, Rng, Target,
 };
 use crate::config::{Acks, ProducerConfig};
 use crate::error::Error;
@@ -29,7 +29,7 @@ use crate::protocol::messages::init_producer_id::{InitProducerIdRequest, InitPro
 use crate::protocol::messages::produce::{
     PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
 };
-use crate::protocol::ErrorCode;
+use crate::protocol::{ApiKey, EncodeError, ErrorCode, Message, Writer};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -157,6 +157,30 @@ pub(crate) struct PartitionCounters {
     pub latency: Duration,
     /// Batches answered (the count `latency` sums over).
     pub answered: u64,
+}
+
+/// InitProducerId as this producer asks it: a broker too old to bump an
+/// epoch (below v3, without `producer_id`/`producer_epoch` in the request)
+/// is asked for a new producer id instead, as the Java client does.
+#[derive(Debug)]
+struct InitPid(InitProducerIdRequest);
+
+impl RequestBody for InitPid {
+    fn api_key(&self) -> ApiKey {
+        ApiKey::InitProducerId
+    }
+
+    fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
+        if version < 3 {
+            let fresh = InitProducerIdRequest {
+                producer_id: -1,
+                producer_epoch: -1,
+                ..self.0.clone()
+            };
+            return fresh.encode(w, version);
+        }
+        self.0.encode(w, version)
+    }
 }
 
 /// The producer's state.
@@ -606,7 +630,9 @@ impl ProducerCore {
             producer_epoch,
             ..Default::default()
         };
-        let id = self.cluster.request(now, Target::AnyBroker, Box::new(body));
+        let id = self
+            .cluster
+            .request(now, Target::AnyBroker, Box::new(InitPid(body)));
         self.in_flight.insert(id, Pending::InitPid);
         self.pid = Pid::Asking;
     }
@@ -860,11 +886,20 @@ impl ProducerCore {
                     let append_time = answer.log_append_time_ms;
                     self.complete(&batch, answer.base_offset, append_time);
                 }
-                ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId
-                    if self.earlier_unresolved(&batch) =>
-                {
-                    // An earlier batch of the partition failed or is not
-                    // answered yet: this one follows it again.
+                ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
+                    // An earlier batch of the partition is not answered
+                    // yet (or failed, and a new epoch is on its way): this
+                    // one follows it again. Otherwise the broker lost this
+                    // producer's state (its records were deleted, say):
+                    // the producer takes a new epoch, whose sequences
+                    // start again at 0 (KIP-360), and sends it with those.
+                    if !self.earlier_unresolved(&batch) {
+                        log::warn!(
+                            "{}: Produce refused with {code}; taking a new producer epoch",
+                            batch.tp
+                        );
+                        self.bump_epoch();
+                    }
                     self.retry(now, batch, code.to_string(), false);
                 }
                 c if retriable(c) => {
@@ -945,6 +980,14 @@ impl ProducerCore {
         self.acc.reenqueue(batch, now + delay);
     }
 
+    /// Sends nothing more until a new epoch came (asked for once nothing
+    /// is in flight).
+    fn bump_epoch(&mut self) {
+        if let Pid::Known { id, epoch } = self.pid {
+            self.pid = Pid::Bump { id, epoch };
+        }
+    }
+
     /// A batch that failed for good left a gap in its partition's
     /// sequences: later batches would be refused as out of order, so the
     /// producer takes a new epoch (KIP-360) before it sends again.
@@ -955,10 +998,8 @@ impl ProducerCore {
         if let Some(seq) = self.sequences.get_mut(&batch.tp) {
             seq.unresolved.remove(&stamp.base_sequence);
         }
-        if let Pid::Known { id, epoch } = self.pid {
-            if epoch == stamp.epoch {
-                self.pid = Pid::Bump { id, epoch };
-            }
+        if matches!(self.pid, Pid::Known { epoch, .. } if epoch == stamp.epoch) {
+            self.bump_epoch();
         }
     }
 

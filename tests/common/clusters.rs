@@ -332,6 +332,8 @@ fn rd_err(code: ErrorCode) -> rdkafka_sys::rd_kafka_resp_err_t {
         ErrorCode::IllegalGeneration => E::RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
         ErrorCode::NotLeaderOrFollower => E::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
         ErrorCode::LeaderNotAvailable => E::RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+        ErrorCode::InvalidRecord => E::RD_KAFKA_RESP_ERR_INVALID_RECORD,
+        ErrorCode::UnknownProducerId => E::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID,
         other => panic!("no librdkafka name for {other} here yet"),
     }
 }
