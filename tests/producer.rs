@@ -682,6 +682,12 @@ async fn clones_share_one_producer<C: TestCluster>() {
     }
 }
 
+/// Queues `v{i}` for partition 0 of "t".
+async fn send_to_0(producer: &Producer, i: usize) -> lazykafka::DeliveryFuture {
+    let record = ProducerRecord::new("t").partition(0).value(format!("v{i}"));
+    producer.send(record).await.unwrap()
+}
+
 /// A batch refused for good (INVALID_RECORD) fails its records, named;
 /// the records after it are not refused as out of sequence because of the
 /// gap it left: the producer takes a new epoch (KIP-360) and they arrive,
@@ -691,15 +697,7 @@ async fn a_batch_refused_for_good_leaves_no_gap<C: TestCluster>() {
     let mock: C = standard();
     let bootstrap = mock.bootstrap();
     let producer = producer(&bootstrap, &[("linger.ms", "1")]);
-    let send = |i: usize| {
-        let producer = producer.clone();
-        async move {
-            producer
-                .send(ProducerRecord::new("t").partition(0).value(format!("v{i}")))
-                .await
-                .unwrap()
-        }
-    };
+    let send = |i: usize| send_to_0(&producer, i);
     for i in 0..20 {
         timeout(WAIT, send(i).await).await.unwrap().unwrap();
     }
