@@ -61,7 +61,7 @@ pub enum Error {
     Fetch(crate::fetch::FetchError),
     /// A seek was refused (partition not assigned, negative offset).
     Seek(crate::fetch::SeekError),
-    /// The consumer was closed.
+    /// The client (consumer or producer) was closed.
     Closed,
     /// An operation named a partition that is not assigned to the
     /// consumer (`Consumer::store_offsets`).
@@ -296,7 +296,7 @@ impl fmt::Display for Error {
             }
             Error::Broker { api, code } => write!(f, "{api} failed: {code}"),
             Error::Request { api, source } => write!(f, "{api}: {source}"),
-            Error::Closed => f.write_str("the consumer is closed"),
+            Error::Closed => f.write_str("the client is closed"),
             Error::Fetch(e) => e.fmt(f),
             Error::Seek(e) => e.fmt(f),
             Error::NotAssigned {

@@ -624,9 +624,13 @@ async fn records_fail_after_the_delivery_timeout<C: TestCluster>() {
         Err(Error::Delivery(lazykafka::producer::DeliveryError::TimedOut {
             topic,
             partition,
+            last,
             ..
         })) => {
             assert_eq!((topic.as_str(), partition), ("t", 0));
+            // What held it back is named (a refused connection, a leader
+            // the metadata no longer lists).
+            assert!(last.is_some(), "{}", mock.name());
             assert!(
                 started.elapsed() >= Duration::from_secs(2),
                 "{:?}",

@@ -601,6 +601,7 @@ impl ProducerCore {
                 .last_failure
                 .get(&batch.tp)
                 .cloned()
+                .or_else(|| self.leader_trouble(&batch.tp))
                 .or_else(|| self.last_problem.clone());
             self.forget_sequence(&batch);
             self.fail_batch(&batch, |tp| DeliveryError::TimedOut {
@@ -978,6 +979,29 @@ impl ProducerCore {
         );
         self.last_failure.insert(batch.tp.clone(), why);
         self.acc.reenqueue(batch, now + delay);
+    }
+
+    /// What the metadata says is wrong with `tp`'s leader, if anything: a
+    /// partition without a leader, or a leader the metadata lists no
+    /// address for (a broker that is down).
+    fn leader_trouble(&self, tp: &TopicPartition) -> Option<String> {
+        let metadata = self.cluster.metadata();
+        let Some(topic) = metadata.topics.get(&tp.topic) else {
+            return Some(format!("no metadata for topic {}", tp.topic));
+        };
+        let Some(p) = topic.partitions.get(&tp.partition) else {
+            return Some(format!("{tp} is not in the metadata"));
+        };
+        if p.leader < 0 {
+            return Some(format!("{tp} has no leader ({})", p.error));
+        }
+        if !metadata.brokers.contains_key(&p.leader) {
+            return Some(format!(
+                "{tp}'s leader, broker {}, is not among the live brokers the metadata lists",
+                p.leader
+            ));
+        }
+        None
     }
 
     /// Sends nothing more until a new epoch came (asked for once nothing
