@@ -6,7 +6,8 @@
 //! `client.runtime=async-std` inside a tokio runtime on async-std. The
 //! process's threads are told apart by name (`/proc/self/task`); records
 //! come from `lazykafka::mock` (literal `127.0.0.1` addresses, so no name
-//! is resolved).
+//! is resolved). A producer created inside the tokio runtime runs on it
+//! likewise.
 //!
 //! One test function: async-std's threads, once started, stay for the
 //! process, so the tokio part must run first, and the test harness would
@@ -72,11 +73,38 @@ fn each_consumer_runs_on_the_runtime_it_is_created_in() {
             threads::names()
         );
         consumer.close().await.unwrap();
+        // A producer created there runs on tokio too.
+        let producer = lazykafka::Producer::new(
+            lazykafka::ProducerConfig::builder()
+                .bootstrap_servers(mock.bootstrap_servers())
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        // To a topic of its own: the consumers below read `t`.
+        mock.create_topic("produced", 2).unwrap();
+        for p in 0..2 {
+            let record = lazykafka::ProducerRecord::new("produced")
+                .partition(p)
+                .value("on tokio");
+            producer.send(record).await.unwrap().await.unwrap();
+        }
+        assert!(!producer.connections().is_empty());
+        assert_eq!(
+            async_std_threads(),
+            Vec::<String>::new(),
+            "async-std's threads beside a producer on tokio (all threads: {:?})",
+            threads::names()
+        );
+        producer
+            .close(std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
     });
     assert_eq!(
         async_std_threads(),
         Vec::<String>::new(),
-        "after the consumer on tokio"
+        "after the consumer and the producer on tokio"
     );
 
     // Outside any tokio runtime: async-std, whose background task has a
