@@ -95,18 +95,18 @@ const SSL_KEY_LOCATION: &str = "ssl.key.location";
 const SSL_KEY_PEM: &str = "ssl.key.pem";
 const SSL_KEY_PASSWORD: &str = "ssl.key.password";
 
-/// The TLS side of every connection of one consumer: a rustls client
+/// The TLS side of every connection of one client: a rustls client
 /// configuration built once from the `ssl.*` properties, shared by every
 /// socket.
 ///
-/// Built by [`TlsConnector::from_config`]; [`Consumer::new`] does it, so a
-/// missing file or a bad PEM is an [`Error::Config`] from there, before any
-/// socket. Hand one to [`ConnectOptions`] to reach a TLS listener with a
+/// Built by [`Consumer::new`] and [`Producer::new`], so a missing file or a
+/// bad PEM is an [`Error::Config`] from there, before any socket. Hand one to [`ConnectOptions`] to reach a TLS listener with a
 /// [`BrokerConnection`].
 ///
 /// Its `Debug` output names no key material.
 ///
 /// [`Consumer::new`]: crate::Consumer::new
+/// [`Producer::new`]: crate::Producer::new
 /// [`ConnectOptions`]: crate::runtime::ConnectOptions
 /// [`BrokerConnection`]: crate::runtime::BrokerConnection
 #[derive(Clone)]

@@ -428,7 +428,9 @@ on_both_mocks!(
     keys_land_where_librdkafka_puts_them,
     records_fail_after_the_delivery_timeout,
     clones_share_one_producer,
-    a_batch_refused_for_good_leaves_no_gap
+    a_batch_refused_for_good_leaves_no_gap,
+    retries_bound_the_sends_of_a_batch,
+    a_closed_producer_still_reports
 );
 
 /// A bootstrap list of 1,000 addresses (992 closed loopback ports and the
@@ -757,4 +759,139 @@ async fn a_batch_refused_for_good_leaves_no_gap<C: TestCluster>() {
         .map(|i| format!("v{i}"))
         .collect();
     assert_eq!(values, expected, "{}", mock.name());
+}
+
+/// `retries` bounds the sends of a batch as the Java client's does: sent
+/// once and retried `retries` times. With `retries=1` and a leader that
+/// refuses twice (NOT_ENOUGH_REPLICAS, which a retry could cure), the
+/// record is sent twice and fails naming the refusal; with the third
+/// refusal never met, the next record goes through.
+async fn retries_bound_the_sends_of_a_batch<C: TestCluster>() {
+    let mock: C = standard();
+    let producer = producer(
+        &mock.bootstrap(),
+        &[
+            ("retries", "1"),
+            ("enable.idempotence", "false"),
+            ("linger.ms", "0"),
+            ("retry.backoff.ms", "10"),
+        ],
+    );
+    timeout(WAIT, send_to_0(&producer, 0).await)
+        .await
+        .unwrap()
+        .unwrap();
+    let produces = || {
+        mock.requests()
+            .into_iter()
+            .filter(|(_, key)| *key == ApiKey::Produce.code())
+            .count()
+    };
+    let before = produces();
+    mock.push_errors(ApiKey::Produce, ErrorCode::NotEnoughReplicas, 2);
+    match timeout(WAIT, send_to_0(&producer, 1).await).await.unwrap() {
+        Err(Error::Delivery(lazykafka::producer::DeliveryError::TimedOut {
+            topic,
+            partition,
+            last,
+            ..
+        })) => {
+            assert_eq!((topic.as_str(), partition), ("t", 0));
+            let last = last.expect("the last failure is named");
+            assert!(last.contains("NOT_ENOUGH_REPLICAS"), "{last}");
+        }
+        other => panic!("{other:?} ({})", mock.name()),
+    }
+    assert_eq!(
+        produces() - before,
+        2,
+        "sent once, retried once ({})",
+        mock.name()
+    );
+    timeout(WAIT, send_to_0(&producer, 2).await)
+        .await
+        .unwrap()
+        .expect("the next record goes through");
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+}
+
+/// After `close`, the producer still answers what it did: its metrics (the
+/// records delivered), no connection, and `send` refused as closed.
+async fn a_closed_producer_still_reports<C: TestCluster>() {
+    let mock: C = standard();
+    let producer = producer(&mock.bootstrap(), &[("linger.ms", "0")]);
+    for i in 0..3 {
+        timeout(WAIT, send_to_0(&producer, i).await)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    assert!(producer.connections().is_empty());
+    assert_eq!(producer.metrics().records_delivered, 3, "{}", mock.name());
+    assert!(!producer.broker_counters().is_empty());
+    let refused = producer.send(ProducerRecord::new("t").value("late")).await;
+    assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
+}
+
+/// `acks=0` to `topic` at `bootstrap`: 100 records, each delivered as soon
+/// as its request is written (offset -1, no answer waited for), all read
+/// back in order by librdkafka's consumer.
+async fn acks_0_writes_without_answers(bootstrap: &str, topic: &str) {
+    let producer = producer(bootstrap, &[("acks", "0"), ("linger.ms", "1")]);
+    assert!(!producer.config().enable_idempotence());
+    let mut deliveries = Vec::new();
+    for i in 0..100 {
+        let record = ProducerRecord::new(topic)
+            .partition(0)
+            .value(format!("v{i}"));
+        deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
+    }
+    for d in deliveries {
+        let meta = timeout(WAIT, d).await.expect("in time").unwrap();
+        assert_eq!((meta.partition, meta.offset), (0, -1));
+    }
+    // Nothing waits for an answer, so nothing fails for a lack of one.
+    assert_eq!(producer.metrics().records_failed, 0);
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let read = read_back_to(bootstrap, topic, 1, 100, false);
+    let values: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.3).collect();
+    let expected: Vec<Vec<u8>> = (0..100).map(|i| format!("v{i}").into_bytes()).collect();
+    assert_eq!(values, expected);
+}
+
+/// `acks=0` on `lazykafka::mock`, which answers nothing to such a Produce
+/// as Kafka does. (librdkafka's mock cluster answers it all the same,
+/// unlike Kafka, so it is not a peer for this.)
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
+async fn acks_0_on_lazykafka_mock() {
+    let mock: lazykafka::mock::MockCluster = standard();
+    acks_0_writes_without_answers(&mock.bootstrap(), "t").await;
+    assert!(TestCluster::requests(&mock)
+        .iter()
+        .any(|(_, k)| *k == ApiKey::Produce.code()));
+}
+
+/// `acks=0` on the tansu broker.
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
+async fn acks_0_on_tansu() {
+    let Some(addr) = common::tansu_addr("acks_0_on_tansu") else {
+        return;
+    };
+    let topic = format!(
+        "lazykafka-acks0-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
+    acks_0_writes_without_answers(&addr, &topic).await;
 }

@@ -86,6 +86,9 @@ pub(crate) struct Queued {
     pub origin: Origin,
     pub body: Box<dyn RequestBody>,
     pub deadline: Instant,
+    /// Whether the broker answers it (all requests but a Produce with
+    /// `acks=0`).
+    pub answered: bool,
 }
 
 /// Why a connection's byte stream cannot go on.

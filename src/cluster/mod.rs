@@ -802,6 +802,21 @@ impl Cluster {
         self.request_with_timeout(now, target, body, timeout)
     }
 
+    /// Like [`Cluster::request`], for a request the broker does not answer
+    /// (a Produce with `acks=0`): it is written like any other, nothing is
+    /// waited for, and its outcome, a [`Response`] with an empty body, comes
+    /// out of [`Cluster::poll_response`] once its bytes are handed to the
+    /// socket (or an error, if it could not be).
+    pub fn request_unanswered(
+        &mut self,
+        now: Instant,
+        target: Target,
+        body: Box<dyn RequestBody>,
+    ) -> RequestId {
+        let timeout = self.config.request_timeout;
+        self.queue_request(now, target, body, timeout, false)
+    }
+
     /// Like [`Cluster::request`], with its own timeout (JoinGroup waits up
     /// to the rebalance timeout on the broker, longer than
     /// `request.timeout.ms`).
@@ -811,6 +826,17 @@ impl Cluster {
         target: Target,
         body: Box<dyn RequestBody>,
         timeout: Duration,
+    ) -> RequestId {
+        self.queue_request(now, target, body, timeout, true)
+    }
+
+    fn queue_request(
+        &mut self,
+        now: Instant,
+        target: Target,
+        body: Box<dyn RequestBody>,
+        timeout: Duration,
+        answered: bool,
     ) -> RequestId {
         let id = RequestId(self.next_request);
         self.next_request += 1;
@@ -824,6 +850,7 @@ impl Cluster {
                 origin: Origin::User(id),
                 body,
                 deadline: now + timeout,
+                answered,
             },
         });
         self.drive(now);
@@ -1267,6 +1294,7 @@ impl Cluster {
                     origin: Origin::Metadata,
                     body,
                     deadline: now + self.config.request_timeout,
+                    answered: true,
                 },
             });
         }
@@ -1283,6 +1311,7 @@ impl Cluster {
                     origin: Origin::MetadataById,
                     body: Box::new(metadata::MetadataByTopicId(unresolved)),
                     deadline: now + self.config.request_timeout,
+                    answered: true,
                 },
             });
         }
@@ -1300,6 +1329,7 @@ impl Cluster {
                         origin: Origin::FindCoordinator,
                         body,
                         deadline: now + self.config.request_timeout,
+                        answered: true,
                     },
                 });
             }
@@ -1542,6 +1572,7 @@ impl Cluster {
         for id in ids {
             let mut frames = Vec::new();
             let mut failed = Vec::new();
+            let mut unanswered = Vec::new();
             let mut sent = 0u64;
             let client_id = self.config.client_id.clone();
             let c = self.conns.get_mut(&id).expect("present");
@@ -1578,13 +1609,31 @@ impl Cluster {
                     Ok(frame) => {
                         frames.push(frame);
                         sent += 1;
+                        if !q.answered {
+                            // Nothing will come back for it: not in flight.
+                            c.in_flight.pop_back();
+                            unanswered.push((q.origin, api, version));
+                        }
                     }
                     Err(e) => failed.push((q.origin, RequestError::Encode(api, e))),
                 }
             }
             let addr = c.addr.clone();
+            let broker = c.broker;
             for (origin, e) in failed {
                 self.fail(origin, e);
+            }
+            for (origin, api, version) in unanswered {
+                if let Origin::User(id) = origin {
+                    let body = Bytes::new();
+                    let response = Response {
+                        api,
+                        version,
+                        broker,
+                        body,
+                    };
+                    self.responses.push_back((id, Ok(response)));
+                }
             }
             if !frames.is_empty() {
                 let bytes: Bytes = if frames.len() == 1 {

@@ -2242,3 +2242,39 @@ fn a_bootstrap_connection_reaching_a_read_replica_is_promoted() {
         .iter()
         .any(|(k, p, _)| k == "promoted" && *p == Purpose::Replica));
 }
+
+// ===== requests the broker does not answer (Produce with acks=0) =====
+
+#[test]
+fn an_unanswered_request_completes_once_written_and_waits_for_nothing() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Broker(1));
+    // Kafka answers nothing to a Produce with acks=0.
+    sim.held.insert(ApiKey::Produce);
+    let produce = crate::protocol::messages::produce::ProduceRequest {
+        acks: 0,
+        ..Default::default()
+    };
+    let id = sim
+        .c
+        .request_unanswered(sim.now, Target::Broker(1), Box::new(produce));
+    sim.pump();
+    assert!(sim.log.iter().any(|(_, _, api)| *api == ApiKey::Produce));
+    let done = sim.responses[&id].as_ref().expect("done once written");
+    assert_eq!((done.api, done.broker), (ApiKey::Produce, Some(1)));
+    assert!(done.body.is_empty());
+    // Nothing is in flight for it: the next answer on the connection is
+    // matched to the next request, and nothing times out later.
+    let next = sim.request(Target::Broker(1));
+    assert!(sim.responses[&next].is_ok(), "{:?}", sim.responses[&next]);
+    sim.now += Duration::from_secs(60);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    assert!(sim
+        .events
+        .iter()
+        .all(|e| !matches!(e.kind, EventKind::Closed { reason: CloseReason::Error, .. })));
+}

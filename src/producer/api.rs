@@ -270,9 +270,8 @@ impl Producer {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for TLS settings that cannot be used, a
-    /// `client.runtime` that is not built, or `acks=0` (not supported
-    /// yet).
+    /// [`Error::Config`] for TLS settings that cannot be used, or a
+    /// `client.runtime` that is not built.
     pub fn new(config: crate::ProducerConfig) -> Result<Self, Error> {
         Self::build(config, None)
     }
@@ -311,14 +310,6 @@ impl Producer {
         config: crate::ProducerConfig,
         partitioner: Option<Arc<dyn Partitioner>>,
     ) -> Result<Self, Error> {
-        if config.acks() == crate::config::Acks::None {
-            // A broker answers nothing to a Produce with acks=0, and the
-            // connection layer waits for an answer to every request.
-            return Err(Error::Config {
-                property: "acks".into(),
-                reason: "acks=0 is not supported yet; use 1 or all".into(),
-            });
-        }
         let tls = crate::tls::TlsConnector::from_config(&config)?;
         let runtime = crate::runtime::rt::select(config.client_runtime())?;
         let mut core = ProducerCore::from_config(&config, Instant::now(), seed());
@@ -559,15 +550,14 @@ impl Producer {
     /// [`DeliveryError::Closed`]. The producer can't be used afterwards.
     pub async fn close(&self, timeout: Duration) -> Result<(), Error> {
         let flushed = self.flush(timeout).await;
-        let engine = {
-            let mut local = self.local();
-            if local.closed {
-                return Ok(());
-            }
-            local.closed = true;
-            local.engine.take()
-        };
-        match engine {
+        let mut local = self.local();
+        if local.closed {
+            return Ok(());
+        }
+        local.closed = true;
+        // The engine stays, stopped: its state still answers `metrics`,
+        // `connections` and `broker_counters`.
+        match &local.engine {
             Some(engine) => engine.stop(),
             None => self.inner.events.close(),
         }

@@ -41,7 +41,7 @@ pub(crate) type OnDelivery = Box<dyn FnOnce(Result<RecordMetadata, DeliveryError
 /// What the producer does, beyond its connections and its queue.
 #[derive(Debug, Clone)]
 pub(crate) struct ProducerSettings {
-    /// `acks`: -1 (all) or 1 (the leader).
+    /// `acks`: -1 (all), 1 (the leader) or 0 (no answer).
     pub acks: i16,
     /// `enable.idempotence`.
     pub idempotence: bool,
@@ -749,9 +749,14 @@ impl ProducerCore {
                 .collect(),
             ..Default::default()
         };
-        let id = self
-            .cluster
-            .request(now, Target::Broker(broker), Box::new(body));
+        let target = Target::Broker(broker);
+        let id = if self.settings.acks == 0 {
+            // The broker answers nothing: the batches count as delivered
+            // once the request is handed to the socket (offset unknown).
+            self.cluster.request_unanswered(now, target, Box::new(body))
+        } else {
+            self.cluster.request(now, target, Box::new(body))
+        };
         *self.per_broker.entry(broker).or_default() += 1;
         self.in_flight.insert(
             id,
@@ -853,6 +858,12 @@ impl ProducerCore {
         batches: Vec<ProducerBatch>,
         result: Result<crate::cluster::Response, RequestError>,
     ) {
+        if self.settings.acks == 0 && result.is_ok() {
+            for batch in &batches {
+                self.complete(batch, -1, -1);
+            }
+            return;
+        }
         let response = match result
             .map_err(|e| (e.is_retriable(), e.to_string()))
             .and_then(|r| {
@@ -954,7 +965,9 @@ impl ProducerCore {
         }
         let timed_out =
             now.saturating_duration_since(batch.created) >= self.settings.delivery_timeout;
-        if batch.attempts >= self.settings.retries || timed_out {
+        // `attempts` counts sends, the first included: as the Java client,
+        // a batch is sent up to `retries` + 1 times.
+        if batch.attempts > self.settings.retries || timed_out {
             log::warn!(
                 "{}: not delivered ({why}); {} records fail",
                 batch.tp,

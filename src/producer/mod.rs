@@ -1,4 +1,4 @@
-//! The producer: [`Producer`](crate::Producer) (with a runtime feature),
+//! The producer: [`Producer`] (with a runtime feature),
 //! and the parts under it.
 //!
 //! Under the handle (`api`), the producer's core (`core`: the sender's

@@ -334,6 +334,7 @@ fn rd_err(code: ErrorCode) -> rdkafka_sys::rd_kafka_resp_err_t {
         ErrorCode::LeaderNotAvailable => E::RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
         ErrorCode::InvalidRecord => E::RD_KAFKA_RESP_ERR_INVALID_RECORD,
         ErrorCode::UnknownProducerId => E::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID,
+        ErrorCode::NotEnoughReplicas => E::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
         other => panic!("no librdkafka name for {other} here yet"),
     }
 }
