@@ -17,10 +17,12 @@
 //!   [`ErrorCode`], and the errors its variants carry;
 //! - [`events`]: the consumer's connections, as events, snapshots and
 //!   per-broker counters;
-//! - [`producer`]: the runtime-free parts of a producer to come: which
-//!   partition a record goes to (murmur2 for keys, KIP-794's sticky
-//!   partitioner, custom partitioners); its configuration is
-//!   [`ProducerConfig`];
+//! - [`Producer`] ([`producer`]): `send`, `flush`, `close`, idempotent by
+//!   default, with the consumer's connection rules; the [`ProducerRecord`]
+//!   it takes, what it says of each record (`RecordMetadata`,
+//!   `DeliveryError`), and which partition a record goes to (murmur2 for
+//!   keys, KIP-794's sticky partitioner); its configuration is
+//!   [`ProducerConfig`] (docs/producer.md);
 //! - `mock` (feature `mock`): a Kafka cluster in this process, for tests.
 //!
 //! [`Consumer`] runs on tokio (feature `runtime-tokio`) or async-std (the

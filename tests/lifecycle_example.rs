@@ -2,7 +2,8 @@
 //! process: on its own in-process cluster (`lazykafka::mock`) and, with
 //! `--bootstrap`, on librdkafka's mock cluster, the same census of sockets
 //! per phase, under the classic group protocol and, with
-//! `--group-protocol consumer`, under KIP-848's.
+//! `--group-protocol consumer`, under KIP-848's; and with `--producer`, a
+//! producer's connection events in the order docs/producer.md promises.
 
 // Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
@@ -10,9 +11,11 @@
 mod common;
 
 use common::clusters::{self, TestCluster};
-use common::examples::example_bin;
+use common::examples::{close_inherited_fds, example_bin};
 use common::peers::produce;
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Runs the example and returns its stdout; fails on a non-zero exit.
 fn run(args: &[&str]) -> String {
@@ -213,4 +216,198 @@ fn a_bad_flag_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument --nonsense"));
+}
+
+/// Runs the example with `args` and returns its stdout; kills it and fails
+/// if it has not exited within `deadline`, fails on a non-zero exit.
+fn run_within(args: &[&str], deadline: Duration) -> String {
+    let mut cmd = Command::new(example_bin("lifecycle"));
+    // Not the broker side of librdkafka's mock connections (see there).
+    close_inherited_fds(&mut cmd);
+    let mut child = cmd
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the lifecycle example");
+    let pipe = |mut p: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = p.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = pipe(Box::new(child.stdout.take().unwrap()));
+    let stderr = pipe(Box::new(child.stderr.take().unwrap()));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the example did not exit within {deadline:?}\n{}\n{}",
+                stdout.join().unwrap(),
+                stderr.join().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    assert!(status.success(), "exit {status:?}\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// One printed connection event: (event, broker, purpose, reason).
+type Event = (String, String, String, String);
+
+/// The connection events printed under step `step` (from its numbered
+/// line to the next one, or to the census).
+fn step_events(stdout: &str, step: u32) -> Vec<Event> {
+    let start = format!("{step}. ");
+    let next = format!("{}. ", step + 1);
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with(&start))
+        .skip(1)
+        .take_while(|l| !l.starts_with(&next) && !l.starts_with("census"))
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            if words.get(1) != Some(&"ms") {
+                return None;
+            }
+            let b = words.iter().position(|w| *w == "broker")?;
+            Some((
+                words[2..b].join(" "),
+                words.get(b + 1)?.to_string(),
+                words.get(b + 2)?.to_string(),
+                words.get(b + 4..).unwrap_or_default().join(" "),
+            ))
+        })
+        .collect()
+}
+
+/// The producer's walk on a cluster whose topic has two partitions led by
+/// brokers 1 and 3: no connection before the first send, one bootstrap
+/// connection first, then the leaders, the bootstrap connection retired or
+/// promoted, the leaders reaped when idle and connected again without a
+/// bootstrap connection, everything closed at the end.
+fn assert_producer_walk(stdout: &str) {
+    let stdout = stdout.to_owned();
+    let leaders = "2 socket(s): leader (broker 1), leader (broker 3)";
+    // 1. Nothing before the first send.
+    assert_eq!(census(&stdout, "after new"), "no sockets");
+    assert!(step_events(&stdout, 1).is_empty(), "{stdout}");
+
+    // 2. The first sends: one bootstrap connection first, then the
+    // leaders, then the bootstrap connection retired (or promoted).
+    let first = step_events(&stdout, 2);
+    let at = |pred: &dyn Fn(&Event) -> bool| first.iter().position(pred);
+    let bootstrap = at(&|e| e.0 == "connecting" && e.2 == "bootstrap")
+        .unwrap_or_else(|| panic!("no bootstrap connection\n{stdout}"));
+    assert_eq!(
+        bootstrap, 0,
+        "the bootstrap connection comes first\n{stdout}"
+    );
+    assert_eq!(
+        first
+            .iter()
+            .filter(|e| e.2 == "bootstrap" && e.0 == "connecting")
+            .count(),
+        1,
+        "one bootstrap connection\n{stdout}"
+    );
+    let leader = at(&|e| e.2 == "leader" && matches!(e.0.as_str(), "connecting" | "promoted"))
+        .unwrap_or_else(|| panic!("no leader connection\n{stdout}"));
+    assert!(bootstrap < leader, "{stdout}");
+    let retired = at(&|e| e.0 == "retired" || e.0 == "promoted")
+        .unwrap_or_else(|| panic!("the bootstrap connection stayed\n{stdout}"));
+    assert!(bootstrap < retired, "{stdout}");
+    // A leader connection to each leader: opened for it, or the bootstrap
+    // connection (ready already) promoted to it.
+    for broker in ["1", "3"] {
+        assert!(
+            first.iter().any(|e| e.1 == broker
+                && e.2 == "leader"
+                && matches!(e.0.as_str(), "ready" | "promoted")),
+            "no leader connection to broker {broker}\n{stdout}"
+        );
+    }
+    assert_eq!(census(&stdout, "after the first deliveries"), leaders);
+
+    // 3. Idle: the leader connections are reaped.
+    let idle = step_events(&stdout, 3);
+    assert!(
+        idle.iter()
+            .filter(|e| e.0 == "closed" && e.2 == "leader" && e.3 == "idle")
+            .count()
+            == 2,
+        "{stdout}"
+    );
+    assert_eq!(
+        census(&stdout, "idle, after connections.max.idle.ms"),
+        "no sockets"
+    );
+
+    // 4. Sending again: the leaders again, no bootstrap connection.
+    let again = step_events(&stdout, 4);
+    assert!(again.iter().all(|e| e.2 == "leader"), "{stdout}");
+    assert_eq!(census(&stdout, "sending again"), leaders);
+
+    // 5. Everything closed at the end.
+    let closing = step_events(&stdout, 5);
+    assert!(
+        closing
+            .iter()
+            .filter(|e| e.0 == "closed" && e.3 == "shutdown")
+            .count()
+            == 2,
+        "{stdout}"
+    );
+    assert_eq!(census(&stdout, "after close"), "no sockets");
+}
+
+#[test]
+fn with_producer_it_walks_a_producer_on_its_own_cluster() {
+    let stdout = run_within(&["--producer"], Duration::from_secs(120));
+    assert!(stdout.contains("lazykafka::mock cluster"), "{stdout}");
+    assert_producer_walk(&stdout);
+    // The brokers' own view: Produce to the leaders only, one
+    // InitProducerId in all (over the bootstrap connection).
+    let mut init_producer_ids = 0;
+    for id in 1..=3 {
+        let (line, apis) = broker_apis(&stdout, id);
+        assert_eq!(apis.iter().any(|a| a == "Produce"), id != 2, "{line}");
+        init_producer_ids += line.matches("InitProducerId 1").count();
+    }
+    assert_eq!(init_producer_ids, 1, "{stdout}");
+}
+
+#[test]
+fn with_producer_and_bootstrap_it_walks_librdkafkas_mock() {
+    let mock = clusters::librdkafka();
+    TestCluster::create_topic(&mock, "walk", &[1, 3]);
+    let stdout = run_within(
+        &[
+            "--producer",
+            "--bootstrap",
+            &mock.bootstrap(),
+            "--topic",
+            "walk",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_producer_walk(&stdout);
+    // Produce went to the leaders only.
+    let produce: Vec<i32> = TestCluster::requests(&mock)
+        .iter()
+        .filter(|(_, api)| *api == 0)
+        .map(|(b, _)| *b)
+        .collect();
+    assert!(
+        !produce.is_empty() && produce.iter().all(|b| *b == 1 || *b == 3),
+        "{produce:?}"
+    );
 }

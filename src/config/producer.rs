@@ -162,9 +162,9 @@ fn parse_compression(property: &str, s: &str) -> Result<Compression, Error> {
 /// connection and security properties are the consumer's
 /// ([`ConsumerConfig`]), with the same names, defaults and checks.
 ///
-/// The producer that runs on it is being built: what exists of it today
-/// is in [`crate::producer`] (which partition a record goes to;
-/// `partitioner.ignore.keys` is its property).
+/// [`Producer::new`](crate::Producer::new) takes it (with a runtime
+/// feature); docs/producer.md says what each property does to the
+/// producer.
 ///
 /// ```
 /// use lazykafka::config::{Acks, Compression};
