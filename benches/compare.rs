@@ -36,7 +36,9 @@
 //!   for tansu, which is much slower to fill and to serve;
 //! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
 //! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
-//!   `100B,100B-lz4,10KiB,scale,sessions,tls,process`;
+//!   `100B,100B-lz4,10KiB,scale,sessions,tls,process` and the producer
+//!   cases `produce-100B,produce-10KiB,produce-100B-keyed,produce-100B-lz4,
+//!   produce-scale`;
 //! - `LAZYKAFKA_BENCH_STEADY_MS` (default 10000): the steady window of the
 //!   `sessions` case. That case (KIP-227 incremental fetch sessions) puts
 //!   2,000 × scale partitions (at least 30) over the 3 brokers of a mock,
@@ -59,6 +61,33 @@
 //! `ssl.ca.location` (the CA file). When `100B` runs too, the bench also
 //! prints each client's TLS / plaintext CPU per record (`tls_vs_plain` in
 //! the JSON).
+//!
+//! The producer cases write instead of reading, on a 3-broker mock of
+//! their own (8 partitions, partition `p` led by broker `p % 3 + 1`):
+//! 1,000,000 × scale records of 100 B (`produce-100B`, `produce-100B-lz4`
+//! with lz4 on both clients, `produce-100B-keyed` with keys `k{i % 1000}`
+//! placed by each client's murmur2 partitioner) and 50,000 × scale of
+//! 10 KiB (`produce-10KiB`); keyless record `i` names partition `i % 8`.
+//! Both producers are idempotent with `acks=all`, `linger.ms` 5,
+//! `batch.size` 16384 and 5 requests in flight (the Java defaults,
+//! lazykafka's); librdkafka also gets `queue.buffering.max.kbytes` 32768
+//! (`buffer.memory`), `queue.buffering.max.messages` 0 (no count limit)
+//! and `partitioner=murmur2_random`. lazykafka awaits each `send` and
+//! keeps the delivery futures in a queue in the order sent, taking those
+//! done from its front after every send, then awaits the rest in order; librdkafka's
+//! `BaseProducer` sends each record and calls `poll(0)` after it (on
+//! `QueueFull`, `poll(100 ms)` and the same record again), then polls
+//! until every delivery report came. Each child reports records/s from
+//! before the producer is created to the last delivery report (and from
+//! the first report to the last), CPU (less the census thread's) per
+//! record, peak RSS, threads and sockets held after the last report, and
+//! its own connection count; the parent adds, from the mock's event log,
+//! the connections accepted, the brokers they went to, the Produce
+//! requests, and the records written (high watermarks; every partition is
+//! emptied after each run). `produce-scale` is the `scale` case's
+//! 1000-address bootstrap list in front of another 8-broker mock, 1000
+//! records of 100 B to a topic of 6 partitions led by brokers 1, 2, 4, 5,
+//! 7 and 8.
 //!
 //! The `process` case measures whole processes as a user runs them: the
 //! `consume` example (built first with `cargo build --release --example
@@ -122,6 +151,31 @@ const FETCH_MAX_WAIT_MS: &str = "500";
 const FETCH_MAX_BYTES: &str = "52428800";
 const MAX_PARTITION_FETCH_BYTES: &str = "1048576";
 const CHECK_CRCS: &str = "true";
+
+/// Producer settings both clients get: the Java producer's defaults
+/// (lazykafka's), spelled out; librdkafka's own defaults differ
+/// (`batch.size` 1000000, `queue.buffering.max.kbytes` 1048576 and
+/// `queue.buffering.max.messages` 100000, `partitioner`
+/// consistent_random).
+const PRODUCE_ACKS: &str = "all";
+const PRODUCE_IDEMPOTENCE: &str = "true";
+const PRODUCE_LINGER_MS: &str = "5";
+const PRODUCE_BATCH_SIZE: &str = "16384";
+const PRODUCE_MAX_IN_FLIGHT: &str = "5";
+/// `buffer.memory` (33554432 B), in librdkafka's
+/// `queue.buffering.max.kbytes`.
+const PRODUCE_BUFFER_KBYTES: &str = "32768";
+
+/// What a producer child writes: values of `value_len` bytes (the
+/// consumer cases' text-like pool), compressed with `compression`; keyed
+/// records (`k{i % 1000}`) go where the partitioner puts them, keyless
+/// record `i` to partition `i % partitions`.
+#[derive(Debug, Clone, Copy)]
+struct Produce {
+    value_len: usize,
+    compression: &'static str,
+    keyed: bool,
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -339,6 +393,8 @@ mod parent {
         steady_ms: Option<u64>,
         /// The CA file: both clients connect with `security.protocol=SSL`.
         ca: Option<&'a str>,
+        /// Produce `records` to `topic` instead of consuming them.
+        produce: Option<Produce>,
     }
 
     /// Profiles taken so far (`LAZYKAFKA_BENCH_PERF`).
@@ -406,6 +462,14 @@ mod parent {
                 "LKB_STEADY_MS",
                 job.steady_ms.map_or(String::new(), |m| m.to_string()),
             )
+            .envs(job.produce.iter().flat_map(|p| {
+                [
+                    ("LKB_PRODUCE", "1".to_owned()),
+                    ("LKB_VALUE_LEN", p.value_len.to_string()),
+                    ("LKB_COMPRESSION", p.compression.to_owned()),
+                    ("LKB_KEYED", p.keyed.to_string()),
+                ]
+            }))
             .output()
             .expect("run child");
         let parent_cpu = cpu_time(libc::RUSAGE_SELF).saturating_sub(parent_cpu0);
@@ -653,6 +717,7 @@ mod parent {
                         sessions: None,
                         steady_ms: None,
                         ca,
+                        produce: None,
                     });
                     if let Some(m) = mock {
                         m.add_requests(&mut r);
@@ -677,6 +742,7 @@ mod parent {
                 sessions: None,
                 steady_ms: None,
                 ca,
+                produce: None,
             });
         }
     }
@@ -741,6 +807,25 @@ mod parent {
             .collect()
     }
 
+    /// 1000 bootstrap addresses: 992 closed loopback ports and the brokers
+    /// of `mock` (8), shuffled with a fixed seed; and every port among
+    /// them (closed ones first, then the brokers').
+    fn scale_bootstrap(mock: &Mock) -> (String, Vec<u16>) {
+        let closed = closed_ports(992);
+        let mut addrs: Vec<String> = closed.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        addrs.extend(mock.bootstrap().split(',').map(str::to_owned));
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for i in (1..addrs.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            addrs.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let mut ports = closed;
+        ports.extend(mock.ports());
+        (addrs.join(","), ports)
+    }
+
     /// 1000 bootstrap addresses: 992 closed loopback ports and the 8 brokers
     /// of a mock cluster, shuffled (fixed seed); the topic's 2 partitions
     /// are led by brokers 2 and 7.
@@ -759,19 +844,7 @@ mod parent {
             compression: "none",
             partitions: 2,
         });
-        let closed = closed_ports(992);
-        let mut addrs: Vec<String> = closed.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        addrs.extend(mock.bootstrap().split(',').map(str::to_owned));
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        for i in (1..addrs.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            addrs.swap(i, (x % (i as u64 + 1)) as usize);
-        }
-        let bootstrap = addrs.join(",");
-        let mut ports = closed.clone();
-        ports.extend(mock.ports());
+        let (bootstrap, ports) = scale_bootstrap(&mock);
         for round in 0..s.rounds {
             for client in ["lazykafka", "librdkafka"] {
                 mock.clear_requests();
@@ -786,6 +859,7 @@ mod parent {
                     sessions: None,
                     steady_ms: None,
                     ca: None,
+                    produce: None,
                 });
                 mock.add_requests(&mut r);
                 r["broker"] = json!("mock");
@@ -808,6 +882,7 @@ mod parent {
             sessions: None,
             steady_ms: None,
             ca: None,
+            produce: None,
         });
     }
 
@@ -876,6 +951,7 @@ mod parent {
                         sessions,
                         steady_ms: Some(steady_ms),
                         ca: None,
+                        produce: None,
                     });
                     stop.store(true, Ordering::Relaxed);
                     r
@@ -1290,6 +1366,294 @@ mod parent {
         }
     }
 
+    /// The producer cases: lazykafka's `Producer` and librdkafka's
+    /// `BaseProducer` write the same records to the same mock, alternated
+    /// A B A B, idempotent with `acks=all` and the Java producer's
+    /// defaults on both (see [`PRODUCE_LINGER_MS`] and its neighbours).
+    mod producing {
+        use super::*;
+        use lazykafka::mock::MockEventKind;
+        use lazykafka::protocol::ApiKey;
+
+        /// The metrics summarised for a producer case, with how each is
+        /// shown.
+        pub(super) const METRICS: &[(&str, &str)] = &[
+            ("rec_per_s", "records/s (start to last report)"),
+            ("mb_per_s", "MB/s of values"),
+            ("rec_per_s_steady", "records/s (first to last report)"),
+            ("first_delivery_ms", "first delivery report, ms"),
+            ("cpu_s", "CPU time, s"),
+            ("cpu_us_per_record", "CPU µs/record"),
+            ("vmhwm_mb", "peak RSS, MB"),
+            ("threads", "threads"),
+            ("held", "sockets held at the end"),
+            ("seen", "sockets seen (census)"),
+            ("connects", "connection attempts (own count)"),
+            ("connections_mock", "connections accepted (mock)"),
+            ("brokers_connected_mock", "brokers connected to (mock)"),
+            ("produce_requests_mock", "Produce requests (mock)"),
+            ("records_per_request", "records per Produce request"),
+            ("written_mock", "records written (mock)"),
+            ("errors", "failed sends and deliveries"),
+            ("mock_cpu_s", "mock brokers' CPU, s"),
+            ("connect_calls", "connect() calls (strace)"),
+            ("connect_ports", "addresses connected to (strace)"),
+        ];
+
+        /// One producer data set.
+        struct ProduceSet {
+            name: &'static str,
+            topic: &'static str,
+            records: usize,
+            partitions: i32,
+            produce: Produce,
+        }
+
+        fn sets(scale: f64) -> Vec<ProduceSet> {
+            let n = |base: f64| ((base * scale).round() as usize).max(8);
+            let set = |name, topic, records, value_len, compression, keyed| ProduceSet {
+                name,
+                topic,
+                records,
+                partitions: 8,
+                produce: Produce {
+                    value_len,
+                    compression,
+                    keyed,
+                },
+            };
+            vec![
+                set("produce-100B", "p100", n(1_000_000.0), 100, "none", false),
+                set(
+                    "produce-10KiB",
+                    "p10k",
+                    n(50_000.0),
+                    10 * 1024,
+                    "none",
+                    false,
+                ),
+                set(
+                    "produce-100B-keyed",
+                    "p100keyed",
+                    n(1_000_000.0),
+                    100,
+                    "none",
+                    true,
+                ),
+                set(
+                    "produce-100B-lz4",
+                    "p100lz4",
+                    n(1_000_000.0),
+                    100,
+                    "lz4",
+                    false,
+                ),
+            ]
+        }
+
+        /// The settings both producers got, for the report.
+        fn settings(sets: &[ProduceSet]) -> Value {
+            json!({
+                "acks": PRODUCE_ACKS,
+                "enable.idempotence": PRODUCE_IDEMPOTENCE,
+                "linger.ms": PRODUCE_LINGER_MS,
+                "batch.size": PRODUCE_BATCH_SIZE,
+                "max.in.flight.requests.per.connection": PRODUCE_MAX_IN_FLIGHT,
+                "librdkafka": {
+                    "queue.buffering.max.kbytes": PRODUCE_BUFFER_KBYTES,
+                    "queue.buffering.max.messages": "0",
+                    "partitioner": "murmur2_random",
+                },
+                "data_sets": sets.iter().map(|d| json!({
+                    "name": d.name, "topic": d.topic, "records": d.records,
+                    "value_bytes": d.produce.value_len, "compression": d.produce.compression,
+                    "keyed": d.produce.keyed, "partitions": d.partitions,
+                })).collect::<Vec<_>>(),
+            })
+        }
+
+        /// The records a topic's partitions hold, by their high watermarks.
+        fn written(mock: &Mock, topic: &str, partitions: i32) -> i64 {
+            (0..partitions)
+                .filter_map(|p| mock.cluster.high_watermark(topic, p))
+                .sum()
+        }
+
+        /// Drops every record of the topic, so that the mock's memory does
+        /// not grow from run to run.
+        fn forget(mock: &Mock, topic: &str, partitions: i32) {
+            for p in 0..partitions {
+                if let Some(end) = mock.cluster.high_watermark(topic, p) {
+                    let _ = mock.cluster.delete_records_before(topic, p, end);
+                }
+            }
+        }
+
+        /// Runs one producer child and adds what the mock saw of it:
+        /// connections accepted, the brokers they went to, Produce
+        /// requests, records written.
+        fn run_one(mock: &Mock, job: &Job<'_>) -> Value {
+            mock.clear_requests();
+            let before = written(mock, job.topic, job.partitions);
+            let mut r = run_child(job);
+            let after = written(mock, job.topic, job.partitions);
+            let events = mock.cluster.events();
+            let connected: Vec<i32> = events
+                .iter()
+                .filter(|e| matches!(e.kind, MockEventKind::Connected { .. }))
+                .map(|e| e.broker)
+                .collect();
+            let produce_requests = mock
+                .cluster
+                .requests()
+                .iter()
+                .filter(|q| q.api == Some(ApiKey::Produce))
+                .count();
+            r["connections_mock"] = json!(connected.len());
+            r["brokers_connected_mock"] = json!(connected.iter().collect::<BTreeSet<_>>().len());
+            r["brokers_connected_ids"] = json!(connected.iter().collect::<BTreeSet<_>>());
+            r["produce_requests_mock"] = json!(produce_requests);
+            r["written_mock"] = json!(after - before);
+            if produce_requests > 0 {
+                r["records_per_request"] = json!((after - before) as f64 / produce_requests as f64);
+            }
+            r["mock_cpu_s"] = r["parent_cpu_s"].clone();
+            forget(mock, job.topic, job.partitions);
+            r
+        }
+
+        fn brief(r: &Value) -> String {
+            let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+            format!(
+                "  {:<6} {:<18} {:<10} round {}: {:>8.0} rec/s {:>6.1} MB/s, first report \
+                 {:>6.1} ms, cpu {:.2} s, hwm {:.0} MB, {} threads, {} sockets held, {} \
+                 connections to {} brokers, {} Produce requests, {} written, {} errors{}",
+                r["broker"].as_str().unwrap_or(""),
+                r["case"].as_str().unwrap_or(""),
+                r["client"].as_str().unwrap_or(""),
+                r["round"],
+                f("rec_per_s"),
+                f("mb_per_s"),
+                f("first_delivery_ms"),
+                f("cpu_s"),
+                f("vmhwm_mb"),
+                r["threads"],
+                r["held"],
+                r["connections_mock"],
+                r["brokers_connected_mock"],
+                r["produce_requests_mock"],
+                r["written_mock"],
+                r["errors"],
+                if r["timed_out"].as_bool() == Some(true) {
+                    " TIMED OUT"
+                } else {
+                    ""
+                }
+            )
+        }
+
+        /// `set`'s rounds on `mock`, then one run per client under strace.
+        fn rounds(
+            s: &Settings,
+            mock: &Mock,
+            bootstrap: &str,
+            ports: &[u16],
+            set: &ProduceSet,
+            runs: &mut Vec<Value>,
+        ) {
+            let job = |client, strace| Job {
+                client,
+                bootstrap,
+                topic: set.topic,
+                partitions: set.partitions,
+                records: set.records,
+                broker_ports: ports,
+                strace,
+                sessions: None,
+                steady_ms: None,
+                ca: None,
+                produce: Some(set.produce),
+            };
+            for round in 0..s.rounds {
+                for client in ["lazykafka", "librdkafka"] {
+                    let mut r = run_one(mock, &job(client, false));
+                    r["broker"] = json!("mock");
+                    r["case"] = json!(set.name);
+                    r["client"] = json!(client);
+                    r["round"] = json!(round);
+                    r["expected_records"] = json!(set.records);
+                    eprintln!("{}", brief(&r));
+                    runs.push(r);
+                }
+            }
+            census_runs("mock", set.name, ports, runs, |client| job(client, true));
+            forget(mock, set.topic, set.partitions);
+        }
+
+        /// Runs the producer cases asked for; returns their settings for
+        /// the report, or `None` when none ran.
+        pub(super) fn run(s: &Settings, runs: &mut Vec<Value>) -> Option<Value> {
+            let sets: Vec<ProduceSet> = sets(s.scale)
+                .into_iter()
+                .filter(|d| s.wants(d.name))
+                .collect();
+            let scale = s.wants("produce-scale");
+            if sets.is_empty() && !scale {
+                return None;
+            }
+            eprintln!(
+                "producers: acks {PRODUCE_ACKS}, enable.idempotence {PRODUCE_IDEMPOTENCE}, \
+                 linger.ms {PRODUCE_LINGER_MS}, batch.size {PRODUCE_BATCH_SIZE}, max in flight \
+                 {PRODUCE_MAX_IN_FLIGHT}; librdkafka also queue.buffering.max.kbytes \
+                 {PRODUCE_BUFFER_KBYTES}, queue.buffering.max.messages 0, partitioner \
+                 murmur2_random"
+            );
+            if !sets.is_empty() {
+                let mock = Mock::new(3);
+                for set in &sets {
+                    let leaders: Vec<i32> = (0..set.partitions).map(|p| p % 3 + 1).collect();
+                    mock.cluster
+                        .create_topic_with_leaders(set.topic, &leaders)
+                        .expect("create topic");
+                }
+                let (bootstrap, ports) = (mock.bootstrap(), mock.ports());
+                for set in &sets {
+                    rounds(s, &mock, &bootstrap, &ports, set, runs);
+                }
+            }
+            let mut all = sets;
+            if scale {
+                all.push(scale_case(s, runs));
+            }
+            Some(settings(&all))
+        }
+
+        /// 1000 bootstrap addresses (992 closed loopback ports and the 8
+        /// brokers of a mock, shuffled with the consumer scale case's
+        /// seed); 1000 records of 100 B to a topic of 6 partitions led by
+        /// brokers 1, 2, 4, 5, 7 and 8 (3 and 6 lead nothing).
+        fn scale_case(s: &Settings, runs: &mut Vec<Value>) -> ProduceSet {
+            let mock = Mock::new(8);
+            let set = ProduceSet {
+                name: "produce-scale",
+                topic: "pscale",
+                records: 1000,
+                partitions: 6,
+                produce: Produce {
+                    value_len: 100,
+                    compression: "none",
+                    keyed: false,
+                },
+            };
+            mock.cluster
+                .create_topic_with_leaders(set.topic, &[1, 2, 4, 5, 7, 8])
+                .expect("scale topic");
+            let (bootstrap, ports) = scale_bootstrap(&mock);
+            rounds(s, &mock, &bootstrap, &ports, &set, runs);
+            set
+        }
+    }
+
     fn median(mut v: Vec<f64>) -> Option<f64> {
         v.retain(|x| x.is_finite());
         if v.is_empty() {
@@ -1341,7 +1705,12 @@ mod parent {
         }
         let mut out = Vec::new();
         for (broker, case) in keys {
-            for (metric, label) in METRICS {
+            let metrics = if case.starts_with("produce") {
+                producing::METRICS
+            } else {
+                METRICS
+            };
+            for (metric, label) in metrics {
                 let of = |client: &str| {
                     median(
                         runs.iter()
@@ -1517,6 +1886,7 @@ mod parent {
         if s.wants("process") {
             process_case(&s, &mut runs, &mut notes);
         }
+        let produced = producing::run(&s, &mut runs);
 
         let summary = summarise(&runs);
         print_table(&summary);
@@ -1552,7 +1922,7 @@ mod parent {
             );
             floor_report.insert(set.name.to_owned(), f);
         }
-        let report = json!({
+        let mut report = json!({
             "scale": s.scale,
             "tansu_scale": s.tansu_scale,
             "rounds": s.rounds,
@@ -1572,6 +1942,9 @@ mod parent {
             "runs": runs,
             "wall_s": started.elapsed().as_secs_f64(),
         });
+        if let Some(produced) = produced {
+            report["producer"] = produced;
+        }
         if let Some(dir) = s.out.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
@@ -1984,6 +2357,9 @@ mod child {
     }
 
     pub fn run() {
+        if std::env::var_os("LKB_PRODUCE").is_some() {
+            producing::run();
+        }
         let client = env("LKB_CLIENT");
         let bootstrap = env("LKB_BOOTSTRAP");
         let topic = env("LKB_TOPIC");
@@ -2330,5 +2706,411 @@ mod child {
         }
         extra.insert("connects".into(), json!(*connects.lock().unwrap()));
         t
+    }
+
+    /// A producer child (`LKB_PRODUCE`): writes `LKB_RECORDS` records to
+    /// `LKB_TOPIC` without waiting for each delivery, then waits for every
+    /// delivery report, and reports as one JSON line.
+    mod producing {
+        use super::*;
+        use bytes::Bytes;
+
+        /// What to write.
+        struct Work {
+            topic: String,
+            partitions: i32,
+            records: usize,
+            value_len: usize,
+            compression: String,
+            /// Values, used in turn.
+            pool: Vec<Bytes>,
+            /// Keys, used in turn; empty for keyless records.
+            keys: Vec<Bytes>,
+        }
+
+        impl Work {
+            fn value(&self, i: usize) -> &Bytes {
+                &self.pool[i % self.pool.len()]
+            }
+
+            fn key(&self, i: usize) -> Option<&Bytes> {
+                (!self.keys.is_empty()).then(|| &self.keys[i % self.keys.len()])
+            }
+
+            fn partition(&self, i: usize) -> i32 {
+                (i % self.partitions as usize) as i32
+            }
+        }
+
+        pub(super) fn run() -> ! {
+            let client = env("LKB_CLIENT");
+            let bootstrap = env("LKB_BOOTSTRAP");
+            let ports: Vec<u16> = env("LKB_PORTS")
+                .split(',')
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            let value_len: usize = env("LKB_VALUE_LEN").parse().unwrap();
+            let work = Work {
+                topic: env("LKB_TOPIC"),
+                partitions: env("LKB_PARTITIONS").parse().unwrap(),
+                records: env("LKB_RECORDS").parse().unwrap(),
+                value_len,
+                compression: env("LKB_COMPRESSION"),
+                pool: values(value_len).into_iter().map(Bytes::from).collect(),
+                keys: if env("LKB_KEYED") == "true" {
+                    (0..1000).map(|i| Bytes::from(format!("k{i}"))).collect()
+                } else {
+                    Vec::new()
+                },
+            };
+            let census = Census::start(ports);
+            let mut extra = serde_json::Map::new();
+            let t = match client.as_str() {
+                "lazykafka" => lazy(&bootstrap, &work, &census, &mut extra),
+                "librdkafka" => rd(&bootstrap, &work, &census, &mut extra),
+                other => panic!("unknown client {other}"),
+            };
+            let (mut seen, census_cpu) = census.finish();
+            seen.extend(t.held_sockets.iter().copied());
+            let elapsed_s = (t.last_record_us - t.first_poll_us) as f64 / 1e6;
+            let steady_s = t
+                .first_record_us
+                .map_or(f64::NAN, |f| (t.last_record_us - f) as f64 / 1e6);
+            let mut out = json!({
+                "records": t.records,
+                "bytes": t.bytes,
+                "errors": t.errors,
+                "timed_out": t.timed_out,
+                "start_us": t.first_poll_us,
+                "first_delivery_us": t.first_record_us,
+                "last_delivery_us": t.last_record_us,
+                "first_delivery_ms": t.first_record_us.map(|f| (f - t.first_poll_us) as f64 / 1e3),
+                "elapsed_s": elapsed_s,
+                "rec_per_s": t.records as f64 / elapsed_s,
+                "mb_per_s": t.bytes as f64 / elapsed_s / 1e6,
+                "rec_per_s_steady": t.records as f64 / steady_s,
+                "cpu_s": t.cpu.as_secs_f64(),
+                "census_cpu_s": census_cpu.as_secs_f64(),
+                "cpu_us_per_record": t.cpu.as_secs_f64() * 1e6 / t.records.max(1) as f64,
+                "vmhwm_mb": status_field("VmHWM") as f64 / 1024.0,
+                "vmhwm_kb": status_field("VmHWM"),
+                "minor_faults": minor_faults(),
+                "threads": t.threads,
+                "thread_cpu_ms": thread_cpu_ms(),
+                "seen": seen.len(),
+                "held": t.held,
+            });
+            for (k, v) in extra {
+                out[k] = v;
+            }
+            println!("{out}");
+            let _ = std::io::stdout().flush();
+            // No close: the measurement is over.
+            std::process::exit(0);
+        }
+
+        /// Each thread's CPU so far in ms, by name (threads of one name
+        /// summed; the census thread left out), from `schedstat`.
+        fn thread_cpu_ms() -> BTreeMap<String, f64> {
+            let mut out = BTreeMap::new();
+            for ((_, name), (ns, _)) in thread_run_times() {
+                if name != CENSUS_THREAD {
+                    *out.entry(name).or_default() += ns as f64 / 1e6;
+                }
+            }
+            out
+        }
+
+        /// lazykafka: every `send` awaited (it waits only for the topic's
+        /// metadata and for room in `buffer.memory`), each delivery future
+        /// kept in a queue in the order sent, the done ones taken from its
+        /// front after each send, then the rest awaited in order. The clock starts before `Producer::new`.
+        fn lazy(
+            bootstrap: &str,
+            w: &Work,
+            census: &Census,
+            extra: &mut serde_json::Map<String, Value>,
+        ) -> Tally {
+            use futures::FutureExt as _;
+            use lazykafka::{Producer, ProducerConfig, ProducerRecord};
+            let mut t = Tally::default();
+            let mut first_error: Option<String> = None;
+            t.first_poll_us = mono_us();
+            let config = ProducerConfig::builder()
+                .set_all([
+                    ("bootstrap.servers", bootstrap),
+                    ("client.id", "bench-lazykafka"),
+                    ("acks", PRODUCE_ACKS),
+                    ("enable.idempotence", PRODUCE_IDEMPOTENCE),
+                    ("linger.ms", PRODUCE_LINGER_MS),
+                    ("batch.size", PRODUCE_BATCH_SIZE),
+                    (
+                        "max.in.flight.requests.per.connection",
+                        PRODUCE_MAX_IN_FLIGHT,
+                    ),
+                    ("compression.type", w.compression.as_str()),
+                ])
+                .and_then(|b| b.build())
+                .expect("lazykafka producer config");
+            let producer = Producer::new(config).expect("lazykafka producer");
+            // The runtime, as the consumer's child picks it.
+            #[cfg(feature = "runtime-tokio")]
+            let runtime = if tokio_multi_thread() {
+                tokio::runtime::Builder::new_multi_thread()
+            } else {
+                tokio::runtime::Builder::new_current_thread()
+            }
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+            // A watchdog thread aborts the work after CHILD_TIMEOUT; it is
+            // gone before threads are counted.
+            let (done, until_done) = std::sync::mpsc::channel::<()>();
+            let (work, abort) = futures::future::abortable(async {
+                let mut pending = std::collections::VecDeque::new();
+                let mut settle = |t: &mut Tally, outcome: Result<_, lazykafka::Error>| match outcome
+                {
+                    Ok(_) => {
+                        t.record(w.value_len);
+                        t.last_record_us = mono_us();
+                    }
+                    Err(e) => {
+                        t.errors += 1;
+                        first_error.get_or_insert_with(|| e.to_string());
+                    }
+                };
+                for i in 0..w.records {
+                    let record = ProducerRecord::new(w.topic.as_str()).value(w.value(i).clone());
+                    let record = match w.key(i) {
+                        Some(key) => record.key(key.clone()),
+                        None => record.partition(w.partition(i)),
+                    };
+                    match producer.send(record).await {
+                        Ok(delivery) => pending.push_back(delivery),
+                        Err(e) => settle(&mut t, Err(e)),
+                    }
+                    // The deliveries done, oldest first: they complete in
+                    // the order of their partition's batches.
+                    while let Some(outcome) = pending.front_mut().and_then(|d| d.now_or_never()) {
+                        pending.pop_front();
+                        settle(&mut t, outcome);
+                    }
+                }
+                for delivery in pending {
+                    settle(&mut t, delivery.await);
+                }
+            });
+            let watchdog = spawn_named("watchdog", move || {
+                if until_done.recv_timeout(CHILD_TIMEOUT).is_err() {
+                    abort.abort();
+                }
+            });
+            #[cfg(feature = "runtime-tokio")]
+            let finished = runtime.block_on(work);
+            #[cfg(not(feature = "runtime-tokio"))]
+            let finished = async_std::task::block_on(work);
+            let _ = done.send(());
+            watchdog.join().expect("watchdog");
+            t.timed_out = finished.is_err();
+            census.snapshot(&ports_of(bootstrap), &mut t);
+            let counters = producer.broker_counters();
+            extra.insert(
+                "connects".into(),
+                json!(counters.values().map(|c| c.connects).sum::<u64>()),
+            );
+            extra.insert(
+                "connect_failures".into(),
+                json!(counters.values().map(|c| c.connect_failures).sum::<u64>()),
+            );
+            extra.insert(
+                "requests_total_own".into(),
+                json!(counters.values().map(|c| c.requests).sum::<u64>()),
+            );
+            let metrics = producer.metrics();
+            extra.insert(
+                "batches_own".into(),
+                json!(metrics.partitions.iter().map(|p| p.batches).sum::<u64>()),
+            );
+            extra.insert(
+                "batch_bytes_own".into(),
+                json!(metrics.partitions.iter().map(|p| p.bytes).sum::<u64>()),
+            );
+            extra.insert("first_error".into(), json!(first_error));
+            extra.insert(
+                "runtime".into(),
+                json!(if !cfg!(feature = "runtime-tokio") {
+                    "async-std"
+                } else if tokio_multi_thread() {
+                    "tokio (multi-thread)"
+                } else {
+                    "tokio (current thread)"
+                }),
+            );
+            t
+        }
+
+        /// Counts librdkafka's delivery reports (served by `poll` on the
+        /// calling thread) and keeps its statistics' `connects`.
+        struct Reports {
+            value_len: usize,
+            delivered: AtomicU64,
+            failed: AtomicU64,
+            first_us: std::sync::atomic::AtomicI64,
+            last_us: std::sync::atomic::AtomicI64,
+            first_error: Mutex<Option<String>>,
+            connects: Mutex<Option<i64>>,
+            generation: AtomicU64,
+        }
+
+        impl rdkafka::ClientContext for Reports {
+            fn stats_raw(&self, statistics: &[u8]) {
+                if let Ok(v) = serde_json::from_slice::<Value>(statistics) {
+                    let sum = v["brokers"].as_object().map(|b| {
+                        b.values()
+                            .filter_map(|b| b["connects"].as_i64())
+                            .sum::<i64>()
+                    });
+                    *self.connects.lock().unwrap() = sum;
+                    self.generation.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+
+        impl rdkafka::producer::ProducerContext for Reports {
+            type DeliveryOpaque = ();
+
+            fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+                let now = mono_us();
+                match result {
+                    Ok(_) => {
+                        if self.delivered.fetch_add(1, Ordering::Relaxed) == 0 {
+                            self.first_us.store(now, Ordering::Relaxed);
+                        }
+                        self.last_us.store(now, Ordering::Relaxed);
+                    }
+                    Err((e, _)) => {
+                        self.failed.fetch_add(1, Ordering::Relaxed);
+                        self.first_error
+                            .lock()
+                            .unwrap()
+                            .get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+        }
+
+        impl Reports {
+            fn settled(&self) -> usize {
+                (self.delivered.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed))
+                    as usize
+            }
+        }
+
+        /// librdkafka: `BaseProducer::send` for every record, `poll(0)`
+        /// after each (its delivery reports are served by `poll`), on
+        /// `QueueFull` `poll(100 ms)` and the same record again; then
+        /// `poll(100 ms)` until every report came. The clock starts before
+        /// the producer is created (which starts its threads and connects).
+        fn rd(
+            bootstrap: &str,
+            w: &Work,
+            census: &Census,
+            extra: &mut serde_json::Map<String, Value>,
+        ) -> Tally {
+            use rdkafka::config::ClientConfig;
+            use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+            use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+            let mut t = Tally::default();
+            let deadline = Instant::now() + CHILD_TIMEOUT;
+            t.first_poll_us = mono_us();
+            let producer: BaseProducer<Reports> = ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .set("client.id", "bench-librdkafka")
+                .set("acks", PRODUCE_ACKS)
+                .set("enable.idempotence", PRODUCE_IDEMPOTENCE)
+                .set("linger.ms", PRODUCE_LINGER_MS)
+                .set("batch.size", PRODUCE_BATCH_SIZE)
+                .set(
+                    "max.in.flight.requests.per.connection",
+                    PRODUCE_MAX_IN_FLIGHT,
+                )
+                .set("compression.codec", &w.compression)
+                .set("queue.buffering.max.kbytes", PRODUCE_BUFFER_KBYTES)
+                .set("queue.buffering.max.messages", "0")
+                .set("partitioner", "murmur2_random")
+                .set("statistics.interval.ms", "1000")
+                .set("log_level", "0")
+                .create_with_context(Reports {
+                    value_len: w.value_len,
+                    delivered: AtomicU64::new(0),
+                    failed: AtomicU64::new(0),
+                    first_us: Default::default(),
+                    last_us: Default::default(),
+                    first_error: Mutex::new(None),
+                    connects: Mutex::new(None),
+                    generation: AtomicU64::new(0),
+                })
+                .expect("librdkafka producer");
+            let mut refused = 0u64;
+            'records: for i in 0..w.records {
+                let mut record: BaseRecord<'_, [u8], [u8]> =
+                    BaseRecord::to(&w.topic).payload(&w.value(i)[..]);
+                record = match w.key(i) {
+                    Some(key) => record.key(&key[..]),
+                    None => record.partition(w.partition(i)),
+                };
+                loop {
+                    match producer.send(record) {
+                        Ok(()) => break,
+                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                            if Instant::now() > deadline {
+                                t.timed_out = true;
+                                break 'records;
+                            }
+                            producer.poll(Duration::from_millis(100));
+                            record = back;
+                        }
+                        Err((e, _)) => {
+                            refused += 1;
+                            let ctx = producer.context();
+                            ctx.first_error
+                                .lock()
+                                .unwrap()
+                                .get_or_insert_with(|| e.to_string());
+                            break;
+                        }
+                    }
+                }
+                producer.poll(Duration::ZERO);
+            }
+            let ctx = producer.context();
+            let sent = w.records - refused as usize;
+            while ctx.settled() < sent && !t.timed_out {
+                if Instant::now() > deadline {
+                    t.timed_out = true;
+                    break;
+                }
+                producer.poll(Duration::from_millis(100));
+            }
+            let delivered = ctx.delivered.load(Ordering::Relaxed) as usize;
+            t.records = delivered;
+            t.bytes = (delivered * ctx.value_len) as u64;
+            t.errors = refused + ctx.failed.load(Ordering::Relaxed);
+            t.first_record_us = (delivered > 0).then(|| ctx.first_us.load(Ordering::Relaxed));
+            t.last_record_us = ctx.last_us.load(Ordering::Relaxed);
+            census.snapshot(&ports_of(bootstrap), &mut t);
+            // The next statistics, for the connection attempts up to now.
+            let generation = ctx.generation.load(Ordering::SeqCst);
+            let wait = Instant::now() + Duration::from_secs(3);
+            while ctx.generation.load(Ordering::SeqCst) == generation && Instant::now() < wait {
+                producer.poll(Duration::from_millis(50));
+            }
+            extra.insert("connects".into(), json!(*ctx.connects.lock().unwrap()));
+            extra.insert(
+                "first_error".into(),
+                json!(*ctx.first_error.lock().unwrap()),
+            );
+            t
+        }
     }
 }

@@ -592,7 +592,14 @@ fn bad_flags_exit_two_with_one_line() {
             "--property",
             "linger.ms=soon",
         ],
-        &["--bootstrap", b, "--topic", "t", "--property", "acks=0"],
+        &[
+            "--bootstrap",
+            b,
+            "--topic",
+            "t",
+            "--property",
+            "transactional.id=x",
+        ],
         &["--bootstrap", b, "--topic", "t", "--events=yes"],
         &["--bootstrap", b, "--topic", "t", "--report=1"],
     ];

@@ -430,7 +430,8 @@ on_both_mocks!(
     clones_share_one_producer,
     a_batch_refused_for_good_leaves_no_gap,
     retries_bound_the_sends_of_a_batch,
-    a_closed_producer_still_reports
+    a_closed_producer_still_reports,
+    an_idle_producer_asks_nothing_and_holds_no_socket
 );
 
 /// A bootstrap list of 1,000 addresses (992 closed loopback ports and the
@@ -894,4 +895,69 @@ async fn acks_0_on_tansu() {
             .as_millis()
     );
     acks_0_writes_without_answers(&addr, &topic).await;
+}
+
+/// A producer that stops sending ends with nothing: the topic leaves the
+/// metadata after `metadata.max.idle.ms` (no Metadata request after that,
+/// though `metadata.max.age.ms` is short), the leader connections close
+/// after `connections.max.idle.ms`; a later `send` asks for the topic's
+/// metadata again and is delivered.
+async fn an_idle_producer_asks_nothing_and_holds_no_socket<C: TestCluster>() {
+    let mock: C = standard();
+    let producer = producer(
+        &mock.bootstrap(),
+        &[
+            ("metadata.max.idle.ms", "5000"),
+            ("metadata.max.age.ms", "500"),
+            ("connections.max.idle.ms", "2000"),
+            ("linger.ms", "0"),
+        ],
+    );
+    let metadata = || {
+        TestCluster::requests(&mock)
+            .into_iter()
+            .filter(|(_, key)| *key == ApiKey::Metadata.code())
+            .count()
+    };
+    timeout(WAIT, send_to_0(&producer, 0).await)
+        .await
+        .unwrap()
+        .unwrap();
+    let sent = Instant::now();
+    // Quiet: no socket, and no Metadata request for 1.5 s (three times
+    // metadata.max.age.ms).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut count, mut since) = (metadata(), Instant::now());
+    loop {
+        let now = metadata();
+        if now != count {
+            (count, since) = (now, Instant::now());
+        }
+        if producer.connections().is_empty() && since.elapsed() >= Duration::from_millis(1500) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still asking or connected after 20 s: {} Metadata, {:?} ({})",
+            now,
+            producer.connections(),
+            mock.name()
+        );
+        common::sleep(Duration::from_millis(50)).await;
+    }
+    // The metadata was refreshed while the topic was produced to, and
+    // the asking stopped only once it had been idle for 5 s.
+    assert!(count >= 3, "{count} Metadata requests ({})", mock.name());
+    assert!(
+        since.saturating_duration_since(sent) >= Duration::from_millis(4500),
+        "the last Metadata {:?} after the send ({})",
+        since.saturating_duration_since(sent),
+        mock.name()
+    );
+    timeout(WAIT, send_to_0(&producer, 1).await)
+        .await
+        .unwrap()
+        .expect("delivered after the idle spell");
+    assert!(metadata() > count, "the topic's metadata asked again");
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
 }

@@ -417,6 +417,9 @@ pub(crate) struct Accumulator {
     flush: Option<FlushMarker>,
     /// An append was refused for memory, and none went in since.
     memory_wanted: bool,
+    /// An append opened or closed a batch since [`Accumulator::take_news`]
+    /// was last called: when the next drain is due may have changed.
+    news: bool,
 }
 
 impl Accumulator {
@@ -431,7 +434,16 @@ impl Accumulator {
             drain_from: HashMap::new(),
             flush: None,
             memory_wanted: false,
+            news: false,
         }
+    }
+
+    /// Whether an append opened or closed a batch since the last call: a
+    /// sender driven by deadlines looks again only then, since an append
+    /// to an open batch changes neither when it is due (`linger.ms` from
+    /// its first record) nor whether it is full.
+    pub(crate) fn take_news(&mut self) -> bool {
+        std::mem::take(&mut self.news)
     }
 
     /// The configuration it was made with.
@@ -456,7 +468,7 @@ impl Accumulator {
         &mut self,
         now: Instant,
         tp: &TopicPartition,
-        record: NewRecord,
+        record: &NewRecord,
     ) -> Result<RecordId, AppendError> {
         let headers: Vec<NewHeader<'_>> = record
             .headers
@@ -504,6 +516,7 @@ impl Accumulator {
                         open.records.push(id);
                         open.size += size;
                         open.closed = open.size >= limit;
+                        self.news |= open.closed;
                         if let Some(held) = self.incomplete.get_mut(&open.records[0]) {
                             *held += size;
                         }
@@ -514,7 +527,10 @@ impl Accumulator {
                     }
                     // No room (or an offset or timestamp delta the batch
                     // cannot hold): the batch is full.
-                    _ => open.closed = true,
+                    _ => {
+                        open.closed = true;
+                        self.news = true;
+                    }
                 }
             }
         }
@@ -547,6 +563,7 @@ impl Accumulator {
             }
         }
         self.incomplete.insert(id, alone);
+        self.news = true;
         self.used += alone;
         self.next_id += 1;
         self.memory_wanted = false;

@@ -387,54 +387,10 @@ impl Producer {
     /// [`Error::Closed`] after [`Producer::close`].
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, Error> {
         let link = self.start()?;
+        let mut now = Instant::now();
         let max_block = self.inner.config.max_block();
-        let deadline = Instant::now() + max_block;
-        let topic = record.topic.clone();
-        // The topic's partitions first (known after its first record).
-        let known = matches!(
-            link.shared().lock().topic_state(&topic),
-            TopicState::Known(_)
-        );
-        if !known {
-            let wanted = topic.clone();
-            let left = deadline.saturating_duration_since(Instant::now());
-            let answer = link
-                .wait(left, None, move |core, now| {
-                    core.use_topic(now, &wanted);
-                    match core.topic_state(&wanted) {
-                        TopicState::Known(_) => Some(Ok(())),
-                        TopicState::Failed(code) if !code.is_retriable() => {
-                            Some(Err(Error::Topic {
-                                topic: wanted.clone(),
-                                code,
-                            }))
-                        }
-                        _ => None,
-                    }
-                })
-                .await;
-            match answer {
-                Some(Ok(Ok(()))) => {}
-                Some(Ok(Err(e))) => return Err(e),
-                Some(Err(_stopped)) => return Err(Error::Closed),
-                None => {
-                    let last = link.shared().lock().last_problem();
-                    return Err(Error::Timeout {
-                        what: "send (the topic's metadata)",
-                        after: max_block,
-                        last_error: Some(
-                            last.unwrap_or_else(|| {
-                                format!("no partitions known for topic {topic}")
-                            }),
-                        ),
-                    });
-                }
-            }
-        }
-        let (tx, rx) = oneshot::channel();
-        let mut callback: OnDelivery = Box::new(move |outcome| {
-            let _ = tx.send(outcome);
-        });
+        let deadline = now + max_block;
+        let (mut callback, rx): (OnDelivery, _) = oneshot::channel();
         let mut out = OutRecord {
             topic: record.topic,
             partition: record.partition,
@@ -443,28 +399,68 @@ impl Producer {
             headers: record.headers,
             timestamp: record.timestamp.unwrap_or_else(wall_clock_ms),
         };
+        // One lock when the topic is known and there is room: the usual
+        // case. Otherwise the record comes back, and the call waits for
+        // what is missing (up to `max.block.ms` in all) and tries again.
         loop {
-            let refused = link.shared().lock().append(Instant::now(), out, callback);
+            let refused = link.shared().lock().append(now, out, callback);
+            let left = || deadline.saturating_duration_since(Instant::now());
             match refused {
-                Ok(()) => {
-                    link.kick();
+                Ok(news) => {
+                    // A record that joins an open batch changes nothing
+                    // the task waits for: it is not woken for it.
+                    if news {
+                        link.kick();
+                    }
                     return Ok(DeliveryFuture { rx });
                 }
                 Err(Refused::Invalid(e)) => return Err(e),
+                Err(Refused::Unknown(back)) => {
+                    (out, callback) = *back;
+                    let topic = out.topic.clone();
+                    let wanted = topic.clone();
+                    let answer = link
+                        .wait(left(), None, move |core, now| {
+                            core.use_topic(now, &wanted);
+                            match core.topic_state(&wanted) {
+                                TopicState::Known(_) => Some(Ok(())),
+                                TopicState::Failed(code) if !code.is_retriable() => {
+                                    Some(Err(Error::Topic {
+                                        topic: wanted.clone(),
+                                        code,
+                                    }))
+                                }
+                                _ => None,
+                            }
+                        })
+                        .await;
+                    match answer {
+                        Some(Ok(Ok(()))) => {}
+                        Some(Ok(Err(e))) => return Err(e),
+                        Some(Err(_stopped)) => return Err(Error::Closed),
+                        None => {
+                            let last = link.shared().lock().last_problem();
+                            return Err(Error::Timeout {
+                                what: "send (the topic's metadata)",
+                                after: max_block,
+                                last_error: Some(last.unwrap_or_else(|| {
+                                    format!("no partitions known for topic {topic}")
+                                })),
+                            });
+                        }
+                    }
+                }
                 Err(Refused::Full(back)) => {
-                    let (r, c) = *back;
-                    let needed = r.key.as_ref().map_or(0, Bytes::len)
-                        + r.value.as_ref().map_or(0, Bytes::len);
-                    out = r;
-                    callback = c;
-                    let left = deadline.saturating_duration_since(Instant::now());
+                    (out, callback) = *back;
+                    let needed = out.key.as_ref().map_or(0, Bytes::len)
+                        + out.value.as_ref().map_or(0, Bytes::len);
                     let room = link
-                        .wait(left, None, move |core, _| {
+                        .wait(left(), None, move |core, _| {
                             core.has_room(needed).then_some(())
                         })
                         .await;
                     match room {
-                        Some(Ok(())) => continue,
+                        Some(Ok(())) => {}
                         Some(Err(_)) => return Err(Error::Closed),
                         None => {
                             return Err(Error::Timeout {
@@ -476,6 +472,7 @@ impl Producer {
                     }
                 }
             }
+            now = Instant::now();
         }
     }
 

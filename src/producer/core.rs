@@ -36,7 +36,35 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Called once with a record's outcome.
-pub(crate) type OnDelivery = Box<dyn FnOnce(Result<RecordMetadata, DeliveryError>) + Send>;
+pub(crate) type OnDelivery =
+    futures::channel::oneshot::Sender<Result<RecordMetadata, DeliveryError>>;
+
+/// Hashes a [`RecordId`] (a counter, unique within the producer) with one
+/// multiplication: every record is entered and removed once, and no key
+/// comes from outside, so SipHash's protection buys nothing here.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: the high bits, which hashbrown uses, depend on
+        // every bit of the counter.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
+
+/// Outcomes decided and not yet handed to their callbacks.
+type Outcomes = Vec<(OnDelivery, Result<RecordMetadata, DeliveryError>)>;
 
 /// What the producer does, beyond its connections and its queue.
 #[derive(Debug, Clone)]
@@ -91,6 +119,9 @@ pub(crate) enum Refused {
     /// `buffer.memory` is used up: try again once records were delivered
     /// (the record and its callback come back).
     Full(Box<(OutRecord, OnDelivery)>),
+    /// The topic's partitions are not known yet: try again once they are
+    /// (the record and its callback come back).
+    Unknown(Box<(OutRecord, OnDelivery)>),
     /// The record can never be sent.
     Invalid(Error),
 }
@@ -203,7 +234,11 @@ pub(crate) struct ProducerCore {
     last_failure: BTreeMap<TopicPartition, String>,
     in_flight: BTreeMap<RequestId, Pending>,
     per_broker: BTreeMap<i32, usize>,
-    callbacks: HashMap<RecordId, (OnDelivery, i64)>,
+    callbacks: HashMap<RecordId, (OnDelivery, i64), BuildIdHasher>,
+    /// Outcomes decided under the lock, handed to their callbacks after it
+    /// is released ([`ProducerCore::take_outcomes`]), so that waking the
+    /// application never holds up a `send`.
+    outcomes: Outcomes,
     /// The last connection problem (a refused connection, failed
     /// authentication), for the errors of calls that time out.
     last_problem: Option<String>,
@@ -270,7 +305,8 @@ impl ProducerCore {
             last_failure: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             per_broker: BTreeMap::new(),
-            callbacks: HashMap::new(),
+            callbacks: HashMap::default(),
+            outcomes: Vec::new(),
             last_problem: None,
             counters: BTreeMap::new(),
             delivered: 0,
@@ -345,21 +381,26 @@ impl ProducerCore {
 
     /// Places `record` (its topic's metadata must be known:
     /// [`ProducerCore::topic_state`]) and queues it; `on_delivery` is
-    /// called with its outcome.
+    /// called with its outcome. `Ok(true)` when the record opened or
+    /// closed a batch, so that the sender must look again before its next
+    /// deadline; `Ok(false)` when it joined an open batch, which changes
+    /// nothing the sender waits for.
     pub fn append(
         &mut self,
         now: Instant,
         record: OutRecord,
         on_delivery: OnDelivery,
-    ) -> Result<(), Refused> {
+    ) -> Result<bool, Refused> {
         let TopicState::Known(count) = self.topic_state(&record.topic) else {
-            return Err(Refused::Invalid(Error::Topic {
-                topic: record.topic.clone(),
-                code: ErrorCode::UnknownTopicOrPartition,
-            }));
+            return Err(Refused::Unknown(Box::new((record, on_delivery))));
         };
         self.now = self.now.max(now);
-        self.topics.insert(record.topic.clone(), now);
+        match self.topics.get_mut(&record.topic) {
+            Some(last) => *last = now,
+            None => {
+                self.topics.insert(record.topic.clone(), now);
+            }
+        }
         let to_place = RecordToPlace {
             topic: &record.topic,
             partition: record.partition,
@@ -406,26 +447,49 @@ impl ProducerCore {
                     .map_err(|e| Refused::Invalid(Error::Partitioner(e)))?
             }
         };
-        let tp = TopicPartition::new(record.topic.clone(), partition);
         let size =
             record.key.as_ref().map_or(0, Bytes::len) + record.value.as_ref().map_or(0, Bytes::len);
+        // Moved, not copied: the record comes back whole if it must wait.
+        let OutRecord {
+            topic,
+            partition: asked,
+            key,
+            value,
+            headers,
+            timestamp,
+        } = record;
+        let tp = TopicPartition::new(topic, partition);
         let new = NewRecord {
-            key: record.key.clone(),
-            value: record.value.clone(),
-            headers: record.headers.clone(),
-            timestamp: record.timestamp,
+            key,
+            value,
+            headers,
+            timestamp,
         };
-        match self.acc.append(now, &tp, new) {
+        match self.acc.append(now, &tp, &new) {
             Ok(id) => {
                 if sticky {
-                    if let Some(s) = self.sticky.get_mut(&record.topic) {
+                    if let Some(s) = self.sticky.get_mut(&tp.topic) {
                         s.appended(size, true);
                     }
                 }
-                self.callbacks.insert(id, (on_delivery, record.timestamp));
-                Ok(())
+                self.callbacks.insert(id, (on_delivery, timestamp));
+                Ok(self.acc.take_news())
             }
             Err(AppendError::BufferFull { .. }) => {
+                let NewRecord {
+                    key,
+                    value,
+                    headers,
+                    timestamp,
+                } = new;
+                let record = OutRecord {
+                    topic: tp.topic,
+                    partition: asked,
+                    key,
+                    value,
+                    headers,
+                    timestamp,
+                };
                 Err(Refused::Full(Box::new((record, on_delivery))))
             }
             Err(AppendError::RecordTooLarge { size, max }) => Err(Refused::Invalid(Error::Config {
@@ -571,11 +635,28 @@ impl ProducerCore {
             }
         }
         for (_, (cb, _)) in self.callbacks.drain() {
-            cb(Err(DeliveryError::Closed {
+            let closed = DeliveryError::Closed {
                 topic: String::new(),
                 partition: -1,
-            }));
+            };
+            self.outcomes.push((cb, Err(closed)));
         }
+    }
+
+    /// The outcomes decided since the last call, as one piece of work that
+    /// hands each to its callback, in order; `None` when there are none.
+    /// Run it after releasing the lock the core is under.
+    pub fn take_outcomes(&mut self) -> Option<Box<dyn FnOnce() + Send>> {
+        if self.outcomes.is_empty() {
+            return None;
+        }
+        let outcomes = std::mem::take(&mut self.outcomes);
+        Some(Box::new(move || {
+            for (cb, outcome) in outcomes {
+                // A dropped `DeliveryFuture` wants no answer.
+                let _ = cb.send(outcome);
+            }
+        }))
     }
 
     fn forget_idle_topics(&mut self, now: Instant) {
@@ -1055,16 +1136,19 @@ impl ProducerCore {
                     -1
                 };
                 self.delivered += 1;
-                cb(Ok(RecordMetadata {
-                    topic: batch.tp.topic.clone(),
-                    partition: batch.tp.partition,
-                    offset,
-                    timestamp: if append_time >= 0 {
-                        append_time
-                    } else {
-                        timestamp
-                    },
-                }));
+                self.outcomes.push((
+                    cb,
+                    Ok(RecordMetadata {
+                        topic: batch.tp.topic.clone(),
+                        partition: batch.tp.partition,
+                        offset,
+                        timestamp: if append_time >= 0 {
+                            append_time
+                        } else {
+                            timestamp
+                        },
+                    }),
+                ));
             }
         }
         self.acc.complete(batch);
@@ -1082,7 +1166,7 @@ impl ProducerCore {
         for id in &batch.records {
             if let Some((cb, _)) = self.callbacks.remove(id) {
                 self.failed += 1;
-                cb(Err(error(&batch.tp)));
+                self.outcomes.push((cb, Err(error(&batch.tp))));
             }
         }
         self.acc.complete(batch);

@@ -40,7 +40,15 @@ pub(crate) trait Core: Send + 'static {
     fn poll_event(&mut self) -> Option<ConnectionEvent>;
     /// Closes every connection (the task stops).
     fn shutdown(&mut self, now: Instant);
+    /// Work to do once the lock on the core is released (waking the
+    /// callers whose outcome was decided), if any.
+    fn take_deferred(&mut self) -> Option<Deferred> {
+        None
+    }
 }
+
+/// Work a core hands out to run outside its lock.
+pub(crate) type Deferred = Box<dyn FnOnce() + Send>;
 
 impl Core for ConsumerCore {
     fn io(&mut self) -> &mut Cluster {
@@ -84,6 +92,9 @@ impl Core for ProducerCore {
     }
     fn shutdown(&mut self, now: Instant) {
         ProducerCore::shutdown(self, now);
+    }
+    fn take_deferred(&mut self) -> Option<Deferred> {
+        self.take_outcomes()
     }
 }
 
@@ -323,14 +334,17 @@ impl<C: Core> Engine<C> {
     pub fn stop(&self) {
         let shared = &self.link.shared;
         shared.stop.store(true, Ordering::Release);
-        let watches = {
+        let (watches, deferred) = {
             let mut state = shared.lock();
             state.core.shutdown(Instant::now());
             forward_events(&mut state.core, &self.events);
-            std::mem::take(&mut state.watches)
+            (std::mem::take(&mut state.watches), state.core.take_deferred())
         };
-        // Dropped outside the lock: their senders wake the callers.
+        // Dropped and run outside the lock: they wake the callers.
         drop(watches);
+        if let Some(work) = deferred {
+            work();
+        }
         self.table.close_all();
         self.events.close();
         self.link.kick();
@@ -356,11 +370,18 @@ struct EngineState<C> {
 
 impl<C: Core> Machine for EngineState<C> {
     fn with<R>(&mut self, f: impl FnOnce(&mut dyn Driven) -> R) -> R {
-        let mut state = self.shared.lock();
-        f(&mut Locked {
-            state: &mut state,
-            events: &self.events,
-        })
+        let (r, deferred) = {
+            let mut state = self.shared.lock();
+            let r = f(&mut Locked {
+                state: &mut state,
+                events: &self.events,
+            });
+            (r, state.core.take_deferred())
+        };
+        if let Some(work) = deferred {
+            work();
+        }
+        r
     }
 }
 

@@ -81,7 +81,7 @@ fn a_batch_closes_at_batch_size() {
             ..AccumulatorConfig::default()
         });
         let ids: Vec<RecordId> = (0..4)
-            .map(|_| acc.append(t0, &tp(0), rec(&[1; 10], 1000)).unwrap())
+            .map(|_| acc.append(t0, &tp(0), &rec(&[1; 10], 1000)).unwrap())
             .collect();
         // The first batch is full: ready before its linger ends.
         assert_eq!(acc.ready(t0, leader(1)).brokers, BTreeSet::from([1]));
@@ -107,9 +107,9 @@ fn a_record_larger_than_a_batch_gets_a_batch_of_its_own() {
         batch_size: 200,
         ..AccumulatorConfig::default()
     });
-    let small = acc.append(t0, &tp(0), rec(&[1; 10], 0)).unwrap();
-    let big = acc.append(t0, &tp(0), rec(&[2; 500], 0)).unwrap();
-    let after = acc.append(t0, &tp(0), rec(&[3; 10], 0)).unwrap();
+    let small = acc.append(t0, &tp(0), &rec(&[1; 10], 0)).unwrap();
+    let big = acc.append(t0, &tp(0), &rec(&[2; 500], 0)).unwrap();
+    let after = acc.append(t0, &tp(0), &rec(&[3; 10], 0)).unwrap();
     let batches: Vec<Vec<RecordId>> = (0..3)
         .map(|_| drain(&mut acc, t0).remove(0).records)
         .collect();
@@ -126,7 +126,7 @@ fn a_record_too_large_for_a_request_or_the_buffer_is_refused() {
         ..AccumulatorConfig::default()
     });
     assert_eq!(
-        acc.append(t0, &tp(0), rec(&[0; 101], 0)),
+        acc.append(t0, &tp(0), &rec(&[0; 101], 0)),
         Err(AppendError::RecordTooLarge {
             size: max_request_size + 1,
             max: max_request_size
@@ -134,7 +134,7 @@ fn a_record_too_large_for_a_request_or_the_buffer_is_refused() {
     );
     assert_eq!(acc.buffered_bytes(), 0);
     assert!(acc.is_empty());
-    acc.append(t0, &tp(0), rec(&[0; 100], 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(&[0; 100], 0)).unwrap();
     assert_eq!(acc.buffered_bytes(), max_request_size);
 
     let mut acc = Accumulator::new(AccumulatorConfig {
@@ -142,7 +142,7 @@ fn a_record_too_large_for_a_request_or_the_buffer_is_refused() {
         ..AccumulatorConfig::default()
     });
     assert_eq!(
-        acc.append(t0, &tp(0), rec(&[0; 100], 0)),
+        acc.append(t0, &tp(0), &rec(&[0; 100], 0)),
         Err(AppendError::RecordTooLarge {
             size: max_request_size,
             max: 100
@@ -157,8 +157,8 @@ fn linger_decides_readiness() {
         linger: 5 * MS,
         ..AccumulatorConfig::default()
     });
-    acc.append(t0, &tp(0), rec(b"a", 0)).unwrap();
-    acc.append(t0 + 2 * MS, &tp(1), rec(b"b", 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap();
+    acc.append(t0 + 2 * MS, &tp(1), &rec(b"b", 0)).unwrap();
     let leaders = |tp: &TopicPartition| (tp.partition == 0).then_some(7);
     for now in [t0, t0 + 4 * MS] {
         let ready = acc.ready(now, leaders);
@@ -186,7 +186,7 @@ fn linger_decides_readiness() {
 fn a_flush_makes_everything_ready_until_the_records_before_it_complete() {
     let t0 = Instant::now();
     let mut acc = Accumulator::new(AccumulatorConfig::default());
-    acc.append(t0, &tp(0), rec(b"a", 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap();
     assert!(acc.ready(t0, leader(1)).brokers.is_empty());
     let marker = acc.flush();
     assert!(!acc.flush_done(marker));
@@ -197,7 +197,7 @@ fn a_flush_makes_everything_ready_until_the_records_before_it_complete() {
     );
     let sent = drain(&mut acc, t0);
     // In flight: not done yet, and records appended meanwhile go at once.
-    acc.append(t0, &tp(1), rec(b"b", 0)).unwrap();
+    acc.append(t0, &tp(1), &rec(b"b", 0)).unwrap();
     assert!(!acc.flush_done(marker));
     assert_eq!(acc.ready(t0, leader(2)).brokers, BTreeSet::from([2]));
     acc.complete(&sent[0]);
@@ -222,7 +222,7 @@ fn drain_stays_within_max_request_size_and_takes_partitions_in_turn() {
     });
     for _ in 0..4 {
         for p in 0..3 {
-            acc.append(t0, &tp(p), rec(&[0; 50], 0)).unwrap();
+            acc.append(t0, &tp(p), &rec(&[0; 50], 0)).unwrap();
         }
     }
     let mut order = Vec::new();
@@ -239,7 +239,7 @@ fn drain_stays_within_max_request_size_and_takes_partitions_in_turn() {
     let mut firsts = Vec::new();
     for _ in 0..4 {
         for p in 0..3 {
-            acc.append(t0, &tp(p), rec(b"x", 0)).unwrap();
+            acc.append(t0, &tp(p), &rec(b"x", 0)).unwrap();
         }
         let batches = drain(&mut acc, t0);
         assert_eq!(batches.len(), 3);
@@ -248,8 +248,8 @@ fn drain_stays_within_max_request_size_and_takes_partitions_in_turn() {
     assert_eq!(firsts, [0, 1, 2, 0]);
 
     // Only the broker's own partitions.
-    acc.append(t0, &tp(0), rec(b"x", 0)).unwrap();
-    acc.append(t0, &tp(1), rec(b"x", 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(b"x", 0)).unwrap();
+    acc.append(t0, &tp(1), &rec(b"x", 0)).unwrap();
     let leaders = |tp: &TopicPartition| Some(tp.partition + 10);
     let drained = acc.drain(t0, 11, leaders, plain);
     assert_eq!(partitions(&drained.batches), [1]);
@@ -260,8 +260,8 @@ fn drain_stays_within_max_request_size_and_takes_partitions_in_turn() {
 fn a_partition_the_sender_skips_keeps_its_open_batch() {
     let t0 = Instant::now();
     let mut acc = Accumulator::new(AccumulatorConfig::default());
-    let a = acc.append(t0, &tp(0), rec(b"a", 0)).unwrap();
-    acc.append(t0, &tp(1), rec(b"b", 0)).unwrap();
+    let a = acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap();
+    acc.append(t0, &tp(1), &rec(b"b", 0)).unwrap();
     let mut asked = Vec::new();
     let drained = acc.drain(t0, 1, leader(1), |tp, info| {
         asked.push((tp.partition, info.record_count, info.stamp));
@@ -270,7 +270,7 @@ fn a_partition_the_sender_skips_keeps_its_open_batch() {
     assert_eq!(asked, [(0, 1, None), (1, 1, None)]);
     assert_eq!(partitions(&drained.batches), [1]);
     // Still open: the next record joins it.
-    let b = acc.append(t0, &tp(0), rec(b"b", 0)).unwrap();
+    let b = acc.append(t0, &tp(0), &rec(b"b", 0)).unwrap();
     let batches = drain(&mut acc, t0);
     assert_eq!(batches.len(), 1);
     assert_eq!(batches[0].records, [a, b]);
@@ -335,7 +335,7 @@ fn built_batches_decode_to_the_records_with_the_stamp_for_every_codec() {
                 ..AccumulatorConfig::default()
             });
             for r in &records {
-                acc.append(t0, &tp(0), r.clone()).unwrap();
+                acc.append(t0, &tp(0), r).unwrap();
             }
             let drained = acc.drain(t0, 1, leader(1), |_, info| {
                 assert_eq!(info.record_count, 3);
@@ -395,7 +395,7 @@ fn retries_go_first_in_sequence_order_with_their_bytes() {
     });
     let mut seq = Sequences(BTreeMap::new());
     for i in 0..3 {
-        acc.append(t0, &tp(0), rec(&[i], 0)).unwrap();
+        acc.append(t0, &tp(0), &rec(&[i], 0)).unwrap();
     }
     let mut sent: Vec<ProducerBatch> = (0..3)
         .flat_map(|_| {
@@ -411,7 +411,7 @@ fn retries_go_first_in_sequence_order_with_their_bytes() {
             .collect()
     };
     assert_eq!(sequences(&sent), [0, 1, 2]);
-    let newer = acc.append(t0, &tp(0), rec(b"newer", 0)).unwrap();
+    let newer = acc.append(t0, &tp(0), &rec(b"newer", 0)).unwrap();
     // The answers come back in another order.
     let retry_at = t0 + 100 * MS;
     for i in [2, 0, 1] {
@@ -465,8 +465,8 @@ fn restamping_rewrites_the_header_and_the_crc_still_holds() {
         ..AccumulatorConfig::default()
     });
     let mut seq = Sequences(BTreeMap::new());
-    acc.append(t0, &tp(0), rec(b"one", 5)).unwrap();
-    acc.append(t0, &tp(0), rec(b"two", 6)).unwrap();
+    acc.append(t0, &tp(0), &rec(b"one", 5)).unwrap();
+    acc.append(t0, &tp(0), &rec(b"two", 6)).unwrap();
     let mut batch = acc
         .drain(t0, 1, leader(1), |tp, i| seq.stamp(tp, i))
         .batches
@@ -509,7 +509,7 @@ fn restamping_rewrites_the_header_and_the_crc_still_holds() {
     assert_eq!(decode(&batch.bytes), records);
 
     // A batch never built has no header to rewrite.
-    acc.append(t0, &tp(0), rec(b"three", 7)).unwrap();
+    acc.append(t0, &tp(0), &rec(b"three", 7)).unwrap();
     let mut aborted = acc.abort_all().remove(0);
     assert!(aborted.restamp(again).is_err());
     assert_eq!((aborted.bytes.len(), aborted.stamp), (0, None));
@@ -523,15 +523,15 @@ fn expire_takes_only_batches_past_the_delivery_timeout() {
         delivery_timeout: timeout,
         ..AccumulatorConfig::default()
     });
-    let a = acc.append(t0, &tp(0), rec(b"a", 0)).unwrap();
-    let r = acc.append(t0 + 10 * MS, &tp(2), rec(b"r", 0)).unwrap();
+    let a = acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap();
+    let r = acc.append(t0 + 10 * MS, &tp(2), &rec(b"r", 0)).unwrap();
     let only_2 = |tp: &TopicPartition| Some(if tp.partition == 2 { 2 } else { 1 });
     let retry = acc.drain(t0 + 10 * MS, 2, only_2, plain).batches.remove(0);
     acc.reenqueue(retry, t0 + 1000 * MS);
-    let b = acc.append(t0 + 60 * MS, &tp(1), rec(b"b", 0)).unwrap();
+    let b = acc.append(t0 + 60 * MS, &tp(1), &rec(b"b", 0)).unwrap();
     // The open batch of partition 0 takes a later record: its time still
     // counts from the first.
-    let a2 = acc.append(t0 + 90 * MS, &tp(0), rec(b"a2", 0)).unwrap();
+    let a2 = acc.append(t0 + 90 * MS, &tp(0), &rec(b"a2", 0)).unwrap();
     let held = acc.buffered_bytes();
 
     assert!(acc.expire(t0 + 99 * MS).is_empty());
@@ -569,13 +569,13 @@ fn memory_is_held_until_complete_and_a_full_buffer_says_how_much() {
         buffer_memory: first + second + 5,
         ..AccumulatorConfig::default()
     });
-    acc.append(t0, &tp(0), rec(&[0; 100], 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(&[0; 100], 0)).unwrap();
     assert_eq!(acc.buffered_bytes(), first);
-    acc.append(t0, &tp(0), rec(&[0; 100], 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(&[0; 100], 0)).unwrap();
     assert_eq!(acc.buffered_bytes(), first + second);
     assert_eq!(acc.available(), 5);
     assert_eq!(
-        acc.append(t0, &tp(0), rec(&[0; 100], 0)),
+        acc.append(t0, &tp(0), &rec(&[0; 100], 0)),
         Err(AppendError::BufferFull {
             needed: rec_size(2, 100),
             available: 5
@@ -597,16 +597,16 @@ fn memory_is_held_until_complete_and_a_full_buffer_says_how_much() {
     assert_eq!(acc.buffered_bytes(), 0);
     assert!(!acc.has_incomplete());
     // Appended again: lingering as usual.
-    acc.append(t0, &tp(0), rec(&[0; 100], 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(&[0; 100], 0)).unwrap();
     assert!(acc.ready(t0, leader(1)).brokers.is_empty());
     // A new batch needs its header too.
     let mut acc = Accumulator::new(AccumulatorConfig {
         buffer_memory: first + 10,
         ..AccumulatorConfig::default()
     });
-    acc.append(t0, &tp(0), rec(&[0; 100], 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(&[0; 100], 0)).unwrap();
     assert_eq!(
-        acc.append(t0, &tp(1), rec(&[0; 100], 0)),
+        acc.append(t0, &tp(1), &rec(&[0; 100], 0)),
         Err(AppendError::BufferFull {
             needed: first,
             available: 10
@@ -618,10 +618,10 @@ fn memory_is_held_until_complete_and_a_full_buffer_says_how_much() {
 fn abort_all_hands_out_the_queued_batches_and_frees_them() {
     let t0 = Instant::now();
     let mut acc = Accumulator::new(AccumulatorConfig::default());
-    acc.append(t0, &tp(0), rec(b"a", 0)).unwrap();
+    acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap();
     let in_flight = drain(&mut acc, t0).remove(0);
-    let b = acc.append(t0, &tp(0), rec(b"b", 0)).unwrap();
-    let c = acc.append(t0, &tp(1), rec(b"c", 0)).unwrap();
+    let b = acc.append(t0, &tp(0), &rec(b"b", 0)).unwrap();
+    let c = acc.append(t0, &tp(1), &rec(b"c", 0)).unwrap();
     let aborted = acc.abort_all();
     let records: Vec<_> = aborted.iter().map(|b| b.records.clone()).collect();
     assert_eq!(records, [vec![b], vec![c]]);
@@ -696,7 +696,7 @@ impl Harness {
             headers: vec![],
             timestamp: self.ts,
         };
-        match self.acc.append(self.now, &tp(partition), record) {
+        match self.acc.append(self.now, &tp(partition), &record) {
             Ok(id) => {
                 assert!(self
                     .records
