@@ -369,8 +369,13 @@ impl ProducerCore {
         }
     }
 
-    /// What the metadata says of `topic`.
+    /// What the metadata says of `topic`: `Unknown` too for a topic not
+    /// produced to (or forgotten after `metadata.max.idle.ms`), whose
+    /// metadata is not kept fresh ([`ProducerCore::use_topic`] asks for it).
     pub fn topic_state(&self, topic: &str) -> TopicState {
+        if !self.topics.contains_key(topic) {
+            return TopicState::Unknown;
+        }
         match self.cluster.metadata().topics.get(topic) {
             None => TopicState::Unknown,
             Some(t) if t.error != ErrorCode::None => TopicState::Failed(t.error),
@@ -395,11 +400,8 @@ impl ProducerCore {
             return Err(Refused::Unknown(Box::new((record, on_delivery))));
         };
         self.now = self.now.max(now);
-        match self.topics.get_mut(&record.topic) {
-            Some(last) => *last = now,
-            None => {
-                self.topics.insert(record.topic.clone(), now);
-            }
+        if let Some(last) = self.topics.get_mut(&record.topic) {
+            *last = now;
         }
         let to_place = RecordToPlace {
             topic: &record.topic,
