@@ -211,6 +211,11 @@ struct Inner {
     events: Arc<EventHub>,
     runtime: Arc<dyn Runtime>,
     local: Mutex<Local>,
+    /// The running task's link, once started: what `send` needs, without
+    /// taking `local`'s lock.
+    link: std::sync::OnceLock<Link>,
+    /// Set by `close`, read by every call.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 struct Local {
@@ -325,6 +330,8 @@ impl Producer {
                     pending: Some(core),
                     closed: false,
                 }),
+                link: std::sync::OnceLock::new(),
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -346,7 +353,13 @@ impl Producer {
     }
 
     /// Starts the background task if it does not run yet.
-    fn start(&self) -> Result<Link, Error> {
+    fn start(&self) -> Result<&Link, Error> {
+        if self.inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if let Some(link) = self.inner.link.get() {
+            return Ok(link);
+        }
         let mut local = self.local();
         if local.closed {
             return Err(Error::Closed);
@@ -366,7 +379,8 @@ impl Producer {
                 self.inner.runtime.clone(),
             ));
         }
-        Ok(local.engine.as_ref().expect("started").link().clone())
+        let link = local.engine.as_ref().expect("started").link().clone();
+        Ok(self.inner.link.get_or_init(|| link))
     }
 
     /// Queues `record` and returns the future of its delivery.
@@ -552,6 +566,9 @@ impl Producer {
             return Ok(());
         }
         local.closed = true;
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
         // The engine stays, stopped: its state still answers `metrics`,
         // `connections` and `broker_counters`.
         match &local.engine {
