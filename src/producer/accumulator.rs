@@ -114,6 +114,19 @@ pub(crate) struct NewRecord {
     pub timestamp: i64,
 }
 
+/// Where an append put its record.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Appended {
+    /// The record.
+    pub id: RecordId,
+    /// Its batch, by the batch's first record (what
+    /// [`ProducerBatch::first`] returns once the batch is drained).
+    pub batch: RecordId,
+    /// Its place in the batch, from 0 (its offset from the batch's base
+    /// offset).
+    pub index: u32,
+}
+
 /// A record appended to an accumulator: unique within it, and increasing
 /// with each append (so within a partition, in the records' order).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -223,6 +236,12 @@ pub(crate) struct ProducerBatch {
 }
 
 impl ProducerBatch {
+    /// Its first record, which names the batch (see
+    /// [`Appended::batch`]).
+    pub(crate) fn first(&self) -> RecordId {
+        self.first
+    }
+
     /// How many records it holds.
     pub(crate) fn record_count(&self) -> usize {
         self.records.len()
@@ -469,7 +488,7 @@ impl Accumulator {
         now: Instant,
         tp: &TopicPartition,
         record: &NewRecord,
-    ) -> Result<RecordId, AppendError> {
+    ) -> Result<Appended, AppendError> {
         let headers: Vec<NewHeader<'_>> = record
             .headers
             .iter()
@@ -523,7 +542,11 @@ impl Accumulator {
                         self.used += size;
                         self.next_id += 1;
                         self.memory_wanted = false;
-                        return Ok(id);
+                        return Ok(Appended {
+                            id,
+                            batch: open.records[0],
+                            index: open.records.len() as u32 - 1,
+                        });
                     }
                     // No room (or an offset or timestamp delta the batch
                     // cannot hold): the batch is full.
@@ -567,7 +590,11 @@ impl Accumulator {
         self.used += alone;
         self.next_id += 1;
         self.memory_wanted = false;
-        Ok(id)
+        Ok(Appended {
+            id,
+            batch: id,
+            index: 0,
+        })
     }
 
     /// Whether a flush is waiting for records appended before it.

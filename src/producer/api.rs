@@ -1,8 +1,8 @@
 //! The async producer: a handle on [`ProducerCore`] and the background
 //! task that drives it.
 
-use super::core::{OnDelivery, OutRecord, ProducerCore, Refused, TopicState};
-use super::delivery::{DeliveryError, RecordMetadata};
+use super::core::{OutRecord, ProducerCore, Refused, TopicState};
+use super::delivery::BatchOutcome;
 use super::partitioner::Partitioner;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
@@ -10,8 +10,6 @@ use crate::runtime::engine;
 use crate::runtime::rt::Runtime;
 use crate::runtime::SocketOptions;
 use bytes::Bytes;
-use futures::channel::oneshot;
-use futures::FutureExt;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -152,18 +150,22 @@ impl ProducerRecord {
 #[derive(Debug)]
 #[must_use = "the record is sent either way; await this to learn where it went"]
 pub struct DeliveryFuture {
-    rx: oneshot::Receiver<Result<RecordMetadata, DeliveryError>>,
+    /// The outcome of the record's batch, shared with the batch's other
+    /// records.
+    batch: Arc<BatchOutcome>,
+    /// The record's place in the batch.
+    index: u32,
+    /// The record's timestamp.
+    timestamp: i64,
 }
 
 impl Future for DeliveryFuture {
-    type Output = Result<RecordMetadata, Error>;
+    type Output = Result<super::RecordMetadata, Error>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match std::task::ready!(self.rx.poll_unpin(cx)) {
-            Ok(Ok(metadata)) => Ok(metadata),
-            Ok(Err(e)) => Err(Error::Delivery(e)),
-            Err(_) => Err(Error::Closed),
-        })
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.batch
+            .poll(self.index, self.timestamp, cx.waker())
+            .map(|outcome| outcome.map_err(Error::Delivery))
     }
 }
 
@@ -404,7 +406,6 @@ impl Producer {
         let mut now = Instant::now();
         let max_block = self.inner.config.max_block();
         let deadline = now + max_block;
-        let (mut callback, rx): (OnDelivery, _) = oneshot::channel();
         let mut out = OutRecord {
             topic: record.topic,
             partition: record.partition,
@@ -417,20 +418,25 @@ impl Producer {
         // case. Otherwise the record comes back, and the call waits for
         // what is missing (up to `max.block.ms` in all) and tries again.
         loop {
-            let refused = link.shared().lock().append(now, out, callback);
+            let timestamp = out.timestamp;
+            let refused = link.shared().lock().append(now, out);
             let left = || deadline.saturating_duration_since(Instant::now());
             match refused {
-                Ok(news) => {
+                Ok(queued) => {
                     // A record that joins an open batch changes nothing
                     // the task waits for: it is not woken for it.
-                    if news {
+                    if queued.news {
                         link.kick();
                     }
-                    return Ok(DeliveryFuture { rx });
+                    return Ok(DeliveryFuture {
+                        batch: queued.outcome,
+                        index: queued.index,
+                        timestamp,
+                    });
                 }
                 Err(Refused::Invalid(e)) => return Err(e),
                 Err(Refused::Unknown(back)) => {
-                    (out, callback) = *back;
+                    out = *back;
                     let topic = out.topic.clone();
                     let wanted = topic.clone();
                     let answer = link
@@ -465,7 +471,7 @@ impl Producer {
                     }
                 }
                 Err(Refused::Full(back)) => {
-                    (out, callback) = *back;
+                    out = *back;
                     let needed = out.key.as_ref().map_or(0, Bytes::len)
                         + out.value.as_ref().map_or(0, Bytes::len);
                     let room = link

@@ -14,7 +14,7 @@ use super::accumulator::{
     Accumulator, AccumulatorConfig, AppendError, FlushMarker, NewRecord, ProducerBatch, RecordId,
     Stamp,
 };
-use super::delivery::{DeliveryError, RecordMetadata};
+use super::delivery::{BatchOutcome, DeliveryError, Written};
 use super::partitioner::{
     place, Partitioner, Placement, RecordToPlace, StickyPartitioner, TopicPartitions,
 };
@@ -33,11 +33,48 @@ use crate::protocol::{ApiKey, EncodeError, ErrorCode, Message, Writer};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
-/// Called once with a record's outcome.
-pub(crate) type OnDelivery =
-    futures::channel::oneshot::Sender<Result<RecordMetadata, DeliveryError>>;
+/// A batch's outcome as the core holds it until it is decided: dropped
+/// undecided (the core went away), it decides `Closed`, so that no
+/// record's future waits forever.
+#[derive(Debug)]
+struct Slot(Option<Arc<BatchOutcome>>);
+
+impl Slot {
+    /// The outcome, to be decided by the caller.
+    fn take(mut self) -> Arc<BatchOutcome> {
+        self.0.take().expect("a slot holds its outcome until taken")
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(outcome) = self.0.take() {
+            let closed = DeliveryError::Closed {
+                topic: outcome.topic().to_owned(),
+                partition: outcome.partition(),
+            };
+            outcome
+                .decide(Err(closed))
+                .into_iter()
+                .for_each(Waker::wake);
+        }
+    }
+}
+
+/// Where `append` queued a record: what its future reads its outcome from.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    /// The record opened or closed a batch: the sender must look again
+    /// before its next deadline.
+    pub news: bool,
+    /// Its batch's outcome.
+    pub outcome: Arc<BatchOutcome>,
+    /// Its place in the batch.
+    pub index: u32,
+}
 
 /// Hashes a [`RecordId`] (a counter, unique within the producer) with one
 /// multiplication: every record is entered and removed once, and no key
@@ -63,8 +100,8 @@ impl std::hash::Hasher for IdHasher {
 
 type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
 
-/// Outcomes decided and not yet handed to their callbacks.
-type Outcomes = Vec<(OnDelivery, Result<RecordMetadata, DeliveryError>)>;
+/// Outcomes decided and not yet handed to the records' futures.
+type Outcomes = Vec<(Arc<BatchOutcome>, Result<Written, DeliveryError>)>;
 
 /// What the producer does, beyond its connections and its queue.
 #[derive(Debug, Clone)]
@@ -117,11 +154,11 @@ pub(crate) enum TopicState {
 /// Why a record was not queued.
 pub(crate) enum Refused {
     /// `buffer.memory` is used up: try again once records were delivered
-    /// (the record and its callback come back).
-    Full(Box<(OutRecord, OnDelivery)>),
+    /// (the record comes back).
+    Full(Box<OutRecord>),
     /// The topic's partitions are not known yet: try again once they are
-    /// (the record and its callback come back).
-    Unknown(Box<(OutRecord, OnDelivery)>),
+    /// (the record comes back).
+    Unknown(Box<OutRecord>),
     /// The record can never be sent.
     Invalid(Error),
 }
@@ -234,10 +271,13 @@ pub(crate) struct ProducerCore {
     last_failure: BTreeMap<TopicPartition, String>,
     in_flight: BTreeMap<RequestId, Pending>,
     per_broker: BTreeMap<i32, usize>,
-    callbacks: HashMap<RecordId, (OnDelivery, i64), BuildIdHasher>,
-    /// Outcomes decided under the lock, handed to their callbacks after it
-    /// is released ([`ProducerCore::take_outcomes`]), so that waking the
-    /// application never holds up a `send`.
+    /// The outcome of each batch not decided yet, by its first record.
+    slots: HashMap<RecordId, Slot, BuildIdHasher>,
+    /// Records given and not delivered or failed yet.
+    outstanding: usize,
+    /// Outcomes decided under the lock, handed to the records' futures
+    /// after it is released ([`ProducerCore::take_outcomes`]), so that
+    /// waking the application never holds up a `send`.
     outcomes: Outcomes,
     /// The last connection problem (a refused connection, failed
     /// authentication), for the errors of calls that time out.
@@ -256,7 +296,7 @@ impl std::fmt::Debug for ProducerCore {
             .field("pid", &self.pid)
             .field("topics", &self.topics.keys().collect::<Vec<_>>())
             .field("in_flight", &self.in_flight.len())
-            .field("callbacks", &self.callbacks.len())
+            .field("outstanding", &self.outstanding)
             .finish_non_exhaustive()
     }
 }
@@ -305,7 +345,8 @@ impl ProducerCore {
             last_failure: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             per_broker: BTreeMap::new(),
-            callbacks: HashMap::default(),
+            slots: HashMap::default(),
+            outstanding: 0,
             outcomes: Vec::new(),
             last_problem: None,
             counters: BTreeMap::new(),
@@ -385,19 +426,13 @@ impl ProducerCore {
     }
 
     /// Places `record` (its topic's metadata must be known:
-    /// [`ProducerCore::topic_state`]) and queues it; `on_delivery` is
-    /// called with its outcome. `Ok(true)` when the record opened or
-    /// closed a batch, so that the sender must look again before its next
-    /// deadline; `Ok(false)` when it joined an open batch, which changes
-    /// nothing the sender waits for.
-    pub fn append(
-        &mut self,
-        now: Instant,
-        record: OutRecord,
-        on_delivery: OnDelivery,
-    ) -> Result<bool, Refused> {
+    /// [`ProducerCore::topic_state`]) and queues it. [`Queued::news`] says
+    /// whether the record opened or closed a batch, so that the sender
+    /// must look again before its next deadline (a record that joins an
+    /// open batch changes nothing the sender waits for).
+    pub fn append(&mut self, now: Instant, record: OutRecord) -> Result<Queued, Refused> {
         let TopicState::Known(count) = self.topic_state(&record.topic) else {
-            return Err(Refused::Unknown(Box::new((record, on_delivery))));
+            return Err(Refused::Unknown(Box::new(record)));
         };
         self.now = self.now.max(now);
         if let Some(last) = self.topics.get_mut(&record.topic) {
@@ -468,14 +503,22 @@ impl ProducerCore {
             timestamp,
         };
         match self.acc.append(now, &tp, &new) {
-            Ok(id) => {
+            Ok(appended) => {
                 if sticky {
                     if let Some(s) = self.sticky.get_mut(&tp.topic) {
                         s.appended(size, true);
                     }
                 }
-                self.callbacks.insert(id, (on_delivery, timestamp));
-                Ok(self.acc.take_news())
+                self.outstanding += 1;
+                let slot = self.slots.entry(appended.batch).or_insert_with(|| {
+                    Slot(Some(Arc::new(BatchOutcome::new(&tp.topic, tp.partition))))
+                });
+                let outcome = slot.0.clone().expect("a slot in the map holds its outcome");
+                Ok(Queued {
+                    news: self.acc.take_news(),
+                    outcome,
+                    index: appended.index,
+                })
             }
             Err(AppendError::BufferFull { .. }) => {
                 let NewRecord {
@@ -492,7 +535,7 @@ impl ProducerCore {
                     headers,
                     timestamp,
                 };
-                Err(Refused::Full(Box::new((record, on_delivery))))
+                Err(Refused::Full(Box::new(record)))
             }
             Err(AppendError::RecordTooLarge { size, max }) => Err(Refused::Invalid(Error::Config {
                 property: "max.request.size".into(),
@@ -517,7 +560,7 @@ impl ProducerCore {
 
     /// Records given and not yet delivered or failed.
     pub fn outstanding(&self) -> usize {
-        self.callbacks.len()
+        self.outstanding
     }
 
     /// Makes every queued record ready to send now (`flush`); the marker
@@ -636,27 +679,29 @@ impl ProducerCore {
                 }
             }
         }
-        for (_, (cb, _)) in self.callbacks.drain() {
+        for (_, slot) in self.slots.drain() {
+            let outcome = slot.take();
             let closed = DeliveryError::Closed {
-                topic: String::new(),
-                partition: -1,
+                topic: outcome.topic().to_owned(),
+                partition: outcome.partition(),
             };
-            self.outcomes.push((cb, Err(closed)));
+            self.outcomes.push((outcome, Err(closed)));
         }
+        self.outstanding = 0;
     }
 
     /// The outcomes decided since the last call, as one piece of work that
-    /// hands each to its callback, in order; `None` when there are none.
-    /// Run it after releasing the lock the core is under.
+    /// records them and wakes the futures waiting for them, in order;
+    /// `None` when there are none. Run it after releasing the lock the core
+    /// is under.
     pub fn take_outcomes(&mut self) -> Option<Box<dyn FnOnce() + Send>> {
         if self.outcomes.is_empty() {
             return None;
         }
         let outcomes = std::mem::take(&mut self.outcomes);
         Some(Box::new(move || {
-            for (cb, outcome) in outcomes {
-                // A dropped `DeliveryFuture` wants no answer.
-                let _ = cb.send(outcome);
+            for (batch, outcome) in outcomes {
+                batch.decide(outcome).into_iter().for_each(Waker::wake);
             }
         }))
     }
@@ -1130,28 +1175,15 @@ impl ProducerCore {
             seq.unresolved.remove(&stamp.base_sequence);
         }
         self.counters.entry(batch.tp.clone()).or_default().records += batch.records.len() as u64;
-        for (i, id) in batch.records.iter().enumerate() {
-            if let Some((cb, timestamp)) = self.callbacks.remove(id) {
-                let offset = if base_offset >= 0 {
-                    base_offset + i as i64
-                } else {
-                    -1
-                };
-                self.delivered += 1;
-                self.outcomes.push((
-                    cb,
-                    Ok(RecordMetadata {
-                        topic: batch.tp.topic.clone(),
-                        partition: batch.tp.partition,
-                        offset,
-                        timestamp: if append_time >= 0 {
-                            append_time
-                        } else {
-                            timestamp
-                        },
-                    }),
-                ));
-            }
+        if let Some(slot) = self.slots.remove(&batch.first()) {
+            let n = batch.records.len();
+            self.delivered += n as u64;
+            self.outstanding = self.outstanding.saturating_sub(n);
+            let written = Written {
+                base_offset,
+                append_time,
+            };
+            self.outcomes.push((slot.take(), Ok(written)));
         }
         self.acc.complete(batch);
     }
@@ -1165,11 +1197,11 @@ impl ProducerCore {
             .entry(batch.tp.clone())
             .or_default()
             .records_failed += batch.records.len() as u64;
-        for id in &batch.records {
-            if let Some((cb, _)) = self.callbacks.remove(id) {
-                self.failed += 1;
-                self.outcomes.push((cb, Err(error(&batch.tp))));
-            }
+        if let Some(slot) = self.slots.remove(&batch.first()) {
+            let n = batch.records.len();
+            self.failed += n as u64;
+            self.outstanding = self.outstanding.saturating_sub(n);
+            self.outcomes.push((slot.take(), Err(error(&batch.tp))));
         }
         self.acc.complete(batch);
     }

@@ -140,3 +140,169 @@ impl fmt::Display for DeliveryError {
 }
 
 impl std::error::Error for DeliveryError {}
+
+/// Where a batch was written: what its records' metadata is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// The first record's offset, -1 when the broker did not say.
+    pub base_offset: i64,
+    /// The broker's append time, -1 for the records' own timestamps.
+    pub append_time: i64,
+}
+
+/// The outcome of one batch, shared by the futures of its records: decided
+/// once for the whole batch by the producer's core, read by each record's
+/// future with its place in the batch. One allocation per batch, not per
+/// record.
+#[derive(Debug)]
+pub(crate) struct BatchOutcome {
+    topic: String,
+    partition: i32,
+    state: std::sync::Mutex<OutcomeState>,
+}
+
+#[derive(Debug, Default)]
+struct OutcomeState {
+    decided: Option<Result<Written, DeliveryError>>,
+    /// The futures waiting: their place in the batch and their waker.
+    waiting: Vec<(u32, std::task::Waker)>,
+}
+
+impl BatchOutcome {
+    /// An undecided outcome for a batch of `topic`'s `partition`.
+    pub(crate) fn new(topic: &str, partition: i32) -> BatchOutcome {
+        BatchOutcome {
+            topic: topic.to_owned(),
+            partition,
+            state: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The batch's topic.
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The batch's partition.
+    pub(crate) fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, OutcomeState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Decides it (the first decision stands) and returns the wakers of
+    /// the futures waiting, to wake once the caller holds no lock.
+    pub(crate) fn decide(&self, outcome: Result<Written, DeliveryError>) -> Vec<std::task::Waker> {
+        let mut state = self.state();
+        if state.decided.is_some() {
+            return Vec::new();
+        }
+        state.decided = Some(outcome);
+        std::mem::take(&mut state.waiting)
+            .into_iter()
+            .map(|(_, w)| w)
+            .collect()
+    }
+
+    /// The outcome of the record at `index` of the batch (sent with
+    /// `timestamp`), or `Pending` with `waker` kept to be woken.
+    pub(crate) fn poll(
+        &self,
+        index: u32,
+        timestamp: i64,
+        waker: &std::task::Waker,
+    ) -> std::task::Poll<Result<RecordMetadata, DeliveryError>> {
+        let mut state = self.state();
+        match &state.decided {
+            Some(Ok(w)) => std::task::Poll::Ready(Ok(RecordMetadata {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset: if w.base_offset >= 0 {
+                    w.base_offset + i64::from(index)
+                } else {
+                    -1
+                },
+                timestamp: if w.append_time >= 0 {
+                    w.append_time
+                } else {
+                    timestamp
+                },
+            })),
+            Some(Err(e)) => std::task::Poll::Ready(Err(e.clone())),
+            None => {
+                match state.waiting.iter_mut().find(|(i, _)| *i == index) {
+                    Some((_, w)) if w.will_wake(waker) => {}
+                    Some((_, w)) => w.clone_from(waker),
+                    None => state.waiting.push((index, waker.clone())),
+                }
+                std::task::Poll::Pending
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Poll, Wake, Waker};
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn each_record_of_a_batch_reads_its_own_offset_once_decided() {
+        let outcome = BatchOutcome::new("t", 3);
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        assert!(outcome.poll(0, 10, &waker).is_pending());
+        // Polled again, the same record keeps one waker.
+        assert!(outcome.poll(0, 10, &waker).is_pending());
+        assert!(outcome.poll(2, 12, &waker).is_pending());
+        let wakers = outcome.decide(Ok(Written {
+            base_offset: 100,
+            append_time: -1,
+        }));
+        assert_eq!(wakers.len(), 2);
+        wakers.into_iter().for_each(Waker::wake);
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        let Poll::Ready(Ok(m)) = outcome.poll(2, 12, &waker) else {
+            panic!("decided")
+        };
+        assert_eq!(
+            (m.topic.as_str(), m.partition, m.offset, m.timestamp),
+            ("t", 3, 102, 12)
+        );
+        // The first decision stands.
+        assert!(outcome
+            .decide(Err(DeliveryError::Closed {
+                topic: "t".into(),
+                partition: 3
+            }))
+            .is_empty());
+        assert!(matches!(outcome.poll(1, 11, &waker), Poll::Ready(Ok(m)) if m.offset == 101));
+    }
+
+    #[test]
+    fn append_time_and_unknown_offsets() {
+        let outcome = BatchOutcome::new("t", 0);
+        outcome.decide(Ok(Written {
+            base_offset: -1,
+            append_time: 555,
+        }));
+        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let Poll::Ready(Ok(m)) = outcome.poll(4, 12, &waker) else {
+            panic!("decided")
+        };
+        assert_eq!((m.offset, m.timestamp), (-1, 555));
+    }
+}

@@ -81,7 +81,7 @@ fn a_batch_closes_at_batch_size() {
             ..AccumulatorConfig::default()
         });
         let ids: Vec<RecordId> = (0..4)
-            .map(|_| acc.append(t0, &tp(0), &rec(&[1; 10], 1000)).unwrap())
+            .map(|_| acc.append(t0, &tp(0), &rec(&[1; 10], 1000)).unwrap().id)
             .collect();
         // The first batch is full: ready before its linger ends.
         assert_eq!(acc.ready(t0, leader(1)).brokers, BTreeSet::from([1]));
@@ -107,9 +107,9 @@ fn a_record_larger_than_a_batch_gets_a_batch_of_its_own() {
         batch_size: 200,
         ..AccumulatorConfig::default()
     });
-    let small = acc.append(t0, &tp(0), &rec(&[1; 10], 0)).unwrap();
-    let big = acc.append(t0, &tp(0), &rec(&[2; 500], 0)).unwrap();
-    let after = acc.append(t0, &tp(0), &rec(&[3; 10], 0)).unwrap();
+    let small = acc.append(t0, &tp(0), &rec(&[1; 10], 0)).unwrap().id;
+    let big = acc.append(t0, &tp(0), &rec(&[2; 500], 0)).unwrap().id;
+    let after = acc.append(t0, &tp(0), &rec(&[3; 10], 0)).unwrap().id;
     let batches: Vec<Vec<RecordId>> = (0..3)
         .map(|_| drain(&mut acc, t0).remove(0).records)
         .collect();
@@ -260,7 +260,7 @@ fn drain_stays_within_max_request_size_and_takes_partitions_in_turn() {
 fn a_partition_the_sender_skips_keeps_its_open_batch() {
     let t0 = Instant::now();
     let mut acc = Accumulator::new(AccumulatorConfig::default());
-    let a = acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap();
+    let a = acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap().id;
     acc.append(t0, &tp(1), &rec(b"b", 0)).unwrap();
     let mut asked = Vec::new();
     let drained = acc.drain(t0, 1, leader(1), |tp, info| {
@@ -270,7 +270,7 @@ fn a_partition_the_sender_skips_keeps_its_open_batch() {
     assert_eq!(asked, [(0, 1, None), (1, 1, None)]);
     assert_eq!(partitions(&drained.batches), [1]);
     // Still open: the next record joins it.
-    let b = acc.append(t0, &tp(0), &rec(b"b", 0)).unwrap();
+    let b = acc.append(t0, &tp(0), &rec(b"b", 0)).unwrap().id;
     let batches = drain(&mut acc, t0);
     assert_eq!(batches.len(), 1);
     assert_eq!(batches[0].records, [a, b]);
@@ -411,7 +411,7 @@ fn retries_go_first_in_sequence_order_with_their_bytes() {
             .collect()
     };
     assert_eq!(sequences(&sent), [0, 1, 2]);
-    let newer = acc.append(t0, &tp(0), &rec(b"newer", 0)).unwrap();
+    let newer = acc.append(t0, &tp(0), &rec(b"newer", 0)).unwrap().id;
     // The answers come back in another order.
     let retry_at = t0 + 100 * MS;
     for i in [2, 0, 1] {
@@ -523,15 +523,15 @@ fn expire_takes_only_batches_past_the_delivery_timeout() {
         delivery_timeout: timeout,
         ..AccumulatorConfig::default()
     });
-    let a = acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap();
-    let r = acc.append(t0 + 10 * MS, &tp(2), &rec(b"r", 0)).unwrap();
+    let a = acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap().id;
+    let r = acc.append(t0 + 10 * MS, &tp(2), &rec(b"r", 0)).unwrap().id;
     let only_2 = |tp: &TopicPartition| Some(if tp.partition == 2 { 2 } else { 1 });
     let retry = acc.drain(t0 + 10 * MS, 2, only_2, plain).batches.remove(0);
     acc.reenqueue(retry, t0 + 1000 * MS);
-    let b = acc.append(t0 + 60 * MS, &tp(1), &rec(b"b", 0)).unwrap();
+    let b = acc.append(t0 + 60 * MS, &tp(1), &rec(b"b", 0)).unwrap().id;
     // The open batch of partition 0 takes a later record: its time still
     // counts from the first.
-    let a2 = acc.append(t0 + 90 * MS, &tp(0), &rec(b"a2", 0)).unwrap();
+    let a2 = acc.append(t0 + 90 * MS, &tp(0), &rec(b"a2", 0)).unwrap().id;
     let held = acc.buffered_bytes();
 
     assert!(acc.expire(t0 + 99 * MS).is_empty());
@@ -620,8 +620,8 @@ fn abort_all_hands_out_the_queued_batches_and_frees_them() {
     let mut acc = Accumulator::new(AccumulatorConfig::default());
     acc.append(t0, &tp(0), &rec(b"a", 0)).unwrap();
     let in_flight = drain(&mut acc, t0).remove(0);
-    let b = acc.append(t0, &tp(0), &rec(b"b", 0)).unwrap();
-    let c = acc.append(t0, &tp(1), &rec(b"c", 0)).unwrap();
+    let b = acc.append(t0, &tp(0), &rec(b"b", 0)).unwrap().id;
+    let c = acc.append(t0, &tp(1), &rec(b"c", 0)).unwrap().id;
     let aborted = acc.abort_all();
     let records: Vec<_> = aborted.iter().map(|b| b.records.clone()).collect();
     assert_eq!(records, [vec![b], vec![c]]);
@@ -697,7 +697,7 @@ impl Harness {
             timestamp: self.ts,
         };
         match self.acc.append(self.now, &tp(partition), &record) {
-            Ok(id) => {
+            Ok(crate::producer::accumulator::Appended { id, .. }) => {
                 assert!(self
                     .records
                     .insert(id, (partition, State::Queued))
@@ -877,4 +877,26 @@ proptest! {
         prop_assert!(h.acc.flush_done(marker));
         prop_assert!(!h.acc.has_incomplete());
     }
+}
+
+#[test]
+fn an_append_names_its_batch_and_its_place_in_it() {
+    let t0 = Instant::now();
+    let mut acc = Accumulator::new(AccumulatorConfig {
+        batch_size: 200,
+        ..AccumulatorConfig::default()
+    });
+    let a = acc.append(t0, &tp(0), &rec(&[1; 10], 0)).unwrap();
+    let b = acc.append(t0, &tp(0), &rec(&[1; 10], 0)).unwrap();
+    let other = acc.append(t0, &tp(1), &rec(&[1; 10], 0)).unwrap();
+    let big = acc.append(t0, &tp(0), &rec(&[2; 500], 0)).unwrap();
+    assert_eq!((a.batch, a.index), (a.id, 0));
+    assert_eq!((b.batch, b.index), (a.id, 1));
+    assert_eq!((other.batch, other.index), (other.id, 0));
+    assert_eq!((big.batch, big.index), (big.id, 0));
+    // A drained batch is named by the same record.
+    let drained = drain(&mut acc, t0);
+    let first = drained.iter().find(|x| x.tp == tp(0)).unwrap();
+    assert_eq!(first.first(), a.id);
+    assert_eq!(first.records, vec![a.id, b.id]);
 }
