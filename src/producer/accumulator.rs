@@ -568,6 +568,9 @@ impl Accumulator {
         let mut builder = RecordBatchBuilder::new(0)
             .compression(self.config.compression)
             .transactional(self.config.transactional);
+        // Room for this record only: a batch of one large record takes
+        // what it needs; one of many small ones grows as they come.
+        builder.reserve(alone - BATCH_HEADER_LEN);
         builder
             .append(timestamp, key, value, &headers)
             .map_err(AppendError::Invalid)?;

@@ -8,7 +8,7 @@ use super::batch::{
 use super::compression::{self, Compression};
 use super::{RecordsError, RecordsErrorKind};
 use crate::protocol::Writer;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 /// A header to append: key and nullable value.
 pub type NewHeader<'a> = (&'a [u8], Option<&'a [u8]>);
@@ -49,7 +49,9 @@ pub struct RecordBatchBuilder {
     transactional: bool,
     control: bool,
     last_offset_delta: Option<i32>,
-    /// The uncompressed records section.
+    /// Room for the batch header (`HEADER_LEN` bytes, written by `build`),
+    /// then the uncompressed records section: an uncompressed batch is
+    /// built in place, without a copy.
     records: Writer,
     count: i32,
     previous_delta: Option<i32>,
@@ -81,7 +83,7 @@ impl RecordBatchBuilder {
             transactional: false,
             control: false,
             last_offset_delta: None,
-            records: Writer::new(),
+            records: header_room(),
             count: 0,
             previous_delta: None,
             first_timestamp: None,
@@ -278,15 +280,18 @@ impl RecordBatchBuilder {
         if self.control && !self.transactional {
             return Err(self.invalid("a control batch is transactional"));
         }
-        let records = self.records.into_inner();
-        let section = match self.compression {
-            Compression::None => records.freeze(),
-            codec => Bytes::from(
-                compression::compress(codec, &records)
+        let mut records = self.records.into_inner();
+        let compressed = match self.compression {
+            Compression::None => None,
+            codec => Some(
+                compression::compress(codec, &records[HEADER_LEN..])
                     .map_err(|k| RecordsError::new(k, self.base_offset, 0))?,
             ),
         };
-        let length = i32::try_from(HEADER_LEN - LOG_OVERHEAD + section.len()).map_err(|_| {
+        let section_len = compressed
+            .as_ref()
+            .map_or(records.len() - HEADER_LEN, Vec::len);
+        let length = i32::try_from(HEADER_LEN - LOG_OVERHEAD + section_len).map_err(|_| {
             RecordsError::new(invalid("batch longer than i32::MAX"), self.base_offset, 0)
         })?;
         let mut attributes = i16::from(self.compression.id());
@@ -304,7 +309,7 @@ impl RecordBatchBuilder {
             attributes |= ATTR_CONTROL;
         }
         let mut w = Writer::new();
-        w.buf_mut().reserve(HEADER_LEN + section.len());
+        w.buf_mut().reserve(HEADER_LEN);
         w.i64(self.base_offset);
         w.i32(length);
         w.i32(self.partition_leader_epoch);
@@ -318,11 +323,31 @@ impl RecordBatchBuilder {
         w.i16(self.producer_epoch);
         w.i32(self.base_sequence);
         w.i32(self.count);
-        w.raw(&section);
-        let mut buf = w.into_inner();
+        let header = w.into_inner();
+        debug_assert_eq!(header.len(), HEADER_LEN);
+        let mut buf = match compressed {
+            // The header goes in the room left for it.
+            None => {
+                records[..HEADER_LEN].copy_from_slice(&header);
+                records
+            }
+            Some(section) => {
+                let mut buf = BytesMut::with_capacity(HEADER_LEN + section.len());
+                buf.extend_from_slice(&header);
+                buf.extend_from_slice(&section);
+                buf
+            }
+        };
         let crc = crc32c::crc32c(&buf[CRC_START..]);
         buf[CRC_AT..CRC_START].copy_from_slice(&crc.to_be_bytes());
         Ok(buf.freeze())
+    }
+
+    /// Makes room for `additional` more bytes of records (the next
+    /// record's [`encoded_record_size`]), so that a batch holding one
+    /// large record takes no more memory than it needs.
+    pub fn reserve(&mut self, additional: usize) {
+        self.records.buf_mut().reserve(additional);
     }
 
     fn invalid(&self, reason: &'static str) -> RecordsError {
@@ -350,6 +375,13 @@ pub(crate) fn encoded_record_size(
         body += field(Some(k)) + field(*v);
     }
     varlong_size(body as i64) + body
+}
+
+/// A records buffer that starts with room for the batch header.
+fn header_room() -> Writer {
+    let mut w = Writer::new();
+    w.raw(&[0; HEADER_LEN]);
+    w
 }
 
 fn invalid(reason: &'static str) -> RecordsErrorKind {
