@@ -514,8 +514,11 @@ impl ProducerCore {
                     Slot(Some(Arc::new(BatchOutcome::new(&tp.topic, tp.partition))))
                 });
                 let outcome = slot.0.clone().expect("a slot in the map holds its outcome");
+                // News for a leader with all its requests in flight can
+                // wait: its next answer steps the sender anyway.
+                let news = self.acc.take_news() && !self.saturated(&tp);
                 Ok(Queued {
-                    news: self.acc.take_news(),
+                    news,
                     outcome,
                     index: appended.index,
                 })
@@ -551,6 +554,17 @@ impl ProducerCore {
                 },
             ))),
         }
+    }
+
+    /// Whether `tp`'s leader has `max.in.flight.requests.per.connection`
+    /// Produce requests in flight.
+    fn saturated(&self, tp: &TopicPartition) -> bool {
+        self.cluster
+            .metadata()
+            .leader(&tp.topic, tp.partition)
+            .is_some_and(|b| {
+                self.per_broker.get(&b).copied().unwrap_or(0) >= self.settings.max_in_flight
+            })
     }
 
     /// Whether `buffer.memory` has room for a record of `size` bytes.
@@ -771,9 +785,12 @@ impl ProducerCore {
     }
 
     fn send_ready(&mut self, now: Instant) {
-        let metadata = self.cluster.metadata().clone();
-        let leader_of = |tp: &TopicPartition| metadata.leader(&tp.topic, tp.partition);
-        let ready = self.acc.ready(now, leader_of);
+        // The metadata is borrowed field by field, not copied: this runs
+        // at every step.
+        let metadata = self.cluster.metadata();
+        let ready = self.acc.ready(now, |tp: &TopicPartition| {
+            metadata.leader(&tp.topic, tp.partition)
+        });
         if !ready.unknown_leaders.is_empty() {
             self.cluster.request_metadata_refresh(now);
         }
@@ -786,6 +803,8 @@ impl ProducerCore {
                 let idempotence = self.settings.idempotence;
                 let pid = self.pid;
                 let sequences = &mut self.sequences;
+                let metadata = self.cluster.metadata();
+                let leader_of = |tp: &TopicPartition| metadata.leader(&tp.topic, tp.partition);
                 let drained = self.acc.drain(now, broker, leader_of, |tp, info| {
                     if !idempotence {
                         return Some(None);
