@@ -16,6 +16,13 @@
 //!   certificate (the handshake's own signatures still are): the
 //!   connection is encrypted but not authenticated.
 //!
+
+// The client configuration's TLS side is read when a client starts, which
+// takes a runtime feature: without one, nothing calls it.
+#![cfg_attr(
+    not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+    allow(dead_code)
+)]
 #![doc = include_str!("../docs/security.md")]
 
 use crate::config::{ConsumerConfig, EndpointIdentification, ProducerConfig, SecurityProtocol};

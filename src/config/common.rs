@@ -521,6 +521,7 @@ pub(super) fn sort_properties(out: &mut [(&'static str, String)], order: &[&str]
 macro_rules! common_getters {
     ($config:ident) => {
         /// The properties every client shares, checked.
+        #[allow(dead_code)] // the producer's core, with a runtime feature
         pub(crate) fn common(&self) -> &crate::config::common::Common {
             &self.common
         }

@@ -210,6 +210,10 @@ impl BatchOutcome {
 
     /// The outcome of the record at `index` of the batch (sent with
     /// `timestamp`), or `Pending` with `waker` kept to be woken.
+    #[cfg_attr(
+        not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+        allow(dead_code)
+    )]
     pub(crate) fn poll(
         &self,
         index: u32,
