@@ -564,7 +564,7 @@ impl Producer {
 
     /// Delivers what is queued (waiting up to `timeout`), then closes every
     /// connection. Records still outstanding then fail with
-    /// [`DeliveryError::Closed`]. The producer can't be used afterwards.
+    /// [`DeliveryError::Closed`](super::DeliveryError::Closed). The producer can't be used afterwards.
     pub async fn close(&self, timeout: Duration) -> Result<(), Error> {
         let flushed = self.flush(timeout).await;
         let mut local = self.local();

@@ -344,7 +344,7 @@ impl RecordBatchBuilder {
     }
 
     /// Makes room for `additional` more bytes of records (the next
-    /// record's [`encoded_record_size`]), so that a batch holding one
+    /// record's encoded size), so that a batch holding one
     /// large record takes no more memory than it needs.
     pub fn reserve(&mut self, additional: usize) {
         self.records.buf_mut().reserve(additional);
