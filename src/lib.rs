@@ -171,3 +171,9 @@ pub use producer::{DeliveryFuture, Producer, ProducerRecord};
 #[cfg(all(doctest, feature = "runtime-async-std"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// docs/producer.md's Rust code, compiled as a doc-test (`no_run`: it
+/// needs a cluster) so that the guide keeps compiling.
+#[cfg(all(doctest, feature = "runtime-tokio"))]
+#[doc = include_str!("../docs/producer.md")]
+pub struct ProducerGuideDoctests;
