@@ -431,7 +431,8 @@ on_both_mocks!(
     a_batch_refused_for_good_leaves_no_gap,
     retries_bound_the_sends_of_a_batch,
     a_closed_producer_still_reports,
-    an_idle_producer_asks_nothing_and_holds_no_socket
+    an_idle_producer_asks_nothing_and_holds_no_socket,
+    every_codec_is_read_back_by_librdkafka
 );
 
 /// A bootstrap list of 1,000 addresses (992 closed loopback ports and the
@@ -968,4 +969,57 @@ async fn an_idle_producer_asks_nothing_and_holds_no_socket<C: TestCluster>() {
         common::sleep(Duration::from_millis(20)).await;
     }
     timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+}
+
+/// Batches compressed with every codec (gzip, snappy, lz4, zstd), keys
+/// and headers included, are read back by librdkafka's consumer, in order.
+async fn every_codec_is_read_back_by_librdkafka<C: TestCluster>() {
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let codecs = ["gzip", "snappy", "lz4", "zstd"];
+    for codec in codecs {
+        let producer = producer(
+            &bootstrap,
+            &[("compression.type", codec), ("linger.ms", "5")],
+        );
+        let mut deliveries = Vec::new();
+        for i in 0..50 {
+            let record = ProducerRecord::new("t")
+                .partition(0)
+                .key(format!("{codec}-k{i}"))
+                .value(format!("{codec}-v{i}").repeat(10))
+                .header("codec", Some(codec));
+            deliveries.push(producer.send(record).await.unwrap());
+        }
+        for d in deliveries {
+            timeout(WAIT, d).await.expect("in time").unwrap();
+        }
+        // Several records per batch: each batch was compressed.
+        let metrics = producer.metrics();
+        let p0 = &metrics.partitions[0];
+        assert!(p0.batches < 50, "{codec}: {p0:?}");
+        assert!(
+            p0.compression_ratio.is_some_and(|r| r > 1.0),
+            "{codec}: {p0:?}"
+        );
+        timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    }
+    let read = read_back(&bootstrap, "t", 2, 200);
+    let expected: Vec<(Vec<u8>, Vec<u8>, Vec<(String, Vec<u8>)>)> = codecs
+        .iter()
+        .flat_map(|codec| {
+            (0..50).map(move |i| {
+                (
+                    format!("{codec}-k{i}").into_bytes(),
+                    format!("{codec}-v{i}").repeat(10).into_bytes(),
+                    vec![("codec".to_owned(), codec.as_bytes().to_vec())],
+                )
+            })
+        })
+        .collect();
+    let got: Vec<(Vec<u8>, Vec<u8>, Vec<(String, Vec<u8>)>)> = read
+        .into_iter()
+        .map(|r| (r.2.unwrap(), r.3.unwrap(), r.4))
+        .collect();
+    assert_eq!(got, expected, "{}", mock.name());
 }
