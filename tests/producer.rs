@@ -971,6 +971,9 @@ async fn an_idle_producer_asks_nothing_and_holds_no_socket<C: TestCluster>() {
     timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
 }
 
+/// A record's key, value and headers, as read back.
+type KeyValueHeaders = (Vec<u8>, Vec<u8>, Vec<(String, Vec<u8>)>);
+
 /// Batches compressed with every codec (gzip, snappy, lz4, zstd), keys
 /// and headers included, are read back by librdkafka's consumer, in order.
 async fn every_codec_is_read_back_by_librdkafka<C: TestCluster>() {
@@ -1005,7 +1008,7 @@ async fn every_codec_is_read_back_by_librdkafka<C: TestCluster>() {
         timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
     }
     let read = read_back(&bootstrap, "t", 2, 200);
-    let expected: Vec<(Vec<u8>, Vec<u8>, Vec<(String, Vec<u8>)>)> = codecs
+    let expected: Vec<KeyValueHeaders> = codecs
         .iter()
         .flat_map(|codec| {
             (0..50).map(move |i| {
@@ -1017,7 +1020,7 @@ async fn every_codec_is_read_back_by_librdkafka<C: TestCluster>() {
             })
         })
         .collect();
-    let got: Vec<(Vec<u8>, Vec<u8>, Vec<(String, Vec<u8>)>)> = read
+    let got: Vec<KeyValueHeaders> = read
         .into_iter()
         .map(|r| (r.2.unwrap(), r.3.unwrap(), r.4))
         .collect();
