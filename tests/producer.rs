@@ -435,6 +435,17 @@ on_both_mocks!(
     every_codec_is_read_back_by_librdkafka
 );
 
+// librdkafka 2.16's mock cluster (the newest), which checks idempotent
+// sequences too.
+on_mock216!(
+    keyed_records_arrive_in_order_where_murmur2_puts_them,
+    a_producer_connects_to_the_leaders_it_writes_to,
+    retried_batches_arrive_once_in_order,
+    records_follow_a_leader_that_moves,
+    a_batch_refused_for_good_leaves_no_gap,
+    every_codec_is_read_back_by_librdkafka
+);
+
 /// A bootstrap list of 1,000 addresses (992 closed loopback ports and the
 /// 8 brokers of a mock, shuffled): the producer opens one bootstrap
 /// connection, then one to each of the two leaders of the partitions it
