@@ -57,7 +57,9 @@
 use futures::{FutureExt, Stream, StreamExt};
 use lazykafka::config::GroupProtocol;
 use lazykafka::error::ApiKey;
-use lazykafka::events::{ConnectionEvent, ConnectionId, ConnectionInfo, EventKind, Purpose};
+use lazykafka::events::{
+    ConnectionEvent, ConnectionId, ConnectionInfo, ConnectionState, EventKind, Purpose,
+};
 use lazykafka::mock::{MockCluster, MockError, MockEventKind, MockRecord};
 use lazykafka::{Consumer, ConsumerConfig, OffsetReset, Producer, ProducerConfig, ProducerRecord};
 use std::collections::BTreeMap;
@@ -266,6 +268,8 @@ async fn walk(
         census(&consumer.connections()),
     ));
 
+    let leaders_consuming = ready_leaders(&consumer.connections());
+
     println!("3. pause every partition: the leader connections fall idle");
     let assigned: Vec<_> = consumer.assignment().into_iter().collect();
     consumer.pause(assigned.iter());
@@ -288,15 +292,15 @@ async fn walk(
     println!("4. resume: the leaders are connected again");
     consumer.resume(assigned.iter());
     let back = Instant::now();
-    while !consumer
-        .connections()
-        .iter()
-        .any(|c| c.purpose == Purpose::Leader)
+    // Until every leader connection of step 2 is ready again, so that its
+    // events are printed under this step.
+    while ready_leaders(&consumer.connections()) < leaders_consuming.max(1)
         && back.elapsed() < Duration::from_secs(15)
     {
         consumer.poll(Duration::from_millis(200)).await?;
         drain(&mut events);
     }
+    drain(&mut events);
     println!("   {}", census(&consumer.connections()));
     phases.push(("resumed".to_owned(), census(&consumer.connections())));
 
@@ -316,6 +320,14 @@ async fn walk(
     println!("   {}", census(&consumer.connections()));
     phases.push(("after close".to_owned(), census(&consumer.connections())));
     Ok(phases)
+}
+
+/// How many leader connections are ready.
+fn ready_leaders(connections: &[ConnectionInfo]) -> usize {
+    connections
+        .iter()
+        .filter(|c| c.purpose == Purpose::Leader && c.state == ConnectionState::Ready)
+        .count()
 }
 
 /// The connections the events left open: each from its `connecting` to

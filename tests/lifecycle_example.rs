@@ -57,6 +57,22 @@ fn assert_phases(stdout: &str) {
     );
     assert_eq!(census(stdout, "resumed"), all);
     assert_eq!(census(stdout, "after close"), "no sockets");
+    // The leaders' reconnection is printed under the resume step, and
+    // closing only closes.
+    let resumed = step_events(stdout, 4);
+    for broker in ["1", "3"] {
+        assert!(
+            resumed
+                .iter()
+                .any(|e| e.0 == "ready" && e.1 == broker && e.2 == "leader"),
+            "no ready leader {broker} under step 4\n{stdout}"
+        );
+    }
+    let closing = step_events(stdout, 5);
+    assert!(
+        closing.iter().all(|e| e.0 == "closed"),
+        "step 5 shows more than closes: {closing:?}\n{stdout}"
+    );
     // The bootstrap connection was retired (or promoted to a leader one).
     assert!(
         stdout
