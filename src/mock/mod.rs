@@ -425,9 +425,10 @@ impl MockClusterBuilder {
         self
     }
 
-    /// Turns SASL on for every broker (as `SASL_PLAINTEXT` listeners): a
-    /// client must authenticate with one of the enabled mechanisms before
-    /// any request but ApiVersions is served. See [`MockSasl`].
+    /// Turns SASL on for every broker (as `SASL_PLAINTEXT` listeners, or
+    /// `SASL_SSL` ones with [`MockClusterBuilder::tls`] too): a client
+    /// must authenticate with one of the enabled mechanisms before any
+    /// request but ApiVersions is served. See [`MockSasl`].
     pub fn sasl(mut self, sasl: MockSasl) -> Self {
         self.sasl = Some(sasl);
         self
