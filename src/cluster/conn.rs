@@ -23,6 +23,12 @@ pub trait RequestBody: Send + fmt::Debug {
     fn api_key(&self) -> ApiKey;
     /// Writes the body at `version`.
     fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError>;
+    /// About how many bytes the body takes (room is made for them before
+    /// it is written, so that a large body is not copied as its buffer
+    /// grows); 0 when small or unknown.
+    fn size_hint(&self) -> usize {
+        0
+    }
 }
 
 impl<R: crate::protocol::Request + Send + fmt::Debug> RequestBody for R {
@@ -138,6 +144,12 @@ pub(crate) struct Conn {
     pub peer: Option<SocketAddr>,
     pub in_flight: VecDeque<InFlight>,
     pub queue: VecDeque<Queued>,
+    /// Requests the broker does not answer, handed to the runtime in the
+    /// [`Action::Transmit`](super::Action::Transmit) of this number and
+    /// done once it reports them written.
+    pub unwritten: VecDeque<(u64, Origin, ApiKey, i16)>,
+    /// How many transmits carried requests of `unwritten` so far.
+    pub transmits: u64,
     /// The end of `socket.connection.setup.timeout.ms` for the whole setup
     /// (TCP, ApiVersions, SASL), until the connection first becomes ready.
     pub setup_deadline: Option<Instant>,
@@ -171,6 +183,8 @@ impl Conn {
             peer: None,
             in_flight: VecDeque::new(),
             queue: VecDeque::new(),
+            unwritten: VecDeque::new(),
+            transmits: 0,
             setup_deadline: Some(connect_deadline),
             last_activity: now,
             answered: false,
@@ -228,20 +242,32 @@ impl Conn {
         client_id: Option<&str>,
         deadline: Instant,
     ) -> Result<Bytes, EncodeError> {
+        let mut out = BytesMut::new();
+        self.encode_into(&mut out, now, origin, body, version, client_id, deadline)?;
+        Ok(out.freeze())
+    }
+
+    /// [`Conn::encode`], appending the frame to `out` (several frames for
+    /// one write share a buffer); on an error `out` is left as it was.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_into(
+        &mut self,
+        out: &mut BytesMut,
+        now: Instant,
+        origin: Origin,
+        body: &dyn RequestBody,
+        version: i16,
+        client_id: Option<&str>,
+        deadline: Instant,
+    ) -> Result<(), EncodeError> {
+        let start = out.len();
+        out.reserve(64 + client_id.map_or(0, str::len) + body.size_hint());
+        let mut w = Writer::from_buf(out.split_off(start));
+        // On an error the partial frame is dropped with `w`.
+        Self::write_frame(&mut w, self.next_correlation_id, body, version, client_id)?;
+        out.unsplit(w.into_inner());
         let api = body.api_key();
         let correlation_id = self.next_correlation_id;
-        let header = RequestHeader {
-            api_key: api.code(),
-            api_version: version,
-            correlation_id,
-            client_id: client_id.map(str::to_owned),
-            unknown_tagged_fields: Vec::new(),
-        };
-        let mut w = Writer::new();
-        w.i32(0);
-        header.encode(&mut w, api.request_header_version(version) == 2)?;
-        body.encode_body(&mut w, version)?;
-        let frame = crate::protocol::frame::finish_frame(w)?;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         self.in_flight.push_back(InFlight {
             correlation_id,
@@ -252,7 +278,29 @@ impl Conn {
             deadline,
         });
         self.last_activity = now;
-        Ok(frame)
+        Ok(())
+    }
+
+    /// Writes one frame (size prefix, header, body) to the empty `w`.
+    fn write_frame(
+        w: &mut Writer,
+        correlation_id: i32,
+        body: &dyn RequestBody,
+        version: i16,
+        client_id: Option<&str>,
+    ) -> Result<(), EncodeError> {
+        let api = body.api_key();
+        let header = RequestHeader {
+            api_key: api.code(),
+            api_version: version,
+            correlation_id,
+            client_id: client_id.map(str::to_owned),
+            unknown_tagged_fields: Vec::new(),
+        };
+        w.i32(0);
+        header.encode(w, api.request_header_version(version) == 2)?;
+        body.encode_body(w, version)?;
+        crate::protocol::frame::finish_frame_in_place(w.buf_mut())
     }
 
     /// Takes received bytes and returns every response they complete, each

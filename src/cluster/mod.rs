@@ -207,6 +207,11 @@ pub enum Action {
         conn: ConnectionId,
         /// One or more whole request frames.
         bytes: Bytes,
+        /// When set, the bytes carry requests the broker does not answer:
+        /// once they (and everything before them on the connection) are
+        /// handed to the socket, report it with
+        /// [`Cluster::handle_written`] and this number.
+        written: Option<u64>,
     },
     /// Close the connection's socket (both directions) and forget it.
     Close {
@@ -1570,7 +1575,7 @@ impl Cluster {
     fn flush_queues(&mut self, now: Instant) {
         let ids: Vec<ConnectionId> = self.conns.keys().copied().collect();
         for id in ids {
-            let mut frames = Vec::new();
+            let mut frames = BytesMut::new();
             let mut failed = Vec::new();
             let mut unanswered = Vec::new();
             let mut sent = 0u64;
@@ -1598,7 +1603,8 @@ impl Cluster {
                         continue;
                     }
                 };
-                match c.encode(
+                match c.encode_into(
+                    &mut frames,
                     now,
                     q.origin,
                     q.body.as_ref(),
@@ -1606,11 +1612,11 @@ impl Cluster {
                     client_id.as_deref(),
                     q.deadline,
                 ) {
-                    Ok(frame) => {
-                        frames.push(frame);
+                    Ok(()) => {
                         sent += 1;
                         if !q.answered {
-                            // Nothing will come back for it: not in flight.
+                            // Nothing will come back for it: not in flight;
+                            // done once written.
                             c.in_flight.pop_back();
                             unanswered.push((q.origin, api, version));
                         }
@@ -1618,33 +1624,51 @@ impl Cluster {
                     Err(e) => failed.push((q.origin, RequestError::Encode(api, e))),
                 }
             }
+            let written = (!unanswered.is_empty()).then(|| {
+                c.transmits += 1;
+                let n = c.transmits;
+                c.unwritten
+                    .extend(unanswered.into_iter().map(|(o, a, v)| (n, o, a, v)));
+                n
+            });
             let addr = c.addr.clone();
-            let broker = c.broker;
             for (origin, e) in failed {
                 self.fail(origin, e);
             }
-            for (origin, api, version) in unanswered {
-                if let Origin::User(id) = origin {
-                    let body = Bytes::new();
-                    let response = Response {
-                        api,
-                        version,
-                        broker,
-                        body,
-                    };
-                    self.responses.push_back((id, Ok(response)));
-                }
-            }
             if !frames.is_empty() {
-                let bytes: Bytes = if frames.len() == 1 {
-                    frames.pop().expect("one frame")
-                } else {
-                    frames.concat().into()
-                };
+                // Every frame in one buffer: one write, nothing copied to
+                // join them.
+                let bytes = frames.freeze();
                 let counter = self.counter(&addr);
                 counter.requests += sent;
                 counter.bytes_out += bytes.len() as u64;
-                self.actions.push_back(Action::Transmit { conn: id, bytes });
+                self.actions.push_back(Action::Transmit {
+                    conn: id,
+                    bytes,
+                    written,
+                });
+            }
+        }
+    }
+
+    /// The runtime handed to `conn`'s socket every byte up to the
+    /// [`Action::Transmit`] whose `written` was `n`: the requests it
+    /// carried that the broker does not answer are done.
+    pub fn handle_written(&mut self, conn: ConnectionId, n: u64) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let broker = c.broker;
+        while c.unwritten.front().is_some_and(|(t, ..)| *t <= n) {
+            let (_, origin, api, version) = c.unwritten.pop_front().expect("checked");
+            if let Origin::User(id) = origin {
+                let response = Response {
+                    api,
+                    version,
+                    broker,
+                    body: Bytes::new(),
+                };
+                self.responses.push_back((id, Ok(response)));
             }
         }
     }
@@ -1751,7 +1775,11 @@ impl Cluster {
                 let counter = self.counter(&addr);
                 counter.requests += 1;
                 counter.bytes_out += bytes.len() as u64;
-                self.actions.push_back(Action::Transmit { conn, bytes });
+                self.actions.push_back(Action::Transmit {
+                    conn,
+                    bytes,
+                    written: None,
+                });
             }
             Err(e) => self.close(
                 now,
@@ -2512,9 +2540,10 @@ impl Cluster {
         if reason != CloseReason::Shutdown {
             self.counter(&c.addr).request_errors += c.in_flight.len() as u64;
         }
-        for request in c.in_flight.drain(..) {
+        let unwritten = c.unwritten.drain(..).map(|(_, origin, ..)| origin);
+        for origin in c.in_flight.drain(..).map(|r| r.origin).chain(unwritten) {
             self.fail(
-                request.origin,
+                origin,
                 RequestError::ConnectionLost {
                     addr: c.addr.clone(),
                     cause: lost.clone(),

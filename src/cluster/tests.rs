@@ -58,6 +58,9 @@ struct Sim {
     /// Deliver each answer in two pieces (three bytes, then the rest)
     /// instead of as one whole frame.
     split_answers: bool,
+    /// The sockets never report the requests the broker does not answer
+    /// as written (a socket that takes no more bytes).
+    unwritten: bool,
 }
 
 /// A topic a Metadata request names: (name, id).
@@ -129,6 +132,7 @@ impl Sim {
             metadata_max: ApiKey::Metadata.client_versions().max,
             metadata_asked: Vec::new(),
             split_answers: false,
+            unwritten: false,
         }
     }
 
@@ -159,7 +163,11 @@ impl Sim {
                             self.c.handle_connected(self.now, conn, peer(&addr));
                         }
                     }
-                    Action::Transmit { conn, bytes } => {
+                    Action::Transmit {
+                        conn,
+                        bytes,
+                        written,
+                    } => {
                         let addr = self.sockets[&conn].clone();
                         let mut answers = Vec::new();
                         let mut buf = bytes;
@@ -206,6 +214,11 @@ impl Sim {
                                 // Whole frames, as the runtime's reader
                                 // delivers them.
                                 self.c.handle_received_frame(self.now, conn, answer);
+                            }
+                        }
+                        if let Some(n) = written {
+                            if !self.unwritten {
+                                self.c.handle_written(conn, n);
                             }
                         }
                     }
@@ -2277,4 +2290,42 @@ fn an_unanswered_request_completes_once_written_and_waits_for_nothing() {
         .events
         .iter()
         .all(|e| !matches!(e.kind, EventKind::Closed { reason: CloseReason::Error, .. })));
+}
+
+#[test]
+fn an_unanswered_request_not_yet_written_is_not_done_and_fails_with_its_connection() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Broker(1));
+    sim.held.insert(ApiKey::Produce);
+    sim.unwritten = true;
+    let produce = crate::protocol::messages::produce::ProduceRequest {
+        acks: 0,
+        ..Default::default()
+    };
+    let id = sim
+        .c
+        .request_unanswered(sim.now, Target::Broker(1), Box::new(produce));
+    sim.pump();
+    assert!(sim.log.iter().any(|(_, _, api)| *api == ApiKey::Produce));
+    assert!(!sim.responses.contains_key(&id), "done before written");
+    // The socket breaks before it took the bytes: the request fails with
+    // the connection's cause, so that its sender can decide.
+    let conn = *sim
+        .log
+        .iter()
+        .rev()
+        .find(|(_, _, api)| *api == ApiKey::Produce)
+        .map(|(conn, _, _)| conn)
+        .expect("a Produce written");
+    sim.c
+        .handle_closed(sim.now, conn, ConnectionError::ClosedByBroker);
+    sim.pump();
+    assert!(
+        matches!(sim.responses[&id], Err(RequestError::ConnectionLost { .. })),
+        "{:?}",
+        sim.responses[&id]
+    );
 }

@@ -254,7 +254,7 @@ impl Pair {
                     }
                 }
             }
-            Action::Transmit { conn, bytes } => {
+            Action::Transmit { conn, bytes, .. } => {
                 let link = self
                     .links
                     .get_mut(&conn)

@@ -439,7 +439,15 @@ pub(crate) struct Accumulator {
     /// An append opened or closed a batch since [`Accumulator::take_news`]
     /// was last called: when the next drain is due may have changed.
     news: bool,
+    /// Buffers of completed batches, for the next batches to be built in
+    /// (as the Java client's `BufferPool`): a steady stream of batches
+    /// then costs no allocation, and no page faults as the heap grows and
+    /// shrinks.
+    spare: Vec<BytesMut>,
 }
+
+/// The most buffers kept in [`Accumulator`]'s `spare`.
+const MAX_SPARE: usize = 16;
 
 impl Accumulator {
     /// An empty accumulator.
@@ -454,6 +462,23 @@ impl Accumulator {
             flush: None,
             memory_wanted: false,
             news: false,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Takes back the bytes of a batch that is done with, to build a later
+    /// batch in (when nothing else holds them, and they are not much
+    /// larger than a batch: a batch of one huge record is let go).
+    pub(crate) fn recycle(&mut self, batch: Bytes) {
+        if self.spare.len() >= MAX_SPARE {
+            return;
+        }
+        let largest = 4 * self.config.batch_size.max(16 * 1024);
+        if let Ok(mut buf) = batch.try_into_mut() {
+            if buf.capacity() <= largest {
+                buf.clear();
+                self.spare.push(buf);
+            }
         }
     }
 
@@ -565,9 +590,16 @@ impl Accumulator {
                 available,
             });
         }
-        let mut builder = RecordBatchBuilder::new(0)
-            .compression(self.config.compression)
-            .transactional(self.config.transactional);
+        let spare = match self.spare.last() {
+            Some(buf) if buf.capacity() >= alone => self.spare.pop(),
+            _ => None,
+        };
+        let mut builder = match spare {
+            Some(buf) => RecordBatchBuilder::with_buffer(0, buf),
+            None => RecordBatchBuilder::new(0),
+        }
+        .compression(self.config.compression)
+        .transactional(self.config.transactional);
         // Room for this record only: a batch of one large record takes
         // what it needs; one of many small ones grows as they come.
         builder.reserve(alone - BATCH_HEADER_LEN);

@@ -277,9 +277,8 @@ impl Producer {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for TLS settings that cannot be used, a
-    /// `client.runtime` that is not built, or `acks=0` (not supported
-    /// yet).
+    /// [`Error::Config`] for TLS settings that cannot be used, or a
+    /// `client.runtime` that is not built.
     pub fn new(config: crate::ProducerConfig) -> Result<Self, Error> {
         Self::build(config, None)
     }
@@ -318,14 +317,6 @@ impl Producer {
         config: crate::ProducerConfig,
         partitioner: Option<Arc<dyn Partitioner>>,
     ) -> Result<Self, Error> {
-        if config.acks() == crate::config::Acks::None {
-            // `close` does not yet wait for requests the broker will not
-            // answer to be written: it could drop them unsent.
-            return Err(Error::Config {
-                property: "acks".into(),
-                reason: "acks=0 is not supported yet; use 1 or all".into(),
-            });
-        }
         let tls = crate::tls::TlsConnector::from_config(&config)?;
         let runtime = crate::runtime::rt::select(config.client_runtime())?;
         let mut core = ProducerCore::from_config(&config, Instant::now(), seed());

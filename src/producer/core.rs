@@ -251,6 +251,29 @@ impl RequestBody for InitPid {
     }
 }
 
+/// A Produce request, with the size of its record batches told ahead (its
+/// frame is made that large at once, not grown as the batches are copied
+/// in).
+#[derive(Debug)]
+struct Produce {
+    request: ProduceRequest,
+    records: usize,
+}
+
+impl RequestBody for Produce {
+    fn api_key(&self) -> ApiKey {
+        ApiKey::Produce
+    }
+
+    fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
+        self.request.encode(w, version)
+    }
+
+    fn size_hint(&self) -> usize {
+        self.records
+    }
+}
+
 /// The producer's state.
 pub(crate) struct ProducerCore {
     cluster: Cluster,
@@ -514,9 +537,12 @@ impl ProducerCore {
                     Slot(Some(Arc::new(BatchOutcome::new(&tp.topic, tp.partition))))
                 });
                 let outcome = slot.0.clone().expect("a slot in the map holds its outcome");
-                // News for a leader with all its requests in flight can
-                // wait: its next answer steps the sender anyway.
-                let news = self.acc.take_news() && !self.saturated(&tp);
+                // News for a leader with a request in flight can wait:
+                // its answer steps the sender, which then sends all that
+                // is ready for it at once (waking the sender for each
+                // batch would cost a thread wake-up per batch and send
+                // smaller requests).
+                let news = self.acc.take_news() && !self.awaits_answer(&tp);
                 Ok(Queued {
                     news,
                     outcome,
@@ -556,20 +582,23 @@ impl ProducerCore {
         }
     }
 
-    /// Whether `tp`'s leader has `max.in.flight.requests.per.connection`
-    /// Produce requests in flight.
-    fn saturated(&self, tp: &TopicPartition) -> bool {
+    /// Whether `tp`'s leader has a Produce request in flight.
+    fn awaits_answer(&self, tp: &TopicPartition) -> bool {
         self.cluster
             .metadata()
             .leader(&tp.topic, tp.partition)
-            .is_some_and(|b| {
-                self.per_broker.get(&b).copied().unwrap_or(0) >= self.settings.max_in_flight
-            })
+            .is_some_and(|b| self.per_broker.get(&b).copied().unwrap_or(0) > 0)
     }
 
-    /// Whether `buffer.memory` has room for a record of `size` bytes.
+    /// Whether a `send` that waits for room in `buffer.memory` for a
+    /// record of `size` bytes goes on: once an eighth of `buffer.memory`
+    /// is free beyond the record (or all of it, for a record that large).
+    /// Waking it as soon as the record fits would wake it for each batch
+    /// delivered, to append one record and wait again.
     pub fn has_room(&self, size: usize) -> bool {
-        self.acc.available() >= size
+        let total = self.acc.config().buffer_memory;
+        let wanted = size.saturating_add(total / 8).min(total).max(size);
+        self.acc.available() >= wanted
     }
 
     /// Records given and not yet delivered or failed.
@@ -896,6 +925,11 @@ impl ProducerCore {
                 .collect(),
             ..Default::default()
         };
+        let records = batches.iter().map(|b| b.bytes.len() + 64).sum();
+        let body = Produce {
+            request: body,
+            records,
+        };
         let target = Target::Broker(broker);
         let id = if self.settings.acks == 0 {
             // The broker answers nothing: the batches count as delivered
@@ -1006,8 +1040,9 @@ impl ProducerCore {
         result: Result<crate::cluster::Response, RequestError>,
     ) {
         if self.settings.acks == 0 && result.is_ok() {
-            for batch in &batches {
-                self.complete(batch, -1, -1);
+            for batch in batches {
+                self.complete(&batch, -1, -1);
+                self.acc.recycle(batch.bytes);
             }
             return;
         }
@@ -1044,6 +1079,7 @@ impl ProducerCore {
                 ErrorCode::None | ErrorCode::DuplicateSequenceNumber => {
                     let append_time = answer.log_append_time_ms;
                     self.complete(&batch, answer.base_offset, append_time);
+                    self.acc.recycle(batch.bytes);
                 }
                 ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
                     // An earlier batch of the partition is not answered

@@ -255,13 +255,19 @@ pub(crate) fn encode_response_with_capacity<M: Message>(
 /// Patches the size prefix of a frame written after a placeholder `i32`.
 pub(crate) fn finish_frame(w: Writer) -> Result<Bytes, EncodeError> {
     let mut buf = w.into_inner();
+    finish_frame_in_place(&mut buf)?;
+    Ok(buf.freeze())
+}
+
+/// Writes the size prefix of the frame `buf` holds (its first 4 bytes).
+pub(crate) fn finish_frame_in_place(buf: &mut BytesMut) -> Result<(), EncodeError> {
     let size = buf.len() - 4;
     let size = i32::try_from(size).map_err(|_| EncodeError::TooLong {
         what: "frame",
         length: size,
     })?;
     buf[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(buf.freeze())
+    Ok(())
 }
 
 /// Reads a response frame body (size prefix already removed): the header at

@@ -91,6 +91,17 @@ impl RecordBatchBuilder {
         }
     }
 
+    /// [`RecordBatchBuilder::new`], building the batch in `buf` (cleared
+    /// first): a buffer of an earlier batch, reused.
+    pub fn with_buffer(base_offset: i64, mut buf: BytesMut) -> Self {
+        buf.clear();
+        buf.extend_from_slice(&[0; HEADER_LEN]);
+        RecordBatchBuilder {
+            records: Writer::from_buf(buf),
+            ..RecordBatchBuilder::new(base_offset)
+        }
+    }
+
     /// A transaction marker batch: one control record of `kind` for the
     /// producer, as the transaction coordinator writes it (transactional,
     /// control, `coordinator_epoch` in the value).

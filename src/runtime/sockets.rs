@@ -44,6 +44,9 @@ pub(crate) enum SocketInput {
     Data(Bytes),
     Eof,
     Failed(ConnectionError),
+    /// Every byte up to the transmit numbered so was handed to the socket
+    /// (see [`Action::Transmit`]).
+    Written(u64),
 }
 
 impl SocketInput {
@@ -201,11 +204,19 @@ impl Sockets {
                 }));
                 None
             }
-            Action::Transmit { conn, bytes } => {
+            Action::Transmit {
+                conn,
+                bytes,
+                written,
+            } => {
                 if !self.writers.contains_key(&conn) {
                     return None;
                 }
-                self.outboxes.entry(conn).or_default().push(bytes);
+                let outbox = self.outboxes.entry(conn).or_default();
+                outbox.push(bytes);
+                if written.is_some() {
+                    outbox.written = written;
+                }
                 // As much as the socket takes now; the rest while waiting.
                 futures::future::poll_fn(|cx| Poll::Ready(self.poll_writes(cx))).await
             }
@@ -227,9 +238,17 @@ impl Sockets {
             let Some(writer) = self.writers.get_mut(conn) else {
                 continue;
             };
-            if let Poll::Ready(Err(e)) = outbox.poll_drain(writer, cx) {
-                failed = Some((*conn, ConnectionError::from_io(&e)));
-                break;
+            match outbox.poll_drain(writer, cx) {
+                Poll::Ready(Err(e)) => {
+                    failed = Some((*conn, ConnectionError::from_io(&e)));
+                    break;
+                }
+                Poll::Ready(Ok(())) => {
+                    if let Some(n) = outbox.written.take() {
+                        let _ = self.tx.unbounded_send((*conn, SocketInput::Written(n)));
+                    }
+                }
+                Poll::Pending => {}
             }
         }
         if let Some((conn, _)) = &failed {
@@ -331,6 +350,7 @@ impl Sockets {
             SocketInput::Data(frame) => cluster.handle_received_frame(now, id, frame),
             SocketInput::Eof => cluster.handle_closed(now, id, ConnectionError::ClosedByBroker),
             SocketInput::Failed(e) => cluster.handle_closed(now, id, e),
+            SocketInput::Written(n) => cluster.handle_written(id, n),
         }
     }
 }
@@ -341,6 +361,9 @@ impl Sockets {
 struct Outbox {
     queue: VecDeque<Bytes>,
     unflushed: bool,
+    /// The number to report once the queue is written (see
+    /// [`Action::Transmit`]).
+    written: Option<u64>,
 }
 
 impl Outbox {
@@ -351,7 +374,7 @@ impl Outbox {
     }
 
     fn is_empty(&self) -> bool {
-        self.queue.is_empty() && !self.unflushed
+        self.queue.is_empty() && !self.unflushed && self.written.is_none()
     }
 
     /// Writes the queue to `writer` until it is empty and flushed
@@ -564,6 +587,7 @@ mod tests {
         Action::Transmit {
             conn: ConnectionId(conn),
             bytes: Bytes::from_static(bytes),
+            written: None,
         }
     }
 

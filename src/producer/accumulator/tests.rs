@@ -900,3 +900,37 @@ fn an_append_names_its_batch_and_its_place_in_it() {
     assert_eq!(first.first(), a.id);
     assert_eq!(first.records, vec![a.id, b.id]);
 }
+
+#[test]
+fn a_done_batch_buffer_is_built_in_again_unless_something_still_holds_it() {
+    let t0 = Instant::now();
+    let mut acc = Accumulator::new(AccumulatorConfig {
+        linger: Duration::ZERO,
+        ..AccumulatorConfig::default()
+    });
+    acc.append(t0, &tp(0), &rec(&[1; 10_000], 7)).unwrap();
+    let first = drain(&mut acc, t0).remove(0);
+    acc.complete(&first);
+    let at = first.bytes.as_ptr();
+    acc.recycle(first.bytes);
+    // The next batch is built in the same memory, and is whole.
+    acc.append(t0, &tp(1), &rec(&[2; 10_000], 8)).unwrap();
+    let second = drain(&mut acc, t0).remove(0);
+    assert_eq!(second.bytes.as_ptr(), at);
+    assert_eq!(
+        decode(&second.bytes),
+        [(None, Some(vec![2; 10_000]), vec![], 8)]
+    );
+    acc.complete(&second);
+    // Still held elsewhere (a request being written, say): not reused.
+    let held = second.bytes.clone();
+    acc.recycle(second.bytes);
+    acc.append(t0, &tp(1), &rec(&[3; 10_000], 9)).unwrap();
+    let third = drain(&mut acc, t0).remove(0);
+    assert_ne!(third.bytes.as_ptr(), held.as_ptr());
+    assert_eq!(
+        decode(&third.bytes),
+        [(None, Some(vec![3; 10_000]), vec![], 9)]
+    );
+    assert_eq!(decode(&held), [(None, Some(vec![2; 10_000]), vec![], 8)]);
+}

@@ -13,8 +13,8 @@
 
 use super::{compression_error, decompression_error, read_limited, size_hint, Compression};
 use crate::records::RecordsErrorKind;
-use lz4_flex::frame::{BlockMode, BlockSize, FrameDecoder, FrameEncoder, FrameInfo};
-use std::io::{Read, Write};
+use lz4_flex::frame::FrameDecoder;
+use std::io::Read;
 
 const MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
 const FLG_CONTENT_SIZE: u8 = 0x08;
@@ -72,19 +72,46 @@ fn header_checksum(descriptor: &[u8]) -> u8 {
     (twox_hash::XxHash32::oneshot(0, descriptor) >> 8) as u8
 }
 
+/// The largest block (BD `Max64KB`): Kafka reads independent blocks only
+/// (`KafkaLZ4BlockInputStream`) and its producers write 64 KiB blocks.
+const BLOCK: usize = 64 * 1024;
+/// FLG: version 01, independent blocks, no checksums, no content size.
+const FLG: u8 = 0x60;
+/// BD: blocks of at most 64 KiB.
+const BD: u8 = 0x40;
+/// A block's size word with this bit set: the block is stored as it is.
+const UNCOMPRESSED: u32 = 0x8000_0000;
+
+/// One LZ4 frame of independent 64 KiB blocks, written straight into one
+/// buffer (a frame encoder would allocate and zero its block buffers and
+/// hash table for every batch).
 pub(super) fn compress(input: &[u8]) -> Result<Vec<u8>, RecordsErrorKind> {
-    // Kafka reads independent blocks only (KafkaLZ4BlockInputStream), and
-    // its producers write 64 KiB blocks. Left to choose, lz4_flex picks
-    // 4 MiB blocks for large inputs, and a decoder then zeroes a 4 MiB
-    // buffer per batch.
-    let info = FrameInfo::new()
-        .block_mode(BlockMode::Independent)
-        .block_size(BlockSize::Max64KB);
-    let mut enc = FrameEncoder::with_frame_info(info, Vec::with_capacity(input.len() / 2 + 64));
-    enc.write_all(input)
-        .map_err(|e| compression_error(Compression::Lz4, e))?;
-    enc.finish()
-        .map_err(|e| compression_error(Compression::Lz4, e))
+    let blocks = input.len().div_ceil(BLOCK).max(1);
+    let bound = 7 + blocks * (4 + lz4_flex::block::get_maximum_output_size(BLOCK.min(input.len()))) + 4;
+    let mut out = vec![0u8; bound];
+    out[..4].copy_from_slice(&MAGIC);
+    out[4] = FLG;
+    out[5] = BD;
+    out[6] = header_checksum(&[FLG, BD]);
+    let mut at = 7;
+    for block in input.chunks(BLOCK) {
+        let body = at + 4;
+        let n = lz4_flex::block::compress_into(block, &mut out[body..])
+            .map_err(|e| compression_error(Compression::Lz4, e))?;
+        let word = if n < block.len() {
+            n as u32
+        } else {
+            // Not smaller compressed: stored as it is.
+            out[body..body + block.len()].copy_from_slice(block);
+            block.len() as u32 | UNCOMPRESSED
+        };
+        out[at..body].copy_from_slice(&word.to_le_bytes());
+        at = body + (word & !UNCOMPRESSED) as usize;
+    }
+    // The end mark.
+    out[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+    out.truncate(at + 4);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -115,6 +142,47 @@ mod tests {
         ));
         // …and the magic-0 fix-up accepts it.
         assert_eq!(decompress(&frame, 1 << 20, 0).unwrap(), data);
+    }
+
+    /// Frames of one, several and no blocks, compressible or not, read
+    /// back by lz4_flex's frame decoder; the header is Kafka's (independent
+    /// 64 KiB blocks, no checksums) and a block that does not shrink is
+    /// stored as it is.
+    #[test]
+    fn frames_of_any_size_read_back() {
+        let mut noise = Vec::with_capacity(200_000);
+        let mut x = 0x9e37_79b9_u32;
+        while noise.len() < 200_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            noise.extend_from_slice(&x.to_le_bytes());
+        }
+        let text = b"0000123 the same value again ".repeat(7000);
+        for input in [
+            &b""[..],
+            &b"a"[..],
+            &text[..BLOCK],
+            &text[..BLOCK + 1],
+            &text[..],
+            &noise[..100],
+            &noise[..],
+        ] {
+            let frame = compress(input).unwrap();
+            assert_eq!(frame[..7], [0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82]);
+            assert_eq!(frame[frame.len() - 4..], [0, 0, 0, 0]);
+            let mut back = Vec::new();
+            FrameDecoder::new(&frame[..]).read_to_end(&mut back).unwrap();
+            assert_eq!(back, input, "{} bytes", input.len());
+            assert_eq!(decompress(&frame, input.len().max(1), 1).unwrap(), input);
+            if input.len() > 1000 && std::ptr::eq(input.as_ptr(), noise.as_ptr()) {
+                // Noise does not shrink: every block stored as it is, with
+                // only the frame's and the blocks' few bytes added.
+                let blocks = input.len().div_ceil(BLOCK);
+                assert_eq!(frame.len(), 7 + 4 * blocks + input.len() + 4);
+            }
+        }
+        assert!(compress(&text).unwrap().len() < text.len() / 10);
     }
 
     #[test]
