@@ -172,6 +172,13 @@ pub use producer::{DeliveryFuture, Producer, ProducerRecord};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// docs/migrating-from-rdkafka.md's lazykafka code, compiled as a
+/// doc-test (`no_run`: it needs a cluster) so that the note keeps
+/// compiling.
+#[cfg(all(doctest, feature = "runtime-tokio"))]
+#[doc = include_str!("../docs/migrating-from-rdkafka.md")]
+pub struct MigrationGuideDoctests;
+
 /// docs/producer.md's Rust code, compiled as a doc-test (`no_run`: it
 /// needs a cluster) so that the guide keeps compiling.
 #[cfg(all(doctest, feature = "runtime-tokio"))]
