@@ -25,8 +25,9 @@ use common::mock::RawMock;
 use common::peers::{config, consume, expected, produce, values};
 use common::tls::{encrypt_key, free_port, stunnel_bin, Leaf, Pki, Stunnel, TempDir};
 use lazykafka::config::ConsumerConfigBuilder;
+use lazykafka::config::Mechanism;
 use lazykafka::events::ConnectionError;
-use lazykafka::mock::{MockCluster, MockEventKind, MockRecord};
+use lazykafka::mock::{MockCluster, MockEventKind, MockRecord, MockSasl, TestCertificates};
 use lazykafka::{Consumer, ConsumerConfig, Error, SecurityProtocol, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::Message as _;
@@ -557,4 +558,100 @@ async fn a_leader_failing_tls_is_reported_at_its_first_failure() {
     assert!(e.to_string().contains(&leader), "{e}");
     assert!(!e.is_retriable(), "{e}");
     consumer.close().await.unwrap();
+}
+
+/// A one-broker `SASL_SSL` mock (SCRAM-SHA-512, user alice) with 10
+/// records on `t`/0, its TLS from `TestCertificates`; and the CA.
+fn sasl_ssl_mock() -> (MockCluster, TestCertificates) {
+    let certs = TestCertificates::localhost().unwrap();
+    let mock = MockCluster::builder()
+        .tls(certs.cert_pem(), certs.key_pem())
+        .sasl(
+            MockSasl::new()
+                .user("alice", "alice-secret")
+                .mechanisms([Mechanism::ScramSha512]),
+        )
+        .build()
+        .unwrap();
+    mock.create_topic("t", 1).unwrap();
+    mock.produce(
+        "t",
+        0,
+        (0..10).map(|i| MockRecord::new(format!("value-{i}"))),
+    )
+    .unwrap();
+    (mock, certs)
+}
+
+/// `TestCertificates` is all a `SASL_SSL` test needs: our consumer
+/// trusts the CA it made, inline, and reads every record, by address and
+/// by name.
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
+async fn consumes_over_sasl_ssl_with_test_certificates() {
+    let (mock, certs) = sasl_ssl_mock();
+    let addr = mock.bootstrap_servers();
+    for bootstrap in [addr.clone(), addr.replace("127.0.0.1", "localhost")] {
+        let builder = ConsumerConfig::builder()
+            .set_all([
+                ("bootstrap.servers", bootstrap.as_str()),
+                ("security.protocol", "SASL_SSL"),
+                ("ssl.ca.pem", certs.ca_pem()),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "alice"),
+                ("sasl.password", "alice-secret"),
+                ("auto.offset.reset", "earliest"),
+                ("fetch.max.wait.ms", "100"),
+            ])
+            .unwrap();
+        let mut consumer = assigned(builder).await;
+        assert_eq!(values(&consume(&mut consumer, 10).await), expected(10));
+        consumer.close().await.unwrap();
+    }
+    // Another CA's certificates are not trusted: the check is real.
+    let other = TestCertificates::localhost().unwrap();
+    fails_with(
+        &mock,
+        &addr,
+        |addr| ssl(addr, other.ca_pem()),
+        "UnknownIssuer",
+    )
+    .await;
+}
+
+/// librdkafka's consumer (OpenSSL, host name verification on, SCRAM)
+/// trusts the CA `TestCertificates` made, given inline (`ssl.ca.pem`).
+#[test]
+fn librdkafka_reads_over_sasl_ssl_with_test_certificates() {
+    let (mock, certs) = sasl_ssl_mock();
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", mock.bootstrap_servers())
+        .set("security.protocol", "SASL_SSL")
+        .set("ssl.ca.pem", certs.ca_pem())
+        .set("ssl.endpoint.identification.algorithm", "https")
+        .set("sasl.mechanisms", "SCRAM-SHA-512")
+        .set("sasl.username", "alice")
+        .set("sasl.password", "alice-secret")
+        .set("group.id", "rd")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("librdkafka consumer");
+    let mut list = rdkafka::TopicPartitionList::new();
+    list.add_partition_offset("t", 0, rdkafka::Offset::Beginning)
+        .unwrap();
+    consumer.assign(&list).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while seen.len() < 10 && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => seen.push(String::from_utf8_lossy(m.payload().unwrap()).into_owned()),
+            Some(Err(e)) => panic!("librdkafka: {e}"),
+            None => {}
+        }
+    }
+    let want: Vec<String> = (0..10).map(|i| format!("value-{i}")).collect();
+    assert_eq!(seen, want);
 }

@@ -2,6 +2,7 @@
 //!
 #![doc = include_str!("../../docs/mock-cluster.md")]
 
+mod certs;
 mod consumer_group;
 mod fetch_session;
 pub(crate) mod group;
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+pub use certs::TestCertificates;
 pub use fetch_session::MockFetchSession;
 pub use group::{GroupSnapshot, GroupState, MemberSnapshot};
 pub use sasl::MockSasl;
