@@ -19,6 +19,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 mod common;
+mod librdkafka;
 mod producer;
 mod security;
 
@@ -1105,7 +1106,11 @@ impl ConsumerConfigBuilder {
     /// Sets one property by its Kafka name from a string, as
     /// [`ConsumerConfig::from_properties`] does. The value's syntax is
     /// checked now; its range and its agreement with other properties in
-    /// [`build`](Self::build).
+    /// [`build`](Self::build). librdkafka's names are read too (as
+    /// docs/configuration.md, "A librdkafka configuration", lists): its
+    /// names for Java properties as those properties, its own properties
+    /// accepted where their value changes nothing here and refused with
+    /// what to use instead otherwise.
     ///
     /// ```
     /// use lazykafka::ConsumerConfig;
@@ -1123,7 +1128,17 @@ impl ConsumerConfigBuilder {
     /// );
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
-    pub fn set(mut self, property: &str, value: &str) -> Result<Self, Error> {
+    pub fn set(self, property: &str, value: &str) -> Result<Self, Error> {
+        if librdkafka::only_librdkafka(property, value, true)? {
+            return Ok(self);
+        }
+        let known = librdkafka::canonical(property, true);
+        self.set_known(known, value)
+            .map_err(|e| librdkafka::as_written(e, property, known))
+    }
+
+    /// [`set`](Self::set) for a property by the name this crate knows it.
+    fn set_known(mut self, property: &str, value: &str) -> Result<Self, Error> {
         let p = property;
         let v = value.trim();
         match property {
@@ -1705,17 +1720,12 @@ fn parse_strategies(list: &str) -> Result<Vec<AssignmentStrategy>, Error> {
 
 /// The error for a property the consumer does not know.
 fn unknown_consumer_property(property: &str) -> Error {
-    const ALIASES: &[(&str, &str)] = &[
-        ("fetch.wait.max.ms", FETCH_MAX_WAIT_MS),
-        ("fetch.message.max.bytes", MAX_PARTITION_FETCH_BYTES),
-        ("auto.commit.enable", ENABLE_AUTO_COMMIT),
-    ];
     const DESERIALIZERS: &str =
         "records are handed out as bytes; deserialize them in the application";
     unknown_property(
         property,
         ConsumerConfig::PROPERTIES,
-        ALIASES,
+        librdkafka::CONSUMER_ALIASES,
         &[
             ("key.deserializer", DESERIALIZERS),
             ("value.deserializer", DESERIALIZERS),

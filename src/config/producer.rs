@@ -565,7 +565,17 @@ impl ProducerConfigBuilder {
     /// assert!(err.to_string().contains("transactions are not supported"));
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
-    pub fn set(mut self, property: &str, value: &str) -> Result<Self, Error> {
+    pub fn set(self, property: &str, value: &str) -> Result<Self, Error> {
+        if super::librdkafka::only_librdkafka(property, value, false)? {
+            return Ok(self);
+        }
+        let known = super::librdkafka::canonical(property, false);
+        self.set_known(known, value)
+            .map_err(|e| super::librdkafka::as_written(e, property, known))
+    }
+
+    /// [`set`](Self::set) for a property by the name this crate knows it.
+    fn set_known(mut self, property: &str, value: &str) -> Result<Self, Error> {
         let p = property;
         let v = value.trim();
         match property {

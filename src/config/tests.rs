@@ -1393,13 +1393,6 @@ fn unknown_properties_are_errors_with_hints() {
         ("fetch.min.byte", "did you mean \"fetch.min.bytes\"?"),
         ("session.timeout", "did you mean \"session.timeout.ms\"?"),
         ("Group.Id", "did you mean \"group.id\"?"),
-        (
-            "metadata.broker.list",
-            "did you mean \"bootstrap.servers\"?",
-        ),
-        ("fetch.wait.max.ms", "did you mean \"fetch.max.wait.ms\"?"),
-        ("auto.commit.enable", "did you mean \"enable.auto.commit\"?"),
-        ("socket.timeout.ms", "did you mean \"request.timeout.ms\"?"),
         ("ssl.keystore.location", "PEM files"),
         ("sasl.kerberos.service.name", "Kerberos"),
         ("sasl.usernme", "did you mean \"sasl.username\"?"),
@@ -1606,4 +1599,73 @@ mod round_trip {
             let _ = with(&[(key, &value)]);
         }
     }
+}
+
+/// librdkafka's names for the Java properties are read as those, as a
+/// map moved over from a librdkafka client has them.
+#[test]
+fn librdkafka_names_are_read_as_the_properties_they_name() {
+    let aliases = [
+        ("metadata.broker.list", "b9:9092", "bootstrap.servers"),
+        (
+            "topic.metadata.refresh.interval.ms",
+            "12345",
+            "metadata.max.age.ms",
+        ),
+        ("socket.timeout.ms", "23456", "request.timeout.ms"),
+        ("fetch.wait.max.ms", "123", "fetch.max.wait.ms"),
+        (
+            "fetch.message.max.bytes",
+            "54321",
+            "max.partition.fetch.bytes",
+        ),
+        ("auto.commit.enable", "false", "enable.auto.commit"),
+    ];
+    for (alias, value, known) in aliases {
+        let by_alias = with(&[(alias, value)]).unwrap();
+        let by_name = with(&[(known, value)]).unwrap();
+        assert_eq!(
+            rendered(&by_alias, known),
+            rendered(&by_name, known),
+            "{alias}"
+        );
+        assert_eq!(
+            rendered(&by_alias, known).as_deref(),
+            Some(value),
+            "{alias}"
+        );
+        assert_eq!(by_alias.to_properties(), by_name.to_properties(), "{alias}");
+    }
+}
+
+/// librdkafka's own properties: accepted where the value asks for what
+/// this crate does anyway (nothing changes), refused with what to use
+/// instead otherwise.
+#[test]
+fn librdkafka_only_properties_are_accepted_or_refused_with_what_to_use() {
+    let defaults = with(&[]).unwrap().to_properties();
+    for (property, value) in [
+        ("debug", "broker,cgrp,fetch"),
+        ("api.version.request", "true"),
+        ("broker.address.family", "any"),
+        ("statistics.interval.ms", "0"),
+        ("enable.partition.eof", "false"),
+    ] {
+        let config = with(&[(property, value)]).unwrap_or_else(|e| panic!("{property}: {e}"));
+        assert_eq!(config.to_properties(), defaults, "{property}={value}");
+    }
+    for (property, value, hint) in [
+        (
+            "api.version.request",
+            "false",
+            "ApiVersions is always asked",
+        ),
+        ("broker.address.family", "v4", "bootstrap.servers"),
+        ("statistics.interval.ms", "1000", "metrics()"),
+        ("enable.partition.eof", "true", "end_offsets"),
+    ] {
+        assert_config_error(with(&[(property, value)]), property, &[hint]);
+    }
+    // Still not a typo's way in: a near miss is refused.
+    assert_config_error(with(&[("debugg", "all")]), "debugg", &["unknown property"]);
 }

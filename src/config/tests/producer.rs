@@ -531,11 +531,6 @@ fn unknown_properties_are_errors_with_hints() {
         ("enable.idempotance", "did you mean \"enable.idempotence\"?"),
         ("Acks", "did you mean \"acks\"?"),
         ("retry", "did you mean \"retries\"?"),
-        (
-            "metadata.broker.list",
-            "did you mean \"bootstrap.servers\"?",
-        ),
-        ("socket.timeout.ms", "did you mean \"request.timeout.ms\"?"),
         ("group.id", "a consumer property"),
         ("fetch.max.bytes", "a consumer property"),
         ("key.serializer", "as bytes"),
@@ -825,4 +820,27 @@ mod round_trip {
             let _ = with(&[(key, &value)]);
         }
     }
+}
+
+/// The shared librdkafka names work for a producer too; the consumer's
+/// partition EOF does not.
+#[test]
+fn librdkafka_names_are_read_by_a_producer() {
+    let by_alias = with(&[("socket.timeout.ms", "23456"), ("debug", "msg")]).unwrap();
+    assert_eq!(
+        rendered(&by_alias, "request.timeout.ms").as_deref(),
+        Some("23456")
+    );
+    assert_config_error(
+        with(&[("statistics.interval.ms", "500")]),
+        "statistics.interval.ms",
+        &["metrics()"],
+    );
+    assert!(with(&[("enable.partition.eof", "false")]).is_err());
+    // A bad value under librdkafka's name is named as written.
+    assert_config_error(
+        with(&[("socket.timeout.ms", "soon")]),
+        "socket.timeout.ms",
+        &["read as request.timeout.ms"],
+    );
 }
