@@ -350,6 +350,29 @@ async fn without_certificate_verification_any_certificate_is_accepted() {
     consumer.close().await.unwrap();
 }
 
+/// What librdkafka's `consumer` reads of `t`/0 from its beginning: up to
+/// 10 values, for at most 30 s.
+fn read_ten(consumer: &BaseConsumer) -> Vec<String> {
+    let mut list = rdkafka::TopicPartitionList::new();
+    list.add_partition_offset("t", 0, rdkafka::Offset::Beginning)
+        .unwrap();
+    consumer.assign(&list).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while seen.len() < 10 && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => seen.push(String::from_utf8_lossy(m.payload().unwrap()).into_owned()),
+            Some(Err(e)) => panic!("librdkafka: {e}"),
+            None => {}
+        }
+    }
+    seen
+}
+
+fn expected_ten() -> Vec<String> {
+    (0..10).map(|i| format!("value-{i}")).collect()
+}
+
 /// librdkafka's consumer (OpenSSL, host name verification on) reads from
 /// `lazykafka::mock` over TLS.
 #[test]
@@ -367,21 +390,7 @@ fn librdkafka_reads_from_the_tls_mock() {
         .set("enable.auto.commit", "false")
         .create()
         .expect("librdkafka consumer");
-    let mut list = rdkafka::TopicPartitionList::new();
-    list.add_partition_offset("t", 0, rdkafka::Offset::Beginning)
-        .unwrap();
-    consumer.assign(&list).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    while seen.len() < 10 && Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => seen.push(String::from_utf8_lossy(m.payload().unwrap()).into_owned()),
-            Some(Err(e)) => panic!("librdkafka: {e}"),
-            None => {}
-        }
-    }
-    let want: Vec<String> = (0..10).map(|i| format!("value-{i}")).collect();
-    assert_eq!(seen, want);
+    assert_eq!(read_ten(&consumer), expected_ten());
     // Every connection it made was TLS: the mock served requests on them.
     assert!(mock
         .events()
@@ -639,19 +648,5 @@ fn librdkafka_reads_over_sasl_ssl_with_test_certificates() {
         .set("enable.auto.commit", "false")
         .create()
         .expect("librdkafka consumer");
-    let mut list = rdkafka::TopicPartitionList::new();
-    list.add_partition_offset("t", 0, rdkafka::Offset::Beginning)
-        .unwrap();
-    consumer.assign(&list).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    while seen.len() < 10 && Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => seen.push(String::from_utf8_lossy(m.payload().unwrap()).into_owned()),
-            Some(Err(e)) => panic!("librdkafka: {e}"),
-            None => {}
-        }
-    }
-    let want: Vec<String> = (0..10).map(|i| format!("value-{i}")).collect();
-    assert_eq!(seen, want);
+    assert_eq!(read_ten(&consumer), expected_ten());
 }

@@ -231,26 +231,11 @@ impl Conn {
         self.in_flight.len() + self.queue.len()
     }
 
-    /// Encodes one request frame with the next correlation id and records it
-    /// as in flight.
-    pub fn encode(
-        &mut self,
-        now: Instant,
-        origin: Origin,
-        body: &dyn RequestBody,
-        version: i16,
-        client_id: Option<&str>,
-        deadline: Instant,
-    ) -> Result<Bytes, EncodeError> {
-        let mut out = BytesMut::new();
-        self.encode_into(&mut out, now, origin, body, version, client_id, deadline)?;
-        Ok(out.freeze())
-    }
-
-    /// [`Conn::encode`], appending the frame to `out` (several frames for
-    /// one write share a buffer); on an error `out` is left as it was.
+    /// Encodes one request frame with the next correlation id, appended to
+    /// `out` (several frames for one write share a buffer), and records it
+    /// as in flight; on an error `out` is left as it was.
     #[allow(clippy::too_many_arguments)]
-    pub fn encode_into(
+    pub fn encode(
         &mut self,
         out: &mut BytesMut,
         now: Instant,

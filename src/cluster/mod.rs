@@ -1603,7 +1603,7 @@ impl Cluster {
                         continue;
                     }
                 };
-                match c.encode_into(
+                match c.encode(
                     &mut frames,
                     now,
                     q.origin,
@@ -1762,7 +1762,9 @@ impl Cluster {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        let mut frame = BytesMut::new();
         match c.encode(
+            &mut frame,
             now,
             origin,
             request,
@@ -1770,7 +1772,8 @@ impl Cluster {
             client_id.as_deref(),
             deadline,
         ) {
-            Ok(bytes) => {
+            Ok(()) => {
+                let bytes = frame.freeze();
                 let addr = c.addr.clone();
                 let counter = self.counter(&addr);
                 counter.requests += 1;

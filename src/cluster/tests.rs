@@ -2258,15 +2258,16 @@ fn a_bootstrap_connection_reaching_a_read_replica_is_promoted() {
 
 // ===== requests the broker does not answer (Produce with acks=0) =====
 
-#[test]
-fn an_unanswered_request_completes_once_written_and_waits_for_nothing() {
+/// A Produce with acks=0 to broker 1 of a ready cluster (Kafka answers it
+/// nothing), the sockets reporting writes unless `unwritten`; its id.
+fn unanswered_produce(unwritten: bool) -> (Sim, RequestId) {
     let mut sim = Sim::new(config(&["b2:9092"], None));
     sim.c.set_topics(["t".to_owned()]);
     sim.c.handle_timeout(sim.now);
     sim.pump();
     sim.request(Target::Broker(1));
-    // Kafka answers nothing to a Produce with acks=0.
     sim.held.insert(ApiKey::Produce);
+    sim.unwritten = unwritten;
     let produce = crate::protocol::messages::produce::ProduceRequest {
         acks: 0,
         ..Default::default()
@@ -2276,6 +2277,12 @@ fn an_unanswered_request_completes_once_written_and_waits_for_nothing() {
         .request_unanswered(sim.now, Target::Broker(1), Box::new(produce));
     sim.pump();
     assert!(sim.log.iter().any(|(_, _, api)| *api == ApiKey::Produce));
+    (sim, id)
+}
+
+#[test]
+fn an_unanswered_request_completes_once_written_and_waits_for_nothing() {
+    let (mut sim, id) = unanswered_produce(false);
     let done = sim.responses[&id].as_ref().expect("done once written");
     assert_eq!((done.api, done.broker), (ApiKey::Produce, Some(1)));
     assert!(done.body.is_empty());
@@ -2294,22 +2301,7 @@ fn an_unanswered_request_completes_once_written_and_waits_for_nothing() {
 
 #[test]
 fn an_unanswered_request_not_yet_written_is_not_done_and_fails_with_its_connection() {
-    let mut sim = Sim::new(config(&["b2:9092"], None));
-    sim.c.set_topics(["t".to_owned()]);
-    sim.c.handle_timeout(sim.now);
-    sim.pump();
-    sim.request(Target::Broker(1));
-    sim.held.insert(ApiKey::Produce);
-    sim.unwritten = true;
-    let produce = crate::protocol::messages::produce::ProduceRequest {
-        acks: 0,
-        ..Default::default()
-    };
-    let id = sim
-        .c
-        .request_unanswered(sim.now, Target::Broker(1), Box::new(produce));
-    sim.pump();
-    assert!(sim.log.iter().any(|(_, _, api)| *api == ApiKey::Produce));
+    let (mut sim, id) = unanswered_produce(true);
     assert!(!sim.responses.contains_key(&id), "done before written");
     // The socket breaks before it took the bytes: the request fails with
     // the connection's cause, so that its sender can decide.
