@@ -23,8 +23,13 @@
 //!   starts: `beginning`, `end`, `N` (offset N), `-N` (N records before
 //!   the end, at most from the beginning) or `@T` (the first record at or
 //!   after T ms since the Unix epoch; the end when there is none).
-//! - `--stats N`: `Consumer::metrics` as one JSON line on stderr every
-//!   `N` ms (lag per partition, broker counters, group state).
+//! - `--exit-at-end`: stop once every assigned partition has reached the
+//!   end of its log (`enable.partition.eof=true`; as `kcat -e`): commit
+//!   what was printed (with a group), close and exit 0. With a group, it
+//!   waits for an assignment first.
+//! - `--stats N`: the consumer's metrics as one JSON line on stderr every
+//!   `N` ms (lag per partition, broker counters, group state), from
+//!   `Consumer::statistics` with `statistics.interval.ms=N`.
 //! - `--events`: connection events as JSON lines on stderr.
 //! - `--property KEY=VALUE` (repeatable): any consumer property, as
 //!   `ConsumerConfigBuilder::set` takes it. Properties are applied before
@@ -61,7 +66,8 @@
 //! that comes while it closes (after `--count`, or a second one) gives up
 //! at once (exit 1).
 //!
-//! Exit codes: 0 when done (`--count` reached, or a signal; a closing
+//! Exit codes: 0 when done (`--count` reached, every partition at its end
+//! with `--exit-at-end`, or a signal; a closing
 //! commit refused for a rebalance is printed and is no failure) or for
 //! `--help`; 1 when consuming fails; 2 for bad flags or properties. Every error is
 //! one line on stderr, starting with `error: `. An error the consumer goes
@@ -83,7 +89,7 @@ use lazykafka::{Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, TopicPart
 use serde::Serialize;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_async_std::Signals;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -108,6 +114,8 @@ usage: consume --bootstrap HOST:PORT[,..] --topic T [--topic T ..] [flags]
   --from-beginning            start where no offset is committed at the
                               earliest record (default: the latest)
   --count N                   stop after N records: commit, close, exit 0
+  --exit-at-end               stop once every assigned partition is read to
+                              its end: commit, close, exit 0
   --format json|value|key-value
                               record format on stdout (default json)
   --offset beginning|end|N|-N|@T
@@ -177,6 +185,7 @@ struct Args {
     group: Option<String>,
     from_beginning: bool,
     count: Option<u64>,
+    exit_at_end: bool,
     format: Format,
     offset: Option<StartAt>,
     stats: Option<Duration>,
@@ -229,6 +238,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
             "--topic" => out.topics.push(non_empty(value)?),
             "--group" => out.group = Some(non_empty(value)?),
             "--from-beginning" => out.from_beginning = true,
+            "--exit-at-end" => out.exit_at_end = true,
             "--count" => {
                 let n = value
                     .parse()
@@ -337,6 +347,12 @@ fn config(args: &Args) -> Result<ConsumerConfig, Failure> {
     if args.from_beginning {
         builder = builder.auto_offset_reset(OffsetReset::Earliest);
     }
+    if args.exit_at_end {
+        builder = builder.enable_partition_eof(true);
+    }
+    if let Some(every) = args.stats {
+        builder = builder.statistics_interval(every);
+    }
     builder.build().map_err(usage_error)
 }
 
@@ -368,7 +384,7 @@ fn record_line(r: &ConsumerRecord) -> RecordLine<'_> {
         topic: r.topic(),
         partition: r.partition(),
         offset: r.offset(),
-        timestamp: r.timestamp(),
+        timestamp: r.timestamp().millis().unwrap_or(-1),
         key: r.key().map(String::from_utf8_lossy),
         value: r.value().map(String::from_utf8_lossy),
     }
@@ -411,6 +427,8 @@ fn event_line(e: &ConnectionEvent) -> String {
 enum Stop {
     /// `--count` records printed.
     Count,
+    /// `--exit-at-end`: every assigned partition read to its end.
+    AtEnd,
     /// SIGINT or SIGTERM.
     Signal,
     /// Stdout is gone (a closed pipe): nothing more can be printed.
@@ -437,6 +455,20 @@ async fn run(args: Args) -> Result<(), Failure> {
             }
         })
     });
+    // `--stats`: the same, for the statistics the consumer gives every
+    // `statistics.interval.ms`; the stream ends once the consumer is closed.
+    let stats_printer = match args.stats {
+        Some(_) => {
+            let mut statistics = consumer.statistics().map_err(usage_error)?;
+            Some(std::thread::spawn(move || {
+                while let Some(metrics) = futures::executor::block_on(statistics.next()) {
+                    let line = serde_json::to_string(&metrics).unwrap_or_default();
+                    let _ = writeln!(std::io::stderr().lock(), "{line}");
+                }
+            }))
+        }
+        None => None,
+    };
 
     let outcome = consume(&mut consumer, &args, grouped, &mut signals).await;
     // Close whatever happened (commit first when a group is set and the
@@ -471,11 +503,11 @@ async fn run(args: Args) -> Result<(), Failure> {
         Either::Right(_) => Err(failure("interrupted while closing")),
     };
     drop(consumer);
-    if let Some(printer) = printer {
-        // The stream ends once the consumer is gone: the thread prints what
-        // is left and stops (unless stderr is stuck; then it is left).
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        while !printer.is_finished() && std::time::Instant::now() < deadline {
+    // The streams end once the consumer is gone: the threads print what is
+    // left and stop (unless stderr is stuck; then they are left).
+    let deadline = Instant::now() + Duration::from_secs(2) + args.stats.unwrap_or_default();
+    for printer in [printer, stats_printer].into_iter().flatten() {
+        while !printer.is_finished() && Instant::now() < deadline {
             async_std::task::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -536,21 +568,29 @@ async fn consume(
 
     let mut printed: u64 = 0;
     let stdout = std::io::stdout();
-    let poll_wait = args.stats.map_or(POLL, |s| s.min(POLL));
-    let mut stats_due = args.stats.map(|s| Instant::now() + s);
+    // `--exit-at-end`: the partitions read to their end, and not given a
+    // record since.
+    let mut at_end: BTreeSet<TopicPartition> = BTreeSet::new();
     loop {
         if args.count.is_some_and(|n| printed >= n) {
             return Ok(Stop::Count);
         }
-        if let (Some(every), Some(due)) = (args.stats, stats_due) {
-            if Instant::now() >= due {
-                let line = serde_json::to_string(&consumer.metrics()).unwrap_or_default();
-                let _ = writeln!(std::io::stderr(), "{line}");
-                stats_due = Some(due.max(Instant::now() - every) + every);
+        if args.exit_at_end {
+            let assignment = consumer.assignment();
+            if !assignment.is_empty() && assignment.is_subset(&at_end) {
+                return Ok(Stop::AtEnd);
             }
         }
-        let records = match select(Box::pin(consumer.poll(poll_wait)), signals.next()).await {
+        let records = match select(Box::pin(consumer.poll(POLL)), signals.next()).await {
             Either::Left((Ok(records), _)) => records,
+            // A partition read to its end (`enable.partition.eof`): no
+            // error, nothing to say.
+            Either::Left((Err(e), _)) if e.partition_eof().is_some() => {
+                if let Some((tp, _)) = e.partition_eof() {
+                    at_end.insert(tp.clone());
+                }
+                continue;
+            }
             // The consumer goes on by itself after a retriable error (a
             // broker unreachable, a topic not there yet): say it and poll
             // on. Any other ends the run.
@@ -568,6 +608,9 @@ async fn consume(
         let mut unprinted: BTreeMap<TopicPartition, i64> = BTreeMap::new();
         let mut stop = None;
         for r in &records {
+            if !at_end.is_empty() {
+                at_end.remove(&TopicPartition::new(r.topic(), r.partition()));
+            }
             if stop.is_some() || args.count.is_some_and(|n| printed >= n) {
                 stop.get_or_insert(Stop::Count);
                 // Records past the count: where each partition goes on.

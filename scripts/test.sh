@@ -207,7 +207,7 @@ if ! cargo test "${tokio_features[@]}" --lib \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
     --test records_peers --test tls --test sasl \
     --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path \
-    --test shared_consumer --test runtime_choice --test producer; then
+    --test shared_consumer --test runtime_choice --test producer --test partition_eof; then
     show_tansu_log
     exit 1
 fi

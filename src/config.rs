@@ -412,6 +412,8 @@ const DEFAULT_API_TIMEOUT_MS: &str = "default.api.timeout.ms";
 const TOPIC_METADATA_PROPAGATION_MAX_MS: &str = "topic.metadata.propagation.max.ms";
 const MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION: &str = "max.in.flight.requests.per.connection";
 const CHECK_CRCS: &str = "check.crcs";
+const ENABLE_PARTITION_EOF: &str = "enable.partition.eof";
+const STATISTICS_INTERVAL_MS: &str = "statistics.interval.ms";
 const FETCH_SESSIONS_ENABLE: &str = "fetch.sessions.enable";
 const ALLOW_AUTO_CREATE_TOPICS: &str = "allow.auto.create.topics";
 const EXCLUDE_INTERNAL_TOPICS: &str = "exclude.internal.topics";
@@ -491,6 +493,8 @@ pub struct ConsumerConfig {
     topic_metadata_propagation_max: Duration,
     max_in_flight_requests_per_connection: u32,
     check_crcs: bool,
+    enable_partition_eof: bool,
+    statistics_interval: Duration,
     fetch_sessions: bool,
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
@@ -540,6 +544,8 @@ impl ConsumerConfig {
         RETRY_BACKOFF_MAX_MS,
         MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
         CHECK_CRCS,
+        ENABLE_PARTITION_EOF,
+        STATISTICS_INTERVAL_MS,
         FETCH_SESSIONS_ENABLE,
         ALLOW_AUTO_CREATE_TOPICS,
         EXCLUDE_INTERNAL_TOPICS,
@@ -708,6 +714,8 @@ impl ConsumerConfig {
                 self.max_in_flight_requests_per_connection.to_string(),
             ),
             (CHECK_CRCS, self.check_crcs.to_string()),
+            (ENABLE_PARTITION_EOF, self.enable_partition_eof.to_string()),
+            (STATISTICS_INTERVAL_MS, ms(self.statistics_interval)),
             (FETCH_SESSIONS_ENABLE, self.fetch_sessions.to_string()),
             (
                 ALLOW_AUTO_CREATE_TOPICS,
@@ -886,6 +894,27 @@ impl ConsumerConfig {
         self.check_crcs
     }
 
+    /// `enable.partition.eof` (librdkafka's name; default `false`): when
+    /// `true`, `poll` (and the stream) says once each time a partition's
+    /// position reaches the end of its log (the high watermark; the last
+    /// stable offset under `read_committed`), as an
+    /// [`Error::Fetch`] holding
+    /// [`FetchError::PartitionEof`](crate::error::FetchError::PartitionEof),
+    /// after the partition's records before it. It is retriable: a loop
+    /// that polls on past retriable errors goes on; one that reads until
+    /// caught up stops there ([`Error::partition_eof`](crate::Error::partition_eof)).
+    pub fn enable_partition_eof(&self) -> bool {
+        self.enable_partition_eof
+    }
+
+    /// `statistics.interval.ms` (librdkafka's name; default 0, none):
+    /// how often [`Consumer::statistics`](crate::Consumer::statistics)
+    /// yields the consumer's [metrics](crate::ConsumerMetrics). `None`
+    /// when 0.
+    pub fn statistics_interval(&self) -> Option<Duration> {
+        (!self.statistics_interval.is_zero()).then_some(self.statistics_interval)
+    }
+
     /// `fetch.sessions.enable`: use incremental fetch sessions (KIP-227)
     /// on each leader connection: after a full Fetch, requests list only
     /// the partitions that changed. On by default, as in the Java client
@@ -1049,6 +1078,8 @@ pub struct ConsumerConfigBuilder {
     topic_metadata_propagation_max: Duration,
     max_in_flight_requests_per_connection: u32,
     check_crcs: bool,
+    enable_partition_eof: bool,
+    statistics_interval: Duration,
     fetch_sessions: bool,
     allow_auto_create_topics: bool,
     exclude_internal_topics: bool,
@@ -1095,6 +1126,8 @@ impl ConsumerConfigBuilder {
             topic_metadata_propagation_max: Duration::from_millis(1_000),
             max_in_flight_requests_per_connection: 5,
             check_crcs: true,
+            enable_partition_eof: false,
+            statistics_interval: Duration::ZERO,
             fetch_sessions: true,
             allow_auto_create_topics: true,
             exclude_internal_topics: true,
@@ -1193,6 +1226,8 @@ impl ConsumerConfigBuilder {
                 self.max_in_flight_requests_per_connection = parse_u32(p, v)?
             }
             CHECK_CRCS => self.check_crcs = parse_bool(p, v)?,
+            ENABLE_PARTITION_EOF => self.enable_partition_eof = parse_bool(p, v)?,
+            STATISTICS_INTERVAL_MS => self.statistics_interval = parse_ms(p, v)?,
             FETCH_SESSIONS_ENABLE => self.fetch_sessions = parse_bool(p, v)?,
             ALLOW_AUTO_CREATE_TOPICS => self.allow_auto_create_topics = parse_bool(p, v)?,
             EXCLUDE_INTERNAL_TOPICS => self.exclude_internal_topics = parse_bool(p, v)?,
@@ -1375,6 +1410,21 @@ impl ConsumerConfigBuilder {
         self
     }
 
+    /// `enable.partition.eof`: say when a partition's position reaches
+    /// the end of its log (see [`ConsumerConfig::enable_partition_eof`]).
+    pub fn enable_partition_eof(mut self, enable: bool) -> Self {
+        self.enable_partition_eof = enable;
+        self
+    }
+
+    /// `statistics.interval.ms`: how often
+    /// [`Consumer::statistics`](crate::Consumer::statistics) yields the
+    /// metrics; zero for never.
+    pub fn statistics_interval(mut self, interval: Duration) -> Self {
+        self.statistics_interval = interval;
+        self
+    }
+
     /// `fetch.sessions.enable`.
     pub fn fetch_sessions(mut self, enable: bool) -> Self {
         self.fetch_sessions = enable;
@@ -1448,6 +1498,8 @@ impl ConsumerConfigBuilder {
         check_ms(HEARTBEAT_INTERVAL_MS, b.heartbeat_interval, 1, INT_MAX)?;
         check_ms(MAX_POLL_INTERVAL_MS, b.max_poll_interval, 1, INT_MAX)?;
         check_ms(DEFAULT_API_TIMEOUT_MS, b.default_api_timeout, 0, INT_MAX)?;
+        // librdkafka's bound: a day.
+        check_ms(STATISTICS_INTERVAL_MS, b.statistics_interval, 0, 86_400_000)?;
         check_ms(
             TOPIC_METADATA_PROPAGATION_MAX_MS,
             b.topic_metadata_propagation_max,
@@ -1581,6 +1633,8 @@ impl ConsumerConfigBuilder {
             topic_metadata_propagation_max: b.topic_metadata_propagation_max,
             max_in_flight_requests_per_connection: b.max_in_flight_requests_per_connection,
             check_crcs: b.check_crcs,
+            enable_partition_eof: b.enable_partition_eof,
+            statistics_interval: b.statistics_interval,
             fetch_sessions: b.fetch_sessions,
             allow_auto_create_topics: b.allow_auto_create_topics,
             exclude_internal_topics: b.exclude_internal_topics,

@@ -244,6 +244,32 @@ impl Error {
     /// # }
     /// ```
     ///
+    /// With `enable.partition.eof=true`: the partition whose position
+    /// reached the end of its log, and that position, when this is that
+    /// report ([`FetchError::PartitionEof`]);
+    /// `None` for any other error. A batch job reads until every assigned
+    /// partition said so:
+    ///
+    /// ```
+    /// # use lazykafka::Error;
+    /// fn on_error(e: &Error, at_end: &mut std::collections::BTreeSet<lazykafka::TopicPartition>) {
+    ///     match e.partition_eof() {
+    ///         Some((partition, _offset)) => {
+    ///             at_end.insert(partition.clone());
+    ///         }
+    ///         None => eprintln!("lazykafka: {e}"),
+    ///     }
+    /// }
+    /// ```
+    pub fn partition_eof(&self) -> Option<(&crate::TopicPartition, i64)> {
+        match self {
+            Error::Fetch(crate::fetch::FetchError::PartitionEof { partition, offset }) => {
+                Some((partition, *offset))
+            }
+            _ => None,
+        }
+    }
+
     /// docs/reliability.md lists what each API's error codes do.
     pub fn is_retriable(&self) -> bool {
         match self {

@@ -690,6 +690,41 @@ async fn partitions_for_lists_every_partition_of_a_topic() {
     ));
 }
 
+/// `--exit-at-end` (as `kcat -e`): every record of both partitions, then
+/// exit 0 by itself; in a group, the commit covers everything printed.
+#[test]
+fn exit_at_end_reads_every_partition_to_its_end_and_exits_zero() {
+    let mock = mock_cluster("t", "g");
+    let bootstrap = mock.bootstraps().join(",");
+    produce_range(&bootstrap, "t", 2, 0..20, "none");
+    let mut a = args(&[
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        "t",
+        "--from-beginning",
+        "--exit-at-end",
+    ]);
+    a.extend(quick());
+    let done = run(&a);
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    let printed: Vec<_> = done.stdout.iter().map(|l| record(l)).collect();
+    let printed = by_partition(&printed);
+    for p in 0..2 {
+        assert_eq!(printed[&p], (0..10).collect::<Vec<i64>>(), "partition {p}");
+    }
+    // The end of a partition is no error: nothing said on stderr.
+    assert!(done.stderr.is_empty(), "{:?}", done.stderr);
+
+    let mut grouped = a.clone();
+    grouped.extend(args(&["--group", "g"]));
+    let done = run(&grouped);
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    assert_eq!(done.stdout.len(), 20, "{:?}", done.stdout);
+    let committed = committed(&bootstrap, "g", "t", 2);
+    assert_eq!(committed, BTreeMap::from([(0, Some(10)), (1, Some(10))]));
+}
+
 #[test]
 fn tansu_count_group_resume_and_events() {
     let Some(addr) = common::tansu_addr("tansu_count_group_resume_and_events") else {
@@ -736,6 +771,14 @@ fn tansu_count_group_resume_and_events() {
     assert_eq!(done.code, Some(0), "{:?}", done.stderr);
     let offsets: Vec<i64> = done.stdout.iter().map(|l| record(l).2).collect();
     assert_eq!(offsets, (6..10).collect::<Vec<i64>>());
+
+    // Everything committed: with `--exit-at-end` the group's next member
+    // finds the partition at its end at once, prints nothing and exits 0.
+    let mut at_end = base.clone();
+    at_end.extend(args(&["--group", &group, "--exit-at-end"]));
+    let done = run(&at_end);
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    assert!(done.stdout.is_empty(), "{:?}", done.stdout);
 }
 
 #[test]

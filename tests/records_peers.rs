@@ -92,7 +92,7 @@ async fn check_codecs(bootstrap: &str, topic_prefix: &str, setup: impl Fn(&str))
             assert_eq!(r.key(), Some(key.as_bytes()), "{codec} @{}", r.offset());
             assert_eq!(r.value(), value.as_deref(), "{codec} @{}", r.offset());
             let header = r.headers().iter().next().expect("a header");
-            assert_eq!(header.key(), b"n");
+            assert_eq!(header.key(), "n");
             assert_eq!(header.value(), Some(r.offset().to_string().as_bytes()));
         }
     }

@@ -31,8 +31,8 @@ pub(super) fn canonical(property: &str, consumer: bool) -> &str {
 /// For librdkafka's own properties: `Ok(true)` when `value` is accepted
 /// (it asks for what this crate does anyway), an error saying what to use
 /// instead when it is not; `Ok(false)` for any other property.
-/// `consumer`: the client is a consumer (`enable.partition.eof` is a
-/// consumer's).
+/// `consumer`: the client is a consumer (which has
+/// `statistics.interval.ms` as its own property).
 pub(super) fn only_librdkafka(property: &str, value: &str, consumer: bool) -> Result<bool, Error> {
     let v = value.trim();
     let p = property;
@@ -53,19 +53,13 @@ pub(super) fn only_librdkafka(property: &str, value: &str, consumer: bool) -> Re
             "every address a broker's name resolves to is tried in turn; to use one family, \
              give its addresses in bootstrap.servers",
         )),
-        "statistics.interval.ms" if v == "0" => Ok(true),
-        "statistics.interval.ms" => Err(invalid(
+        // The consumer has it as its own property.
+        "statistics.interval.ms" if !consumer && v == "0" => Ok(true),
+        "statistics.interval.ms" if !consumer => Err(invalid(
             p,
             v,
-            "statistics are not pushed yet: call metrics() when you want them (they are \
-             serde-serializable, e.g. to JSON)",
-        )),
-        "enable.partition.eof" if consumer && is("false") => Ok(true),
-        "enable.partition.eof" if consumer => Err(invalid(
-            p,
-            v,
-            "partition EOF is not reported yet: compare Consumer::position with \
-             Consumer::end_offsets",
+            "the producer does not push statistics: call Producer::metrics() when you want \
+             them (they are serde-serializable, e.g. to JSON)",
         )),
         _ => Ok(false),
     }

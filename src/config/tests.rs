@@ -396,6 +396,23 @@ const CASES: &[Case] = &[
         invalid: &[("no", "check.crcs", &["\"no\""])],
     },
     Case {
+        property: "enable.partition.eof",
+        default: Some("false"),
+        valid: "TRUE",
+        valid_rendered: "true",
+        invalid: &[("1", "enable.partition.eof", &["\"1\""])],
+    },
+    Case {
+        property: "statistics.interval.ms",
+        default: Some("0"),
+        valid: "5000",
+        valid_rendered: "5000",
+        invalid: &[
+            ("-1", "statistics.interval.ms", &["\"-1\""]),
+            ("86400001", "statistics.interval.ms", &["at most 86400000"]),
+        ],
+    },
+    Case {
         property: "fetch.sessions.enable",
         default: Some("true"),
         valid: "false",
@@ -1648,8 +1665,6 @@ fn librdkafka_only_properties_are_accepted_or_refused_with_what_to_use() {
         ("debug", "broker,cgrp,fetch"),
         ("api.version.request", "true"),
         ("broker.address.family", "any"),
-        ("statistics.interval.ms", "0"),
-        ("enable.partition.eof", "false"),
     ] {
         let config = with(&[(property, value)]).unwrap_or_else(|e| panic!("{property}: {e}"));
         assert_eq!(config.to_properties(), defaults, "{property}={value}");
@@ -1661,8 +1676,6 @@ fn librdkafka_only_properties_are_accepted_or_refused_with_what_to_use() {
             "ApiVersions is always asked",
         ),
         ("broker.address.family", "v4", "bootstrap.servers"),
-        ("statistics.interval.ms", "1000", "metrics()"),
-        ("enable.partition.eof", "true", "end_offsets"),
     ] {
         assert_config_error(with(&[(property, value)]), property, &[hint]);
     }

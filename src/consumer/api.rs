@@ -209,6 +209,61 @@ impl Stream for RecordStream {
     }
 }
 
+/// The consumer's [metrics](ConsumerMetrics) every
+/// `statistics.interval.ms`, as a [`Stream`]: see
+/// [`Consumer::statistics`]. It holds a clone of the consumer and is
+/// `Unpin`.
+pub struct StatisticsStream {
+    consumer: Consumer,
+    interval: Duration,
+    next: Instant,
+    sleeping: Option<crate::runtime::rt::BoxFuture<()>>,
+}
+
+impl std::fmt::Debug for StatisticsStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatisticsStream")
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream for StatisticsStream {
+    type Item = ConsumerMetrics;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if this.consumer.local().closed {
+                return Poll::Ready(None);
+            }
+            match &mut this.sleeping {
+                Some(sleeping) => {
+                    std::task::ready!(sleeping.poll_unpin(cx));
+                    this.sleeping = None;
+                    let now = Instant::now();
+                    if now < this.next {
+                        // A timer that fired early (a coarse clock): wait on.
+                        continue;
+                    }
+                    // One item per interval, on the interval's beat; a
+                    // stream not polled for a while yields once, not once
+                    // per interval missed.
+                    this.next += this.interval;
+                    if this.next <= now {
+                        this.next = now + this.interval;
+                    }
+                    return Poll::Ready(Some(this.consumer.metrics()));
+                }
+                None => {
+                    let left = this.next.saturating_duration_since(Instant::now());
+                    this.sleeping = Some(this.consumer.inner.runtime.sleep(left));
+                }
+            }
+        }
+    }
+}
+
 /// Ends the delivery of group events by one `poll` (see
 /// [`Consumer::deliver_group_events`]), whatever way it ends, the
 /// listener's panic included.
@@ -1373,6 +1428,69 @@ impl Consumer {
     /// Counters per broker address.
     pub fn broker_counters(&self) -> BTreeMap<String, BrokerCounters> {
         self.read_core(|core| core.counters().clone())
+    }
+
+    /// The consumer's [metrics](Consumer::metrics) every
+    /// `statistics.interval.ms`, as librdkafka's statistics callback gives
+    /// them: a stream that yields a [`ConsumerMetrics`] (serde-serializable,
+    /// e.g. to JSON) at each interval, from the call on, and ends when the
+    /// consumer is closed. Poll it in a task of its own, beside the loop
+    /// that polls records. Taking statistics opens no connection and
+    /// wakes nothing in the consumer: each item is a look at its state.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # use lazykafka::mock::{MockCluster, MockRecord};
+    /// # let mock = MockCluster::new(1).unwrap();
+    /// # mock.create_topic("invoices", 1).unwrap();
+    /// # mock.produce("invoices", 0, [MockRecord::new("paid")]).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use futures::StreamExt;
+    /// use lazykafka::{Consumer, ConsumerConfig, OffsetReset, TopicPartition};
+    /// use std::time::Duration;
+    ///
+    /// let config = ConsumerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .auto_offset_reset(OffsetReset::Earliest)
+    ///     .statistics_interval(Duration::from_millis(100))
+    ///     .build()?;
+    /// let consumer = Consumer::new(config)?;
+    /// consumer.assign([TopicPartition::new("invoices", 0)])?;
+    /// let mut statistics = consumer.statistics()?;
+    /// while consumer.poll(Duration::from_millis(200)).await?.is_empty() {}
+    /// let metrics = statistics.next().await.expect("the consumer is open");
+    /// let json = serde_json::to_string(&metrics).unwrap();
+    /// assert!(json.contains("\"records_consumed\":1"));
+    /// consumer.close().await?;
+    /// assert!(statistics.next().await.is_none()); // closed: the stream ends
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(not(feature = "runtime-async-std"))]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming `statistics.interval.ms` when it is 0 (the
+    /// default: no statistics), or, built with `runtime-tokio` alone, when
+    /// called outside a tokio runtime (its timers need one).
+    pub fn statistics(&self) -> Result<StatisticsStream, Error> {
+        let Some(interval) = self.inner.config.statistics_interval() else {
+            return Err(Error::Config {
+                property: "statistics.interval.ms".to_owned(),
+                reason: "is 0: no statistics are taken; set an interval to have them".to_owned(),
+            });
+        };
+        self.inner.runtime.ready()?;
+        Ok(StatisticsStream {
+            consumer: self.clone(),
+            interval,
+            next: Instant::now() + interval,
+            sleeping: None,
+        })
     }
 
     /// A snapshot for monitoring: per assigned partition its position,

@@ -1925,6 +1925,7 @@ fn fetch_config(config: &ConsumerConfig, seed: u64) -> FetchConfig {
         },
         check_crcs: config.check_crcs(),
         sessions: config.fetch_sessions(),
+        partition_eof: config.enable_partition_eof(),
         auto_offset_reset: config.auto_offset_reset(),
         rack_id: config.client_rack().map(str::to_owned),
         replica_lease: config.metadata_max_age(),

@@ -37,10 +37,12 @@ pub mod metrics;
 mod pair;
 
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
-pub use api::{Consumer, RebalanceListener, RecordStream, Revocation};
+pub use api::{Consumer, RebalanceListener, RecordStream, Revocation, StatisticsStream};
 pub use metrics::ConsumerMetrics;
 
 // What the consumer hands the application, defined in the layers under it.
 pub use crate::fetch::{ConsumerRecord, OffsetAndTimestamp};
 pub use crate::group::TopicPartition;
-pub use crate::records::{Header, HeaderIter, Headers, OwnedRecord, Record, TimestampType};
+pub use crate::records::{
+    Header, HeaderIter, Headers, OwnedRecord, Record, Timestamp, TimestampType,
+};

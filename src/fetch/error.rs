@@ -96,6 +96,20 @@ pub enum FetchError {
         /// The error.
         code: ErrorCode,
     },
+    /// The partition's position reached the end of its log: the high
+    /// watermark (the last stable offset under `read_committed`) its
+    /// leader last gave. Said only with `enable.partition.eof=true`, once
+    /// each time the end is reached (again after more records were read,
+    /// or after a seek), after the partition's records before it. Not a
+    /// fault: the consumer goes on fetching the partition
+    /// ([`is_retriable`](Self::is_retriable) is `true`), as librdkafka's
+    /// `RD_KAFKA_RESP_ERR__PARTITION_EOF`.
+    PartitionEof {
+        /// The partition.
+        partition: TopicPartition,
+        /// The position: the end of the log when it was reached.
+        offset: i64,
+    },
     /// A response body could not be decoded. The request is retried with
     /// backoff.
     Decode {
@@ -127,7 +141,7 @@ impl FetchError {
     pub fn is_retriable(&self) -> bool {
         match self {
             FetchError::Broker { code, .. } => code.is_retriable(),
-            FetchError::Decode { .. } => true,
+            FetchError::Decode { .. } | FetchError::PartitionEof { .. } => true,
             FetchError::NoOffset { .. }
             | FetchError::OffsetOutOfRange { .. }
             | FetchError::LogTruncation { .. }
@@ -194,6 +208,10 @@ impl fmt::Display for FetchError {
             FetchError::TopicAuthorization { topic } => {
                 write!(f, "not authorized to read topic {topic}")
             }
+            FetchError::PartitionEof { partition, offset } => write!(
+                f,
+                "{partition} reached the end of its log at offset {offset} (enable.partition.eof); fetching goes on"
+            ),
             FetchError::Broker {
                 broker,
                 partition: Some(tp),

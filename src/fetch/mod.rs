@@ -102,7 +102,7 @@ use crate::protocol::ErrorCode;
 use crate::protocol::{ApiKey, DEFAULT_MAX_FRAME_SIZE};
 use crate::records::{
     self, DecodeOptions, DecodedRecords, IsolationLevel, OwnedRecord, Record, RecordSetDecoder,
-    RecordsError, TimestampType,
+    RecordsError, Timestamp,
 };
 use bytes::Bytes;
 use request::{classify, ErrorClass, FetchRequestBody, FIRST_TOPIC_ID_VERSION};
@@ -194,6 +194,10 @@ pub struct FetchConfig {
     /// `fetch.sessions.enable`: incremental fetch sessions (KIP-227), one
     /// per leader connection. Default true.
     pub sessions: bool,
+    /// `enable.partition.eof`: report [`FetchError::PartitionEof`] once
+    /// each time a partition's position reaches the end of its log.
+    /// Default false.
+    pub partition_eof: bool,
 }
 
 impl Default for FetchConfig {
@@ -217,6 +221,7 @@ impl Default for FetchConfig {
             request_timeout: Duration::from_millis(30_000),
             seed: 0,
             sessions: true,
+            partition_eof: false,
         }
     }
 }
@@ -248,14 +253,9 @@ impl ConsumerRecord {
         self.record.offset()
     }
 
-    /// Milliseconds since the Unix epoch; -1 when there is none.
-    pub fn timestamp(&self) -> i64 {
+    /// The record's timestamp and who set it.
+    pub fn timestamp(&self) -> Timestamp {
         self.record.as_record().timestamp()
-    }
-
-    /// Who set the timestamp.
-    pub fn timestamp_type(&self) -> TimestampType {
-        self.record.as_record().timestamp_type()
     }
 
     /// The key, `None` when null.
@@ -793,6 +793,9 @@ struct PartitionState {
     high_watermark: Option<i64>,
     /// The last stable offset of the last good answer (Fetch v4+).
     last_stable_offset: Option<i64>,
+    /// The position at which the end of the log was last reported
+    /// (`enable.partition.eof`): said again only at another position.
+    eof_at: Option<i64>,
     /// Counters for [`Fetcher::partition_stats`].
     stats: PartitionCounters,
     /// The leader epoch (from the metadata) the position is known to agree
@@ -1128,6 +1131,7 @@ impl Fetcher {
                     size_override: None,
                     high_watermark: None,
                     last_stable_offset: None,
+                    eof_at: None,
                     stats: PartitionCounters::default(),
                     checked_epoch: None,
                     replica: None,
@@ -1213,7 +1217,11 @@ impl Fetcher {
                 offset,
                 leader_epoch: None,
             }),
-        )
+        )?;
+        // At the end the last answer gave: a Fetch answer may never say it
+        // again (a fetch session leaves out partitions with nothing new).
+        self.check_eof(tp);
+        Ok(())
     }
 
     /// Moves partitions to their earliest offset (a ListOffsets request,
@@ -1267,6 +1275,7 @@ impl Fetcher {
         st.pos = pos;
         st.generation = generation;
         st.size_override = None;
+        st.eof_at = None;
         st.checked_epoch = None;
         let had = st.buffer.is_some();
         st.drop_buffered();
@@ -2180,7 +2189,11 @@ impl Fetcher {
                 let Some(s) = sent.remove(&tp) else {
                     continue;
                 };
+                let eof = self.config.partition_eof.then(|| tp.clone());
                 self.handle_partition(now, target, tp, s, data, outcome);
+                if let Some(tp) = eof {
+                    self.check_eof(&tp);
+                }
             }
         }
         // Partitions the response left out are simply fetchable again.
@@ -2558,10 +2571,12 @@ impl Fetcher {
                 return;
             }
         };
+        let mut settled = Vec::new();
         for (tp, (spec, auto, epoch)) in current {
             let st = self.partitions.get_mut(&tp).expect("checked");
             match listed.get(&tp) {
                 Some(Ok(Some(found))) => {
+                    settled.push(tp.clone());
                     if auto {
                         log::info!("resetting the offset of {tp} to {}", found.offset);
                     } else {
@@ -2596,6 +2611,9 @@ impl Fetcher {
                     backoff(st, now, &self.config.retry_backoff, &mut self.rng);
                 }
             }
+        }
+        for tp in &settled {
+            self.check_eof(tp);
         }
     }
 
@@ -2943,7 +2961,41 @@ impl Fetcher {
             }
             None => PosState::Valid(pos),
         };
-        st.buffer.is_some()
+        let follows = st.buffer.is_some();
+        if !follows {
+            self.check_eof(tp);
+        }
+        follows
+    }
+
+    /// With `enable.partition.eof`: says once that `tp` reached the end
+    /// of its log, when its position (with nothing buffered before it) is
+    /// at the end the last answer gave (the last stable offset under
+    /// `read_committed`) and that was not said at this position already.
+    /// It follows the errors and records taken before it.
+    fn check_eof(&mut self, tp: &TopicPartition) {
+        if !self.config.partition_eof {
+            return;
+        }
+        let Some(st) = self.partitions.get_mut(tp) else {
+            return;
+        };
+        let PosState::Valid(pos) = st.pos else {
+            return;
+        };
+        let end = match self.config.isolation {
+            IsolationLevel::ReadCommitted => st.last_stable_offset.or(st.high_watermark),
+            IsolationLevel::ReadUncommitted => st.high_watermark,
+        };
+        let at_end = end.is_some_and(|end| pos.offset >= end);
+        if !at_end || st.buffer.is_some() || st.ahead.is_some() || st.eof_at == Some(pos.offset) {
+            return;
+        }
+        st.eof_at = Some(pos.offset);
+        self.errors.push(FetchError::PartitionEof {
+            partition: tp.clone(),
+            offset: pos.offset,
+        });
     }
 
     /// How many partition buffers [`Fetcher::take_records`] has emptied so

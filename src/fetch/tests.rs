@@ -784,8 +784,10 @@ fn positions_advance_only_when_records_are_taken() {
     assert_eq!(first[0].partition(), 0);
     assert_eq!(first[0].value(), Some(&b"5"[..]));
     assert_eq!(first[0].key(), Some(&b"k"[..]));
-    assert_eq!(first[0].timestamp(), 1_700_000_000_000);
-    assert_eq!(first[0].timestamp_type(), TimestampType::CreateTime);
+    assert_eq!(
+        first[0].timestamp(),
+        records::Timestamp::CreateTime(1_700_000_000_000)
+    );
     assert_eq!(first[0].leader_epoch(), Some(3));
     assert!(first[0].headers().is_empty());
     assert_eq!(f.position(&tp("t", 0)), Some(7));
@@ -795,6 +797,105 @@ fn positions_advance_only_when_records_are_taken() {
     assert_eq!(f.position(&tp("t", 0)), Some(10));
     assert!(f.take_records(10).is_empty());
     assert!(f.take_records(0).is_empty());
+}
+
+// ===== partition EOF =====
+
+fn eof_config() -> FetchConfig {
+    FetchConfig {
+        partition_eof: true,
+        ..config()
+    }
+}
+
+fn eofs(f: &mut Fetcher) -> Vec<(i32, i64)> {
+    f.take_errors()
+        .into_iter()
+        .map(|e| match e {
+            FetchError::PartitionEof { partition, offset } => (partition.partition, offset),
+            other => panic!("not an EOF: {other}"),
+        })
+        .collect()
+}
+
+#[test]
+fn the_end_of_a_partition_is_said_after_its_records_once_per_arrival() {
+    let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+    let mut f = fetcher(eof_config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let empty = PartitionData {
+        partition_index: 1,
+        high_watermark: 0,
+        ..PartitionData::default()
+    };
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![caught_up(0, batch(0, 3)), empty.clone()])],
+    );
+    // The empty partition is at its end at once; partition 0 only once its
+    // records are taken.
+    assert_eq!(eofs(&mut f), [(1, 0)]);
+    assert_eq!(t0_offsets(&f.take_records(2)), [0, 1]);
+    assert!(!f.has_errors());
+    assert_eq!(t0_offsets(&f.take_records(10)), [2]);
+    assert_eq!(eofs(&mut f), [(0, 3)]);
+
+    // Caught up, answered empty again: nothing more to say.
+    let again = PartitionData {
+        partition_index: 0,
+        high_watermark: 3,
+        ..PartitionData::default()
+    };
+    fetch_once(&mut f, now, &md, vec![("t", vec![again, empty])]);
+    assert!(!f.has_errors());
+
+    // New records: the end again, at the new end, after them.
+    fetch_once(&mut f, now, &md, vec![("t", vec![caught_up(0, batch(3, 2))])]);
+    assert!(!f.has_errors());
+    assert_eq!(t0_offsets(&f.take_records(10)), [3, 4]);
+    assert_eq!(eofs(&mut f), [(0, 5)]);
+
+    // A seek to the end the last answer gave says it again at once (a
+    // fetch session may leave the partition out of every answer).
+    f.seek(&tp("t", 1), 0).unwrap();
+    assert_eq!(eofs(&mut f), [(1, 0)]);
+    // A seek below the end: after the records again.
+    f.seek(&tp("t", 0), 4).unwrap();
+    assert!(!f.has_errors());
+}
+
+#[test]
+fn without_partition_eof_nothing_is_said_at_the_end() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    fetch_once(&mut f, now, &md, vec![("t", vec![caught_up(0, batch(0, 3))])]);
+    assert_eq!(take_all(&mut f), [0, 1, 2]);
+    assert!(!f.has_errors());
+}
+
+#[test]
+fn under_read_committed_the_end_is_the_last_stable_offset() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(
+        FetchConfig {
+            isolation: IsolationLevel::ReadCommitted,
+            ..eof_config()
+        },
+        &[(tp("t", 0), 0)],
+    );
+    let now = Instant::now();
+    // Records 0..3 stable, an open transaction after them up to 10.
+    let open = PartitionData {
+        high_watermark: 10,
+        last_stable_offset: 3,
+        ..data(0, batch(0, 3))
+    };
+    fetch_once(&mut f, now, &md, vec![("t", vec![open])]);
+    assert_eq!(take_all(&mut f), [0, 1, 2]);
+    assert_eq!(eofs(&mut f), [(0, 3)]);
 }
 
 #[test]

@@ -249,8 +249,8 @@ impl PartitionLog {
             .ok()?;
         decoded
             .iter()
-            .find(|r| r.timestamp() >= timestamp)
-            .map(|r| (r.offset(), r.timestamp()))
+            .find(|r| r.timestamp().millis().unwrap_or(-1) >= timestamp)
+            .map(|r| (r.offset(), r.timestamp().millis().unwrap_or(-1)))
     }
 
     /// The offset and timestamp of the record with the largest timestamp
@@ -262,8 +262,8 @@ impl PartitionLog {
             .ok()?;
         decoded
             .iter()
-            .filter(|r| r.timestamp() == batch.max_timestamp)
-            .map(|r| (r.offset(), r.timestamp()))
+            .filter(|r| r.timestamp().millis().unwrap_or(-1) == batch.max_timestamp)
+            .map(|r| (r.offset(), r.timestamp().millis().unwrap_or(-1)))
             .next()
     }
 

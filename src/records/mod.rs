@@ -49,7 +49,7 @@ pub use decoder::{
     RecordSetDecoder, Records, DEFAULT_MAX_DECOMPRESSED_BYTES,
 };
 pub use error::{Checksum, RecordsError, RecordsErrorKind};
-pub use record::{Header, HeaderIter, Headers, OwnedRecord, Record, TimestampType};
+pub use record::{Header, HeaderIter, Headers, OwnedRecord, Record, Timestamp, TimestampType};
 
 #[cfg(test)]
 pub(crate) use batch::producer_state;

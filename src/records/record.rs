@@ -2,6 +2,7 @@
 
 use crate::protocol::{DecodeError, Reader};
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::fmt;
 
 /// What a record's timestamp means (attributes bit 3 of a v1 message or a
@@ -15,6 +16,52 @@ pub enum TimestampType {
     /// Set by the broker when it appended the batch to its log
     /// (`message.timestamp.type=LogAppendTime`).
     LogAppendTime,
+}
+
+/// A record's timestamp, with who set it (as rust-rdkafka's `Timestamp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Timestamp {
+    /// The record has none: message format v0, or a producer that set
+    /// none (-1 on the wire).
+    NotAvailable,
+    /// Set by the producer when it created the record: milliseconds since
+    /// the Unix epoch.
+    CreateTime(i64),
+    /// Set by the broker when it appended the batch to its log
+    /// (`message.timestamp.type=LogAppendTime`): milliseconds since the
+    /// Unix epoch.
+    LogAppendTime(i64),
+}
+
+impl Timestamp {
+    /// Milliseconds since the Unix epoch, whoever set them; `None` when
+    /// there are none.
+    pub fn millis(self) -> Option<i64> {
+        match self {
+            Timestamp::NotAvailable => None,
+            Timestamp::CreateTime(ms) | Timestamp::LogAppendTime(ms) => Some(ms),
+        }
+    }
+
+    /// Who set it.
+    pub fn kind(self) -> TimestampType {
+        match self {
+            Timestamp::NotAvailable => TimestampType::NoTimestamp,
+            Timestamp::CreateTime(_) => TimestampType::CreateTime,
+            Timestamp::LogAppendTime(_) => TimestampType::LogAppendTime,
+        }
+    }
+
+    /// The timestamp a record's fields give: none for -1 (Kafka's
+    /// `NO_TIMESTAMP`) or format v0.
+    pub(crate) fn from_parts(millis: i64, kind: TimestampType) -> Timestamp {
+        match kind {
+            _ if millis == -1 => Timestamp::NotAvailable,
+            TimestampType::NoTimestamp => Timestamp::NotAvailable,
+            TimestampType::CreateTime => Timestamp::CreateTime(millis),
+            TimestampType::LogAppendTime => Timestamp::LogAppendTime(millis),
+        }
+    }
 }
 
 /// Where a field lies in a record's buffer; `len == NULL` for null.
@@ -97,14 +144,9 @@ impl<'a> Record<'a> {
         self.entry.offset
     }
 
-    /// Milliseconds since the Unix epoch; -1 when there is none (v0).
-    pub fn timestamp(&self) -> i64 {
-        self.entry.timestamp
-    }
-
-    /// Who set the timestamp.
-    pub fn timestamp_type(&self) -> TimestampType {
-        self.entry.timestamp_type
+    /// The record's timestamp and who set it.
+    pub fn timestamp(&self) -> Timestamp {
+        Timestamp::from_parts(self.entry.timestamp, self.entry.timestamp_type)
     }
 
     /// The partition leader epoch the batch was written in (v2 batches; the
@@ -198,7 +240,6 @@ impl fmt::Debug for Record<'_> {
         f.debug_struct("Record")
             .field("offset", &self.offset())
             .field("timestamp", &self.timestamp())
-            .field("timestamp_type", &self.timestamp_type())
             .field("leader_epoch", &self.leader_epoch())
             .field("key", &self.key().map(Bytes::copy_from_slice))
             .field("value", &self.value().map(Bytes::copy_from_slice))
@@ -213,7 +254,6 @@ impl PartialEq for Record<'_> {
     fn eq(&self, other: &Record<'_>) -> bool {
         self.offset() == other.offset()
             && self.timestamp() == other.timestamp()
-            && self.timestamp_type() == other.timestamp_type()
             && self.leader_epoch() == other.leader_epoch()
             && self.key() == other.key()
             && self.value() == other.value()
@@ -263,9 +303,9 @@ impl<'a> Headers<'a> {
 
     /// The value of the last header named `key` (the Java client's
     /// `lastHeader`): `Some(None)` when that header's value is null.
-    pub fn last(&self, key: &[u8]) -> Option<Option<&'a [u8]>> {
+    pub fn last(&self, key: &str) -> Option<Option<&'a [u8]>> {
         self.iter()
-            .filter(|h| h.key() == key)
+            .filter(|h| h.key_bytes() == key.as_bytes())
             .last()
             .map(|h| h.value())
     }
@@ -291,8 +331,8 @@ impl<'a> IntoIterator for Headers<'a> {
     }
 }
 
-/// One record header: a key (UTF-8 by Kafka's convention, not checked
-/// here) and a nullable value, borrowed from the record's buffer.
+/// One record header: a string key and a nullable value, borrowed from
+/// the record's buffer.
 #[derive(Clone, Copy)]
 pub struct Header<'a> {
     buf: &'a Bytes,
@@ -301,8 +341,17 @@ pub struct Header<'a> {
 }
 
 impl<'a> Header<'a> {
-    /// The header's key.
-    pub fn key(&self) -> &'a [u8] {
+    /// The header's key. Kafka's header keys are UTF-8 strings, and this
+    /// borrows it from the record's buffer; a key that is not UTF-8 (a
+    /// producer that writes raw bytes can make one) is read with each
+    /// invalid sequence replaced by U+FFFD, as the Java client reads it
+    /// ([`key_bytes`](Self::key_bytes) has the bytes as written).
+    pub fn key(&self) -> Cow<'a, str> {
+        String::from_utf8_lossy(self.key_bytes())
+    }
+
+    /// The header's key as written.
+    pub fn key_bytes(&self) -> &'a [u8] {
         self.key.get(self.buf).unwrap_or_default()
     }
 
@@ -320,7 +369,7 @@ impl<'a> Header<'a> {
 impl fmt::Debug for Header<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Header")
-            .field(&Bytes::copy_from_slice(self.key()))
+            .field(&self.key())
             .field(&self.value().map(Bytes::copy_from_slice))
             .finish()
     }
@@ -328,7 +377,7 @@ impl fmt::Debug for Header<'_> {
 
 impl PartialEq for Header<'_> {
     fn eq(&self, other: &Header<'_>) -> bool {
-        self.key() == other.key() && self.value() == other.value()
+        self.key_bytes() == other.key_bytes() && self.value() == other.value()
     }
 }
 

@@ -36,7 +36,6 @@ pub fn unprotected_ranges(set: &[u8]) -> Vec<std::ops::Range<usize>> {
 /// Records equal in everything a checksum protects.
 fn same_payload(a: &Record<'_>, b: &Record<'_>) -> bool {
     a.timestamp() == b.timestamp()
-        && a.timestamp_type() == b.timestamp_type()
         && a.key() == b.key()
         && a.value() == b.value()
         && a.headers() == b.headers()

@@ -834,8 +834,9 @@ fn librdkafka_names_are_read_by_a_producer() {
     assert_config_error(
         with(&[("statistics.interval.ms", "500")]),
         "statistics.interval.ms",
-        &["metrics()"],
+        &["Producer::metrics()"],
     );
+    assert!(with(&[("statistics.interval.ms", "0")]).is_ok());
     assert!(with(&[("enable.partition.eof", "false")]).is_err());
     // A bad value under librdkafka's name is named as written.
     assert_config_error(

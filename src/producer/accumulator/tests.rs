@@ -63,9 +63,9 @@ fn decode(batch: &Bytes) -> Vec<Decoded> {
                 r.value().map(<[u8]>::to_vec),
                 r.headers()
                     .iter()
-                    .map(|h| (h.key().to_vec(), h.value().map(<[u8]>::to_vec)))
+                    .map(|h| (h.key_bytes().to_vec(), h.value().map(<[u8]>::to_vec)))
                     .collect(),
-                r.timestamp(),
+                r.timestamp().millis().unwrap_or(-1),
             )
         })
         .collect()
