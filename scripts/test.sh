@@ -19,8 +19,9 @@
 #    `unstable-internals`, which the self dev-dependency turns on) and
 #    `cargo clippy --lib` for each runtime alone (without it, as an
 #    application builds the crate), `cargo doc --all-features` and `cargo
-#    doc` as an application builds it, the whole suite (doc-tests
-#    included; tests/public_api.rs checks the public API against
+#    doc` as an application builds it, the whole suite (under
+#    cargo-nextest, eight tests at once, then the doc-tests;
+#    tests/public_api.rs checks the public API against
 #    docs/public-api.txt) with every feature, where the tests run their
 #    clients on async-std (a client made outside a tokio runtime runs
 #    there; tests/runtime_threads.rs checks the tokio side with both
@@ -34,12 +35,25 @@
 #
 # Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
 # the checkout, so repeated runs from fresh clones reuse the build); set
-# CARGO_TARGET_DIR to override.
+# CARGO_TARGET_DIR to override. Each clone's path makes builds of its own
+# there, so when the disk holding the default one has less than 15 GiB
+# free it is emptied first. Debug builds keep line tables only (file and
+# line in backtraces, no variables): linking the ~60 test binaries of each
+# feature set is most of the build time.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lazykafka/target}
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+if [ -z "${CARGO_TARGET_DIR:-}" ]; then
+    export CARGO_TARGET_DIR=$HOME/.cache/lazykafka/target
+    mkdir -p "$CARGO_TARGET_DIR"
+    free_kib=$(df -Pk "$CARGO_TARGET_DIR" | awk 'NR == 2 { print $4 }')
+    if [ "${free_kib:-0}" -lt $((15 * 1024 * 1024)) ]; then
+        echo "test.sh: less than 15 GiB free; emptying $CARGO_TARGET_DIR" >&2
+        rm -rf "${CARGO_TARGET_DIR:?}"/*
+    fi
+fi
 run_dir="$root/.test-run"
 mkdir -p "$run_dir"
 
@@ -174,20 +188,50 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${all_features[@]}"
 step "cargo doc --no-deps --features runtime-tokio,mock (without unstable-internals)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features runtime-tokio,mock
 
+# The suites run under cargo-nextest when it is installed (it is on this
+# kind of machine): each test in a process of its own, eight at once
+# (.config/nextest.toml), the longest scenarios first; the doc-tests,
+# which nextest does not run, with `cargo test --doc`. Without it, `cargo
+# test` runs the same tests, one binary at a time.
+if cargo nextest --version >/dev/null 2>&1; then
+    have_nextest=1
+else
+    have_nextest=
+    echo "test.sh: cargo-nextest not found; running the suites with cargo test (slower)" >&2
+fi
+# suite ARGS...: the tests ARGS select (features and targets), doc-tests
+# apart.
+suite() {
+    if [ -n "$have_nextest" ]; then
+        cargo nextest run --no-tests=warn "$@"
+    else
+        cargo test "$@"
+    fi
+}
+# doc_tests ARGS...: the doc-tests with the features ARGS give (run by
+# `suite` already without nextest).
+doc_tests() {
+    if [ -n "$have_nextest" ]; then
+        cargo test "$@" --doc
+    fi
+}
+
 # Both runtimes built; the tests' clients (and the doc-tests') run on
 # async-std, but for the tests of the runtime choice, which run clients on
 # tokio beside it.
-step "cargo test ${all_features[*]} (async-std, tokio built beside it; broker: tansu at $addr)"
-if ! cargo test "${all_features[@]}"; then
+step "tests ${all_features[*]} (async-std, tokio built beside it; broker: tansu at $addr)"
+if ! suite "${all_features[@]}"; then
     show_tansu_log
     exit 1
 fi
+step "doc-tests ${all_features[*]}"
+doc_tests "${all_features[@]}"
 # async-std alone (the default features): the connection lifecycle and
 # fault scenarios once more with a single executor thread, as in a
 # one-CPU container (a task that never yields starves the socket tasks
 # there), and `client.runtime=tokio` refused without its feature.
-step "cargo test ${async_std_features[*]} (async-std alone; lifecycle and faults with ASYNC_STD_THREAD_COUNT=1)"
-ASYNC_STD_THREAD_COUNT=1 cargo test "${async_std_features[@]}" \
+step "tests ${async_std_features[*]} (async-std alone; lifecycle and faults with ASYNC_STD_THREAD_COUNT=1)"
+ASYNC_STD_THREAD_COUNT=1 suite "${async_std_features[@]}" \
     --test cluster_lifecycle --test faults --test runtime_choice
 
 # On tokio alone: everything but the group scenarios (consumer_group,
@@ -198,8 +242,8 @@ ASYNC_STD_THREAD_COUNT=1 cargo test "${async_std_features[@]}" \
 # runtime_threads needs both runtimes and ran above.
 # user_path runs its in-process scenarios here; its child-process ones
 # (the examples) are compiled out on tokio.
-step "cargo test ${tokio_features[*]} (tokio alone)"
-if ! cargo test "${tokio_features[@]}" --lib \
+step "tests ${tokio_features[*]} (tokio alone)"
+if ! suite "${tokio_features[@]}" --lib \
     --test consumer --test consumer_api --test cluster_lifecycle --test faults \
     --test consumer_group_kip848 --test consumer_pattern \
     --test one_thread --test many_threads --test promises --test tokio_threads --test timer_thread --test task_thread --test bad_input --test mock_cluster \
@@ -211,12 +255,12 @@ if ! cargo test "${tokio_features[@]}" --lib \
     show_tansu_log
     exit 1
 fi
-step "cargo test --doc (tokio alone)"
+step "doc-tests ${tokio_features[*]} (tokio alone)"
 cargo test "${tokio_features[@]}" --doc
 # Without a runtime feature (the codecs on, as the tests expect every
 # codec): the sans-IO layers and the clients' cores build alone, and the
 # in-memory tests run.
 step "cargo clippy and lib tests with no runtime feature"
 cargo clippy --no-default-features --features mock,gzip,snappy,lz4,zstd --lib --tests -- -D warnings
-cargo test --no-default-features --features mock,gzip,snappy,lz4,zstd --lib
+suite --no-default-features --features mock,gzip,snappy,lz4,zstd --lib
 step "all tests passed"

@@ -38,6 +38,14 @@ pub fn features() -> Vec<&'static str> {
     if cfg!(feature = "zstd") {
         f.push("zstd");
     }
+    // `cargo test` built the examples with these too: the same feature set
+    // is the same build, not a second one.
+    if cfg!(feature = "mock") {
+        f.push("mock");
+    }
+    if cfg!(feature = "unstable-internals") {
+        f.push("unstable-internals");
+    }
     f
 }
 
