@@ -429,6 +429,7 @@ on_both_mocks!(
     records_fail_after_the_delivery_timeout,
     clones_share_one_producer,
     a_batch_refused_for_good_leaves_no_gap,
+    a_batch_too_large_is_split_and_sent_again,
     retries_bound_the_sends_of_a_batch,
     a_closed_producer_still_reports,
     an_idle_producer_asks_nothing_and_holds_no_socket,
@@ -443,6 +444,7 @@ on_mock216!(
     retried_batches_arrive_once_in_order,
     records_follow_a_leader_that_moves,
     a_batch_refused_for_good_leaves_no_gap,
+    a_batch_too_large_is_split_and_sent_again,
     every_codec_is_read_back_by_librdkafka
 );
 
@@ -769,6 +771,64 @@ async fn a_batch_refused_for_good_leaves_no_gap<C: TestCluster>() {
     assert!((3..=5).contains(&inits), "{inits} ({})", mock.name());
     let expected: Vec<String> = (0..80)
         .filter(|i| *i != 20)
+        .map(|i| format!("v{i}"))
+        .collect();
+    assert_eq!(values, expected, "{}", mock.name());
+}
+
+/// A batch the broker finds too large (MESSAGE_TOO_LARGE, here injected
+/// twice) is split in two and sent again, and a half refused again is split
+/// again, as the Java client does: every record arrives once, in order,
+/// each future with its own offset, under the same sequence numbers (which
+/// librdkafka's mock checks). A single record refused as too large fails,
+/// naming the code, and the records after it arrive.
+async fn a_batch_too_large_is_split_and_sent_again<C: TestCluster>() {
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let producer = producer(&bootstrap, &[("linger.ms", "200")]);
+    let send = |i: usize| send_to_0(&producer, i);
+    timeout(WAIT, send(0).await).await.unwrap().unwrap();
+    mock.push_errors(ApiKey::Produce, ErrorCode::MessageTooLarge, 2);
+    let mut deliveries = Vec::new();
+    for i in 1..=40 {
+        deliveries.push(send(i).await);
+    }
+    for (i, d) in deliveries.into_iter().enumerate() {
+        let written = timeout(WAIT, d).await.expect("in time");
+        let written = written.unwrap_or_else(|e| panic!("record {}: {e} ({})", i + 1, mock.name()));
+        assert_eq!(written.offset, i as i64 + 1, "{}", mock.name());
+    }
+    let metrics = producer.metrics();
+    let p0 = metrics
+        .partitions
+        .iter()
+        .find(|p| p.topic == "t" && p.partition == 0)
+        .expect("partition 0 in the metrics");
+    assert!(p0.splits >= 2, "{p0:?} ({})", mock.name());
+    assert_eq!((p0.records, p0.records_failed), (41, 0));
+
+    // One record alone cannot be split: it fails, named.
+    mock.push_errors(ApiKey::Produce, ErrorCode::MessageTooLarge, 1);
+    match timeout(WAIT, send(41).await).await.unwrap() {
+        Err(Error::Delivery(lazykafka::producer::DeliveryError::Broker { code, .. })) => {
+            assert_eq!(code, ErrorCode::MessageTooLarge)
+        }
+        other => panic!("{other:?} ({})", mock.name()),
+    }
+    let mut later = Vec::new();
+    for i in 42..50 {
+        later.push(send(i).await);
+    }
+    for d in later {
+        timeout(WAIT, d).await.expect("in time").unwrap();
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let values: Vec<String> = read_back(&bootstrap, "t", 2, 49)
+        .into_iter()
+        .map(|r| String::from_utf8(r.3.unwrap()).unwrap())
+        .collect();
+    let expected: Vec<String> = (0..50)
+        .filter(|i| *i != 41)
         .map(|i| format!("v{i}"))
         .collect();
     assert_eq!(values, expected, "{}", mock.name());

@@ -284,6 +284,67 @@ impl ProducerBatch {
         self.stamp = Some(stamp);
         Ok(())
     }
+
+    /// The two halves of a built batch of two records or more, each with
+    /// its place in this one: the records re-encoded from its bytes (its
+    /// codec, timestamps, keys, values and headers), each half stamped
+    /// with the sequence numbers its records had, sent as new batches
+    /// created when this one was (the delivery timeout still counts from
+    /// then). Fails when the bytes do not decode to exactly its records.
+    pub(crate) fn split(&self) -> Result<Vec<(ProducerBatch, usize)>, RecordsError> {
+        let n = self.records.len();
+        let decoded = crate::records::RecordSetDecoder::default().decode(
+            self.bytes.clone(),
+            crate::records::IsolationLevel::ReadUncommitted,
+            &[],
+        )?;
+        if n < 2 || decoded.len() != n {
+            return Err(RecordsError::new(
+                crate::records::RecordsErrorKind::Malformed {
+                    what: "batch",
+                    reason: "not a built batch of two records or more",
+                },
+                0,
+                0,
+            ));
+        }
+        let mid = n / 2;
+        let mut halves = Vec::with_capacity(2);
+        for (start, end) in [(0, mid), (mid, n)] {
+            let stamp = self.stamp.map(|s| Stamp {
+                base_sequence: s.base_sequence.wrapping_add(start as i32),
+                ..s
+            });
+            let mut builder = RecordBatchBuilder::new(0).compression(self.compression);
+            if let Some(s) = stamp {
+                builder = builder.producer(s.producer_id, s.epoch, s.base_sequence);
+            }
+            for record in decoded.iter().skip(start).take(end - start) {
+                let headers: Vec<NewHeader<'_>> = record
+                    .headers()
+                    .iter()
+                    .map(|h| (h.key_bytes(), h.value()))
+                    .collect();
+                let timestamp = record.timestamp().millis().unwrap_or(-1);
+                builder.append(timestamp, record.key(), record.value(), &headers)?;
+            }
+            let records = self.records[start..end].to_vec();
+            let half = ProducerBatch {
+                tp: self.tp.clone(),
+                first: records[0],
+                records,
+                bytes: builder.build()?,
+                created: self.created,
+                attempts: 0,
+                stamp,
+                // The memory the whole held, shared by record count.
+                size: (self.size * (end - start) / n).max(1),
+                compression: self.compression,
+            };
+            halves.push((half, start));
+        }
+        Ok(halves)
+    }
 }
 
 /// Which brokers have something to send, from [`Accumulator::ready`].

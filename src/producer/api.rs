@@ -65,6 +65,9 @@ pub struct ProducerPartitionMetrics {
     pub retries: u64,
     /// Failed attempts (refusals, lost connections, timeouts).
     pub errors: u64,
+    /// Batches the broker found too large (MESSAGE_TOO_LARGE), split in
+    /// two and sent again (the Java client's `batch-split-rate`).
+    pub splits: u64,
     /// Mean time from a batch's first record to its first sending, in
     /// milliseconds (`linger.ms` and waiting for the leader).
     pub queue_time_ms: Option<f64>,
@@ -631,6 +634,7 @@ impl Producer {
                             .then(|| c.uncompressed_bytes as f64 / c.bytes as f64),
                         retries: c.retries,
                         errors: c.errors,
+                        splits: c.splits,
                         queue_time_ms: mean(c.queue_time, c.first_sent),
                         request_latency_ms: mean(c.latency, c.answered),
                     })

@@ -40,24 +40,51 @@ use std::time::{Duration, Instant};
 /// undecided (the core went away), it decides `Closed`, so that no
 /// record's future waits forever.
 #[derive(Debug)]
-struct Slot(Option<Arc<BatchOutcome>>);
+struct Slot(Option<Part>);
+
+/// The records of a queued batch in the outcome their futures read: the
+/// whole of it, or a part of a batch that was split (see
+/// [`BatchOutcome::decide_part`]).
+#[derive(Debug, Clone)]
+struct Part {
+    outcome: Arc<BatchOutcome>,
+    start: u32,
+    end: u32,
+}
+
+impl Part {
+    fn whole(outcome: Arc<BatchOutcome>) -> Part {
+        Part {
+            outcome,
+            start: 0,
+            end: u32::MAX,
+        }
+    }
+
+    /// Decides it; returns the wakers to wake once no lock is held.
+    fn decide(&self, outcome: Result<Written, DeliveryError>) -> Vec<Waker> {
+        self.outcome.decide_part(self.start, self.end, outcome)
+    }
+
+    fn closed(&self) -> DeliveryError {
+        DeliveryError::Closed {
+            topic: self.outcome.topic().to_owned(),
+            partition: self.outcome.partition(),
+        }
+    }
+}
 
 impl Slot {
     /// The outcome, to be decided by the caller.
-    fn take(mut self) -> Arc<BatchOutcome> {
+    fn take(mut self) -> Part {
         self.0.take().expect("a slot holds its outcome until taken")
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some(outcome) = self.0.take() {
-            let closed = DeliveryError::Closed {
-                topic: outcome.topic().to_owned(),
-                partition: outcome.partition(),
-            };
-            outcome
-                .decide(Err(closed))
+        if let Some(part) = self.0.take() {
+            part.decide(Err(part.closed()))
                 .into_iter()
                 .for_each(Waker::wake);
         }
@@ -101,7 +128,7 @@ impl std::hash::Hasher for IdHasher {
 type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
 
 /// Outcomes decided and not yet handed to the records' futures.
-type Outcomes = Vec<(Arc<BatchOutcome>, Result<Written, DeliveryError>)>;
+type Outcomes = Vec<(Part, Result<Written, DeliveryError>)>;
 
 /// What the producer does, beyond its connections and its queue.
 #[derive(Debug, Clone)]
@@ -216,6 +243,8 @@ pub(crate) struct PartitionCounters {
     pub retries: u64,
     /// Failed attempts (a refusal, a lost connection, a timeout).
     pub errors: u64,
+    /// Batches split in two after the broker found them too large.
+    pub splits: u64,
     /// Time from a batch's first record to its first sending, summed over
     /// batches sent once.
     pub queue_time: Duration,
@@ -534,9 +563,17 @@ impl ProducerCore {
                 }
                 self.outstanding += 1;
                 let slot = self.slots.entry(appended.batch).or_insert_with(|| {
-                    Slot(Some(Arc::new(BatchOutcome::new(&tp.topic, tp.partition))))
+                    Slot(Some(Part::whole(Arc::new(BatchOutcome::new(
+                        &tp.topic,
+                        tp.partition,
+                    )))))
                 });
-                let outcome = slot.0.clone().expect("a slot in the map holds its outcome");
+                let outcome = slot
+                    .0
+                    .as_ref()
+                    .expect("a slot in the map holds its outcome")
+                    .outcome
+                    .clone();
                 // News for a leader with a request in flight can wait:
                 // its answer steps the sender, which then sends all that
                 // is ready for it at once (waking the sender for each
@@ -723,12 +760,9 @@ impl ProducerCore {
             }
         }
         for (_, slot) in self.slots.drain() {
-            let outcome = slot.take();
-            let closed = DeliveryError::Closed {
-                topic: outcome.topic().to_owned(),
-                partition: outcome.partition(),
-            };
-            self.outcomes.push((outcome, Err(closed)));
+            let part = slot.take();
+            let closed = part.closed();
+            self.outcomes.push((part, Err(closed)));
         }
         self.outstanding = 0;
     }
@@ -743,8 +777,8 @@ impl ProducerCore {
         }
         let outcomes = std::mem::take(&mut self.outcomes);
         Some(Box::new(move || {
-            for (batch, outcome) in outcomes {
-                batch.decide(outcome).into_iter().for_each(Waker::wake);
+            for (part, outcome) in outcomes {
+                part.decide(outcome).into_iter().for_each(Waker::wake);
             }
         }))
     }
@@ -1097,6 +1131,13 @@ impl ProducerCore {
                     }
                     self.retry(now, batch, code.to_string(), false);
                 }
+                // Too large for the broker (its `message.max.bytes`, or
+                // the topic's `max.message.bytes`): split in two and sent
+                // again, as the Java client does; a single record too
+                // large fails below.
+                ErrorCode::MessageTooLarge if batch.records.len() > 1 => {
+                    self.split(now, batch);
+                }
                 c if retriable(c) => {
                     let refresh = leader_moved(c);
                     let why = match &answer.error_message {
@@ -1126,6 +1167,66 @@ impl ProducerCore {
                     });
                 }
             }
+        }
+    }
+
+    /// Splits `batch`, refused as too large (MESSAGE_TOO_LARGE), into two
+    /// halves queued in its place at once, each with the sequence numbers
+    /// its records had (the broker wrote none of them), so the order and
+    /// the exactly-once promise hold; each half is decided on its own. A
+    /// half refused again is split again, down to single records.
+    fn split(&mut self, now: Instant, batch: ProducerBatch) {
+        let halves = match batch.split() {
+            Ok(halves) => halves,
+            Err(e) => {
+                log::warn!(
+                    "{}: a batch refused as too large could not be split ({e}); {} records fail",
+                    batch.tp,
+                    batch.records.len()
+                );
+                self.forget_sequence(&batch);
+                let reason = e.to_string();
+                self.fail_batch(&batch, |tp| DeliveryError::Encode {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    reason: reason.clone(),
+                });
+                return;
+            }
+        };
+        log::info!(
+            "{}: a batch of {} records ({} bytes) is too large for the broker (MESSAGE_TOO_LARGE); sending it again in two",
+            batch.tp,
+            batch.records.len(),
+            batch.bytes.len()
+        );
+        let counters = self.counters.entry(batch.tp.clone()).or_default();
+        counters.errors += 1;
+        counters.splits += 1;
+        let slot = self.slots.remove(&batch.first());
+        // The memory moves to the halves.
+        self.acc.complete(&batch);
+        for (half, start) in halves {
+            if let (Some(stamp), Some(seq)) = (half.stamp, self.sequences.get_mut(&half.tp)) {
+                seq.unresolved.insert(stamp.base_sequence);
+            }
+            if let Some(Part {
+                outcome, start: s0, ..
+            }) = slot.as_ref().and_then(|s| s.0.clone())
+            {
+                let from = s0 + start as u32;
+                let part = Part {
+                    outcome,
+                    start: from,
+                    end: from + half.records.len() as u32,
+                };
+                self.slots.insert(half.first(), Slot(Some(part)));
+            }
+            self.acc.reenqueue(half, now);
+        }
+        if let Some(mut slot) = slot {
+            // Its records are the halves' now.
+            slot.0 = None;
         }
     }
 

@@ -151,9 +151,10 @@ pub(crate) struct Written {
 }
 
 /// The outcome of one batch, shared by the futures of its records: decided
-/// once for the whole batch by the producer's core, read by each record's
-/// future with its place in the batch. One allocation per batch, not per
-/// record.
+/// once for the whole batch by the producer's core (or once for each part,
+/// when the broker found the batch too large and it was split), read by
+/// each record's future with its place in the batch. One allocation per
+/// batch, not per record.
 #[derive(Debug)]
 pub(crate) struct BatchOutcome {
     topic: String,
@@ -163,9 +164,21 @@ pub(crate) struct BatchOutcome {
 
 #[derive(Debug, Default)]
 struct OutcomeState {
-    decided: Option<Result<Written, DeliveryError>>,
+    /// The parts decided: one for a whole batch, or one per part of a
+    /// batch that was split.
+    decided: Vec<Decided>,
     /// The futures waiting: their place in the batch and their waker.
     waiting: Vec<(u32, std::task::Waker)>,
+}
+
+/// The outcome of the records of a batch from `start` up to `end` (places
+/// in the batch as appended); `Written::base_offset` is the offset of the
+/// record at `start`.
+#[derive(Debug)]
+struct Decided {
+    start: u32,
+    end: u32,
+    outcome: Result<Written, DeliveryError>,
 }
 
 impl BatchOutcome {
@@ -194,18 +207,42 @@ impl BatchOutcome {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Decides it (the first decision stands) and returns the wakers of
-    /// the futures waiting, to wake once the caller holds no lock.
+    /// Decides it for every record (the first decision stands) and
+    /// returns the wakers of the futures waiting, to wake once the caller
+    /// holds no lock.
+    #[cfg(test)]
     pub(crate) fn decide(&self, outcome: Result<Written, DeliveryError>) -> Vec<std::task::Waker> {
+        self.decide_part(0, u32::MAX, outcome)
+    }
+
+    /// Decides it for the records from place `start` up to `end` (a part
+    /// of a split batch; `0..u32::MAX` for the whole batch), unless one of
+    /// them was decided already (the first decision stands), and returns
+    /// the wakers of their futures, to wake once the caller holds no lock.
+    pub(crate) fn decide_part(
+        &self,
+        start: u32,
+        end: u32,
+        outcome: Result<Written, DeliveryError>,
+    ) -> Vec<std::task::Waker> {
         let mut state = self.state();
-        if state.decided.is_some() {
+        if state.decided.iter().any(|d| d.start < end && start < d.end) {
             return Vec::new();
         }
-        state.decided = Some(outcome);
-        std::mem::take(&mut state.waiting)
-            .into_iter()
-            .map(|(_, w)| w)
-            .collect()
+        state.decided.push(Decided {
+            start,
+            end,
+            outcome,
+        });
+        let mut woken = Vec::new();
+        state.waiting.retain(|(i, w)| {
+            let this_part = (start..end).contains(i);
+            if this_part {
+                woken.push(w.clone());
+            }
+            !this_part
+        });
+        woken
     }
 
     /// The outcome of the record at `index` of the batch (sent with
@@ -221,12 +258,17 @@ impl BatchOutcome {
         waker: &std::task::Waker,
     ) -> std::task::Poll<Result<RecordMetadata, DeliveryError>> {
         let mut state = self.state();
-        match &state.decided {
-            Some(Ok(w)) => std::task::Poll::Ready(Ok(RecordMetadata {
+        let part = state
+            .decided
+            .iter()
+            .find(|d| (d.start..d.end).contains(&index))
+            .map(|d| (d.start, &d.outcome));
+        match part {
+            Some((start, Ok(w))) => std::task::Poll::Ready(Ok(RecordMetadata {
                 topic: self.topic.clone(),
                 partition: self.partition,
                 offset: if w.base_offset >= 0 {
-                    w.base_offset + i64::from(index)
+                    w.base_offset + i64::from(index - start)
                 } else {
                     -1
                 },
@@ -236,7 +278,7 @@ impl BatchOutcome {
                     timestamp
                 },
             })),
-            Some(Err(e)) => std::task::Poll::Ready(Err(e.clone())),
+            Some((_, Err(e))) => std::task::Poll::Ready(Err(e.clone())),
             None => {
                 match state.waiting.iter_mut().find(|(i, _)| *i == index) {
                     Some((_, w)) if w.will_wake(waker) => {}
@@ -294,6 +336,48 @@ mod tests {
             }))
             .is_empty());
         assert!(matches!(outcome.poll(1, 11, &waker), Poll::Ready(Ok(m)) if m.offset == 101));
+    }
+
+    #[test]
+    fn the_parts_of_a_split_batch_are_decided_each_on_its_own() {
+        let outcome = BatchOutcome::new("t", 0);
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        for i in 0..4 {
+            assert!(outcome.poll(i, 10, &waker).is_pending());
+        }
+        // Records 2 and 3, split off, written first at offset 50.
+        let woken = outcome.decide_part(
+            2,
+            4,
+            Ok(Written {
+                base_offset: 50,
+                append_time: -1,
+            }),
+        );
+        assert_eq!(woken.len(), 2);
+        assert!(matches!(outcome.poll(3, 10, &waker), Poll::Ready(Ok(m)) if m.offset == 51));
+        assert!(outcome.poll(1, 10, &waker).is_pending());
+        // A decision overlapping a decided part changes nothing.
+        assert!(outcome
+            .decide(Err(DeliveryError::Closed {
+                topic: "t".into(),
+                partition: 0
+            }))
+            .is_empty());
+        assert!(outcome.poll(0, 10, &waker).is_pending());
+        let woken = outcome.decide_part(
+            0,
+            2,
+            Ok(Written {
+                base_offset: 40,
+                append_time: -1,
+            }),
+        );
+        assert_eq!(woken.len(), 2);
+        assert!(matches!(outcome.poll(0, 10, &waker), Poll::Ready(Ok(m)) if m.offset == 40));
+        assert!(matches!(outcome.poll(1, 10, &waker), Poll::Ready(Ok(m)) if m.offset == 41));
+        assert!(matches!(outcome.poll(2, 10, &waker), Poll::Ready(Ok(m)) if m.offset == 50));
     }
 
     #[test]

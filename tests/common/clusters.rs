@@ -335,6 +335,7 @@ fn rd_err(code: ErrorCode) -> rdkafka_sys::rd_kafka_resp_err_t {
         ErrorCode::InvalidRecord => E::RD_KAFKA_RESP_ERR_INVALID_RECORD,
         ErrorCode::UnknownProducerId => E::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID,
         ErrorCode::NotEnoughReplicas => E::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+        ErrorCode::MessageTooLarge => E::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
         other => panic!("no librdkafka name for {other} here yet"),
     }
 }

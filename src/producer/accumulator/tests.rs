@@ -516,6 +516,66 @@ fn restamping_rewrites_the_header_and_the_crc_still_holds() {
 }
 
 #[test]
+fn a_split_batch_is_two_halves_with_its_records_and_sequences_for_every_codec() {
+    let t0 = Instant::now();
+    for compression in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        let mut acc = Accumulator::new(AccumulatorConfig {
+            compression,
+            ..AccumulatorConfig::default()
+        });
+        let mut seq = Sequences(BTreeMap::new());
+        // Two records first, so the batch split is the second (base
+        // sequence 2).
+        acc.append(t0, &tp(0), &rec(b"a", 1)).unwrap();
+        acc.append(t0, &tp(0), &rec(b"b", 2)).unwrap();
+        acc.drain(t0, 1, leader(1), |tp, i| seq.stamp(tp, i));
+        let mut ids = Vec::new();
+        for i in 0..5u8 {
+            let mut r = rec(&[b'0' + i], 100 + i64::from(i));
+            r.key = Some(Bytes::from(vec![b'k', i]));
+            r.headers = vec![(format!("h{i}"), Some(Bytes::from_static(b"v")))];
+            ids.push(acc.append(t0, &tp(0), &r).unwrap().id);
+        }
+        let batch = acc
+            .drain(t0, 1, leader(1), |tp, i| seq.stamp(tp, i))
+            .batches
+            .remove(0);
+        let whole = decode(&batch.bytes);
+        let halves = batch.split().unwrap();
+        assert_eq!(halves.len(), 2, "{compression:?}");
+        let (first, second) = (&halves[0].0, &halves[1].0);
+        assert_eq!((halves[0].1, halves[1].1), (0, 2), "{compression:?}");
+        assert_eq!(first.records, ids[..2], "{compression:?}");
+        assert_eq!(second.records, ids[2..], "{compression:?}");
+        assert_eq!((first.first(), second.first()), (ids[0], ids[2]));
+        // Each half carries the sequences its records had, with the codec.
+        let seqs = |b: &ProducerBatch| b.stamp.map(|s| s.base_sequence);
+        assert_eq!((seqs(first), seqs(second)), (Some(2), Some(4)));
+        assert_eq!(
+            crate::records::producer_state(&second.bytes),
+            Some((9, 0, 4))
+        );
+        for (half, _) in &halves {
+            assert_eq!(half.compression, compression);
+            assert_eq!(half.created, batch.created);
+            assert_eq!(half.attempts, 0);
+        }
+        let mut rejoined = decode(&first.bytes);
+        rejoined.extend(decode(&second.bytes));
+        assert_eq!(rejoined, whole, "{compression:?}");
+        // A half of one record cannot be split again.
+        let one = first.split().unwrap().remove(0).0.split();
+        assert!(one.is_err(), "{compression:?}");
+    }
+}
+
+#[test]
 fn expire_takes_only_batches_past_the_delivery_timeout() {
     let t0 = Instant::now();
     let timeout = 100 * MS;
