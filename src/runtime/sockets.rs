@@ -676,6 +676,75 @@ mod tests {
         assert!(s.outboxes.is_empty());
     }
 
+    /// A runtime that keeps the tasks it is given, for the test to run.
+    #[derive(Default)]
+    struct Keeper {
+        tasks: Mutex<Vec<BoxFuture<()>>>,
+    }
+
+    impl std::fmt::Debug for Keeper {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Keeper")
+        }
+    }
+
+    impl Runtime for Keeper {
+        fn spawn(&self, task: BoxFuture<()>) {
+            self.tasks.lock().unwrap().push(task);
+        }
+        fn sleep(&self, _duration: Duration) -> BoxFuture<()> {
+            Box::pin(futures::future::pending())
+        }
+        fn resolve(&self, _addr: String) -> BoxFuture<io::Result<Vec<SocketAddr>>> {
+            unreachable!("nothing is resolved")
+        }
+        fn connect(
+            &self,
+            _addr: SocketAddr,
+            _setup: super::super::rt::Setup,
+        ) -> BoxFuture<Result<Socket, super::super::rt::ConnectError>> {
+            unreachable!("nothing is dialled")
+        }
+    }
+
+    /// The token provider's future is a task of its own: `perform` hands
+    /// it to the runtime and returns at once, however long the provider
+    /// takes; its answer comes back as a report once it completes.
+    #[test]
+    fn the_token_provider_runs_as_a_task_and_its_answer_is_reported() {
+        let rt = Arc::new(Keeper::default());
+        let mut s = Sockets::new(rt.clone(), SocketOptions::default(), Readers::Inline);
+        let (release, gate) = futures::channel::oneshot::channel::<()>();
+        let gate = Arc::new(Mutex::new(Some(gate)));
+        let provider = crate::sasl::OAuthTokenProvider::new_async(move || {
+            let gate = gate.lock().unwrap().take().expect("called once");
+            async move {
+                gate.await.map_err(|e| e.to_string())?;
+                Ok(crate::sasl::OAuthToken::new(
+                    "token",
+                    Duration::from_secs(60),
+                ))
+            }
+        });
+        let action = Action::FetchOAuthToken {
+            provider,
+            timeout: Duration::from_secs(30),
+        };
+        let performed = s.perform(action).now_or_never();
+        assert!(matches!(performed, Some(None)), "perform does not wait");
+        let mut task = rt.tasks.lock().unwrap().pop().expect("a task");
+        assert!(s.try_next().is_none());
+        // Pending while the provider is.
+        assert!((&mut task).now_or_never().is_none());
+        assert!(s.try_next().is_none());
+        release.send(()).unwrap();
+        assert!(task.now_or_never().is_some());
+        match s.try_next() {
+            Some(Report::OAuthToken(Ok(token))) => assert_eq!(token.value().expose(), "token"),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn a_failed_write_names_its_connection_once() {
         let mut s = sockets();
