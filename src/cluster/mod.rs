@@ -2107,7 +2107,7 @@ impl Cluster {
     /// Asks the runtime for an OAUTHBEARER token when it is due
     /// ([`Cluster::oauth_due`]).
     fn drive_oauth(&mut self, now: Instant) {
-        if !self.oauth_due().is_some_and(|t| now >= t) {
+        if self.oauth_due().is_none_or(|t| now < t) {
             return;
         }
         let Some(provider) = self.async_token_provider().cloned() else {
