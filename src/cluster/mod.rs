@@ -9,8 +9,10 @@
 //! ```text
 //!   request(Target)        handle_connected / handle_connect_failed
 //!        |                 handle_received / handle_closed / handle_timeout
+//!        |                 handle_oauth_token
 //!        v                              |
 //!   +---------+   poll_action() ->  Connect | Transmit | Close   (runtime)
+//!   |         |                     | FetchOAuthToken
 //!   | Cluster |   poll_event()  ->  ConnectionEvent               (observer)
 //!   +---------+   poll_response() -> (RequestId, Result<Response>) (caller)
 //!                 poll_timeout() -> next deadline
