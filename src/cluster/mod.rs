@@ -597,8 +597,8 @@ pub const OAUTH_REFRESH_MIN: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 struct OAuthState {
     /// The last token and when it came: reused while less than 80% of its
-    /// lifetime has passed (and, with an asynchronous provider, while it
-    /// lasts and a new one is on its way).
+    /// lifetime has passed (with an asynchronous provider, until its
+    /// lifetime ends, a new one being asked for ahead).
     token: Option<(crate::sasl::OAuthToken, Instant)>,
     /// An [`Action::FetchOAuthToken`] is out and its answer not in.
     fetching: bool,
