@@ -10,7 +10,7 @@
 
 use crate::error::Error;
 pub use crate::group::{AssignmentStrategy, GroupProtocol, RebalanceProtocol, RemoteAssignor};
-pub use crate::sasl::{Mechanism, OAuthToken, OAuthTokenProvider, Secret};
+pub use crate::sasl::{Mechanism, OAuthToken, OAuthTokenFuture, OAuthTokenProvider, Secret};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;

@@ -94,6 +94,12 @@ pub enum Error {
     /// consumer goes on trying (with backoff); reported once when it
     /// starts, and again after the broker answered or after
     /// [`REPORT_AGAIN_AFTER`].
+    ///
+    /// A failure of the application's OAUTHBEARER token provider comes
+    /// here too, for any connection (a bootstrap one included), at its
+    /// first failure: `cause` is [`ConnectionError::TokenProvider`], with
+    /// the provider's message. It is retriable: the client calls the
+    /// provider again after the reconnect backoff.
     Connection {
         /// The broker id, when known.
         broker: Option<i32>,
@@ -107,9 +113,10 @@ pub enum Error {
     /// SASL authentication with a broker failed: the broker refused the
     /// credentials (SASL_AUTHENTICATION_FAILED, with the broker's
     /// message), does not enable the mechanism (UNSUPPORTED_SASL_MECHANISM,
-    /// with the mechanisms it enables), refused the OAUTHBEARER token (or
-    /// the token provider failed), or could not prove it knows the SCRAM
-    /// password. Reported at the first failure, and again only after the
+    /// with the mechanisms it enables), refused the OAUTHBEARER token, or
+    /// could not prove it knows the SCRAM password. (A failure of the
+    /// application's token provider is an [`Error::Connection`] instead,
+    /// retriable.) Reported at the first failure, and again only after the
     /// broker accepted us or after [`REPORT_AGAIN_AFTER`]. Not retriable:
     /// it will not pass until the credentials (or the broker's) change;
     /// the consumer still tries the address every
@@ -291,7 +298,8 @@ impl Error {
             Error::Request { source, .. } => source.is_retriable(),
             // A broker that broke the protocol will do it again; a
             // certificate that failed verification, or credentials that were
-            // refused, fail again.
+            // refused, fail again. (A token provider that failed is not a
+            // refusal: its endpoint may be back at the next attempt.)
             Error::Connection { cause, .. } => !matches!(
                 cause,
                 crate::events::ConnectionError::Protocol { .. }

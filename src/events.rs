@@ -153,6 +153,21 @@ pub enum ConnectionError {
         /// holds a secret.
         message: String,
     },
+    /// The OAUTHBEARER token provider the application gave failed: it
+    /// returned an `Err` (the message is its own), panicked, or (an
+    /// asynchronous provider) did not answer within `request.timeout.ms`.
+    /// The connections waiting for the token are closed without
+    /// authenticating. Unlike [`ConnectionError::Authentication`], this is
+    /// not the broker refusing anything, and a token endpoint that is down
+    /// often comes back: the client tries again after the reconnect
+    /// backoff (`reconnect.backoff.ms` doubling to
+    /// `reconnect.backoff.max.ms`), calling the provider at that pace.
+    TokenProvider {
+        /// The mechanism (`OAUTHBEARER`).
+        mechanism: String,
+        /// The provider's error.
+        message: String,
+    },
 }
 
 impl ConnectionError {
@@ -235,6 +250,10 @@ impl fmt::Display for ConnectionError {
             ConnectionError::Authentication { mechanism, message } => {
                 write!(f, "SASL {mechanism} authentication failed: {message}")
             }
+            ConnectionError::TokenProvider { mechanism, message } => write!(
+                f,
+                "SASL {mechanism} authentication failed: the {mechanism} token provider failed: {message}"
+            ),
         }
     }
 }

@@ -12,7 +12,7 @@ mod common;
 
 use common::peers::{config, consume, WAIT};
 use common::wait_for;
-use lazykafka::config::SecurityProtocol;
+use lazykafka::config::{ClientRuntime, SecurityProtocol};
 use lazykafka::events::{ConnectionError, ConnectionState};
 use lazykafka::mock::{MockCluster, MockEventKind, MockRecord, MockSasl};
 use lazykafka::protocol::ApiKey;
@@ -546,4 +546,359 @@ async fn sasl_ssl_authenticates_over_tls() {
     );
     assert_nothing_before_authentication(&mock);
     consumer.close().await.unwrap();
+}
+
+// ===== OAUTHBEARER with an asynchronous token provider =====
+
+/// Runs `body` once on each runtime built in, with the clients it makes
+/// on that runtime (`client.runtime`): a tokio runtime made for it, then
+/// async-std.
+fn on_each_runtime<F, Fut>(body: F)
+where
+    F: Fn(ClientRuntime) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    #[cfg(feature = "runtime-tokio")]
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(body(ClientRuntime::Tokio));
+    #[cfg(feature = "runtime-async-std")]
+    async_std::task::block_on(body(ClientRuntime::AsyncStd));
+}
+
+/// Waits `duration` on `runtime`'s own timer, as a provider's HTTP call
+/// awaits its socket. On tokio, outside a tokio runtime's context this
+/// panics (the provider then fails): it passes only if the client runs
+/// the provider's future on its runtime.
+async fn sleep_on(runtime: ClientRuntime, duration: Duration) {
+    match runtime {
+        ClientRuntime::Tokio => tokio::time::sleep(duration).await,
+        _ => async_std::task::sleep(duration).await,
+    }
+}
+
+/// What an asynchronous test provider did.
+#[derive(Default)]
+struct ProviderLog {
+    /// Calls made.
+    calls: AtomicUsize,
+    /// Calls whose future has not completed yet.
+    pending: AtomicUsize,
+    /// Completed calls that did not run in a tokio runtime's context (on
+    /// tokio).
+    off_runtime: AtomicUsize,
+}
+
+/// An asynchronous provider of unsecured tokens for `principal`, good for
+/// `lifetime`: each call waits `delay` on the runtime's timer, and the
+/// first `failures` calls fail.
+fn async_provider(
+    runtime: ClientRuntime,
+    principal: &str,
+    lifetime: Duration,
+    delay: Duration,
+    failures: usize,
+    log: Arc<ProviderLog>,
+) -> impl Fn() -> futures::future::BoxFuture<'static, Result<lazykafka::config::OAuthToken, String>>
+       + Send
+       + Sync
+       + 'static {
+    let unsecured = OAuthTokenProvider::unsecured(principal, lifetime, None, BTreeMap::new());
+    move || {
+        let unsecured = unsecured.clone();
+        let log = log.clone();
+        Box::pin(async move {
+            let call = log.calls.fetch_add(1, Ordering::SeqCst);
+            log.pending.fetch_add(1, Ordering::SeqCst);
+            sleep_on(runtime, delay).await;
+            if runtime == ClientRuntime::Tokio && tokio::runtime::Handle::try_current().is_err() {
+                log.off_runtime.fetch_add(1, Ordering::SeqCst);
+            }
+            log.pending.fetch_sub(1, Ordering::SeqCst);
+            if call < failures {
+                return Err(format!("token endpoint unavailable (call {})", call + 1));
+            }
+            unsecured.token()
+        })
+    }
+}
+
+/// Our consumer and producer authenticate with an asynchronous provider
+/// on each runtime: the provider awaits the runtime's timer for 300 ms,
+/// and meanwhile the consumer's `poll` keeps returning (the provider is
+/// awaited as a task, not run on the consumer's task under its lock).
+/// The consumer reads what librdkafka's producer (a peer we did not
+/// write) wrote to the same OAUTHBEARER listener, and our producer's
+/// records too; one call serves every connection.
+#[test]
+fn an_async_provider_authenticates_consumer_and_producer_on_each_runtime() {
+    on_each_runtime(|runtime| async move {
+        let mock = sasl_mock(MockSasl::new().mechanisms([Mechanism::OAuthBearer]));
+        let bootstrap = mock.bootstrap_servers();
+        // librdkafka writes 10 records over OAUTHBEARER.
+        let rd: BaseProducer = rd_config(&bootstrap, Mechanism::OAuthBearer, "")
+            .create()
+            .expect("librdkafka producer");
+        for i in 0..10 {
+            let value = format!("value-{i}");
+            rd.send(BaseRecord::<(), _>::to("t").payload(&value).partition(0))
+                .expect("queued");
+        }
+        rd.flush(WAIT).expect("librdkafka produced");
+        drop(rd);
+
+        let log = Arc::new(ProviderLog::default());
+        let provider = async_provider(
+            runtime,
+            "dave",
+            Duration::from_secs(600),
+            Duration::from_millis(300),
+            0,
+            log.clone(),
+        );
+        let mut consumer = Consumer::new(
+            config(&bootstrap, None)
+                .client_runtime(runtime)
+                .security_protocol(SecurityProtocol::SaslPlaintext)
+                .sasl_mechanism(Mechanism::OAuthBearer)
+                .oauthbearer_token_provider_async(provider)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+        let mut values = Vec::new();
+        let mut polls_while_pending = 0;
+        let deadline = Instant::now() + WAIT;
+        while values.len() < 10 && Instant::now() < deadline {
+            let pending = log.pending.load(Ordering::SeqCst) > 0;
+            let records = consumer
+                .poll(Duration::from_millis(50))
+                .await
+                .unwrap_or_else(|e| panic!("{runtime:?}: {e}"));
+            if pending && log.pending.load(Ordering::SeqCst) > 0 {
+                polls_while_pending += 1;
+            }
+            values.extend(
+                records
+                    .iter()
+                    .map(|r| String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned()),
+            );
+        }
+        assert_eq!(
+            values,
+            (0..10).map(|i| format!("value-{i}")).collect::<Vec<_>>()
+        );
+        assert!(
+            polls_while_pending >= 2,
+            "{runtime:?}: {polls_while_pending} polls returned while the provider waited"
+        );
+        assert_eq!(log.off_runtime.load(Ordering::SeqCst), 0, "{runtime:?}");
+        // Bootstrap and leader connections, one call.
+        assert_eq!(log.calls.load(Ordering::SeqCst), 1, "{runtime:?}");
+        assert!(authenticated(&mock)
+            .iter()
+            .any(|(_, m, p)| *m == Mechanism::OAuthBearer && p == "dave"));
+        assert_nothing_before_authentication(&mock);
+
+        // Our producer, with a provider of its own.
+        let plog = Arc::new(ProviderLog::default());
+        let producer = lazykafka::Producer::new(
+            lazykafka::ProducerConfig::builder()
+                .bootstrap_servers(&bootstrap)
+                .client_runtime(runtime)
+                .security_protocol(SecurityProtocol::SaslPlaintext)
+                .sasl_mechanism(Mechanism::OAuthBearer)
+                .oauthbearer_token_provider_async(async_provider(
+                    runtime,
+                    "erin",
+                    Duration::from_secs(600),
+                    Duration::from_millis(100),
+                    0,
+                    plog.clone(),
+                ))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        for i in 10..15 {
+            let record = lazykafka::ProducerRecord::new("t")
+                .partition(0)
+                .value(format!("value-{i}"));
+            let delivery = producer.send(record).await.expect("queued");
+            delivery
+                .await
+                .unwrap_or_else(|e| panic!("{runtime:?}: {e}"));
+        }
+        assert_eq!(plog.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(plog.off_runtime.load(Ordering::SeqCst), 0);
+        assert!(authenticated(&mock).iter().any(|(_, _, p)| p == "erin"));
+        producer.close(WAIT).await.unwrap();
+        assert_eq!(consume(&mut consumer, 5).await.len(), 5, "{runtime:?}");
+        consumer.close().await.unwrap();
+    });
+}
+
+/// A provider that fails three times (its token endpoint down) and then
+/// answers: the consumer reports a retriable error naming the address,
+/// the mechanism and the provider's message, once; calls the provider
+/// again at the reconnect backoff's pace (50, 100, 200 ms ± 20%), not in
+/// a loop; and then reads every record.
+#[test]
+fn a_failing_async_provider_is_reported_retriable_and_the_consumer_goes_on() {
+    on_each_runtime(|runtime| async move {
+        let mock = sasl_mock(MockSasl::new());
+        produce(&mock, 10);
+        let bootstrap = mock.bootstrap_servers();
+        let log = Arc::new(ProviderLog::default());
+        let provider = async_provider(
+            runtime,
+            "frank",
+            Duration::from_secs(600),
+            Duration::from_millis(10),
+            3,
+            log.clone(),
+        );
+        let consumer = Consumer::new(
+            config(&bootstrap, None)
+                .client_runtime(runtime)
+                .security_protocol(SecurityProtocol::SaslPlaintext)
+                .sasl_mechanism(Mechanism::OAuthBearer)
+                .oauthbearer_token_provider_async(provider)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        let mut events = consumer.connection_events();
+        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+        let started = Instant::now();
+        let mut errors = Vec::new();
+        let mut values = 0;
+        while values < 10 && started.elapsed() < WAIT {
+            match consumer.poll(Duration::from_millis(100)).await {
+                Ok(records) => values += records.len(),
+                Err(e) => errors.push(e),
+            }
+        }
+        assert_eq!(values, 10, "{runtime:?}: {errors:?}");
+        assert_eq!(errors.len(), 1, "{runtime:?}: reported once: {errors:?}");
+        let error = &errors[0];
+        assert!(error.is_retriable() && !error.is_fatal(), "{error}");
+        match error {
+            Error::Connection {
+                addr,
+                cause: ConnectionError::TokenProvider { mechanism, message },
+                ..
+            } => {
+                assert_eq!(addr, &bootstrap);
+                assert_eq!(mechanism, "OAUTHBEARER");
+                assert_eq!(message, "token endpoint unavailable (call 1)");
+            }
+            other => panic!("{runtime:?}: {other:?}"),
+        }
+        let text = error.to_string();
+        assert!(
+            text.contains(&bootstrap) && text.contains("OAUTHBEARER token provider failed"),
+            "{text}"
+        );
+        assert_eq!(log.calls.load(Ordering::SeqCst), 4, "{runtime:?}");
+        // Three failures backed off 50, 100 and 200 ms (±20%) at least,
+        // and no more connections than calls.
+        assert!(
+            started.elapsed() >= Duration::from_millis(280),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(connects(&mock) <= 5, "{} connects", connects(&mock));
+        consumer.close().await.unwrap();
+        let mut closed_by_provider = 0;
+        while let Some(e) = futures::StreamExt::next(&mut events).await {
+            if let lazykafka::events::EventKind::Closed {
+                error: Some(ConnectionError::TokenProvider { .. }),
+                ..
+            } = e.kind
+            {
+                closed_by_provider += 1;
+            }
+        }
+        assert_eq!(closed_by_provider, 3, "{runtime:?}");
+    });
+}
+
+/// KIP-368 with tokens of 2 s: the broker (the mock, as Kafka does) ends
+/// each session with its token, so the connection lives on only if its
+/// re-authentications use newer tokens; the cluster asks for each at 80%
+/// of the last one's lifetime,
+/// through the asynchronous provider (which takes 100 ms each time), and
+/// the connection is renewed again and again, never closed, while records
+/// keep flowing.
+#[test]
+fn sessions_ending_with_their_token_are_renewed_with_tokens_fetched_ahead() {
+    on_each_runtime(|runtime| async move {
+        let mock = sasl_mock(MockSasl::new().session_lifetime(Duration::from_secs(60)));
+        produce(&mock, 10);
+        let log = Arc::new(ProviderLog::default());
+        let provider = async_provider(
+            runtime,
+            "grace",
+            Duration::from_secs(2),
+            Duration::from_millis(100),
+            0,
+            log.clone(),
+        );
+        let mut consumer = Consumer::new(
+            config(&mock.bootstrap_servers(), None)
+                .client_runtime(runtime)
+                .security_protocol(SecurityProtocol::SaslPlaintext)
+                .sasl_mechanism(Mechanism::OAuthBearer)
+                .oauthbearer_token_provider_async(provider)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+        assert_eq!(consume(&mut consumer, 10).await.len(), 10);
+        let theirs: Vec<u64> = mock.open_connections().iter().map(|(id, _)| *id).collect();
+        assert_eq!(theirs.len(), 1, "{runtime:?}");
+        let conn = theirs[0];
+        // Four authentications on the connection, and three tokens asked
+        // for after the first: the connection then outlived three tokens.
+        let renewed = |mock: &MockCluster| {
+            authenticated(mock)
+                .iter()
+                .filter(|(c, _, _)| *c == conn)
+                .count()
+                >= 4
+                && log.calls.load(Ordering::SeqCst) >= 4
+        };
+        let deadline = Instant::now() + WAIT;
+        let mut seen = 10;
+        while !renewed(&mock) && Instant::now() < deadline {
+            produce(&mock, 1);
+            seen += consume(&mut consumer, 1).await.len();
+        }
+        assert!(
+            renewed(&mock),
+            "{runtime:?}: {:?}",
+            requests_by_connection(&mock)
+        );
+        assert!(seen > 10);
+        // Each session ends with its token (2 s), and the mock refuses an
+        // expired one: the socket lived on through every renewal because
+        // each re-authentication had a newer token.
+        assert_eq!(
+            mock.open_connections()
+                .iter()
+                .map(|(id, _)| *id)
+                .collect::<Vec<_>>(),
+            [conn]
+        );
+        assert!(!mock
+            .events()
+            .iter()
+            .any(|e| matches!(e.kind, MockEventKind::Closed { .. })));
+        consumer.close().await.unwrap();
+    });
 }

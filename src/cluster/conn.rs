@@ -65,6 +65,11 @@ pub(crate) enum Phase {
         session: Option<crate::sasl::SaslSession>,
         /// Whether this renews the session of a connection that was ready.
         reauth: bool,
+        /// SaslHandshake was answered and the OAUTHBEARER token is asked
+        /// of the application's asynchronous provider: the exchange starts
+        /// once the runtime hands it in
+        /// ([`Cluster::handle_oauth_token`](super::Cluster::handle_oauth_token)).
+        awaiting_token: bool,
     },
     /// Versions negotiated (and authenticated, with SASL).
     Ready {

@@ -9,8 +9,10 @@
 //! ```text
 //!   request(Target)        handle_connected / handle_connect_failed
 //!        |                 handle_received / handle_closed / handle_timeout
+//!        |                 handle_oauth_token
 //!        v                              |
 //!   +---------+   poll_action() ->  Connect | Transmit | Close   (runtime)
+//!   |         |                     | FetchOAuthToken
 //!   | Cluster |   poll_event()  ->  ConnectionEvent               (observer)
 //!   +---------+   poll_response() -> (RequestId, Result<Response>) (caller)
 //!                 poll_timeout() -> next deadline
@@ -218,6 +220,18 @@ pub enum Action {
         /// The connection.
         conn: ConnectionId,
     },
+    /// Run the asynchronous OAUTHBEARER token provider's future
+    /// ([`OAuthTokenProvider::fetch`](crate::sasl::OAuthTokenProvider::fetch))
+    /// as a task of its own, and report its answer with
+    /// [`Cluster::handle_oauth_token`]; an `Err` naming the wait once
+    /// `timeout` passed without one. One is asked at a time: every
+    /// connection waiting for a token shares its answer.
+    FetchOAuthToken {
+        /// The provider.
+        provider: crate::sasl::OAuthTokenProvider,
+        /// How long the provider may take (`request.timeout.ms`).
+        timeout: Duration,
+    },
 }
 
 /// A response to a request made with [`Cluster::request`].
@@ -379,7 +393,10 @@ pub enum Problem {
         attempts: Vec<(String, ConnectionError)>,
     },
     /// A connection to a known broker (coordinator or leader) failed, or
-    /// broke before it answered a request.
+    /// broke before it answered a request; or any connection (a bootstrap
+    /// one too) could not authenticate because the OAUTHBEARER token
+    /// provider failed ([`ConnectionError::TokenProvider`], reported at
+    /// its first failure).
     BrokerUnreachable {
         /// The broker id, when known.
         broker: Option<i32>,
@@ -467,6 +484,15 @@ fn check_route(api: ApiKey, target: Target) -> Result<(), RequestError> {
             target: target.to_string(),
         })
     }
+}
+
+/// The OAUTHBEARER token for a connection that authenticates now.
+enum TokenNow {
+    Ready(crate::sasl::OAuthToken),
+    /// The asynchronous provider's answer is waited for.
+    Wait,
+    /// The provider failed, with its message.
+    Failed(String),
 }
 
 /// Who is waiting for a response.
@@ -562,6 +588,35 @@ impl Refresh {
     }
 }
 
+/// The shortest time between two calls of an asynchronous OAUTHBEARER
+/// token provider made ahead of need (a provider that hands out tokens of
+/// a very short lifetime is not called in a loop).
+pub const OAUTH_REFRESH_MIN: Duration = Duration::from_secs(1);
+
+/// OAUTHBEARER tokens (see [`OAuthTokenProvider`](crate::sasl::OAuthTokenProvider)).
+#[derive(Debug, Default)]
+struct OAuthState {
+    /// The last token and when it came: reused while less than 80% of its
+    /// lifetime has passed (with an asynchronous provider, until its
+    /// lifetime ends, a new one being asked for ahead).
+    token: Option<(crate::sasl::OAuthToken, Instant)>,
+    /// An [`Action::FetchOAuthToken`] is out and its answer not in.
+    fetching: bool,
+    /// The asynchronous provider's failures in a row: the next call waits
+    /// for the reconnect backoff.
+    retry: Retry,
+}
+
+impl OAuthState {
+    /// When the last token is due for renewal: 80% of its lifetime after
+    /// it came (at least [`OAUTH_REFRESH_MIN`]).
+    fn renew_at(&self) -> Option<Instant> {
+        self.token
+            .as_ref()
+            .map(|(t, at)| *at + t.lifetime().mul_f64(0.8).max(OAUTH_REFRESH_MIN))
+    }
+}
+
 /// The connection manager. See the [module documentation](self).
 #[derive(Debug)]
 pub struct Cluster {
@@ -612,9 +667,9 @@ pub struct Cluster {
     /// The last connection failure, in words, for requests that time out
     /// waiting for a connection.
     last_failure: Option<String>,
-    /// The last OAUTHBEARER token and when it came, reused until 80% of
-    /// its lifetime has passed.
-    oauth_token: Option<(crate::sasl::OAuthToken, Instant)>,
+    /// OAUTHBEARER tokens: the last one, and the asynchronous provider's
+    /// calls.
+    oauth: OAuthState,
     shut_down: bool,
 }
 
@@ -662,7 +717,7 @@ impl Cluster {
             coordinator_refusal_reported: None,
             refusals: HashMap::new(),
             last_failure: None,
-            oauth_token: None,
+            oauth: OAuthState::default(),
             shut_down: false,
         }
     }
@@ -1065,6 +1120,7 @@ impl Cluster {
         {
             consider(self.coordinator_refresh.next_send());
         }
+        consider(self.oauth_due());
         next
     }
 
@@ -1181,6 +1237,7 @@ impl Cluster {
         self.schedule_internal_requests(now);
         self.dispatch_waiting(now);
         self.reauthenticate(now);
+        self.drive_oauth(now);
         self.flush_queues(now);
         self.retire_bootstrap(now);
         self.reap_idle(now);
@@ -1840,6 +1897,7 @@ impl Cluster {
             versions,
             session: None,
             reauth,
+            awaiting_token: false,
         };
         match (handshake, authenticate) {
             (Some(v), Some(_)) => {
@@ -1907,18 +1965,35 @@ impl Cluster {
         }
         let token = if sasl.mechanism == crate::sasl::Mechanism::OAuthBearer {
             match self.oauth_token(now, &sasl) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    return self.authentication_failed(
-                        now,
-                        conn,
-                        format!("the OAUTHBEARER token provider failed: {e}"),
-                    )
+                TokenNow::Ready(t) => Some(t),
+                TokenNow::Wait => {
+                    // The exchange starts when the token comes
+                    // (`handle_oauth_token`); the setup timeout still
+                    // covers the wait.
+                    if let Some(Phase::Authenticating { awaiting_token, .. }) =
+                        self.conns.get_mut(&conn).map(|c| &mut c.phase)
+                    {
+                        *awaiting_token = true;
+                    }
+                    return;
                 }
+                TokenNow::Failed(e) => return self.token_provider_failed(now, conn, e),
             }
         } else {
             None
         };
+        self.start_sasl_session(now, conn, &sasl, token.as_ref());
+    }
+
+    /// Starts the SASL exchange on `conn` (its SaslHandshake answered): the
+    /// session and its first SaslAuthenticate.
+    fn start_sasl_session(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        sasl: &crate::sasl::SaslConfig,
+        token: Option<&crate::sasl::OAuthToken>,
+    ) {
         let mut random = [0u8; 24];
         (self.config.random_bytes)(&mut random);
         // Mixed with the cluster's own generator: a broken OS source alone
@@ -1930,7 +2005,7 @@ impl Cluster {
             }
         }
         let nonce = crate::sasl::nonce(random);
-        match crate::sasl::SaslSession::start(&sasl, &nonce, token.as_ref()) {
+        match crate::sasl::SaslSession::start(sasl, &nonce, token) {
             Ok((session, first)) => {
                 if let Some(Phase::Authenticating { session: s, .. }) =
                     self.conns.get_mut(&conn).map(|c| &mut c.phase)
@@ -1943,25 +2018,180 @@ impl Cluster {
         }
     }
 
-    /// The OAUTHBEARER token: the last one while less than 80% of its
-    /// lifetime has passed, else a new one from the provider.
-    fn oauth_token(
-        &mut self,
-        now: Instant,
-        sasl: &crate::sasl::SaslConfig,
-    ) -> Result<crate::sasl::OAuthToken, String> {
-        if let Some((token, at)) = &self.oauth_token {
-            if now.saturating_duration_since(*at) < token.lifetime().mul_f64(0.8) {
-                return Ok(token.clone());
+    /// Closes `conn` because the OAUTHBEARER token provider failed (a
+    /// retriable cause, not a refusal: see
+    /// [`ConnectionError::TokenProvider`]).
+    fn token_provider_failed(&mut self, now: Instant, conn: ConnectionId, message: String) {
+        self.close(
+            now,
+            conn,
+            CloseReason::Error,
+            Some(ConnectionError::TokenProvider {
+                mechanism: crate::sasl::Mechanism::OAuthBearer.name().to_owned(),
+                message,
+            }),
+        );
+    }
+
+    /// The OAUTHBEARER token for a connection that authenticates now: the
+    /// last one while less than 80% of its lifetime has passed; else, from
+    /// a synchronous provider, a new one at once; from an asynchronous
+    /// one, the last one while it lasts (a new one is asked for ahead,
+    /// [`Cluster::drive_oauth`]), else a wait for the one asked for.
+    fn oauth_token(&mut self, now: Instant, sasl: &crate::sasl::SaslConfig) -> TokenNow {
+        let Some(provider) = sasl.token_provider.as_ref() else {
+            return TokenNow::Failed("no OAUTHBEARER token provider is configured".into());
+        };
+        if let Some((token, at)) = &self.oauth.token {
+            let age = now.saturating_duration_since(*at);
+            if age < token.lifetime().mul_f64(0.8)
+                || (provider.is_async() && age < token.lifetime())
+            {
+                return TokenNow::Ready(token.clone());
             }
         }
-        let provider = sasl
-            .token_provider
+        if provider.is_async() {
+            // Asked for by the next step (`drive_oauth`), if it is not
+            // already on its way.
+            return TokenNow::Wait;
+        }
+        match provider.token() {
+            Ok(token) => {
+                self.oauth.token = Some((token.clone(), now));
+                TokenNow::Ready(token)
+            }
+            Err(e) => TokenNow::Failed(e),
+        }
+    }
+
+    /// The asynchronous token provider, if one is configured.
+    fn async_token_provider(&self) -> Option<&crate::sasl::OAuthTokenProvider> {
+        self.config
+            .sasl
             .as_ref()
-            .ok_or("no OAUTHBEARER token provider is configured")?;
-        let token = provider.token()?;
-        self.oauth_token = Some((token.clone(), now));
-        Ok(token)
+            .filter(|s| s.mechanism == crate::sasl::Mechanism::OAuthBearer)
+            .and_then(|s| s.token_provider.as_ref())
+            .filter(|p| p.is_async())
+    }
+
+    /// Whether a connection waits for an OAUTHBEARER token.
+    fn awaits_token(&self) -> bool {
+        self.conns.values().any(|c| {
+            matches!(
+                c.phase,
+                Phase::Authenticating {
+                    awaiting_token: true,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// When the asynchronous token provider is to be called next, if it
+    /// is: at once (after its backoff) for a connection that waits; at
+    /// [`OAuthState::renew_at`] (or after the backoff of a renewal that
+    /// failed) while connections live. `None` while a call is out.
+    fn oauth_due(&self) -> Option<Instant> {
+        self.async_token_provider()?;
+        if self.oauth.fetching {
+            return None;
+        }
+        let wanted = if self.awaits_token() {
+            self.epoch
+        } else if !self.conns.is_empty() {
+            self.oauth.renew_at()?
+        } else {
+            return None;
+        };
+        Some(self.oauth.retry.not_before().map_or(wanted, |t| t.max(wanted)))
+    }
+
+    /// Asks the runtime for an OAUTHBEARER token when it is due
+    /// ([`Cluster::oauth_due`]).
+    fn drive_oauth(&mut self, now: Instant) {
+        if self.oauth_due().is_none_or(|t| now < t) {
+            return;
+        }
+        let Some(provider) = self.async_token_provider().cloned() else {
+            return;
+        };
+        self.oauth.fetching = true;
+        self.oauth.retry.clear_wait();
+        log::debug!("asking the OAUTHBEARER token provider for a token");
+        self.actions.push_back(Action::FetchOAuthToken {
+            provider,
+            timeout: self.config.request_timeout,
+        });
+    }
+
+    /// The asynchronous OAUTHBEARER token provider answered (the runtime
+    /// ran the future of an [`Action::FetchOAuthToken`]): with a token,
+    /// the connections that waited for one start their exchange with it,
+    /// and it is kept for the next ones until 80% of its lifetime has
+    /// passed, when a new one is asked for; with an `Err`, each of them is
+    /// closed with [`ConnectionError::TokenProvider`] (a failure of its
+    /// address, backed off and reported as connection failures are), and
+    /// the provider is called again only after the reconnect backoff.
+    pub fn handle_oauth_token(
+        &mut self,
+        now: Instant,
+        token: Result<crate::sasl::OAuthToken, String>,
+    ) {
+        self.oauth.fetching = false;
+        let waiting: Vec<ConnectionId> = self
+            .conns
+            .values()
+            .filter(|c| {
+                matches!(
+                    c.phase,
+                    Phase::Authenticating {
+                        awaiting_token: true,
+                        ..
+                    }
+                )
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in &waiting {
+            if let Some(Phase::Authenticating { awaiting_token, .. }) =
+                self.conns.get_mut(id).map(|c| &mut c.phase)
+            {
+                *awaiting_token = false;
+            }
+        }
+        match token {
+            Ok(token) => {
+                self.oauth.retry.succeeded();
+                self.oauth.token = Some((token.clone(), now));
+                if let Some(sasl) = self.config.sasl.clone() {
+                    for id in waiting {
+                        self.start_sasl_session(now, id, &sasl, Some(&token));
+                    }
+                }
+            }
+            Err(message) => {
+                let delay =
+                    self.oauth
+                        .retry
+                        .failed(now, &self.config.reconnect_backoff, self.rng.unit());
+                if waiting.is_empty() {
+                    // A renewal ahead of need: the last token still serves.
+                    let log = if self.oauth.retry.failures() == 1 {
+                        log::Level::Warn
+                    } else {
+                        log::Level::Debug
+                    };
+                    log::log!(
+                        log,
+                        "the OAUTHBEARER token provider failed: {message}; asked again in {delay:?}"
+                    );
+                }
+                for id in waiting {
+                    self.token_provider_failed(now, id, message.clone());
+                }
+            }
+        }
+        self.drive(now);
     }
 
     fn send_sasl_authenticate(&mut self, now: Instant, conn: ConnectionId, bytes: Vec<u8>) {
@@ -2370,7 +2600,20 @@ impl Cluster {
                 cluster.backoff.get_mut(&c.addr).expect("inserted").reported = Some(now);
             }
         };
-        if let ConnectionError::Authentication { mechanism, message } = error {
+        if let ConnectionError::TokenProvider { .. } = error {
+            // At the first failure, for any connection: the application's
+            // provider (its token endpoint) is down, which it should hear
+            // of; the client retries by itself.
+            if due {
+                mark_reported(self);
+                self.problems.push_back(Problem::BrokerUnreachable {
+                    broker: c.broker,
+                    addr: c.addr.clone(),
+                    purpose: c.purpose,
+                    cause: error.clone(),
+                });
+            }
+        } else if let ConnectionError::Authentication { mechanism, message } = error {
             // At the first failure: it will not pass by itself.
             if due {
                 mark_reported(self);

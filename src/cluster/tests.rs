@@ -61,6 +61,9 @@ struct Sim {
     /// The sockets never report the requests the broker does not answer
     /// as written (a socket that takes no more bytes).
     unwritten: bool,
+    /// When each [`Action::FetchOAuthToken`] came (the test answers them
+    /// with `handle_oauth_token`).
+    token_asks: Vec<Instant>,
 }
 
 /// A topic a Metadata request names: (name, id).
@@ -76,6 +79,9 @@ struct SimSasl {
     password: String,
     /// `session_lifetime_ms` of SaslAuthenticate responses.
     lifetime_ms: i64,
+    /// The OAUTHBEARER tokens received, per connection, in order; tokens
+    /// that start with `good` are accepted.
+    tokens: Vec<(ConnectionId, String)>,
     /// SCRAM exchanges in progress, per connection.
     scram: BTreeMap<
         ConnectionId,
@@ -96,6 +102,7 @@ impl SimSasl {
             user: user.into(),
             password: password.into(),
             lifetime_ms: 0,
+            tokens: Vec::new(),
             scram: BTreeMap::new(),
         }
     }
@@ -133,6 +140,7 @@ impl Sim {
             metadata_asked: Vec::new(),
             split_answers: false,
             unwritten: false,
+            token_asks: Vec::new(),
         }
     }
 
@@ -229,6 +237,11 @@ impl Sim {
                             "close of unknown {conn}"
                         );
                     }
+                    Action::FetchOAuthToken { provider, timeout } => {
+                        assert!(provider.is_async());
+                        assert_eq!(timeout, self.c.config.request_timeout);
+                        self.token_asks.push(self.now);
+                    }
                 }
             }
             while let Some(e) = self.c.poll_event() {
@@ -290,6 +303,15 @@ impl Sim {
             ..Default::default()
         };
         let resp = match sasl.scram.get_mut(&conn) {
+            None if text.starts_with("n,,") => {
+                let (token, _) = crate::sasl::parse_oauthbearer_message(text.as_bytes()).unwrap();
+                sasl.tokens.push((conn, token.clone()));
+                if token.starts_with("good") {
+                    done(Vec::new())
+                } else {
+                    failed("invalid_token")
+                }
+            }
             None => {
                 if text == format!("\0{user}\0{password}") {
                     done(Vec::new())
@@ -2012,6 +2034,333 @@ fn the_session_is_renewed_on_the_same_connection_before_it_ends() {
     let steps = step_through_deadlines(&mut sim, Duration::from_secs(60));
     assert!((5..=8).contains(&steps), "{steps} renewals in 60 s");
     assert_eq!(sim.sockets.len(), 1);
+}
+
+// ===== OAUTHBEARER with an asynchronous token provider =====
+
+/// A configuration with OAUTHBEARER tokens from an asynchronous provider
+/// (the simulation never runs its future: the test answers each
+/// `FetchOAuthToken` with `handle_oauth_token`), on one bootstrap
+/// address, with no idle reaping.
+fn oauth_sim() -> Sim {
+    let provider = crate::sasl::OAuthTokenProvider::new_async(|| async {
+        Err::<crate::sasl::OAuthToken, _>("not run in the simulation".to_owned())
+    });
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.connections_max_idle = None;
+    cfg.sasl = Some(crate::sasl::SaslConfig::oauthbearer(provider));
+    let mut sim = Sim::new(cfg);
+    let mut sasl = SimSasl::new("alice", "alice-secret");
+    sasl.mechanisms = vec![crate::sasl::Mechanism::OAuthBearer];
+    sim.sasl = Some(sasl);
+    sim
+}
+
+fn token(value: &str, lifetime: Duration) -> crate::sasl::OAuthToken {
+    crate::sasl::OAuthToken::new(value, lifetime)
+}
+
+/// Hands the answer to the last `FetchOAuthToken` in.
+fn answer_token(sim: &mut Sim, answer: Result<crate::sasl::OAuthToken, String>) {
+    sim.c.handle_oauth_token(sim.now, answer);
+    sim.pump();
+}
+
+/// The OAUTHBEARER tokens the brokers received, per connection.
+fn tokens_on(sim: &Sim, conn: ConnectionId) -> Vec<String> {
+    sim.sasl
+        .as_ref()
+        .unwrap()
+        .tokens
+        .iter()
+        .filter(|(c, _)| *c == conn)
+        .map(|(_, t)| t.clone())
+        .collect()
+}
+
+fn connecting_events(sim: &Sim) -> usize {
+    sim.events
+        .iter()
+        .filter(|e| e.kind == EventKind::Connecting)
+        .count()
+}
+
+/// The cluster asks the runtime for the token (an action) instead of
+/// calling the provider; the connection waits after SaslHandshake, with
+/// nothing due meanwhile (no busy loop), and its exchange starts when the
+/// token is handed in. A fresh token serves the next connections without
+/// another call.
+#[test]
+fn a_connection_waits_in_sasl_for_the_async_token_and_fresh_tokens_are_reused() {
+    use crate::events::ConnectionState;
+    let mut sim = oauth_sim();
+    sim.c.set_topics(["t".to_owned()]);
+    let id = sim.request(Target::AnyBroker);
+    let conn = *sim.sockets.keys().next().unwrap();
+    assert_eq!(
+        apis_on(&sim, conn),
+        [ApiKey::ApiVersions, ApiKey::SaslHandshake]
+    );
+    assert_eq!(state_of(&sim, conn), ConnectionState::Authenticating);
+    assert_eq!(sim.token_asks, [sim.now]);
+    // Only the setup timeout is due while the token is awaited, and
+    // stepping to it asks nothing more of the provider.
+    let due = sim.c.poll_timeout().expect("the setup deadline");
+    assert!(due - sim.now >= Duration::from_secs(8), "{:?}", due - sim.now);
+    sim.advance(Duration::from_secs(1));
+    assert_eq!(sim.token_asks.len(), 1);
+    assert!(sim.responses.is_empty());
+    answer_token(&mut sim, Ok(token("good-1", Duration::from_secs(600))));
+    assert_eq!(tokens_on(&sim, conn), ["good-1"]);
+    assert!(sim.responses[&id].is_ok());
+    assert_eq!(state_of(&sim, conn), ConnectionState::Ready);
+    // A leader connection authenticates at once with the same token.
+    let id = sim.request(Target::Broker(1));
+    assert!(sim.responses[&id].is_ok());
+    let leader = *sim.sockets.keys().find(|c| **c != conn).unwrap();
+    assert_eq!(tokens_on(&sim, leader), ["good-1"]);
+    assert_eq!(sim.token_asks.len(), 1);
+    assert!(sim.c.poll_problem().is_none());
+    assert!(!format!("{:?} {:?}", sim.events, sim.c).contains("good-1"));
+}
+
+/// Two connections that need a token while one is on its way share that
+/// one call; and the token is asked for again at 80% of its lifetime, a
+/// deadline of its own, while connections live.
+#[test]
+fn connections_waiting_for_a_token_share_one_call_and_renewal_is_due_at_80_percent() {
+    let mut sim = oauth_sim();
+    sim.c.set_topics(["t".to_owned()]);
+    sim.request(Target::AnyBroker);
+    let start = sim.now;
+    answer_token(&mut sim, Ok(token("good-1", Duration::from_secs(10))));
+    assert_eq!(sim.token_asks.len(), 1);
+    // The renewal is the next deadline: at 8 s exactly.
+    assert_eq!(sim.c.poll_timeout(), Some(start + Duration::from_secs(8)));
+    sim.advance(Duration::from_millis(7_999));
+    assert_eq!(sim.token_asks.len(), 1);
+    sim.advance(Duration::from_millis(1));
+    assert_eq!(sim.token_asks, [start, start + Duration::from_secs(8)]);
+    // Unanswered: nothing more is due for it (the runtime's own timeout
+    // bounds the call), and nothing else asks again.
+    let due = sim.c.poll_timeout();
+    assert!(due.is_none_or(|t| t > sim.now + Duration::from_secs(60)), "{due:?}");
+    // The token expires at 10 s; two new connections then wait, and share
+    // the call already out.
+    sim.advance(Duration::from_secs(3));
+    let one = sim.request(Target::Broker(1));
+    let three = sim.request(Target::Broker(3));
+    assert_eq!(sim.sockets.len(), 3);
+    assert_eq!(sim.token_asks.len(), 2);
+    assert!(!sim.responses.contains_key(&one) && !sim.responses.contains_key(&three));
+    answer_token(&mut sim, Ok(token("good-2", Duration::from_secs(10))));
+    assert!(sim.responses[&one].is_ok() && sim.responses[&three].is_ok());
+    let leaders: Vec<ConnectionId> = sim.sockets.keys().skip(1).copied().collect();
+    for conn in leaders {
+        assert_eq!(tokens_on(&sim, conn), ["good-2"]);
+    }
+    assert_eq!(sim.token_asks.len(), 2);
+}
+
+/// KIP-368 re-authentications use the token at hand while it lasts: the
+/// renewal asked for at 80% of the token's lifetime is there before the
+/// session after it is renewed, so no re-authentication waits for the
+/// provider.
+#[test]
+fn reauthentication_finds_the_token_renewed_ahead() {
+    let mut sim = oauth_sim();
+    sim.sasl.as_mut().unwrap().lifetime_ms = 5_000;
+    sim.request(Target::AnyBroker);
+    let conn = *sim.sockets.keys().next().unwrap();
+    let start = sim.now;
+    answer_token(&mut sim, Ok(token("good-1", Duration::from_secs(10))));
+    let mut renewals = 0;
+    while sim.now < start + Duration::from_secs(30) {
+        let t = sim.c.poll_timeout().expect("a renewal is always due");
+        assert!(t > sim.now);
+        sim.now = t;
+        sim.c.handle_timeout(sim.now);
+        sim.pump();
+        // Each token asked for is answered at once, as a fast provider's.
+        while sim.token_asks.len() > renewals + 1 {
+            renewals += 1;
+            let value = format!("good-{}", renewals + 1);
+            answer_token(&mut sim, Ok(token(&value, Duration::from_secs(10))));
+        }
+        // No connection ever waits for a token after the first one.
+        assert!(!sim.c.awaits_token());
+    }
+    // A renewal every 8 s: at 8, 16 and 24 s.
+    let asked: Vec<Duration> = sim.token_asks.iter().map(|t| *t - start).collect();
+    assert_eq!(
+        asked,
+        [0, 8, 16, 24].map(Duration::from_secs),
+        "{renewals} renewals"
+    );
+    let seen = tokens_on(&sim, conn);
+    // Sessions of 5 s renewed at 85-95%: at least 6 authentications in
+    // 30 s, every token used, in order, on the same socket.
+    assert!(seen.len() >= 6, "{seen:?}");
+    let mut distinct = seen.clone();
+    distinct.dedup();
+    assert_eq!(distinct, ["good-1", "good-2", "good-3", "good-4"], "{seen:?}");
+    assert_eq!(connecting_events(&sim), 1);
+}
+
+/// A renewal ahead of need that fails leaves the token in use (it still
+/// lasts) and is asked again after the reconnect backoff, growing while it
+/// fails: never in a loop.
+#[test]
+fn a_failed_renewal_keeps_the_token_and_is_asked_again_after_backoff() {
+    let mut sim = oauth_sim();
+    sim.request(Target::AnyBroker);
+    let start = sim.now;
+    answer_token(&mut sim, Ok(token("good-1", Duration::from_secs(100))));
+    sim.advance(Duration::from_secs(80));
+    assert_eq!(sim.token_asks.len(), 2);
+    let mut answered = 2;
+    answer_token(&mut sim, Err("token endpoint: timeout".into()));
+    while sim.now < start + Duration::from_secs(85) {
+        sim.advance(Duration::from_millis(5));
+        while sim.token_asks.len() > answered {
+            answered += 1;
+            assert!(answered < 50, "called in a loop: {:?}", sim.token_asks);
+            answer_token(&mut sim, Err("token endpoint: timeout".into()));
+        }
+    }
+    let gaps: Vec<Duration> = sim.token_asks[1..].windows(2).map(|w| w[1] - w[0]).collect();
+    // 50 ms, 100 ms, 200 ms, ... to 1 s (±20%).
+    assert!((4..=10).contains(&gaps.len()), "{gaps:?}");
+    for (i, gap) in gaps.iter().enumerate() {
+        let step = Duration::from_millis(50 << i.min(4)).min(Duration::from_secs(1));
+        assert!(*gap >= step.mul_f64(0.8), "{gaps:?}");
+    }
+    // Nothing was closed or reported: the token still serves, and a new
+    // connection authenticates with it at once.
+    assert!(sim.c.poll_problem().is_none());
+    let id = sim.request(Target::Bootstrap);
+    assert!(sim.responses[&id].is_ok());
+    assert_eq!(connecting_events(&sim), 1);
+}
+
+/// A provider that fails closes the connections that waited with a cause
+/// that names it and is not a refusal, reported at once; the provider is
+/// called again only after the reconnect backoff (50 ms doubling to 1 s),
+/// so one that always fails is called at that pace, not in a loop; once
+/// it answers, the connection authenticates and the request goes out.
+#[test]
+fn a_failing_async_provider_is_reported_retriable_and_called_at_backoff_pace() {
+    let mut sim = oauth_sim();
+    sim.c.set_topics(["t".to_owned()]);
+    let id = sim.request(Target::AnyBroker);
+    let start = sim.now;
+    answer_token(&mut sim, Err("token endpoint: 503 Service Unavailable".into()));
+    assert!(sim.sockets.is_empty(), "closed");
+    let cause = sim.events.iter().find_map(|e| match &e.kind {
+        EventKind::Closed {
+            error: Some(e @ ConnectionError::TokenProvider { .. }),
+            ..
+        } => Some(e.clone()),
+        _ => None,
+    });
+    let cause = cause.expect("the close names the provider");
+    assert!(!cause.is_refusal());
+    assert_eq!(
+        cause.to_string(),
+        "SASL OAUTHBEARER authentication failed: the OAUTHBEARER token provider failed: \
+         token endpoint: 503 Service Unavailable"
+    );
+    match sim.c.poll_problem() {
+        Some(Problem::BrokerUnreachable {
+            addr,
+            purpose,
+            cause: c,
+            ..
+        }) => {
+            assert_eq!((addr.as_str(), purpose), ("b2:9092", Purpose::Bootstrap));
+            assert_eq!(c, cause);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The next attempt comes after the backoff (50 ms ± 20%), not before.
+    sim.advance(Duration::from_millis(39));
+    assert_eq!((sim.token_asks.len(), connecting_events(&sim)), (1, 1));
+    // Always failing for 5 s: every call answered with an error.
+    let mut answered = 1;
+    while sim.now < start + Duration::from_secs(5) {
+        sim.advance(Duration::from_millis(5));
+        while sim.token_asks.len() > answered {
+            answered += 1;
+            assert!(answered < 50, "called in a loop: {:?}", sim.token_asks);
+            answer_token(&mut sim, Err("token endpoint: 503".into()));
+        }
+    }
+    // 50 ms doubling to 1 s (±20%): about 0.05, 0.15, 0.35, 0.75, 1.55,
+    // then every second: 8 or so calls in 5 s, never a loop.
+    let calls = sim.token_asks.len();
+    assert!((5..=10).contains(&calls), "{calls} calls: {:?}", sim.token_asks);
+    for pair in sim.token_asks.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(40), "{:?}", sim.token_asks);
+    }
+    // Reported once (again only after REPORT_AGAIN_AFTER).
+    assert!(sim.c.poll_problem().is_none());
+    // The endpoint is back: the next call's token is used.
+    while sim.token_asks.len() == answered {
+        sim.advance(Duration::from_millis(10));
+    }
+    answer_token(&mut sim, Ok(token("good-1", Duration::from_secs(600))));
+    assert!(sim.responses[&id].is_ok(), "{:?}", sim.responses.get(&id));
+    assert!(sim.c.metadata().topics.contains_key("t"));
+}
+
+/// A synchronous provider's `Err` (or panic) fails the authentication
+/// with the same retriable cause, backed off as a connection failure, not
+/// as a refusal.
+#[test]
+fn a_failing_sync_provider_is_a_retriable_connection_failure_too() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let provider = crate::sasl::OAuthTokenProvider::new(move || {
+        match counted.fetch_add(1, Ordering::SeqCst) {
+            0 => Err("no token yet".into()),
+            1 => panic!("the provider's bug"),
+            _ => Ok(crate::sasl::OAuthToken::new("good-sync", Duration::from_secs(60))),
+        }
+    });
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.sasl = Some(crate::sasl::SaslConfig::oauthbearer(provider));
+    let mut sim = Sim::new(cfg);
+    let mut sasl = SimSasl::new("alice", "alice-secret");
+    sasl.mechanisms = vec![crate::sasl::Mechanism::OAuthBearer];
+    sim.sasl = Some(sasl);
+    let id = sim.request(Target::AnyBroker);
+    let causes = |sim: &Sim| -> Vec<String> {
+        sim.events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Closed {
+                    error: Some(ConnectionError::TokenProvider { message, .. }),
+                    ..
+                } => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(causes(&sim), ["no token yet"]);
+    assert!(sim.token_asks.is_empty(), "called inline, not through the runtime");
+    // The reconnect backoff, not the refusal backoff (1 s): within 100 ms.
+    sim.advance(Duration::from_millis(100));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        causes(&sim),
+        ["no token yet", "the provider panicked: the provider's bug"]
+    );
+    sim.advance(Duration::from_millis(200));
+    assert!(sim.responses[&id].is_ok());
+    let conn = *sim.sockets.keys().next().unwrap();
+    assert_eq!(tokens_on(&sim, conn), ["good-sync"]);
 }
 
 /// The bootstrap list is walked in its order, one address after the other,

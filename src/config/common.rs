@@ -897,8 +897,12 @@ macro_rules! common_setters {
 
         /// Where OAUTHBEARER tokens come from: `provider` is called when a
         /// connection authenticates and the last token has used 80% of its
-        /// lifetime; an `Err` fails that authentication with its message. See
-        /// [`OAuthTokenProvider`](crate::config::OAuthTokenProvider).
+        /// lifetime; an `Err` fails that authentication with its message
+        /// (retriable: the client tries again after the reconnect backoff).
+        /// It runs on the client's background task and must not block for
+        /// long: a token that takes a network call to get belongs in
+        /// [`oauthbearer_token_provider_async`](Self::oauthbearer_token_provider_async).
+        /// See [`OAuthTokenProvider`](crate::config::OAuthTokenProvider).
         ///
         /// ```
         /// use lazykafka::config::{Mechanism, OAuthToken};
@@ -923,6 +927,51 @@ macro_rules! common_setters {
             provider: impl Fn() -> Result<crate::sasl::OAuthToken, String> + Send + Sync + 'static,
         ) -> Self {
             self.common.sasl.token_provider = Some(crate::sasl::OAuthTokenProvider::new(provider));
+            self
+        }
+
+        /// Where OAUTHBEARER tokens come from, asynchronously: `provider`
+        /// returns a future (an HTTP call to an OIDC token endpoint, say),
+        /// which the client runs as a task of its own runtime (tokio or
+        /// async-std), never blocking its own task. Connections that need a
+        /// token wait for it during their authentication, and share one
+        /// call; once 80% of a token's lifetime has passed, a new one is
+        /// asked for ahead of need. An `Err` (or a panic, or no answer
+        /// within `request.timeout.ms`) fails the waiting connections'
+        /// authentication with a retriable error naming the provider; the
+        /// client calls it again after the reconnect backoff. See
+        /// [`OAuthTokenProvider::new_async`](crate::config::OAuthTokenProvider::new_async)
+        /// and `docs/security.md`.
+        ///
+        /// ```
+        /// use lazykafka::config::{Mechanism, OAuthToken};
+        /// use lazykafka::config::SecurityProtocol;
+        #[doc = concat!("use lazykafka::", stringify!($config), ";")]
+        /// use std::time::Duration;
+        ///
+        /// async fn token_from_endpoint() -> Result<OAuthToken, String> {
+        ///     // POST to the token endpoint; read access_token and expires_in.
+        ///     Ok(OAuthToken::new("eyJhbGciOi...", Duration::from_secs(3600)))
+        /// }
+        ///
+        #[doc = concat!("let config = ", stringify!($config), "::builder()")]
+        ///     .bootstrap_servers("localhost:9092")
+        ///     .security_protocol(SecurityProtocol::SaslPlaintext)
+        ///     .sasl_mechanism(Mechanism::OAuthBearer)
+        ///     .oauthbearer_token_provider_async(token_from_endpoint)
+        ///     .build()?;
+        /// assert!(config.oauthbearer_token_provider().unwrap().is_async());
+        /// # Ok::<(), lazykafka::Error>(())
+        /// ```
+        pub fn oauthbearer_token_provider_async<F, Fut>(mut self, provider: F) -> Self
+        where
+            F: Fn() -> Fut + Send + Sync + 'static,
+            Fut: std::future::Future<Output = Result<crate::sasl::OAuthToken, String>>
+                + Send
+                + 'static,
+        {
+            self.common.sasl.token_provider =
+                Some(crate::sasl::OAuthTokenProvider::new_async(provider));
             self
         }
     };

@@ -271,6 +271,11 @@ impl Pair {
                     waiting.cancel(&mut self.mock);
                 }
             }
+            Action::FetchOAuthToken { provider, .. } => {
+                // Answered at this step (a provider here awaits nothing).
+                let token = futures::executor::block_on(provider.fetch());
+                self.core.io().handle_oauth_token(now, token);
+            }
         }
     }
 

@@ -142,16 +142,16 @@ pub(crate) async fn pass<M: Machine>(machine: &mut M, sockets: &mut Sockets, wak
     machine.with(|d| {
         let cluster = d.cluster();
         let mut fed = 0;
-        if let Some((id, input)) = input {
-            fed += input.len();
-            sockets.feed(cluster, Instant::now(), id, input);
+        if let Some(report) = input {
+            fed += report.len();
+            sockets.feed(cluster, Instant::now(), report);
         }
         while fed < FEED_BUDGET {
-            let Some((id, input)) = sockets.try_next() else {
+            let Some(report) = sockets.try_next() else {
                 break;
             };
-            fed += input.len();
-            sockets.feed(cluster, Instant::now(), id, input);
+            fed += report.len();
+            sockets.feed(cluster, Instant::now(), report);
         }
     });
 }

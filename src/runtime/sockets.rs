@@ -59,6 +59,26 @@ impl SocketInput {
     }
 }
 
+/// What the tasks behind [`Sockets`] report to the driver loop.
+#[derive(Debug)]
+pub(crate) enum Report {
+    /// News of one socket.
+    Socket(ConnectionId, SocketInput),
+    /// The answer of the asynchronous OAUTHBEARER token provider (see
+    /// [`Action::FetchOAuthToken`]).
+    OAuthToken(Result<crate::sasl::OAuthToken, String>),
+}
+
+impl Report {
+    /// The bytes it brings: a frame's length, 0 for the others.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Report::Socket(_, input) => input.len(),
+            Report::OAuthToken(_) => 0,
+        }
+    }
+}
+
 /// Socket-level settings the cluster does not decide.
 #[derive(Debug, Clone)]
 pub struct SocketOptions {
@@ -126,8 +146,8 @@ pub(crate) struct Sockets {
     /// waits in [`Sockets::wait`].
     readers: SelectAll<BoxStream<'static, (ConnectionId, SocketInput)>>,
     mode: Readers,
-    tx: UnboundedSender<(ConnectionId, SocketInput)>,
-    rx: UnboundedReceiver<(ConnectionId, SocketInput)>,
+    tx: UnboundedSender<Report>,
+    rx: UnboundedReceiver<Report>,
     /// Passes in a row that acted or found an input waiting, since the
     /// driver loop last suspended or yielded (see `pump::pass`).
     pub(super) busy_passes: u32,
@@ -200,7 +220,24 @@ impl Sockets {
                         Ok((socket, peer)) => SocketInput::Connected(socket, peer),
                         Err(e) => SocketInput::ConnectFailed(e.cause()),
                     };
-                    let _ = tx.unbounded_send((conn, input));
+                    let _ = tx.unbounded_send(Report::Socket(conn, input));
+                }));
+                None
+            }
+            Action::FetchOAuthToken { provider, timeout } => {
+                // A task of its own: the provider's future (an HTTP call,
+                // say) never holds up the driver loop.
+                let tx = self.tx.clone();
+                let rt = self.rt.clone();
+                self.rt.spawn(Box::pin(async move {
+                    let answer = match super::rt::timeout(&*rt, timeout, provider.fetch()).await {
+                        Some(answer) => answer,
+                        None => Err(format!(
+                            "no answer within request.timeout.ms ({} ms)",
+                            timeout.as_millis()
+                        )),
+                    };
+                    let _ = tx.unbounded_send(Report::OAuthToken(answer));
                 }));
                 None
             }
@@ -245,7 +282,9 @@ impl Sockets {
                 }
                 Poll::Ready(Ok(())) => {
                     if let Some(n) = outbox.written.take() {
-                        let _ = self.tx.unbounded_send((*conn, SocketInput::Written(n)));
+                        let _ = self
+                            .tx
+                            .unbounded_send(Report::Socket(*conn, SocketInput::Written(n)));
                     }
                 }
                 Poll::Pending => {}
@@ -273,7 +312,7 @@ impl Sockets {
         &mut self,
         at: Instant,
         kick: Option<&Signal>,
-    ) -> (Option<(ConnectionId, SocketInput)>, bool) {
+    ) -> (Option<Report>, bool) {
         if !matches!(&self.timer, Some((t, _)) if *t <= at) {
             let sleep = self.rt.sleep(at.saturating_duration_since(Instant::now()));
             self.timer = Some((at, sleep));
@@ -281,14 +320,14 @@ impl Sockets {
         let mut suspended = false;
         let input = futures::future::poll_fn(|cx| {
             if let Some((conn, e)) = self.poll_writes(cx) {
-                return Poll::Ready(Some((conn, SocketInput::Failed(e))));
+                return Poll::Ready(Some(Report::Socket(conn, SocketInput::Failed(e))));
             }
             if let Poll::Ready(input) = self.rx.poll_next_unpin(cx) {
                 return Poll::Ready(input);
             }
             // `None` here only means no socket is open yet.
-            if let Poll::Ready(Some(input)) = self.readers.poll_next_unpin(cx) {
-                return Poll::Ready(Some(input));
+            if let Poll::Ready(Some((conn, input))) = self.readers.poll_next_unpin(cx) {
+                return Poll::Ready(Some(Report::Socket(conn, input)));
             }
             if kick.is_some_and(|k| k.poll_wait(cx).is_ready()) {
                 return Poll::Ready(None);
@@ -309,21 +348,22 @@ impl Sockets {
     /// A report already waiting, if any. (A socket found not ready here
     /// is polled again, with the real waker, by the next
     /// [`Sockets::wait`].)
-    pub fn try_next(&mut self) -> Option<(ConnectionId, SocketInput)> {
-        self.rx
-            .try_recv()
-            .ok()
-            .or_else(|| self.readers.next().now_or_never().flatten())
+    pub fn try_next(&mut self) -> Option<Report> {
+        self.rx.try_recv().ok().or_else(|| {
+            self.readers
+                .next()
+                .now_or_never()
+                .flatten()
+                .map(|(conn, input)| Report::Socket(conn, input))
+        })
     }
 
     /// Hands a report to the cluster (registering a new socket first).
-    pub fn feed(
-        &mut self,
-        cluster: &mut Cluster,
-        now: Instant,
-        id: ConnectionId,
-        input: SocketInput,
-    ) {
+    pub fn feed(&mut self, cluster: &mut Cluster, now: Instant, report: Report) {
+        let (id, input) = match report {
+            Report::Socket(id, input) => (id, input),
+            Report::OAuthToken(answer) => return cluster.handle_oauth_token(now, answer),
+        };
         match input {
             SocketInput::Connected(socket, peer) => {
                 if !cluster.is_connecting(id) {
@@ -450,10 +490,10 @@ fn read_frames(
 /// its end, or until nobody listens.
 async fn forward(
     mut frames: BoxStream<'static, (ConnectionId, SocketInput)>,
-    tx: UnboundedSender<(ConnectionId, SocketInput)>,
+    tx: UnboundedSender<Report>,
 ) {
-    while let Some(item) = frames.next().await {
-        if tx.unbounded_send(item).is_err() {
+    while let Some((conn, input)) = frames.next().await {
+        if tx.unbounded_send(Report::Socket(conn, input)).is_err() {
             return;
         }
     }
@@ -634,6 +674,75 @@ mod tests {
         )
         .is_none());
         assert!(s.outboxes.is_empty());
+    }
+
+    /// A runtime that keeps the tasks it is given, for the test to run.
+    #[derive(Default)]
+    struct Keeper {
+        tasks: Mutex<Vec<BoxFuture<()>>>,
+    }
+
+    impl std::fmt::Debug for Keeper {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Keeper")
+        }
+    }
+
+    impl Runtime for Keeper {
+        fn spawn(&self, task: BoxFuture<()>) {
+            self.tasks.lock().unwrap().push(task);
+        }
+        fn sleep(&self, _duration: Duration) -> BoxFuture<()> {
+            Box::pin(futures::future::pending())
+        }
+        fn resolve(&self, _addr: String) -> BoxFuture<io::Result<Vec<SocketAddr>>> {
+            unreachable!("nothing is resolved")
+        }
+        fn connect(
+            &self,
+            _addr: SocketAddr,
+            _setup: super::super::rt::Setup,
+        ) -> BoxFuture<Result<Socket, super::super::rt::ConnectError>> {
+            unreachable!("nothing is dialled")
+        }
+    }
+
+    /// The token provider's future is a task of its own: `perform` hands
+    /// it to the runtime and returns at once, however long the provider
+    /// takes; its answer comes back as a report once it completes.
+    #[test]
+    fn the_token_provider_runs_as_a_task_and_its_answer_is_reported() {
+        let rt = Arc::new(Keeper::default());
+        let mut s = Sockets::new(rt.clone(), SocketOptions::default(), Readers::Inline);
+        let (release, gate) = futures::channel::oneshot::channel::<()>();
+        let gate = Arc::new(Mutex::new(Some(gate)));
+        let provider = crate::sasl::OAuthTokenProvider::new_async(move || {
+            let gate = gate.lock().unwrap().take().expect("called once");
+            async move {
+                gate.await.map_err(|e| e.to_string())?;
+                Ok(crate::sasl::OAuthToken::new(
+                    "token",
+                    Duration::from_secs(60),
+                ))
+            }
+        });
+        let action = Action::FetchOAuthToken {
+            provider,
+            timeout: Duration::from_secs(30),
+        };
+        let performed = s.perform(action).now_or_never();
+        assert!(matches!(performed, Some(None)), "perform does not wait");
+        let mut task = rt.tasks.lock().unwrap().pop().expect("a task");
+        assert!(s.try_next().is_none());
+        // Pending while the provider is.
+        assert!((&mut task).now_or_never().is_none());
+        assert!(s.try_next().is_none());
+        release.send(()).unwrap();
+        assert!(task.now_or_never().is_some());
+        match s.try_next() {
+            Some(Report::OAuthToken(Ok(token))) => assert_eq!(token.value().expose(), "token"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

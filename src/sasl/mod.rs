@@ -183,29 +183,134 @@ impl fmt::Debug for OAuthToken {
     }
 }
 
-type ProviderFn = dyn Fn() -> Result<OAuthToken, String> + Send + Sync;
+type SyncProviderFn = dyn Fn() -> Result<OAuthToken, String> + Send + Sync;
+type AsyncProviderFn = dyn Fn() -> OAuthTokenFuture + Send + Sync;
 
-/// Supplies OAUTHBEARER tokens: a function the application gives
-/// ([`ConsumerConfigBuilder::oauthbearer_token_provider`](crate::config::ConsumerConfigBuilder::oauthbearer_token_provider)),
-/// called (inside `poll`) when a connection authenticates and the last
-/// token is near its end. An `Err` fails that authentication with the
-/// message, as a rejected token would.
-///
-/// It must not block for long: it runs on the consumer's task. A token
-/// that takes a network round trip to get is best fetched ahead by the
-/// application and handed out from a cache.
+/// What an asynchronous [`OAuthTokenProvider`] returns: a future that
+/// yields a token, or why there is none.
+pub type OAuthTokenFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<OAuthToken, String>> + Send>>;
+
+/// Where a provider's tokens come from.
 #[derive(Clone)]
-pub struct OAuthTokenProvider(Arc<ProviderFn>);
+enum Source {
+    /// A function called where the token is needed.
+    Sync(Arc<SyncProviderFn>),
+    /// A function whose future is run as a task of the client's runtime.
+    Async(Arc<AsyncProviderFn>),
+}
+
+/// Supplies OAUTHBEARER tokens: a function the application gives, called
+/// when a connection authenticates and the last token has used 80% of its
+/// lifetime. It comes in two kinds:
+///
+/// - [`OAuthTokenProvider::new`] (from
+///   [`ConsumerConfigBuilder::oauthbearer_token_provider`](crate::config::ConsumerConfigBuilder::oauthbearer_token_provider)):
+///   a plain function, called on the client's background task when a
+///   token is needed. It must not block for long: the client's
+///   connections, timers and heartbeats wait while it runs. Fit for a
+///   token the application keeps at hand (fetched ahead, from a cache).
+/// - [`OAuthTokenProvider::new_async`] (from
+///   [`ConsumerConfigBuilder::oauthbearer_token_provider_async`](crate::config::ConsumerConfigBuilder::oauthbearer_token_provider_async)):
+///   a function returning a future, such as an HTTP call to an OIDC
+///   token endpoint. The future runs as a task of its own on the client's
+///   runtime (tokio or async-std), so it may await that runtime's timers
+///   and sockets, and the client goes on meanwhile: connections that need
+///   the token wait for it in their authentication (several share one
+///   call), and once 80% of a token's lifetime has passed a new one is
+///   asked for ahead of need, so that re-authentications (KIP-368) find it
+///   ready. A call that does not answer within `request.timeout.ms` counts
+///   as failed.
+///
+/// A provider that fails (returns `Err`, or panics) fails the
+/// authentication of the connections that waited for it with
+/// [`ConnectionError::TokenProvider`](crate::events::ConnectionError::TokenProvider),
+/// naming its message: the client reports it (a retriable
+/// [`Error::Connection`](crate::Error::Connection)) and tries again after
+/// the reconnect backoff (`reconnect.backoff.ms` doubling to
+/// `reconnect.backoff.max.ms`), so a token endpoint that is down for a
+/// while is called at that pace, not in a loop. See `docs/security.md`.
+#[derive(Clone)]
+pub struct OAuthTokenProvider(Source);
 
 impl OAuthTokenProvider {
-    /// Wraps `provider`.
+    /// Wraps a synchronous `provider`.
     pub fn new(provider: impl Fn() -> Result<OAuthToken, String> + Send + Sync + 'static) -> Self {
-        OAuthTokenProvider(Arc::new(provider))
+        OAuthTokenProvider(Source::Sync(Arc::new(provider)))
     }
 
-    /// A new token, or why there is none.
+    /// Wraps an asynchronous `provider`: each call returns a future that
+    /// the client runs on its runtime.
+    ///
+    /// ```
+    /// use lazykafka::config::{OAuthToken, OAuthTokenProvider};
+    /// use std::time::Duration;
+    ///
+    /// let provider = OAuthTokenProvider::new_async(|| async {
+    ///     // An HTTP call to the token endpoint would go here.
+    ///     Ok(OAuthToken::new("eyJhbGciOi...", Duration::from_secs(3600)))
+    /// });
+    /// assert!(provider.is_async());
+    /// let token = futures::executor::block_on(provider.fetch()).unwrap();
+    /// assert_eq!(token.lifetime(), Duration::from_secs(3600));
+    /// ```
+    pub fn new_async<F, Fut>(provider: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<OAuthToken, String>> + Send + 'static,
+    {
+        OAuthTokenProvider(Source::Async(Arc::new(move || {
+            Box::pin(provider()) as OAuthTokenFuture
+        })))
+    }
+
+    /// Whether it was made with [`OAuthTokenProvider::new_async`].
+    pub fn is_async(&self) -> bool {
+        matches!(self.0, Source::Async(_))
+    }
+
+    /// A new token, or why there is none, from a synchronous provider. A
+    /// panic of the provider is returned as an `Err` naming it. An
+    /// asynchronous provider is not called: the answer is an `Err` saying
+    /// to use [`OAuthTokenProvider::fetch`].
     pub fn token(&self) -> Result<OAuthToken, String> {
-        (self.0)()
+        match &self.0 {
+            Source::Sync(f) => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())).unwrap_or_else(
+                    |panic| Err(format!("the provider panicked: {}", panic_message(&*panic))),
+                )
+            }
+            Source::Async(_) => Err(
+                "this OAUTHBEARER token provider is asynchronous: use OAuthTokenProvider::fetch"
+                    .to_owned(),
+            ),
+        }
+    }
+
+    /// A new token, or why there is none, from either kind of provider: an
+    /// asynchronous provider's future (a panic, when it is called or
+    /// polled, is an `Err` naming it), or a synchronous provider's answer,
+    /// got at this call.
+    pub fn fetch(&self) -> OAuthTokenFuture {
+        match &self.0 {
+            Source::Sync(_) => Box::pin(futures::future::ready(self.token())),
+            Source::Async(f) => {
+                use futures::FutureExt;
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())) {
+                    Ok(future) => Box::pin(std::panic::AssertUnwindSafe(future).catch_unwind().map(
+                        |r| {
+                            r.unwrap_or_else(|panic| {
+                                Err(format!("the provider panicked: {}", panic_message(&*panic)))
+                            })
+                        },
+                    )),
+                    Err(panic) => Box::pin(futures::future::ready(Err(format!(
+                        "the provider panicked: {}",
+                        panic_message(&*panic)
+                    )))),
+                }
+            }
+        }
     }
 
     /// An unsecured JWS (`"alg":"none"`) token for `principal`, good for
@@ -233,16 +338,33 @@ impl OAuthTokenProvider {
     }
 }
 
+/// The message a panic carried, when it is a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
 impl fmt::Debug for OAuthTokenProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("OAuthTokenProvider(..)")
+        f.write_str(if self.is_async() {
+            "OAuthTokenProvider(async ..)"
+        } else {
+            "OAuthTokenProvider(..)"
+        })
     }
 }
 
 impl PartialEq for OAuthTokenProvider {
     /// The same provider (not merely one that returns equal tokens).
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        match (&self.0, &other.0) {
+            (Source::Sync(a), Source::Sync(b)) => Arc::ptr_eq(a, b),
+            (Source::Async(a), Source::Async(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 }
 
