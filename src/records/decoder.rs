@@ -272,7 +272,7 @@ impl ExactSizeIterator for Records<'_> {}
 /// let record = decoded.get(0).unwrap();
 /// assert_eq!(record.offset(), 42);
 /// assert_eq!(record.value(), Some(&b"value"[..]));
-/// assert_eq!(record.headers().last(b"trace"), Some(Some(&b"1"[..])));
+/// assert_eq!(record.headers().last("trace"), Some(Some(&b"1"[..])));
 /// // A Bytes slice of the fetched (here: decompressed) buffer, no copy.
 /// let value: Bytes = record.value_bytes().unwrap();
 /// assert_eq!(decoded.next_offset, Some(43));
