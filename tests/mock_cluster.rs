@@ -106,6 +106,47 @@ fn librdkafka_reads_every_codec_the_mock_serves() {
     }
 }
 
+/// A broker taken down refuses connections and keeps its port: a socket
+/// of another cluster (or another test process) cannot take it meanwhile,
+/// and the broker comes back on it, where librdkafka's consumer reads again.
+#[test]
+fn a_broker_down_refuses_connections_and_keeps_its_port() {
+    let mock = MockCluster::new(2).unwrap();
+    mock.create_topic_with_leaders("held", &[2]).unwrap();
+    mock.produce("held", 0, [MockRecord::new("v")]).unwrap();
+    let addr = mock.broker_addr(2).unwrap();
+    mock.broker_down(2).unwrap();
+    let refused = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5));
+    assert_eq!(
+        refused.map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::ConnectionRefused)
+    );
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let taken = other.bind(&addr.into());
+    assert_eq!(
+        taken.map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::AddrInUse)
+    );
+    drop(other);
+    mock.broker_up(2).unwrap();
+    assert_eq!(mock.broker_addr(2), Some(addr));
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", mock.bootstrap_servers())
+        .set("group.id", "held")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["held"]).unwrap();
+    let deadline = Instant::now() + WAIT;
+    let read = loop {
+        assert!(Instant::now() < deadline, "nothing read after broker_up");
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            break m.payload().map(<[u8]>::to_vec);
+        }
+    };
+    assert_eq!(read.as_deref(), Some(&b"v"[..]));
+}
+
 #[test]
 fn librdkafka_admin_creates_topics_and_its_producer_writes_them() {
     let mock = MockCluster::new(3).unwrap();

@@ -479,6 +479,7 @@ impl MockClusterBuilder {
         Ok(MockCluster {
             shared,
             listeners: Mutex::new(listeners),
+            held: Mutex::new(HashMap::new()),
             timer: Some(timer),
         })
     }
@@ -490,6 +491,11 @@ impl MockClusterBuilder {
 pub struct MockCluster {
     shared: Arc<Shared>,
     listeners: Mutex<HashMap<i32, Listener>>,
+    /// The ports of the brokers that are down, each held by a socket that
+    /// is bound and does not listen: connecting is refused, as to a
+    /// stopped broker, and no other socket (another cluster, another test
+    /// process) can take the port before the broker comes back on it.
+    held: Mutex<HashMap<i32, socket2::Socket>>,
     timer: Option<JoinHandle<()>>,
 }
 
@@ -833,7 +839,8 @@ impl MockCluster {
         })
     }
 
-    /// Takes a broker down: it stops listening (connects are refused), its
+    /// Takes a broker down: it stops listening (connects are refused; its
+    /// port stays held, so nothing else takes it meanwhile), its
     /// connections are closed, and the partitions it leads have no leader
     /// (`LEADER_NOT_AVAILABLE` in Metadata) until it is up again.
     pub fn broker_down(&self, broker: i32) -> Result<(), MockError> {
@@ -847,6 +854,15 @@ impl MockCluster {
         })?;
         if let Some(mut l) = self.listeners().remove(&broker) {
             l.stop();
+            if let Some(addr) = self.broker_addr(broker) {
+                match hold(addr) {
+                    Ok(socket) => {
+                        self.held_ports().insert(broker, socket);
+                    }
+                    // Taken already: `broker_up` says so.
+                    Err(e) => ::log::debug!("mock broker {broker}: cannot hold {addr}: {e}"),
+                }
+            }
         }
         self.shared
             .close_connections(BrokerClose::Down, |_, c| c.broker == broker);
@@ -863,7 +879,13 @@ impl MockCluster {
         if listeners.contains_key(&broker) {
             return Ok(());
         }
-        let listener = TcpListener::bind(addr)?;
+        let listener = match self.held_ports().remove(&broker) {
+            Some(socket) => {
+                socket.listen(128)?;
+                TcpListener::from(socket)
+            }
+            None => TcpListener::bind(addr)?,
+        };
         self.change(|st| {
             st.brokers.get_mut(&broker).expect("checked").up = true;
             for t in st.topics.values_mut() {
@@ -882,6 +904,10 @@ impl MockCluster {
 
     fn listeners(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Listener>> {
         self.listeners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn held_ports(&self) -> std::sync::MutexGuard<'_, HashMap<i32, socket2::Socket>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Answers the next `errors.len()` requests of `api`, on any broker,
@@ -1194,6 +1220,20 @@ pub struct MockProducerBatch {
     pub base_offset: i64,
     /// The offset of its last record.
     pub last_offset: i64,
+}
+
+/// A socket bound to `addr` that does not listen (see `MockCluster::held`).
+/// `SO_REUSEADDR`: the connections the broker closed may still hold the
+/// port in TIME_WAIT.
+fn hold(addr: SocketAddr) -> std::io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket)
 }
 
 impl Drop for MockCluster {
