@@ -2972,6 +2972,8 @@ impl Fetcher {
     /// of its log, when its position (with nothing buffered before it) is
     /// at the end the last answer gave (the last stable offset under
     /// `read_committed`) and that was not said at this position already.
+    /// A paused partition says nothing: it is fetched, and says it, once
+    /// resumed.
     /// It follows the errors and records taken before it.
     fn check_eof(&mut self, tp: &TopicPartition) {
         if !self.config.partition_eof {
@@ -2988,7 +2990,12 @@ impl Fetcher {
             IsolationLevel::ReadUncommitted => st.high_watermark,
         };
         let at_end = end.is_some_and(|end| pos.offset >= end);
-        if !at_end || st.buffer.is_some() || st.ahead.is_some() || st.eof_at == Some(pos.offset) {
+        if !at_end
+            || st.paused
+            || st.buffer.is_some()
+            || st.ahead.is_some()
+            || st.eof_at == Some(pos.offset)
+        {
             return;
         }
         st.eof_at = Some(pos.offset);

@@ -864,6 +864,27 @@ fn the_end_of_a_partition_is_said_after_its_records_once_per_arrival() {
     // A seek below the end: after the records again.
     f.seek(&tp("t", 0), 4).unwrap();
     assert!(!f.has_errors());
+
+    // Paused, a partition says nothing, even seeking to its end; resumed,
+    // its next answer says it.
+    f.pause([&tp("t", 1)]);
+    f.seek(&tp("t", 1), 0).unwrap();
+    assert!(!f.has_errors());
+    f.resume([&tp("t", 1)]);
+    let at_end = PartitionData {
+        partition_index: 1,
+        high_watermark: 0,
+        ..PartitionData::default()
+    };
+    let planned = f.poll_requests(now, &md);
+    let list = fetches(&planned);
+    let token = list
+        .iter()
+        .find(|(_, parts, _)| parts.iter().any(|p| p.0 == "t" && p.1 == 1))
+        .map(|(_, _, token)| *token)
+        .expect("partition 1 fetched once resumed");
+    f.handle_response(now, token, &fetch_response(12, vec![("t", vec![at_end])]));
+    assert_eq!(eofs(&mut f), [(1, 0)]);
 }
 
 #[test]
