@@ -18,7 +18,7 @@ use futures::{FutureExt, StreamExt};
 use lazykafka::{Consumer, Error, RecordStream, TopicPartition};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -240,22 +240,43 @@ async fn two_polling_tasks_take_every_record_once<C: TestCluster>() {
     .unwrap();
     consumer.assign((0..PARTITIONS).map(tp)).unwrap();
     let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let polling = |consumer: Consumer, taken: Arc<std::sync::atomic::AtomicUsize>| async move {
+    let (by_a, by_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // `mine` counts what this task took, `other` what the other did. A
+    // task that took records first waits (with a deadline) until the other
+    // took some too: on a loaded machine one task could otherwise take all
+    // 30,000 before the other is first scheduled, and this shows that both
+    // can take, not how a scheduler shares its threads.
+    let polling = |consumer: Consumer,
+                   taken: Arc<AtomicUsize>,
+                   mine: Arc<AtomicUsize>,
+                   other: Arc<AtomicUsize>| async move {
         let mut seen: Vec<(i32, i64, Vec<u8>)> = Vec::new();
         let deadline = Instant::now() + WAIT;
         while taken.load(Ordering::SeqCst) < RECORDS && Instant::now() < deadline {
             let records = consumer.poll(Duration::from_millis(200)).await.unwrap();
             taken.fetch_add(records.len(), Ordering::SeqCst);
+            mine.fetch_add(records.len(), Ordering::SeqCst);
             seen.extend(
                 records
                     .iter()
                     .map(|r| (r.partition(), r.offset(), r.key().unwrap().to_vec())),
             );
+            if !records.is_empty() && other.load(Ordering::SeqCst) == 0 {
+                common::wait_for_async(WAIT, || {
+                    other.load(Ordering::SeqCst) > 0 || taken.load(Ordering::SeqCst) >= RECORDS
+                })
+                .await;
+            }
         }
         seen
     };
-    let a = common::spawn(polling(consumer.clone(), taken.clone()));
-    let b = common::spawn(polling(consumer.clone(), taken.clone()));
+    let a = common::spawn(polling(
+        consumer.clone(),
+        taken.clone(),
+        by_a.clone(),
+        by_b.clone(),
+    ));
+    let b = common::spawn(polling(consumer.clone(), taken.clone(), by_b, by_a));
     let (a, b) = futures::join!(a, b);
     let mut every: BTreeMap<(i32, i64), Vec<u8>> = BTreeMap::new();
     for seen in [&a, &b] {
