@@ -900,13 +900,7 @@ impl ProducerCore {
                 });
                 for (batch, e) in drained.failed {
                     log::warn!("{}: a batch could not be encoded: {e}", batch.tp);
-                    self.forget_sequence(&batch);
-                    let reason = e.to_string();
-                    self.fail_batch(&batch, |tp| DeliveryError::Encode {
-                        topic: tp.topic.clone(),
-                        partition: tp.partition,
-                        reason: reason.clone(),
-                    });
+                    self.fail_encoding(&batch, &e);
                 }
                 if drained.batches.is_empty() {
                     break;
@@ -1184,13 +1178,7 @@ impl ProducerCore {
                     batch.tp,
                     batch.records.len()
                 );
-                self.forget_sequence(&batch);
-                let reason = e.to_string();
-                self.fail_batch(&batch, |tp| DeliveryError::Encode {
-                    topic: tp.topic.clone(),
-                    partition: tp.partition,
-                    reason: reason.clone(),
-                });
+                self.fail_encoding(&batch, &e);
                 return;
             }
         };
@@ -1228,6 +1216,18 @@ impl ProducerCore {
             // Its records are the halves' now.
             slot.0 = None;
         }
+    }
+
+    /// Fails `batch`, which could not be encoded (or split), with
+    /// `DeliveryError::Encode`; the gap in its sequences takes a new epoch.
+    fn fail_encoding(&mut self, batch: &ProducerBatch, e: &crate::records::RecordsError) {
+        self.forget_sequence(batch);
+        let reason = e.to_string();
+        self.fail_batch(batch, |tp| DeliveryError::Encode {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            reason: reason.clone(),
+        });
     }
 
     /// Whether a batch of the same partition with a lower sequence is
