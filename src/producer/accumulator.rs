@@ -503,12 +503,12 @@ pub(crate) struct Accumulator {
     /// Buffers of completed batches, for the next batches to be built in
     /// (as the Java client's `BufferPool`): a steady stream of batches
     /// then costs no allocation, and no page faults as the heap grows and
-    /// shrinks.
+    /// shrinks. They hold at most what `buffer.memory` leaves free beside
+    /// the records held, and are let go once no record is held.
     spare: Vec<BytesMut>,
+    /// The capacity of the buffers in `spare`.
+    spare_bytes: usize,
 }
-
-/// The most buffers kept in [`Accumulator`]'s `spare`.
-const MAX_SPARE: usize = 16;
 
 impl Accumulator {
     /// An empty accumulator.
@@ -524,20 +524,29 @@ impl Accumulator {
             memory_wanted: false,
             news: false,
             spare: Vec::new(),
+            spare_bytes: 0,
         }
     }
 
-    /// Takes back the bytes of a batch that is done with, to build a later
-    /// batch in (when nothing else holds them, and they are not much
-    /// larger than a batch: a batch of one huge record is let go).
+    /// Takes back the bytes of a batch that is done with (its memory
+    /// released), to build a later batch in: when nothing else holds them,
+    /// they are not much larger than a batch (a batch of one huge record
+    /// is let go), and the buffers kept stay within what `buffer.memory`
+    /// leaves beside the records held. When no record is held, every
+    /// buffer kept is let go: an idle producer holds no memory for
+    /// batches, a busy one allocates none.
     pub(crate) fn recycle(&mut self, batch: Bytes) {
-        if self.spare.len() >= MAX_SPARE {
+        if self.used == 0 {
+            self.spare = Vec::new();
+            self.spare_bytes = 0;
             return;
         }
         let largest = 4 * self.config.batch_size.max(16 * 1024);
         if let Ok(mut buf) = batch.try_into_mut() {
-            if buf.capacity() <= largest {
+            let room = self.config.buffer_memory.saturating_sub(self.used);
+            if buf.capacity() <= largest && self.spare_bytes + buf.capacity() <= room {
                 buf.clear();
+                self.spare_bytes += buf.capacity();
                 self.spare.push(buf);
             }
         }
@@ -655,6 +664,16 @@ impl Accumulator {
             Some(buf) if buf.capacity() >= alone => self.spare.pop(),
             _ => None,
         };
+        if let Some(buf) = &spare {
+            self.spare_bytes -= buf.capacity();
+        }
+        // The records held grew since the buffers were kept: they give way.
+        while self.used + alone + self.spare_bytes > self.config.buffer_memory {
+            match self.spare.pop() {
+                Some(buf) => self.spare_bytes -= buf.capacity(),
+                None => break,
+            }
+        }
         let mut builder = match spare {
             Some(buf) => RecordBatchBuilder::with_buffer(0, buf),
             None => RecordBatchBuilder::new(0),

@@ -969,7 +969,11 @@ fn a_done_batch_buffer_is_built_in_again_unless_something_still_holds_it() {
         ..AccumulatorConfig::default()
     });
     acc.append(t0, &tp(0), &rec(&[1; 10_000], 7)).unwrap();
-    let first = drain(&mut acc, t0).remove(0);
+    // Another batch in flight all along: the producer is busy.
+    acc.append(t0, &tp(5), &rec(&[5; 100], 7)).unwrap();
+    let mut drained = drain(&mut acc, t0);
+    let _in_flight = drained.pop().unwrap();
+    let first = drained.remove(0);
     acc.complete(&first);
     let at = first.bytes.as_ptr();
     acc.recycle(first.bytes);
@@ -993,4 +997,44 @@ fn a_done_batch_buffer_is_built_in_again_unless_something_still_holds_it() {
         [(None, Some(vec![3; 10_000]), vec![], 9)]
     );
     assert_eq!(decode(&held), [(None, Some(vec![2; 10_000]), vec![], 8)]);
+}
+
+#[test]
+fn kept_buffers_stay_within_buffer_memory_and_go_when_nothing_is_held() {
+    let t0 = Instant::now();
+    let one = BATCH_HEADER_LEN + rec_size(0, 10_000);
+    let mut acc = Accumulator::new(AccumulatorConfig {
+        linger: Duration::ZERO,
+        buffer_memory: 4 * one,
+        ..AccumulatorConfig::default()
+    });
+    for p in 0..4 {
+        acc.append(t0, &tp(p), &rec(&[1; 10_000], 7)).unwrap();
+    }
+    let mut batches = drain(&mut acc, t0);
+    assert_eq!(batches.len(), 4);
+    // Three done while one is in flight: kept, within the memory the
+    // records held leave free.
+    let last = batches.pop().unwrap();
+    for batch in batches {
+        acc.complete(&batch);
+        acc.recycle(batch.bytes);
+        assert!(acc.spare_bytes > 0);
+        assert!(acc.spare_bytes + acc.buffered_bytes() <= 4 * one);
+    }
+    // The records held grow again: the kept buffers give way.
+    for p in 0..3 {
+        acc.append(t0, &tp(p), &rec(&[2; 10_000], 8)).unwrap();
+        assert!(acc.spare_bytes + acc.buffered_bytes() <= 4 * one);
+    }
+    for batch in drain(&mut acc, t0) {
+        acc.complete(&batch);
+        acc.recycle(batch.bytes);
+        assert!(acc.spare_bytes + acc.buffered_bytes() <= 4 * one);
+    }
+    // The last one done: nothing held, nothing kept.
+    acc.complete(&last);
+    acc.recycle(last.bytes);
+    assert_eq!((acc.buffered_bytes(), acc.spare_bytes), (0, 0));
+    assert!(acc.spare.is_empty());
 }
