@@ -109,6 +109,12 @@ pub(crate) struct ConsumerCore {
     /// Topics (and assigned partitions, as `(topic, Some(partition))`)
     /// missing from the metadata: since when, and when last reported.
     missing: BTreeMap<(String, Option<i32>), Missing>,
+    /// The inputs of the last [`ConsumerCore::watch_topics`] that found
+    /// nothing lacking (metadata generation, mode generation, assignment
+    /// generation): until one of them changes, there is nothing to look at.
+    watched_quiet: Option<(u64, u64, u64)>,
+    /// Bumped whenever `mode` is replaced.
+    mode_generation: u64,
     /// The last failure reported, in words, for operations that time out.
     last_error: Option<String>,
     /// `enable.auto.offset.store=false`: the offsets the application
@@ -221,6 +227,8 @@ impl ConsumerCore {
             closing: false,
             propagation: Duration::from_secs(1),
             missing: BTreeMap::new(),
+            watched_quiet: None,
+            mode_generation: 0,
             last_error: None,
             offset_store: None,
             abandoned_commits: BTreeSet::new(),
@@ -675,6 +683,7 @@ impl ConsumerCore {
             }
         }
         self.mode = mode;
+        self.mode_generation += 1;
         self.prune_offset_store();
         self.update_topics();
     }
@@ -1132,6 +1141,17 @@ impl ConsumerCore {
         if self.cluster.metadata_generation() == 0 {
             return;
         }
+        // Looked at again only when the metadata, the subscription or the
+        // assignment changed, or while something is lacking: a quiet
+        // consumer does not walk its partitions on every pass.
+        let inputs = (
+            self.cluster.metadata_generation(),
+            self.mode_generation,
+            self.fetcher.assignment_generation(),
+        );
+        if self.watched_quiet == Some(inputs) {
+            return;
+        }
         let mut wanted: BTreeSet<(String, Option<i32>)> = BTreeSet::new();
         match &self.mode {
             Mode::Idle => {}
@@ -1206,6 +1226,8 @@ impl ConsumerCore {
             };
             lacking.push((key, code, Lack::Leader));
         }
+        self.watched_quiet =
+            (lacking.is_empty() && self.fetcher.every_leader_known(metadata)).then_some(inputs);
         let lacking_keys: BTreeSet<_> = lacking.iter().map(|(k, _, _)| k.clone()).collect();
         self.missing.retain(|k, _| lacking_keys.contains(k));
         for (key, code, lack) in lacking {

@@ -866,6 +866,16 @@ impl PartitionState {
     }
 }
 
+/// A partition planned into a Fetch: its place in the turn order, and
+/// what is sent for it.
+#[derive(Debug)]
+struct Planned {
+    rank: i64,
+    tp: TopicPartition,
+    entry: SessionEntry,
+    generation: u64,
+}
+
 /// What a partition was sent with.
 #[derive(Debug, Clone, Copy)]
 struct Sent {
@@ -1027,6 +1037,8 @@ pub struct Fetcher {
     decoders: Decoders,
     rng: Rng,
     partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// Bumped by every [`Fetcher::assign`].
+    assignment_generation: u64,
     /// Partitions with buffered records, in the order `take_records`
     /// serves them.
     ready: VecDeque<TopicPartition>,
@@ -1077,6 +1089,7 @@ impl Fetcher {
             decoders,
             partitions: BTreeMap::new(),
             ready: VecDeque::new(),
+            assignment_generation: 0,
             in_flight: BTreeMap::new(),
             throttled: BTreeMap::new(),
             top_errors: BTreeMap::new(),
@@ -1107,6 +1120,7 @@ impl Fetcher {
     /// partitions start without a position (see
     /// [`Fetcher::needs_committed`]).
     pub fn assign(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) {
+        self.assignment_generation += 1;
         let wanted: BTreeSet<TopicPartition> = partitions.into_iter().collect();
         self.partitions.retain(|tp, _| wanted.contains(tp));
         self.ready.retain(|tp| wanted.contains(tp));
@@ -1693,73 +1707,83 @@ impl Fetcher {
             .filter(|(_, st)| st.buffer.is_some() && !st.paused)
             .filter_map(|(tp, st)| read_target(tp, st, metadata))
             .collect();
-        let mut per_target: BTreeMap<Target, Vec<(i64, TopicPartition, Position)>> =
-            BTreeMap::new();
-        for (tp, st) in &self.partitions {
+        // One walk, in partition order: each partition to fetch now is
+        // marked in flight at once and goes to its target's list with what
+        // is sent for it (no second lookup by name).
+        let mut tokens: BTreeMap<Target, FetchToken> = BTreeMap::new();
+        let mut per_target: BTreeMap<Target, Vec<Planned>> = BTreeMap::new();
+        let Fetcher {
+            partitions,
+            throttled,
+            config,
+            next_token,
+            ..
+        } = self;
+        for (tp, st) in partitions.iter_mut() {
             let Some(from) = st.fetch_from(now) else {
                 continue;
             };
             let Some(target) = read_target(tp, st, metadata) else {
                 continue;
             };
-            if busy.contains(&target) || self.throttled.contains_key(&broker_of(target)) {
+            if busy.contains(&target) || throttled.contains_key(&broker_of(target)) {
                 continue;
             }
             if draining.contains(&target) && st.buffer.is_none() && st.caught_up() {
                 continue;
             }
-            per_target
-                .entry(target)
-                .or_default()
-                .push((st.rank, tp.clone(), from));
-        }
-        for (target, mut list) in per_target {
-            list.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-            let token = self.token();
-            // Every partition to fetch now, with what is sent for it.
-            let mut next: Vec<(TopicPartition, SessionEntry)> = Vec::new();
-            let mut sent = BTreeMap::new();
-            for (_, tp, pos) in list {
-                let st = self.partitions.get_mut(&tp).expect("planned from the map");
-                if let Some(buffer) = &mut st.buffer {
-                    buffer.ahead_sent = true;
-                }
-                let max_bytes = st.size_override.unwrap_or(self.config.max_partition_bytes);
-                let leader_epoch = offsets::leader_epoch(metadata, &tp);
-                st.fetch_in_flight = Some(token);
-                // The leader fences us if it is at another epoch, so what
-                // comes back agrees with this one.
-                if leader_epoch >= 0 {
-                    st.checked_epoch = Some(leader_epoch);
-                }
-                let topic_id = metadata
-                    .topics
-                    .get(&tp.topic)
-                    .map_or([0; 16], |t| t.topic_id);
-                next.push((
-                    tp.clone(),
-                    SessionEntry {
-                        topic_id,
-                        fetch_offset: pos.offset,
-                        max_bytes,
-                        leader_epoch,
-                        // v12+: the leader checks it against its log and
-                        // answers a `diverging_epoch` when the log was
-                        // truncated below the position (KIP-320 as the
-                        // Java consumer sends it).
-                        last_fetched_epoch: pos.leader_epoch.unwrap_or(-1),
-                    },
-                ));
-                sent.insert(
-                    tp,
-                    Sent {
-                        generation: st.generation,
-                        fetch_offset: pos.offset,
-                        max_bytes,
-                        leader_epoch,
-                    },
-                );
+            let token = *tokens.entry(target).or_insert_with(|| {
+                let t = FetchToken(*next_token);
+                *next_token += 1;
+                t
+            });
+            if let Some(buffer) = &mut st.buffer {
+                buffer.ahead_sent = true;
             }
+            let max_bytes = st.size_override.unwrap_or(config.max_partition_bytes);
+            let topic = metadata.topics.get(&tp.topic);
+            let leader_epoch = topic
+                .and_then(|t| t.partitions.get(&tp.partition))
+                .map_or(-1, |p| p.leader_epoch);
+            st.fetch_in_flight = Some(token);
+            // The leader fences us if it is at another epoch, so what
+            // comes back agrees with this one.
+            if leader_epoch >= 0 {
+                st.checked_epoch = Some(leader_epoch);
+            }
+            per_target.entry(target).or_default().push(Planned {
+                rank: st.rank,
+                tp: tp.clone(),
+                entry: SessionEntry {
+                    topic_id: topic.map_or([0; 16], |t| t.topic_id),
+                    fetch_offset: from.offset,
+                    max_bytes,
+                    leader_epoch,
+                    // v12+: the leader checks it against its log and
+                    // answers a `diverging_epoch` when the log was
+                    // truncated below the position (KIP-320 as the Java
+                    // consumer sends it).
+                    last_fetched_epoch: from.leader_epoch.unwrap_or(-1),
+                },
+                generation: st.generation,
+            });
+        }
+        for (target, next) in per_target {
+            let token = tokens[&target];
+            // Every partition to fetch now (in partition order), with what
+            // is sent for it.
+            let sent: BTreeMap<TopicPartition, Sent> = next
+                .iter()
+                .map(|p| {
+                    let sent = Sent {
+                        generation: p.generation,
+                        fetch_offset: p.entry.fetch_offset,
+                        max_bytes: p.entry.max_bytes,
+                        leader_epoch: p.entry.leader_epoch,
+                    };
+                    (p.tp.clone(), sent)
+                })
+                .collect();
             let connection = self.connections.get(&target).copied().unwrap_or(0);
             let session = self
                 .sessions
@@ -1775,55 +1799,70 @@ impl Fetcher {
                 None if self.config.sessions => (0, 0),
                 None => (0, -1),
             };
-            let listed: Vec<&(TopicPartition, SessionEntry)> = next
-                .iter()
-                .filter(|(tp, entry)| session.is_none_or(|s| s.partitions.get(tp) != Some(entry)))
-                .collect();
-            let mut topics: Vec<FetchTopic> = Vec::new();
-            let mut topic_ids = Vec::new();
-            for (tp, entry) in &next {
-                if !topic_ids.iter().any(|(_, name)| name == &tp.topic) {
-                    topic_ids.push((entry.topic_id, tp.topic.clone()));
+            // Both in partition order: one merge finds what is listed and
+            // what is forgotten.
+            let mut listed: Vec<&Planned> = Vec::new();
+            let mut forgotten_list: Vec<(&TopicPartition, &SessionEntry)> = Vec::new();
+            match session {
+                None => listed.extend(next.iter()),
+                Some(s) => {
+                    let mut held = s.partitions.iter().peekable();
+                    for p in &next {
+                        while let Some((tp, entry)) = held.next_if(|(tp, _)| **tp < p.tp) {
+                            forgotten_list.push((tp, entry));
+                        }
+                        match held.next_if(|(tp, _)| **tp == p.tp) {
+                            Some((_, entry)) if *entry == p.entry => {}
+                            _ => listed.push(p),
+                        }
+                    }
+                    forgotten_list.extend(held);
                 }
             }
-            for (tp, entry) in listed {
+            // Requested in the order the partitions take turns in.
+            listed.sort_by(|a, b| (a.rank, &a.tp).cmp(&(b.rank, &b.tp)));
+            let mut topics: Vec<FetchTopic> = Vec::new();
+            let mut topic_ids: Vec<([u8; 16], String)> = Vec::new();
+            for p in &next {
+                if topic_ids.last().is_none_or(|(_, name)| *name != p.tp.topic) {
+                    topic_ids.push((p.entry.topic_id, p.tp.topic.clone()));
+                }
+            }
+            for p in listed {
                 // Partitions are grouped by topic in the order of each
                 // topic's first partition (v3+ brokers fill the response
                 // in request order).
                 let partition = FetchPartition {
-                    partition: tp.partition,
-                    current_leader_epoch: entry.leader_epoch,
-                    fetch_offset: entry.fetch_offset,
-                    last_fetched_epoch: entry.last_fetched_epoch,
-                    partition_max_bytes: entry.max_bytes,
+                    partition: p.tp.partition,
+                    current_leader_epoch: p.entry.leader_epoch,
+                    fetch_offset: p.entry.fetch_offset,
+                    last_fetched_epoch: p.entry.last_fetched_epoch,
+                    partition_max_bytes: p.entry.max_bytes,
                     ..FetchPartition::default()
                 };
-                match topics.iter_mut().find(|t| t.topic == tp.topic) {
+                match topics.iter_mut().find(|t| t.topic == p.tp.topic) {
                     Some(t) => t.partitions.push(partition),
                     None => topics.push(FetchTopic {
-                        topic: tp.topic.clone(),
-                        topic_id: entry.topic_id,
+                        topic: p.tp.topic.clone(),
+                        topic_id: p.entry.topic_id,
                         partitions: vec![partition],
                         ..FetchTopic::default()
                     }),
                 }
             }
             let mut forgotten: Vec<ForgottenTopic> = Vec::new();
-            if let Some(s) = session {
-                let wanted: BTreeSet<&TopicPartition> = next.iter().map(|(tp, _)| tp).collect();
-                for (tp, entry) in s.partitions.iter().filter(|(tp, _)| !wanted.contains(tp)) {
-                    match forgotten.iter_mut().find(|t| t.topic == tp.topic) {
-                        Some(t) => t.partitions.push(tp.partition),
-                        None => forgotten.push(ForgottenTopic {
-                            topic: tp.topic.clone(),
-                            topic_id: entry.topic_id,
-                            partitions: vec![tp.partition],
-                            ..ForgottenTopic::default()
-                        }),
-                    }
-                    if !topic_ids.iter().any(|(_, name)| name == &tp.topic) {
-                        topic_ids.push((entry.topic_id, tp.topic.clone()));
-                    }
+            for (tp, entry) in forgotten_list {
+                match forgotten.iter_mut().find(|t| t.topic == tp.topic) {
+                    Some(t) => t.partitions.push(tp.partition),
+                    None => forgotten.push(ForgottenTopic {
+                        topic: tp.topic.clone(),
+                        topic_id: entry.topic_id,
+                        partitions: vec![tp.partition],
+                        ..ForgottenTopic::default()
+                    }),
+                }
+                if !topic_ids.iter().any(|(_, name)| name == &tp.topic) {
+                    topic_ids.push((entry.topic_id, tp.topic.clone()));
                 }
             }
             let request = FetchRequest {
@@ -1846,7 +1885,7 @@ impl Fetcher {
                     session: self.config.sessions.then(|| SessionSent {
                         id: session_id,
                         connection,
-                        partitions: next.into_iter().collect(),
+                        partitions: next.into_iter().map(|p| (p.tp, p.entry)).collect(),
                     }),
                     partitions: sent,
                     topic_ids,
@@ -1878,6 +1917,19 @@ impl Fetcher {
             .filter(|(tp, _)| metadata.leader(&tp.topic, tp.partition).is_none())
             .map(|(tp, _)| tp.clone())
             .collect()
+    }
+
+    /// Whether `metadata` names a leader for every assigned partition.
+    pub fn every_leader_known(&self, metadata: &Metadata) -> bool {
+        self.partitions
+            .keys()
+            .all(|tp| metadata.leader(&tp.topic, tp.partition).is_some())
+    }
+
+    /// Changes with every [`Fetcher::assign`]: what depends on the
+    /// assignment alone need not be looked at again while it is the same.
+    pub fn assignment_generation(&self) -> u64 {
+        self.assignment_generation
     }
 
     /// When a partition backing off after an error, or a throttled broker,
