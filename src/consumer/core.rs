@@ -1638,6 +1638,8 @@ impl ConsumerCore {
             .set_leader_generations(self.cluster.leader_generations());
         self.fetcher
             .set_replica_generations(self.cluster.replica_generations());
+        self.fetcher
+            .set_metadata_generation(self.cluster.metadata_generation());
         let requests = self.fetcher.poll_requests(now, self.cluster.metadata());
         if self.fetcher.take_metadata_wanted() {
             self.cluster.request_metadata_refresh_later();

@@ -804,6 +804,10 @@ struct PartitionState {
     /// leader change, and a position that carries an epoch is validated
     /// before it is fetched from again (KIP-320).
     checked_epoch: Option<i32>,
+    /// The metadata generation and `checked_epoch` at which the leader
+    /// epoch was last found to agree: while both are the same, it still
+    /// does (no lookup on every pass).
+    epoch_agreed: Option<(u64, Option<i32>)>,
     /// The preferred read replica the leader named (KIP-392), fetched from
     /// instead of the leader until its lease ends or it fails.
     replica: Option<ReadReplica>,
@@ -1039,6 +1043,14 @@ pub struct Fetcher {
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// Bumped by every [`Fetcher::assign`].
     assignment_generation: u64,
+    /// Whether partitions may wait for their committed offsets (set by
+    /// [`Fetcher::assign`], cleared once none does).
+    maybe_initializing: std::cell::Cell<bool>,
+    /// The generation of the metadata passed to
+    /// [`Fetcher::poll_requests`], when the caller keeps one
+    /// ([`Fetcher::set_metadata_generation`]); without it, every pass
+    /// looks every leader epoch up.
+    metadata_generation: Option<u64>,
     /// Partitions with buffered records, in the order `take_records`
     /// serves them.
     ready: VecDeque<TopicPartition>,
@@ -1090,6 +1102,8 @@ impl Fetcher {
             partitions: BTreeMap::new(),
             ready: VecDeque::new(),
             assignment_generation: 0,
+            maybe_initializing: std::cell::Cell::new(false),
+            metadata_generation: None,
             in_flight: BTreeMap::new(),
             throttled: BTreeMap::new(),
             top_errors: BTreeMap::new(),
@@ -1130,6 +1144,7 @@ impl Fetcher {
             }
             let generation = self.generation();
             let rank = self.back_rank();
+            self.maybe_initializing.set(true);
             self.partitions.insert(
                 tp.clone(),
                 PartitionState {
@@ -1148,6 +1163,7 @@ impl Fetcher {
                     eof_at: None,
                     stats: PartitionCounters::default(),
                     checked_epoch: None,
+                    epoch_agreed: None,
                     replica: None,
                 },
             );
@@ -1164,11 +1180,26 @@ impl Fetcher {
     /// answers with [`Fetcher::set_committed`] (without a group, it
     /// answers `None` for each, which applies `auto.offset.reset`).
     pub fn needs_committed(&self) -> Vec<TopicPartition> {
-        self.partitions
+        if !self.maybe_initializing.get() {
+            return Vec::new();
+        }
+        let needed: Vec<TopicPartition> = self
+            .partitions
             .iter()
             .filter(|(_, st)| st.pos == PosState::Initializing)
             .map(|(tp, _)| tp.clone())
-            .collect()
+            .collect();
+        // Only `assign` makes partitions that wait for it.
+        self.maybe_initializing.set(!needed.is_empty());
+        needed
+    }
+
+    /// Says which generation of the metadata the next
+    /// [`Fetcher::poll_requests`] gets (one that changes whenever the
+    /// metadata does): leader epochs found to agree are not looked up
+    /// again until it changes.
+    pub fn set_metadata_generation(&mut self, generation: u64) {
+        self.metadata_generation = Some(generation);
     }
 
     /// Gives a partition its committed offset (offset, leader epoch), or
@@ -1485,6 +1516,7 @@ impl Fetcher {
     /// epoch. Partitions with records buffered or a Fetch out are looked at
     /// once those are done: their position is still moving.
     fn check_leader_epochs(&mut self, metadata: &Metadata) {
+        let generation = self.metadata_generation;
         for (tp, st) in &mut self.partitions {
             let PosState::Valid(pos) = st.pos else {
                 continue;
@@ -1492,8 +1524,12 @@ impl Fetcher {
             if st.paused || st.buffer.is_some() || st.fetch_in_flight.is_some() {
                 continue;
             }
+            if generation.is_some_and(|g| st.epoch_agreed == Some((g, st.checked_epoch))) {
+                continue;
+            }
             let current = offsets::leader_epoch(metadata, tp);
             if current < 0 || st.checked_epoch == Some(current) {
+                st.epoch_agreed = generation.map(|g| (g, st.checked_epoch));
                 continue;
             }
             match pos.leader_epoch {
