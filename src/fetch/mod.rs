@@ -1045,7 +1045,7 @@ pub struct Fetcher {
     assignment_generation: u64,
     /// Whether partitions may wait for their committed offsets (set by
     /// [`Fetcher::assign`], cleared once none does).
-    maybe_initializing: std::cell::Cell<bool>,
+    maybe_initializing: bool,
     /// The generation of the metadata passed to
     /// [`Fetcher::poll_requests`], when the caller keeps one
     /// ([`Fetcher::set_metadata_generation`]); without it, every pass
@@ -1102,7 +1102,7 @@ impl Fetcher {
             partitions: BTreeMap::new(),
             ready: VecDeque::new(),
             assignment_generation: 0,
-            maybe_initializing: std::cell::Cell::new(false),
+            maybe_initializing: false,
             metadata_generation: None,
             in_flight: BTreeMap::new(),
             throttled: BTreeMap::new(),
@@ -1144,7 +1144,7 @@ impl Fetcher {
             }
             let generation = self.generation();
             let rank = self.back_rank();
-            self.maybe_initializing.set(true);
+            self.maybe_initializing = true;
             self.partitions.insert(
                 tp.clone(),
                 PartitionState {
@@ -1179,8 +1179,8 @@ impl Fetcher {
     /// consumer asks the group coordinator for their committed offsets and
     /// answers with [`Fetcher::set_committed`] (without a group, it
     /// answers `None` for each, which applies `auto.offset.reset`).
-    pub fn needs_committed(&self) -> Vec<TopicPartition> {
-        if !self.maybe_initializing.get() {
+    pub fn needs_committed(&mut self) -> Vec<TopicPartition> {
+        if !self.maybe_initializing {
             return Vec::new();
         }
         let needed: Vec<TopicPartition> = self
@@ -1190,7 +1190,7 @@ impl Fetcher {
             .map(|(tp, _)| tp.clone())
             .collect();
         // Only `assign` makes partitions that wait for it.
-        self.maybe_initializing.set(!needed.is_empty());
+        self.maybe_initializing = !needed.is_empty();
         needed
     }
 
@@ -1768,11 +1768,9 @@ impl Fetcher {
             if draining.contains(&target) && st.buffer.is_none() && st.caught_up() {
                 continue;
             }
-            let token = *tokens.entry(target).or_insert_with(|| {
-                let t = FetchToken(*next_token);
-                *next_token += 1;
-                t
-            });
+            let token = *tokens
+                .entry(target)
+                .or_insert_with(|| take_token(next_token));
             if let Some(buffer) = &mut st.buffer {
                 buffer.ahead_sent = true;
             }
@@ -3165,9 +3163,7 @@ impl Fetcher {
     // ===== helpers =====
 
     fn token(&mut self) -> FetchToken {
-        let t = FetchToken(self.next_token);
-        self.next_token += 1;
-        t
+        take_token(&mut self.next_token)
     }
 
     fn generation(&mut self) -> u64 {
@@ -3192,6 +3188,14 @@ fn read_target(tp: &TopicPartition, st: &PartitionState, metadata: &Metadata) ->
         Some(r) => Target::Replica(r.broker),
         None => Target::Broker(leader),
     })
+}
+
+/// The next token from the counter `next` (for a caller that holds
+/// other parts of the fetcher borrowed).
+fn take_token(next: &mut u64) -> FetchToken {
+    let t = FetchToken(*next);
+    *next += 1;
+    t
 }
 
 /// The broker a fetch target names.
