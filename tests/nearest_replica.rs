@@ -165,13 +165,20 @@ fn librdkafka_mock(count: i64) -> (RawMock, String) {
 }
 
 /// Produces `value-i` for `i` in `range` to partition 0 with librdkafka,
-/// 10 records a batch: librdkafka's mock keeps each batch as it came, and
-/// a follower's high watermark there cuts at batch boundaries.
+/// at most 10 records a batch, no batch across a multiple of 10.
+///
+/// librdkafka's mock keeps each batch as it came and a follower there
+/// serves the whole batch holding the fetch offset, even records past the
+/// follower's high watermark (`rd_kafka_mock_msgset_find` checks the
+/// fetch offset only). A batch across 600 would hand out offset 600 from a
+/// follower whose high watermark is 599: each group of 10 is flushed
+/// before the next is sent, so that the watermarks the tests set (multiples
+/// of 10, less one) fall on batch boundaries.
 fn produce(bootstrap: &str, range: std::ops::Range<i64>) {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("batch.num.messages", "10")
-        .set("linger.ms", "5")
+        .set("linger.ms", "0")
         .create()
         .expect("librdkafka producer");
     for i in range {
@@ -180,6 +187,15 @@ fn produce(bootstrap: &str, range: std::ops::Range<i64>) {
             &producer,
             BaseRecord::<(), _>::to(TOPIC).payload(&value).partition(0),
         );
+        if i % 10 == 9 {
+            // Delivered before the next group goes (`flush` sleeps in
+            // 100 ms steps here; polling is quicker).
+            let deadline = Instant::now() + WAIT;
+            while producer.in_flight_count() > 0 {
+                assert!(Instant::now() < deadline, "librdkafka delivered nothing");
+                producer.poll(Duration::from_millis(1));
+            }
+        }
     }
     producer.flush(WAIT).expect("flush");
 }
