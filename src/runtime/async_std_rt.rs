@@ -31,7 +31,11 @@ impl Runtime for AsyncStd {
     /// waits: about twelve thread wake-ups per long-polled Fetch answered
     /// while idle. On its own thread the reactor wakes the task directly
     /// (docs/benchmarks.md, "The background task on a thread of its own").
-    /// The thread ends with the task (`close`, or the consumer dropped).
+    /// The thread waits in async-io's reactor itself (`async_io::block_on`)
+    /// when it is free, so that a socket event wakes it directly rather
+    /// than async-io's driver thread, which then woke it (docs/benchmarks.md,
+    /// "The producer's task waits in the reactor").
+    /// The thread ends with the task (`close`, or the client dropped).
     fn spawn_driver(&self, task: BoxFuture<()>) {
         // The task is handed back if the thread cannot be made.
         let slot = Arc::new(std::sync::Mutex::new(Some(task)));
@@ -41,7 +45,7 @@ impl Runtime for AsyncStd {
             .spawn(move || {
                 let task = ours.lock().ok().and_then(|mut t| t.take());
                 if let Some(task) = task {
-                    futures::executor::block_on(task);
+                    async_io::block_on(task);
                 }
             });
         if let Err(e) = spawned {
