@@ -36,19 +36,35 @@
 //!   for tansu, which is much slower to fill and to serve;
 //! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
 //! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
-//!   `100B,100B-lz4,10KiB,scale,sessions,tls,process` and the producer
+//!   `100B,100B-lz4,10KiB,scale,sessions,sessions-rdmock,rebalance,tls,process`
+//!   and the producer
 //!   cases `produce-100B,produce-10KiB,produce-100B-keyed,produce-100B-lz4,
 //!   produce-scale`;
 //! - `LAZYKAFKA_BENCH_STEADY_MS` (default 10000): the steady window of the
-//!   `sessions` case. That case (KIP-227 incremental fetch sessions) puts
+//!   `sessions` cases. `sessions` (KIP-227 incremental fetch sessions) puts
 //!   2,000 × scale partitions (at least 30) over the 3 brokers of a mock,
-//!   2 records each, then a steady trickle of 100 records/s round the
-//!   partitions; once a client has read the first records it polls for the
-//!   steady window, and the bench reports the Fetch request bytes per
-//!   second the mock received in that window (`request_bytes`, sampled
-//!   every 50 ms) and the client's CPU per second, for lazykafka with
-//!   sessions (the default), lazykafka with `fetch.sessions.enable=false`
-//!   and librdkafka (no sessions);
+//!   2 records each; each client reads every record in the topic, then
+//!   polls for the steady window, once with a trickle of 100 records/s
+//!   round the partitions (phase `trickle`) and once with nothing written
+//!   (phase `idle`); the bench reports the Fetch request bytes per second
+//!   the mock received in that window (`request_bytes`, sampled every
+//!   50 ms), the Fetch requests per second, the client's CPU per second
+//!   and its peak RSS, for lazykafka with sessions (the default),
+//!   lazykafka with `fetch.sessions.enable=false` and librdkafka (no
+//!   sessions). `sessions-rdmock` is the same on librdkafka's mock (in
+//!   this process, filled and trickled by a librdkafka producer; no fetch
+//!   sessions there, and no request bytes), for lazykafka and librdkafka;
+//! - `LAZYKAFKA_BENCH_PARTITIONS`: a comma-separated list of partition
+//!   counts for the `sessions` cases instead of 2,000 × scale (the curve:
+//!   `100,1000,2000,10000`); with two counts or more the bench draws
+//!   client CPU per second against them, one panel per broker, to
+//!   `bench-many-partitions.svg` beside the JSON. The `rebalance` case
+//!   (partition counts as `sessions`) has one group member per client
+//!   subscribe to a topic of that many partitions, one record each, on our
+//!   mock and on librdkafka's, and reports from the broker's request log
+//!   the time from its last SyncGroup (the assignment) to its first Fetch
+//!   and from its first JoinGroup to that Fetch, and from the child the
+//!   time to the first record and the CPU and peak RSS to the last;
 //! - `LAZYKAFKA_BENCH_PERF=DIR`: every timed child runs under
 //!   `perf record -g`, its profile written to `DIR` (the timings then
 //!   include perf's overhead: for profiles only);
@@ -395,6 +411,8 @@ mod parent {
         ca: Option<&'a str>,
         /// Produce `records` to `topic` instead of consuming them.
         produce: Option<Produce>,
+        /// Join this group (subscribe) instead of assigning the partitions.
+        group: Option<&'a str>,
     }
 
     /// Profiles taken so far (`LAZYKAFKA_BENCH_PERF`).
@@ -457,6 +475,7 @@ mod parent {
             .env("LKB_RECORDS", job.records.to_string())
             .env("LKB_PORTS", ports.join(","))
             .env("LKB_SESSIONS", job.sessions.unwrap_or(""))
+            .env("LKB_GROUP", job.group.unwrap_or(""))
             .env("LKB_CA", job.ca.unwrap_or(""))
             .env(
                 "LKB_STEADY_MS",
@@ -718,6 +737,7 @@ mod parent {
                         steady_ms: None,
                         ca,
                         produce: None,
+                        group: None,
                     });
                     if let Some(m) = mock {
                         m.add_requests(&mut r);
@@ -743,6 +763,7 @@ mod parent {
                 steady_ms: None,
                 ca,
                 produce: None,
+                group: None,
             });
         }
     }
@@ -860,6 +881,7 @@ mod parent {
                     steady_ms: None,
                     ca: None,
                     produce: None,
+                    group: None,
                 });
                 mock.add_requests(&mut r);
                 r["broker"] = json!("mock");
@@ -883,161 +905,600 @@ mod parent {
             steady_ms: None,
             ca: None,
             produce: None,
+            group: None,
         });
     }
 
-    /// Many partitions, few records, then a trickle (KIP-227): Fetch bytes
-    /// and CPU per second in the steady window, lazykafka with and without
-    /// fetch sessions and librdkafka. Prints its own table.
-    fn sessions_case(s: &Settings, runs: &mut Vec<Value>) {
-        use lazykafka::protocol::ApiKey;
-        let partitions = ((2000.0 * s.scale).round() as i32).max(30);
+    /// Where a many-partitions case runs: `lazykafka::mock` (fetch
+    /// sessions, a request log with bytes) or librdkafka's mock (no fetch
+    /// sessions; it holds an empty Fetch for the full wait), filled and
+    /// trickled through a librdkafka producer in this process.
+    enum ManyBroker {
+        Ours(Mock),
+        Rd {
+            mock: common::mock::RawMock,
+            producer: rdkafka::producer::BaseProducer,
+        },
+    }
+
+    impl ManyBroker {
+        fn new(ours: bool, topic: &str, partitions: i32) -> ManyBroker {
+            let leaders: Vec<i32> = (0..partitions).map(|p| p % 3 + 1).collect();
+            if ours {
+                let mock = Mock::new(3);
+                mock.cluster
+                    .create_topic_with_leaders(topic, &leaders)
+                    .expect("many-partitions topic");
+                return ManyBroker::Ours(mock);
+            }
+            use rdkafka::config::ClientConfig;
+            let mock = common::mock::RawMock::new(3);
+            // librdkafka's mock advertises group API versions its handlers
+            // cannot read (see `RawMock::cap_group_versions`).
+            mock.cap_group_versions();
+            mock.create_topic(topic, partitions);
+            for (p, leader) in leaders.iter().enumerate() {
+                mock.set_leader(topic, p as i32, *leader);
+            }
+            let producer = ClientConfig::new()
+                .set("bootstrap.servers", mock.bootstraps().join(","))
+                .set("linger.ms", "0")
+                .create()
+                .expect("librdkafka producer");
+            mock.start_tracking();
+            ManyBroker::Rd { mock, producer }
+        }
+
+        fn name(&self) -> &'static str {
+            match self {
+                ManyBroker::Ours(_) => "mock",
+                ManyBroker::Rd { .. } => "librdkafka-mock",
+            }
+        }
+
+        fn bootstrap(&self) -> String {
+            match self {
+                ManyBroker::Ours(m) => m.bootstrap(),
+                ManyBroker::Rd { mock, .. } => mock.bootstraps().join(","),
+            }
+        }
+
+        fn ports(&self) -> Vec<u16> {
+            match self {
+                ManyBroker::Ours(m) => m.ports(),
+                ManyBroker::Rd { mock, .. } => mock.ports(),
+            }
+        }
+
+        /// Writes `n` records of `value` to `partition` (on librdkafka's
+        /// mock, sent now and delivered in the background).
+        fn produce(&self, topic: &str, partition: i32, n: usize, value: &str) {
+            match self {
+                ManyBroker::Ours(m) => {
+                    let _ = m.cluster.produce(
+                        topic,
+                        partition,
+                        (0..n).map(|_| MockRecord::new(value.to_owned())),
+                    );
+                }
+                ManyBroker::Rd { producer, .. } => {
+                    use rdkafka::producer::BaseRecord;
+                    for _ in 0..n {
+                        common::peers::send(
+                            producer,
+                            BaseRecord::<(), _>::to(topic)
+                                .payload(value)
+                                .partition(partition),
+                        );
+                    }
+                    producer.poll(Duration::ZERO);
+                }
+            }
+        }
+
+        /// Waits until every record sent is delivered.
+        fn flush(&self) {
+            if let ManyBroker::Rd { producer, .. } = self {
+                use rdkafka::producer::Producer as _;
+                producer
+                    .flush(Duration::from_secs(120))
+                    .expect("fill librdkafka's mock");
+            }
+        }
+
+        fn clear_requests(&self) {
+            match self {
+                ManyBroker::Ours(m) => m.clear_requests(),
+                ManyBroker::Rd { mock, .. } => mock.clear_requests(),
+            }
+        }
+
+        /// Fetch request bytes received so far (our mock only).
+        fn fetch_bytes(&self) -> Option<u64> {
+            match self {
+                ManyBroker::Ours(m) => {
+                    Some(m.cluster.request_bytes(lazykafka::protocol::ApiKey::Fetch))
+                }
+                ManyBroker::Rd { .. } => None,
+            }
+        }
+
+        /// Every request received since the last clear: API key and when
+        /// (CLOCK_MONOTONIC µs), oldest first.
+        fn requests_timed(&self) -> Vec<(i16, i64)> {
+            let mut out: Vec<(i16, i64)> = match self {
+                ManyBroker::Ours(m) => m
+                    .cluster
+                    .requests()
+                    .iter()
+                    .filter_map(|q| Some((q.api?.code(), m.started_us + q.at.as_micros() as i64)))
+                    .collect(),
+                // librdkafka's mock stamps requests with rd_clock(),
+                // CLOCK_MONOTONIC µs as well.
+                ManyBroker::Rd { mock, .. } => mock
+                    .requests_timed()
+                    .into_iter()
+                    .map(|(_, api, t)| (api, t))
+                    .collect(),
+            };
+            out.sort_by_key(|(_, t)| *t);
+            out
+        }
+
+        /// Fetch requests received between two CLOCK_MONOTONIC instants (µs).
+        fn fetches_between(&self, from: i64, to: i64) -> usize {
+            self.requests_timed()
+                .iter()
+                .filter(|(api, t)| *api == 1 && (from..=to).contains(t))
+                .count()
+        }
+    }
+
+    /// A group member joining alone and given every partition of a topic
+    /// of 2,000 × scale partitions (`LAZYKAFKA_BENCH_PARTITIONS` as for
+    /// `sessions`), one record each, on our mock and on librdkafka's: from
+    /// the broker's request log, the time from the member's last SyncGroup
+    /// (the assignment) to its first Fetch, and from its first JoinGroup to
+    /// that Fetch; from the child, the time from its start to the first
+    /// record and its CPU and peak RSS until it read the last one. Prints
+    /// its own table.
+    fn rebalance_case(s: &Settings, runs: &mut Vec<Value>) {
+        for ours in [true, false] {
+            for partitions in many_partition_counts(s) {
+                let topic = "rebalanced";
+                let broker = ManyBroker::new(ours, topic, partitions);
+                for p in 0..partitions {
+                    broker.produce(topic, p, 1, "r");
+                }
+                broker.flush();
+                let ports = broker.ports();
+                let bootstrap = broker.bootstrap();
+                let first = runs.len();
+                for round in 0..s.rounds {
+                    for client in ["lazykafka", "librdkafka"] {
+                        broker.clear_requests();
+                        let group = format!("rebalance-{client}-{round}");
+                        let mut r = run_child(&Job {
+                            client,
+                            bootstrap: &bootstrap,
+                            topic,
+                            partitions,
+                            records: partitions as usize,
+                            broker_ports: &ports,
+                            strace: false,
+                            sessions: None,
+                            steady_ms: None,
+                            ca: None,
+                            produce: None,
+                            group: Some(&group),
+                        });
+                        let log = broker.requests_timed();
+                        // API keys: JoinGroup 11, SyncGroup 14, Fetch 1.
+                        let first_join = log.iter().find(|(a, _)| *a == 11).map(|(_, t)| *t);
+                        let fetch = log.iter().find(|(a, _)| *a == 1).map(|(_, t)| *t);
+                        let sync = log
+                            .iter()
+                            .filter(|(a, t)| *a == 14 && fetch.is_none_or(|f| *t <= f))
+                            .map(|(_, t)| *t)
+                            .next_back();
+                        if let (Some(sync), Some(fetch)) = (sync, fetch) {
+                            r["sync_to_fetch_ms"] = json!((fetch - sync) as f64 / 1e3);
+                        }
+                        if let (Some(join), Some(fetch)) = (first_join, fetch) {
+                            r["join_to_fetch_ms"] = json!((fetch - join) as f64 / 1e3);
+                        }
+                        r["broker"] = json!(broker.name());
+                        r["case"] = json!("rebalance");
+                        r["client"] = json!(client);
+                        r["round"] = json!(round);
+                        r["partitions"] = json!(partitions);
+                        eprintln!(
+                            "  {:<15} rebalance {partitions:>5} {client:<10} round {round}: \
+                             SyncGroup to Fetch {:>7.1} ms, JoinGroup to Fetch {:>7.1} ms, \
+                             first record {:>7.1} ms, cpu {:.3} s, rss {:.1} MB, {} records",
+                            broker.name(),
+                            r["sync_to_fetch_ms"].as_f64().unwrap_or(f64::NAN),
+                            r["join_to_fetch_ms"].as_f64().unwrap_or(f64::NAN),
+                            r["ttfr_ms"].as_f64().unwrap_or(f64::NAN),
+                            r["cpu_s"].as_f64().unwrap_or(f64::NAN),
+                            r["vmhwm_mb"].as_f64().unwrap_or(f64::NAN),
+                            r["records"],
+                        );
+                        runs.push(r);
+                    }
+                }
+                let these = &runs[first..];
+                println!(
+                    "\n{} / rebalance: one member given {partitions} partitions (3 brokers, 1 record each)\n  \
+                     {:<36} {:>12} {:>12} {:>9}",
+                    broker.name(),
+                    "median",
+                    "lazykafka",
+                    "librdkafka",
+                    "ratio"
+                );
+                for (metric, label) in [
+                    ("sync_to_fetch_ms", "SyncGroup to first Fetch, ms"),
+                    ("join_to_fetch_ms", "JoinGroup to first Fetch, ms"),
+                    ("ttfr_ms", "start to first record, ms"),
+                    ("cpu_s", "CPU to the last record, s"),
+                    ("vmhwm_mb", "peak RSS, MB"),
+                ] {
+                    let of = |client: &str| {
+                        median(
+                            these
+                                .iter()
+                                .filter(|r| r["client"] == client)
+                                .filter_map(|r| r[metric].as_f64())
+                                .collect(),
+                        )
+                    };
+                    let (a, b) = (of("lazykafka"), of("librdkafka"));
+                    let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.3}"));
+                    let ratio = match (a, b) {
+                        (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
+                        _ => "-".into(),
+                    };
+                    println!("  {label:<36} {:>12} {:>12} {ratio:>9}", f(a), f(b));
+                }
+            }
+        }
+    }
+
+    /// The partition counts of the many-partitions cases:
+    /// `LAZYKAFKA_BENCH_PARTITIONS` (a comma-separated list, for the
+    /// curve), else 2,000 × scale (at least 30).
+    fn many_partition_counts(s: &Settings) -> Vec<i32> {
+        match std::env::var("LAZYKAFKA_BENCH_PARTITIONS") {
+            Ok(list) if !list.trim().is_empty() => list
+                .split(',')
+                .map(|p| {
+                    p.trim()
+                        .parse()
+                        .expect("LAZYKAFKA_BENCH_PARTITIONS: numbers")
+                })
+                .collect(),
+            _ => vec![((2000.0 * s.scale).round() as i32).max(30)],
+        }
+    }
+
+    /// Many partitions, few records, then a trickle (KIP-227) and idle:
+    /// Fetch bytes, Fetch requests, CPU per second and peak RSS in the
+    /// steady window. On our mock: lazykafka with and without fetch
+    /// sessions, and librdkafka; on librdkafka's mock (`ours == false`),
+    /// lazykafka and librdkafka. Prints its own table.
+    fn sessions_case(s: &Settings, runs: &mut Vec<Value>, ours: bool) {
         let steady_ms: u64 = std::env::var("LAZYKAFKA_BENCH_STEADY_MS")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(10_000);
-        let mock = Mock::new(3);
-        let topic = "many";
-        let leaders: Vec<i32> = (0..partitions).map(|p| p % 3 + 1).collect();
-        mock.cluster
-            .create_topic_with_leaders(topic, &leaders)
-            .expect("sessions topic");
-        for p in 0..partitions {
-            mock.cluster
-                .produce(topic, p, (0..2).map(|i| MockRecord::new(format!("r{i}"))))
-                .expect("fill");
-        }
-        let records = partitions as usize * 2;
-        let ports = mock.ports();
-        let bootstrap = mock.bootstrap();
-        let clients: [(&str, &'static str, Option<&'static str>); 3] = [
-            ("lazykafka", "lazykafka", Some("true")),
-            ("lazykafka-nosessions", "lazykafka", Some("false")),
-            ("librdkafka", "librdkafka", None),
-        ];
-        for round in 0..s.rounds {
-            for (label, client, sessions) in clients {
-                mock.clear_requests();
-                let stop = AtomicBool::new(false);
-                let samples: Mutex<Vec<(i64, u64)>> = Mutex::new(Vec::new());
-                let mut r = std::thread::scope(|scope| {
-                    // The trickle: 100 records/s round the partitions.
-                    scope.spawn(|| {
-                        let mut i = 0;
-                        while !stop.load(Ordering::Relaxed) {
-                            let _ =
-                                mock.cluster
-                                    .produce(topic, i % partitions, [MockRecord::new("t")]);
-                            i += 1;
-                            std::thread::sleep(Duration::from_millis(10));
-                        }
-                    });
-                    // Fetch request bytes, sampled on the children's clock.
-                    scope.spawn(|| {
-                        while !stop.load(Ordering::Relaxed) {
-                            let bytes = mock.cluster.request_bytes(ApiKey::Fetch);
-                            samples.lock().unwrap().push((mono_us(), bytes));
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                    });
-                    let r = run_child(&Job {
-                        client,
-                        bootstrap: &bootstrap,
-                        topic,
-                        partitions,
-                        records,
-                        broker_ports: &ports,
-                        strace: false,
-                        sessions,
-                        steady_ms: Some(steady_ms),
-                        ca: None,
-                        produce: None,
-                    });
-                    stop.store(true, Ordering::Relaxed);
-                    r
-                });
-                if let (Some(from), Some(to)) =
-                    (r["steady_start_us"].as_i64(), r["steady_end_us"].as_i64())
+        let case = if ours { "sessions" } else { "sessions-rdmock" };
+        for partitions in many_partition_counts(s) {
+            let topic = "many";
+            let broker = ManyBroker::new(ours, topic, partitions);
+            for p in 0..partitions {
+                broker.produce(topic, p, 2, "r");
+            }
+            broker.flush();
+            // Every record in the topic: a child reads them all before its
+            // steady window (the trickles of earlier runs too), so that
+            // the window sees only what comes during it.
+            let mut total = partitions as usize * 2;
+            let ports = broker.ports();
+            let bootstrap = broker.bootstrap();
+            let mut clients: Vec<(&str, &'static str, Option<&'static str>)> =
+                vec![("lazykafka", "lazykafka", Some("true"))];
+            if ours {
+                clients.push(("lazykafka-nosessions", "lazykafka", Some("false")));
+            }
+            clients.push(("librdkafka", "librdkafka", None));
+            let first = runs.len();
+            for round in 0..s.rounds {
+                // The trickle: 100 records/s round the partitions; idle:
+                // none.
+                for (phase, every) in [("trickle", Some(Duration::from_millis(10))), ("idle", None)]
                 {
-                    let samples = samples.into_inner().unwrap();
-                    // The last sample at or before each end of the window.
-                    let at = |t: i64| {
-                        samples
-                            .iter()
-                            .rev()
-                            .find(|(ts, _)| *ts <= t)
-                            .or(samples.first())
-                            .map_or((t, 0), |&(ts, b)| (ts, b))
-                    };
-                    let ((t0, b0), (t1, b1)) = (at(from), at(to));
-                    let window = (t1 - t0).max(1) as f64 / 1e6;
-                    r["fetch_bytes_per_s"] = json!((b1 - b0) as f64 / window);
-                    let fetches = mock
-                        .cluster
-                        .requests()
-                        .iter()
-                        .filter(|q| q.api == Some(ApiKey::Fetch))
-                        .filter(|q| {
-                            let t = mock.started_us + q.at.as_micros() as i64;
-                            t >= from && t <= to
-                        })
-                        .count();
-                    r["fetch_requests_per_s"] =
-                        json!(fetches as f64 / ((to - from).max(1) as f64 / 1e6));
+                    for &(label, client, sessions) in &clients {
+                        broker.clear_requests();
+                        let stop = AtomicBool::new(false);
+                        let trickled = AtomicU64::new(0);
+                        let samples: Mutex<Vec<(i64, u64)>> = Mutex::new(Vec::new());
+                        let mut r = std::thread::scope(|scope| {
+                            if let Some(every) = every {
+                                let (broker, stop, trickled) = (&broker, &stop, &trickled);
+                                scope.spawn(move || {
+                                    let mut i = 0;
+                                    while !stop.load(Ordering::Relaxed) {
+                                        broker.produce(topic, i % partitions, 1, "t");
+                                        trickled.fetch_add(1, Ordering::Relaxed);
+                                        i += 1;
+                                        std::thread::sleep(every);
+                                    }
+                                });
+                            }
+                            // Fetch request bytes, sampled on the
+                            // children's clock.
+                            scope.spawn(|| {
+                                while !stop.load(Ordering::Relaxed) {
+                                    if let Some(bytes) = broker.fetch_bytes() {
+                                        samples.lock().unwrap().push((mono_us(), bytes));
+                                    }
+                                    std::thread::sleep(Duration::from_millis(50));
+                                }
+                            });
+                            let r = run_child(&Job {
+                                client,
+                                bootstrap: &bootstrap,
+                                topic,
+                                partitions,
+                                records: total,
+                                broker_ports: &ports,
+                                strace: false,
+                                sessions,
+                                steady_ms: Some(steady_ms),
+                                ca: None,
+                                produce: None,
+                                group: None,
+                            });
+                            stop.store(true, Ordering::Relaxed);
+                            r
+                        });
+                        broker.flush();
+                        total += trickled.into_inner() as usize;
+                        if let (Some(from), Some(to)) =
+                            (r["steady_start_us"].as_i64(), r["steady_end_us"].as_i64())
+                        {
+                            let samples = samples.into_inner().unwrap();
+                            // The last sample at or before each end of the
+                            // window.
+                            let at = |t: i64| {
+                                samples
+                                    .iter()
+                                    .rev()
+                                    .find(|(ts, _)| *ts <= t)
+                                    .or(samples.first())
+                                    .copied()
+                            };
+                            if let (Some((t0, b0)), Some((t1, b1))) = (at(from), at(to)) {
+                                let window = (t1 - t0).max(1) as f64 / 1e6;
+                                r["fetch_bytes_per_s"] = json!((b1 - b0) as f64 / window);
+                            }
+                            r["fetch_requests_per_s"] = json!(
+                                broker.fetches_between(from, to) as f64
+                                    / ((to - from).max(1) as f64 / 1e6)
+                            );
+                        }
+                        r["broker"] = json!(broker.name());
+                        r["case"] = json!(case);
+                        r["phase"] = json!(phase);
+                        r["client"] = json!(label);
+                        r["round"] = json!(round);
+                        r["partitions"] = json!(partitions);
+                        eprintln!(
+                            "  {:<15} {case} {partitions:>5} {phase:<7} {label:<21} round {round}: \
+                             {:>10.0} Fetch B/s, {:>6.1} Fetch/s, cpu {:>6.1} ms/s, rss {:>5.1} MB, \
+                             {} trickled records read",
+                            broker.name(),
+                            r["fetch_bytes_per_s"].as_f64().unwrap_or(f64::NAN),
+                            r["fetch_requests_per_s"].as_f64().unwrap_or(f64::NAN),
+                            r["steady_cpu_ms_per_s"].as_f64().unwrap_or(f64::NAN),
+                            r["vmhwm_mb"].as_f64().unwrap_or(f64::NAN),
+                            r["steady_records"],
+                        );
+                        runs.push(r);
+                    }
                 }
-                r["broker"] = json!("mock");
-                r["case"] = json!("sessions");
-                r["client"] = json!(label);
-                r["round"] = json!(round);
-                r["partitions"] = json!(partitions);
-                eprintln!(
-                    "  mock   sessions  {label:<21} round {round}: {:>10.0} Fetch B/s, {:>6.1} Fetch/s, \
-                     cpu {:>6.1} ms/s, {} trickled records read",
-                    r["fetch_bytes_per_s"].as_f64().unwrap_or(f64::NAN),
-                    r["fetch_requests_per_s"].as_f64().unwrap_or(f64::NAN),
-                    r["steady_cpu_ms_per_s"].as_f64().unwrap_or(f64::NAN),
-                    r["steady_records"],
+            }
+            let these = &runs[first..];
+            for phase in ["trickle", "idle"] {
+                println!(
+                    "\n{} / {case}: {partitions} partitions on 3 brokers, 2 records each, then {}; \
+                     steady window {steady_ms} ms\n  {:<32} {:>12} {:>12} {:>12} {:>9} {:>9}",
+                    broker.name(),
+                    if phase == "idle" { "nothing" } else { "100 records/s" },
+                    "median",
+                    "sessions",
+                    "no sessions",
+                    "librdkafka",
+                    "ses/rd",
+                    "ses/nos"
                 );
-                runs.push(r);
+                for (metric, label) in [
+                    ("fetch_bytes_per_s", "Fetch request bytes/s"),
+                    ("fetch_requests_per_s", "Fetch requests/s"),
+                    ("steady_cpu_ms_per_s", "client CPU ms/s"),
+                    ("vmhwm_mb", "peak RSS, MB"),
+                    ("steady_records", "records read in the window"),
+                ] {
+                    let of = |client: &str| {
+                        median(
+                            these
+                                .iter()
+                                .filter(|r| r["phase"] == phase && r["client"] == client)
+                                .filter_map(|r| r[metric].as_f64())
+                                .collect(),
+                        )
+                    };
+                    let (a, b, c) = (
+                        of("lazykafka"),
+                        of("lazykafka-nosessions"),
+                        of("librdkafka"),
+                    );
+                    let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
+                    let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                        (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
+                        _ => "-".into(),
+                    };
+                    println!(
+                        "  {label:<32} {:>12} {:>12} {:>12} {:>9} {:>9}",
+                        f(a),
+                        f(b),
+                        f(c),
+                        ratio(a, c),
+                        ratio(a, b)
+                    );
+                }
             }
         }
-        println!(
-            "\nmock / sessions: {partitions} partitions on 3 brokers, 2 records each, then \
-             100 records/s; steady window {steady_ms} ms\n  {:<32} {:>12} {:>12} {:>12} {:>9} {:>9}",
-            "median", "sessions", "no sessions", "librdkafka", "ses/rd", "ses/nos"
+    }
+
+    /// Draws the many-partitions curve: client CPU per second against the
+    /// partition count (both axes logarithmic), one panel per broker, a
+    /// line per client and phase (medians of the rounds). Written as SVG
+    /// beside the JSON when the cases ran for two partition counts or more.
+    fn many_partitions_chart(runs: &[Value], out: &std::path::Path) {
+        type Series = BTreeMap<(String, String), Vec<(f64, f64)>>;
+        let mut panels: BTreeMap<String, Series> = BTreeMap::new();
+        let mut groups: BTreeMap<(String, String, String, i64), Vec<f64>> = BTreeMap::new();
+        for r in runs
+            .iter()
+            .filter(|r| r["case"] == "sessions" || r["case"] == "sessions-rdmock")
+        {
+            let (Some(b), Some(c), Some(ph), Some(p), Some(cpu)) = (
+                r["broker"].as_str(),
+                r["client"].as_str(),
+                r["phase"].as_str(),
+                r["partitions"].as_i64(),
+                r["steady_cpu_ms_per_s"].as_f64(),
+            ) else {
+                continue;
+            };
+            if c == "lazykafka-nosessions" {
+                continue;
+            }
+            groups
+                .entry((b.into(), c.into(), ph.into(), p))
+                .or_default()
+                .push(cpu);
+        }
+        for ((b, c, ph, p), v) in groups {
+            if let Some(m) = median(v) {
+                panels
+                    .entry(b)
+                    .or_default()
+                    .entry((c, ph))
+                    .or_default()
+                    .push((p as f64, m));
+            }
+        }
+        let counts: BTreeSet<i64> = panels
+            .values()
+            .flat_map(|s| s.values().flatten().map(|(p, _)| *p as i64))
+            .collect();
+        if counts.len() < 2 {
+            return;
+        }
+        let all = || panels.values().flat_map(|s| s.values().flatten());
+        let (x0, x1) = (
+            all().map(|(p, _)| p.log10()).fold(f64::INFINITY, f64::min),
+            all()
+                .map(|(p, _)| p.log10())
+                .fold(f64::NEG_INFINITY, f64::max),
         );
-        for (metric, label) in [
-            ("fetch_bytes_per_s", "Fetch request bytes/s"),
-            ("fetch_requests_per_s", "Fetch requests/s"),
-            ("steady_cpu_ms_per_s", "client CPU ms/s"),
-            ("steady_records", "records read in the window"),
-        ] {
-            let of = |client: &str| {
-                median(
-                    runs.iter()
-                        .filter(|r| r["case"] == "sessions" && r["client"] == client)
-                        .filter_map(|r| r[metric].as_f64())
-                        .collect(),
-                )
+        let y0 = all()
+            .map(|(_, c)| c.max(0.1).log10())
+            .fold(f64::INFINITY, f64::min)
+            .floor();
+        let y1 = all()
+            .map(|(_, c)| c.max(0.1).log10())
+            .fold(f64::NEG_INFINITY, f64::max)
+            .ceil();
+        let (w, h, pad) = (420.0, 320.0, 55.0);
+        let mut svg = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" \
+             font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+            w * panels.len() as f64,
+            h + 40.0
+        );
+        for (i, (broker, series)) in panels.iter().enumerate() {
+            let ox = w * i as f64;
+            let x = |p: f64| ox + pad + (p.log10() - x0) / (x1 - x0).max(1e-9) * (w - 2.0 * pad);
+            let y = |c: f64| {
+                h - pad + 20.0 - (c.max(0.1).log10() - y0) / (y1 - y0).max(1e-9) * (h - 2.0 * pad)
             };
-            let (a, b, c) = (
-                of("lazykafka"),
-                of("lazykafka-nosessions"),
-                of("librdkafka"),
+            svg += &format!(
+                "<text x=\"{}\" y=\"16\" font-size=\"13\">{broker}: client CPU ms/s by partitions</text>\n",
+                ox + pad
             );
-            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
-            let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
-                (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
-                _ => "-".into(),
-            };
-            println!(
-                "  {label:<32} {:>12} {:>12} {:>12} {:>9} {:>9}",
-                f(a),
-                f(b),
-                f(c),
-                ratio(a, c),
-                ratio(a, b)
+            svg += &format!(
+                "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\
+                 <line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{3}\" stroke=\"black\"/>\n",
+                ox + pad,
+                h - pad + 20.0,
+                ox + w - pad,
+                pad - 10.0
             );
+            for p in &counts {
+                let px = x(*p as f64);
+                svg += &format!(
+                    "<text x=\"{px}\" y=\"{}\" text-anchor=\"middle\">{p}</text>\n",
+                    h - pad + 36.0
+                );
+            }
+            let mut e = y0 as i32;
+            while e <= y1 as i32 {
+                let v = 10f64.powi(e);
+                let py = y(v);
+                svg += &format!(
+                    "<text x=\"{}\" y=\"{py}\" text-anchor=\"end\">{v}</text>\
+                     <line x1=\"{}\" y1=\"{py}\" x2=\"{}\" y2=\"{py}\" stroke=\"#ddd\"/>\n",
+                    ox + pad - 4.0,
+                    ox + pad,
+                    ox + w - pad
+                );
+                e += 1;
+            }
+            for (k, ((client, phase), points)) in series.iter().enumerate() {
+                let colour = if client == "lazykafka" {
+                    "#1f77b4"
+                } else {
+                    "#d62728"
+                };
+                let dash = if phase == "idle" {
+                    " stroke-dasharray=\"5,4\""
+                } else {
+                    ""
+                };
+                let path: Vec<String> = points
+                    .iter()
+                    .map(|(p, c)| format!("{:.1},{:.1}", x(*p), y(*c)))
+                    .collect();
+                svg += &format!(
+                    "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} points=\"{}\"/>\n",
+                    path.join(" ")
+                );
+                svg += &format!(
+                    "<text x=\"{}\" y=\"{}\" fill=\"{colour}\">{client} {phase}</text>\n",
+                    ox + pad + 8.0,
+                    pad + 4.0 + 14.0 * k as f64
+                );
+            }
+        }
+        svg += "</svg>\n";
+        let path = out.with_file_name("bench-many-partitions.svg");
+        match std::fs::write(&path, svg) {
+            Ok(()) => println!("chart: {}", path.display()),
+            Err(e) => eprintln!("chart: {}: {e}", path.display()),
         }
     }
 
@@ -1573,6 +2034,7 @@ mod parent {
                 steady_ms: None,
                 ca: None,
                 produce: Some(set.produce),
+                group: None,
             };
             for round in 0..s.rounds {
                 for client in ["lazykafka", "librdkafka"] {
@@ -1878,8 +2340,15 @@ mod parent {
             scale_case(&s, &mut runs);
         }
         if s.wants("sessions") {
-            sessions_case(&s, &mut runs);
+            sessions_case(&s, &mut runs, true);
         }
+        if s.wants("sessions-rdmock") {
+            sessions_case(&s, &mut runs, false);
+        }
+        if s.wants("rebalance") {
+            rebalance_case(&s, &mut runs);
+        }
+        many_partitions_chart(&runs, &s.out);
         if s.wants("tls") {
             tls_case(&s, &mut runs);
         }
@@ -2458,11 +2927,21 @@ mod child {
                 ])
                 .expect("lazykafka TLS config");
         }
+        // The `rebalance` case: a group member (subscribe) instead of an
+        // assignment.
+        let group = std::env::var("LKB_GROUP").unwrap_or_default();
+        if !group.is_empty() {
+            config = config.set("group.id", &group).expect("group.id");
+        }
         let config = config.build().expect("lazykafka config");
         let consumer = Consumer::new(config).expect("lazykafka consumer");
-        consumer
-            .assign((0..partitions).map(|p| TopicPartition::new(topic, p)))
-            .expect("assign");
+        if group.is_empty() {
+            consumer
+                .assign((0..partitions).map(|p| TopicPartition::new(topic, p)))
+                .expect("assign");
+        } else {
+            consumer.subscribe([topic]).expect("subscribe");
+        }
         let mut t = Tally::default();
         let deadline = Instant::now() + CHILD_TIMEOUT;
         let mut requests_before_first = None;
@@ -2642,7 +3121,13 @@ mod child {
             .set("client.id", "bench-librdkafka")
             // librdkafka's consumer needs a group for assign(); it looks up
             // the coordinator even without subscribe, but commits nothing.
-            .set("group.id", "bench-librdkafka")
+            .set(
+                "group.id",
+                std::env::var("LKB_GROUP")
+                    .ok()
+                    .filter(|g| !g.is_empty())
+                    .unwrap_or_else(|| "bench-librdkafka".into()),
+            )
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
@@ -2655,12 +3140,17 @@ mod child {
             .set("log_level", "0")
             .create_with_context(context)
             .expect("librdkafka consumer");
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition_offset(topic, p, Offset::Beginning)
-                .unwrap();
+        let group = std::env::var("LKB_GROUP").unwrap_or_default();
+        if group.is_empty() {
+            let mut tpl = TopicPartitionList::new();
+            for p in 0..partitions {
+                tpl.add_partition_offset(topic, p, Offset::Beginning)
+                    .unwrap();
+            }
+            consumer.assign(&tpl).expect("assign");
+        } else {
+            consumer.subscribe(&[topic]).expect("subscribe");
         }
-        consumer.assign(&tpl).expect("assign");
         while t.records < records {
             if Instant::now() > deadline {
                 t.timed_out = true;

@@ -14,6 +14,9 @@ pub struct RawMock {
 // The mock cluster runs its own thread; its handle may be used from any
 // thread (librdkafka serialises calls on its op queue).
 unsafe impl Send for RawMock {}
+// For the same reason, shared references may be used from several threads
+// at once (each call takes the cluster's lock or posts to its queue).
+unsafe impl Sync for RawMock {}
 
 impl RawMock {
     pub fn new(brokers: i32) -> Self {
