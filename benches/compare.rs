@@ -1489,9 +1489,10 @@ mod parent {
                     path.join(" ")
                 );
                 svg += &format!(
-                    "<text x=\"{}\" y=\"{}\" fill=\"{colour}\">{client} {phase}</text>\n",
+                    "<text x=\"{}\" y=\"{}\" fill=\"{colour}\">{client} {phase}{}</text>\n",
                     ox + pad + 8.0,
-                    pad + 4.0 + 14.0 * k as f64
+                    pad + 4.0 + 14.0 * k as f64,
+                    if phase == "idle" { " (dashed)" } else { "" }
                 );
             }
         }
