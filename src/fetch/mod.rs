@@ -880,6 +880,21 @@ struct Planned {
     generation: u64,
 }
 
+/// What [`Fetcher::scan`] found: which per-pass steps have work.
+#[derive(Debug, Default, Clone, Copy)]
+struct Scan {
+    /// A partition's retry wait is over.
+    retry_due: bool,
+    /// A valid position's leader epoch may need a look.
+    epoch_check: bool,
+    /// A partition reads from a replica (KIP-392).
+    replica: bool,
+    /// A position waits for validation (KIP-320), none asked yet.
+    validating: bool,
+    /// A position waits for a reset, none asked yet.
+    resetting: bool,
+}
+
 /// What a partition was sent with.
 #[derive(Debug, Clone, Copy)]
 struct Sent {
@@ -1494,19 +1509,63 @@ impl Fetcher {
         now: Instant,
         metadata: &Metadata,
     ) -> Vec<(Target, Box<dyn RequestBody>, FetchToken)> {
-        for st in self.partitions.values_mut() {
-            if st.retry.run.not_before().is_some_and(|t| t <= now) {
-                st.retry.run.clear_wait();
+        // One look at every partition says which of the steps below have
+        // anything to do; those that have not skip their walk (in a steady
+        // state, all but the fetch planning).
+        let scan = self.scan(now);
+        if scan.retry_due {
+            for st in self.partitions.values_mut() {
+                if st.retry.run.not_before().is_some_and(|t| t <= now) {
+                    st.retry.run.clear_wait();
+                }
             }
         }
         self.throttled.retain(|_, until| *until > now);
-        self.check_leader_epochs(metadata);
-        self.check_replicas(now, metadata);
+        let mut validating = scan.validating;
+        if scan.epoch_check {
+            validating |= self.check_leader_epochs(metadata);
+        }
+        if scan.replica {
+            self.check_replicas(now, metadata);
+        }
         let mut out = Vec::new();
-        self.plan_validations(now, metadata, &mut out);
-        self.plan_resets(now, metadata, &mut out);
+        if validating {
+            self.plan_validations(now, metadata, &mut out);
+        }
+        if scan.resetting {
+            self.plan_resets(now, metadata, &mut out);
+        }
         self.plan_fetches(now, metadata, &mut out);
         out
+    }
+
+    /// Which steps of [`Fetcher::poll_requests`] have partitions to act
+    /// on at `now`: each flag is set when at least one partition meets
+    /// the condition its step starts from.
+    fn scan(&self, now: Instant) -> Scan {
+        let generation = self.metadata_generation;
+        let mut scan = Scan::default();
+        for st in self.partitions.values() {
+            scan.retry_due |= st.retry.run.not_before().is_some_and(|t| t <= now);
+            scan.replica |= st.replica.is_some();
+            match st.pos {
+                PosState::Validating {
+                    in_flight: false, ..
+                } => scan.validating = true,
+                PosState::Resetting {
+                    in_flight: false, ..
+                } => scan.resetting = true,
+                PosState::Valid(_) => {
+                    scan.epoch_check |= !st.paused
+                        && st.buffer.is_none()
+                        && st.fetch_in_flight.is_none()
+                        && generation
+                            .is_none_or(|g| st.epoch_agreed != Some((g, st.checked_epoch)));
+                }
+                _ => {}
+            }
+        }
+        scan
     }
 
     /// Moves positions whose leader epoch changed since they were last
@@ -1515,8 +1574,10 @@ impl Fetcher {
     /// consumer: a plain `seek` carries none); the others just take the new
     /// epoch. Partitions with records buffered or a Fetch out are looked at
     /// once those are done: their position is still moving.
-    fn check_leader_epochs(&mut self, metadata: &Metadata) {
+    /// Returns whether a position moved to `Validating`.
+    fn check_leader_epochs(&mut self, metadata: &Metadata) -> bool {
         let generation = self.metadata_generation;
+        let mut moved = false;
         for (tp, st) in &mut self.partitions {
             let PosState::Valid(pos) = st.pos else {
                 continue;
@@ -1542,10 +1603,12 @@ impl Fetcher {
                         pos,
                         in_flight: false,
                     };
+                    moved = true;
                 }
                 None => st.checked_epoch = Some(current),
             }
         }
+        moved
     }
 
     /// Drops read replicas (KIP-392) that are no longer to be followed:
