@@ -824,6 +824,23 @@ struct ReadReplica {
 }
 
 impl PartitionState {
+    /// Whether its retry wait ended by `now` (and is still to be cleared).
+    fn retry_due(&self, now: Instant) -> bool {
+        self.retry.run.not_before().is_some_and(|t| t <= now)
+    }
+
+    /// Whether [`Fetcher::check_leader_epochs`] looks at its leader epoch
+    /// under metadata `generation`: a valid position that is not paused,
+    /// has nothing buffered and no Fetch out, and whose epoch was not
+    /// found to agree under this generation and checked epoch.
+    fn wants_epoch_check(&self, generation: Option<u64>) -> bool {
+        matches!(self.pos, PosState::Valid(_))
+            && !self.paused
+            && self.buffer.is_none()
+            && self.fetch_in_flight.is_none()
+            && generation.is_none_or(|g| self.epoch_agreed != Some((g, self.checked_epoch)))
+    }
+
     fn backing_off(&self, now: Instant) -> bool {
         !self.retry.run.ready(now)
     }
@@ -1515,7 +1532,7 @@ impl Fetcher {
         let scan = self.scan(now);
         if scan.retry_due {
             for st in self.partitions.values_mut() {
-                if st.retry.run.not_before().is_some_and(|t| t <= now) {
+                if st.retry_due(now) {
                     st.retry.run.clear_wait();
                 }
             }
@@ -1546,8 +1563,9 @@ impl Fetcher {
         let generation = self.metadata_generation;
         let mut scan = Scan::default();
         for st in self.partitions.values() {
-            scan.retry_due |= st.retry.run.not_before().is_some_and(|t| t <= now);
+            scan.retry_due |= st.retry_due(now);
             scan.replica |= st.replica.is_some();
+            scan.epoch_check |= st.wants_epoch_check(generation);
             match st.pos {
                 PosState::Validating {
                     in_flight: false, ..
@@ -1555,13 +1573,6 @@ impl Fetcher {
                 PosState::Resetting {
                     in_flight: false, ..
                 } => scan.resetting = true,
-                PosState::Valid(_) => {
-                    scan.epoch_check |= !st.paused
-                        && st.buffer.is_none()
-                        && st.fetch_in_flight.is_none()
-                        && generation
-                            .is_none_or(|g| st.epoch_agreed != Some((g, st.checked_epoch)));
-                }
                 _ => {}
             }
         }
@@ -1579,15 +1590,12 @@ impl Fetcher {
         let generation = self.metadata_generation;
         let mut moved = false;
         for (tp, st) in &mut self.partitions {
+            if !st.wants_epoch_check(generation) {
+                continue;
+            }
             let PosState::Valid(pos) = st.pos else {
                 continue;
             };
-            if st.paused || st.buffer.is_some() || st.fetch_in_flight.is_some() {
-                continue;
-            }
-            if generation.is_some_and(|g| st.epoch_agreed == Some((g, st.checked_epoch))) {
-                continue;
-            }
             let current = offsets::leader_epoch(metadata, tp);
             if current < 0 || st.checked_epoch == Some(current) {
                 st.epoch_agreed = generation.map(|g| (g, st.checked_epoch));
