@@ -1118,11 +1118,11 @@ mod parent {
                              SyncGroup to Fetch {:>7.1} ms, JoinGroup to Fetch {:>7.1} ms, \
                              first record {:>7.1} ms, cpu {:.3} s, rss {:.1} MB, {} records",
                             broker.name(),
-                            r["sync_to_fetch_ms"].as_f64().unwrap_or(f64::NAN),
-                            r["join_to_fetch_ms"].as_f64().unwrap_or(f64::NAN),
-                            r["ttfr_ms"].as_f64().unwrap_or(f64::NAN),
-                            r["cpu_s"].as_f64().unwrap_or(f64::NAN),
-                            r["vmhwm_mb"].as_f64().unwrap_or(f64::NAN),
+                            num(&r, "sync_to_fetch_ms"),
+                            num(&r, "join_to_fetch_ms"),
+                            num(&r, "ttfr_ms"),
+                            num(&r, "cpu_s"),
+                            num(&r, "vmhwm_mb"),
                             r["records"],
                         );
                         runs.push(r);
@@ -1146,21 +1146,15 @@ mod parent {
                     ("vmhwm_mb", "peak RSS, MB"),
                 ] {
                     let of = |client: &str| {
-                        median(
-                            these
-                                .iter()
-                                .filter(|r| r["client"] == client)
-                                .filter_map(|r| r[metric].as_f64())
-                                .collect(),
-                        )
+                        median_of(these.iter().filter(|r| r["client"] == client), metric)
                     };
                     let (a, b) = (of("lazykafka"), of("librdkafka"));
-                    let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.3}"));
-                    let ratio = match (a, b) {
-                        (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
-                        _ => "-".into(),
-                    };
-                    println!("  {label:<36} {:>12} {:>12} {ratio:>9}", f(a), f(b));
+                    println!(
+                        "  {label:<36} {:>12} {:>12} {:>9}",
+                        cell(a, 3),
+                        cell(b, 3),
+                        ratio_cell(a, b)
+                    );
                 }
             }
         }
@@ -1300,10 +1294,10 @@ mod parent {
                              {:>10.0} Fetch B/s, {:>6.1} Fetch/s, cpu {:>6.1} ms/s, rss {:>5.1} MB, \
                              {} trickled records read",
                             broker.name(),
-                            r["fetch_bytes_per_s"].as_f64().unwrap_or(f64::NAN),
-                            r["fetch_requests_per_s"].as_f64().unwrap_or(f64::NAN),
-                            r["steady_cpu_ms_per_s"].as_f64().unwrap_or(f64::NAN),
-                            r["vmhwm_mb"].as_f64().unwrap_or(f64::NAN),
+                            num(&r, "fetch_bytes_per_s"),
+                            num(&r, "fetch_requests_per_s"),
+                            num(&r, "steady_cpu_ms_per_s"),
+                            num(&r, "vmhwm_mb"),
                             r["steady_records"],
                         );
                         runs.push(r);
@@ -1332,12 +1326,11 @@ mod parent {
                     ("steady_records", "records read in the window"),
                 ] {
                     let of = |client: &str| {
-                        median(
+                        median_of(
                             these
                                 .iter()
-                                .filter(|r| r["phase"] == phase && r["client"] == client)
-                                .filter_map(|r| r[metric].as_f64())
-                                .collect(),
+                                .filter(|r| r["phase"] == phase && r["client"] == client),
+                            metric,
                         )
                     };
                     let (a, b, c) = (
@@ -1345,18 +1338,13 @@ mod parent {
                         of("lazykafka-nosessions"),
                         of("librdkafka"),
                     );
-                    let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
-                    let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
-                        (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
-                        _ => "-".into(),
-                    };
                     println!(
                         "  {label:<32} {:>12} {:>12} {:>12} {:>9} {:>9}",
-                        f(a),
-                        f(b),
-                        f(c),
-                        ratio(a, c),
-                        ratio(a, b)
+                        cell(a, 1),
+                        cell(b, 1),
+                        cell(c, 1),
+                        ratio_cell(a, c),
+                        ratio_cell(a, b)
                     );
                 }
             }
@@ -1738,20 +1726,19 @@ mod parent {
             ("wall_s", "wall time, s"),
         ] {
             let of = |client: &str| {
-                median(
+                median_of(
                     runs.iter()
-                        .filter(|r| r["case"] == "process" && r["client"] == client)
-                        .filter_map(|r| r[metric].as_f64())
-                        .collect(),
+                        .filter(|r| r["case"] == "process" && r["client"] == client),
+                    metric,
                 )
             };
             let (a, b) = (of("lazykafka"), of("librdkafka"));
-            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.3}"));
-            let ratio = match (a, b) {
-                (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
-                _ => "-".into(),
-            };
-            println!("  {label:<32} {:>12} {:>12} {:>9}", f(a), f(b), ratio);
+            println!(
+                "  {label:<32} {:>12} {:>12} {:>9}",
+                cell(a, 3),
+                cell(b, 3),
+                ratio_cell(a, b)
+            );
         }
     }
 
@@ -2130,6 +2117,34 @@ mod parent {
         } else {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         })
+    }
+
+    /// The median of `metric` over `runs`.
+    fn median_of<'a>(runs: impl IntoIterator<Item = &'a Value>, metric: &str) -> Option<f64> {
+        median(
+            runs.into_iter()
+                .filter_map(|r| r[metric].as_f64())
+                .collect(),
+        )
+    }
+
+    /// A table cell: `v` with `decimals` places, or "-".
+    fn cell(v: Option<f64>, decimals: usize) -> String {
+        v.map_or("-".into(), |x| format!("{x:.decimals$}"))
+    }
+
+    /// `x / y` as a table cell (3 places), or "-".
+    fn ratio_cell(x: Option<f64>, y: Option<f64>) -> String {
+        match (x, y) {
+            (Some(x), Some(y)) if y != 0.0 => format!("{:.3}", x / y),
+            _ => "-".into(),
+        }
+    }
+
+    /// A run's number, NaN when it has none (for the lines printed per
+    /// run).
+    fn num(r: &Value, key: &str) -> f64 {
+        r[key].as_f64().unwrap_or(f64::NAN)
     }
 
     /// The metrics summarised, with how each is shown.
