@@ -784,8 +784,9 @@ struct PartitionState {
     /// The answer to a Fetch ahead of `buffer`: taken from once `buffer`
     /// is used up, if it starts where `buffer` ends.
     ahead: Option<Buffer>,
-    /// The Fetch this partition is in, if any.
-    fetch_in_flight: Option<FetchToken>,
+    /// The target whose Fetches carry this partition (see [`Parked`]): it
+    /// is in flight whenever that target has a Fetch out.
+    member: Option<Target>,
     retry: Retry,
     /// A larger `partition_max_bytes` after a batch did not fit.
     size_override: Option<i32>,
@@ -837,7 +838,7 @@ impl PartitionState {
         matches!(self.pos, PosState::Valid(_))
             && !self.paused
             && self.buffer.is_none()
-            && self.fetch_in_flight.is_none()
+            && self.member.is_none()
             && generation.is_none_or(|g| self.epoch_agreed != Some((g, self.checked_epoch)))
     }
 
@@ -859,7 +860,7 @@ impl PartitionState {
         let PosState::Valid(pos) = self.pos else {
             return None;
         };
-        if self.paused || self.fetch_in_flight.is_some() || self.backing_off(now) {
+        if self.paused || self.member.is_some() || self.backing_off(now) {
             return None;
         }
         let Some(buffer) = &self.buffer else {
@@ -885,16 +886,94 @@ impl PartitionState {
         self.buffer = None;
         self.ahead = None;
     }
+
+    /// Whether a pass of [`Fetcher::poll_requests`] must look at it again
+    /// (it stays among the [`Fetcher`]'s `dirty` partitions): it waits
+    /// for its target's Fetch to be answered, for a retry wait or a free
+    /// target, or for a reset or validation to be asked. One that waits
+    /// for the application (paused, records buffered, stopped by a fault)
+    /// or for an answer is marked again by what changes it.
+    fn needs_look(&self, now: Instant) -> bool {
+        if self.member.is_some() {
+            return true;
+        }
+        if self.paused {
+            return false;
+        }
+        match self.pos {
+            PosState::Valid(_) => {
+                self.buffer.is_none() || self.backing_off(now) || self.fetch_from(now).is_some()
+            }
+            PosState::Resetting {
+                in_flight: false, ..
+            }
+            | PosState::Validating {
+                in_flight: false, ..
+            } => true,
+            _ => false,
+        }
+    }
 }
 
-/// A partition planned into a Fetch: its place in the turn order, and
-/// what is sent for it.
-#[derive(Debug)]
-struct Planned {
+/// A partition parked in a target's Fetches: its place in the turn
+/// order, and what is sent for it.
+#[derive(Debug, Clone, Copy)]
+struct Member {
     rank: i64,
-    tp: TopicPartition,
-    entry: SessionEntry,
     generation: u64,
+    entry: SessionEntry,
+    /// Its position was below the last high watermark heard of when it
+    /// joined (it does not move while the partition is parked).
+    behind: bool,
+}
+
+impl Member {
+    fn sent(&self) -> Sent {
+        Sent {
+            generation: self.generation,
+            fetch_offset: self.entry.fetch_offset,
+            max_bytes: self.entry.max_bytes,
+            leader_epoch: self.entry.leader_epoch,
+        }
+    }
+}
+
+/// The partitions one target (a leader or a read replica) is fetched
+/// from. A partition joins when a pass finds it fetchable there, and stays
+/// while nothing changes it: every Fetch to the target carries it, without
+/// the partition being looked at again. It leaves when an answer carries
+/// it, when something changes it (a seek, a pause, a new leader, records
+/// taken...; it is then marked dirty), or when the Fetch fails. So the
+/// work of one answer follows the partitions it carries and those that
+/// changed, not the partitions assigned.
+///
+/// While the target has a Fetch out its members stay as they were sent:
+/// the answer is read against them.
+#[derive(Debug, Default)]
+struct Parked {
+    members: BTreeMap<TopicPartition, Member>,
+    /// How many members are [`Member::behind`].
+    behind: usize,
+    /// Partitions that joined, left or changed since the last Fetch: with
+    /// a fetch session, those an incremental Fetch lists or forgets.
+    changed: BTreeSet<TopicPartition>,
+}
+
+impl Parked {
+    fn join(&mut self, tp: &TopicPartition, member: Member) {
+        self.behind += usize::from(member.behind);
+        if let Some(old) = self.members.insert(tp.clone(), member) {
+            self.behind -= usize::from(old.behind);
+        }
+        self.changed.insert(tp.clone());
+    }
+
+    fn leave(&mut self, tp: &TopicPartition) -> Option<Member> {
+        let member = self.members.remove(tp)?;
+        self.behind -= usize::from(member.behind);
+        self.changed.insert(tp.clone());
+        Some(member)
+    }
 }
 
 /// What [`Fetcher::scan`] found: which per-pass steps have work.
@@ -904,8 +983,6 @@ struct Scan {
     retry_due: bool,
     /// A valid position's leader epoch may need a look.
     epoch_check: bool,
-    /// A partition reads from a replica (KIP-392).
-    replica: bool,
     /// A position waits for validation (KIP-320), none asked yet.
     validating: bool,
     /// A position waits for a reset, none asked yet.
@@ -954,14 +1031,17 @@ struct FetchSession {
 /// The session side of a Fetch in flight.
 #[derive(Debug)]
 struct SessionSent {
-    /// 0 for a full Fetch that asks for a new session.
+    /// 0 for a full Fetch that asks for a new session (which then holds
+    /// every member of the target, as sent).
     id: i32,
     connection: u64,
-    /// Every partition the session holds once this request is served.
-    partitions: BTreeMap<TopicPartition, SessionEntry>,
+    /// An incremental Fetch's changes to the session: the partitions
+    /// listed (with what was sent) and those forgotten (`None`).
+    changes: Vec<(TopicPartition, Option<SessionEntry>)>,
 }
 
-/// A Fetch in flight.
+/// A Fetch in flight. The partitions an answer may carry are the
+/// members of its target's [`Parked`].
 #[derive(Debug)]
 struct FetchSent {
     /// Where it went: a leader (`Target::Broker`) or a read replica
@@ -969,11 +1049,6 @@ struct FetchSent {
     target: Target,
     /// With sessions: which session the request belongs to.
     session: Option<SessionSent>,
-    /// Every partition an answer may carry (in an incremental Fetch also
-    /// those of the session not listed because unchanged).
-    partitions: BTreeMap<TopicPartition, Sent>,
-    /// The ids sent, to name the topics of a v13+ response.
-    topic_ids: Vec<([u8; 16], String)>,
 }
 
 #[derive(Debug)]
@@ -1116,6 +1191,19 @@ pub struct Fetcher {
     crcs_pending: BTreeSet<TopicPartition>,
     /// The id of the last buffer made ([`Buffer::id`]).
     next_buffer: u64,
+    /// Per fetch target, the partitions its Fetches carry.
+    parked: BTreeMap<Target, Parked>,
+    /// Partitions a pass of [`Fetcher::poll_requests`] looks at: those
+    /// changed since, and those still waiting to join a target (see
+    /// [`PartitionState::needs_look`]). A pass looks at nothing else.
+    dirty: BTreeSet<TopicPartition>,
+    /// The names of the topic ids sent (v13+ answers name topics by id).
+    topic_names: BTreeMap<[u8; 16], String>,
+    /// A partition moved to [`PosState::NoOffset`] not yet reported.
+    no_offset_unreported: bool,
+    /// A partition may have a read replica (KIP-392): the pass looks at
+    /// their leases.
+    replicas: bool,
 }
 
 impl Fetcher {
@@ -1150,6 +1238,11 @@ impl Fetcher {
             crcs_pending: BTreeSet::new(),
             front_rank: 0,
             next_buffer: 0,
+            parked: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            topic_names: BTreeMap::new(),
+            no_offset_unreported: false,
+            replicas: false,
         }
     }
 
@@ -1168,12 +1261,24 @@ impl Fetcher {
     pub fn assign(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) {
         self.assignment_generation += 1;
         let wanted: BTreeSet<TopicPartition> = partitions.into_iter().collect();
-        self.partitions.retain(|tp, _| wanted.contains(tp));
+        let dirty = &mut self.dirty;
+        self.partitions.retain(|tp, st| {
+            let kept = wanted.contains(tp);
+            if !kept && st.member.is_some() {
+                // Leaves its target at the next pass.
+                dirty.insert(tp.clone());
+            }
+            kept
+        });
         self.ready.retain(|tp| wanted.contains(tp));
+        let topics: BTreeSet<&str> = wanted.iter().map(|tp| tp.topic.as_str()).collect();
+        self.topic_names
+            .retain(|_, name| topics.contains(name.as_str()));
         for tp in wanted {
             if self.partitions.contains_key(&tp) {
                 continue;
             }
+            self.dirty.insert(tp.clone());
             let generation = self.generation();
             let rank = self.back_rank();
             self.maybe_initializing = true;
@@ -1187,7 +1292,7 @@ impl Fetcher {
                     pos: PosState::Initializing,
                     buffer: None,
                     ahead: None,
-                    fetch_in_flight: None,
+                    member: None,
                     retry: Retry::default(),
                     size_override: None,
                     high_watermark: None,
@@ -1231,6 +1336,11 @@ impl Fetcher {
     /// metadata does): leader epochs found to agree are not looked up
     /// again until it changes.
     pub fn set_metadata_generation(&mut self, generation: u64) {
+        if self.metadata_generation != Some(generation) {
+            // Leaders and epochs may have moved: every partition is looked
+            // at again.
+            self.dirty.extend(self.partitions.keys().cloned());
+        }
         self.metadata_generation = Some(generation);
     }
 
@@ -1254,6 +1364,7 @@ impl Fetcher {
         if st.pos != PosState::Initializing {
             return false;
         }
+        self.dirty.insert(tp.clone());
         st.pos = match committed {
             Some((offset, leader_epoch)) if offset >= 0 => PosState::Valid(Position {
                 offset,
@@ -1271,7 +1382,10 @@ impl Fetcher {
                         in_flight: false,
                     }
                 }
-                OffsetReset::None => PosState::NoOffset { reported: false },
+                OffsetReset::None => {
+                    self.no_offset_unreported = true;
+                    PosState::NoOffset { reported: false }
+                }
             },
         };
         true
@@ -1351,6 +1465,7 @@ impl Fetcher {
             .ok_or_else(|| SeekError::NotAssigned(tp.clone()))?;
         st.pos = pos;
         st.generation = generation;
+        self.dirty.insert(tp.clone());
         st.size_override = None;
         st.eof_at = None;
         st.checked_epoch = None;
@@ -1410,6 +1525,7 @@ impl Fetcher {
         for tp in tps {
             if let Some(st) = self.partitions.get_mut(tp) {
                 st.paused = true;
+                self.dirty.insert(tp.clone());
             }
         }
     }
@@ -1419,6 +1535,7 @@ impl Fetcher {
         for tp in tps {
             if let Some(st) = self.partitions.get_mut(tp) {
                 st.paused = false;
+                self.dirty.insert(tp.clone());
             }
         }
     }
@@ -1526,14 +1643,33 @@ impl Fetcher {
         now: Instant,
         metadata: &Metadata,
     ) -> Vec<(Target, Box<dyn RequestBody>, FetchToken)> {
-        // One look at every partition says which of the steps below have
-        // anything to do; those that have not skip their walk (in a steady
-        // state, all but the fetch planning).
+        if self.metadata_generation.is_none() {
+            // Without a metadata generation any leader may have moved
+            // since the last pass.
+            self.dirty.extend(self.partitions.keys().cloned());
+        }
+        if self.replicas {
+            self.check_replicas(now, metadata);
+        }
+        let busy: BTreeSet<Target> = self
+            .in_flight
+            .values()
+            .filter_map(|f| match f {
+                InFlight::Fetch(f) => Some(f.target),
+                InFlight::ListOffsets { .. } | InFlight::Validate { .. } => None,
+            })
+            .collect();
+        self.release_dirty(&busy);
+        // One look at the dirty partitions says which of the steps below
+        // have anything to do; those that have not skip their walk (in a
+        // steady state, all but the fetch planning).
         let scan = self.scan(now);
         if scan.retry_due {
-            for st in self.partitions.values_mut() {
-                if st.retry_due(now) {
-                    st.retry.run.clear_wait();
+            for tp in &self.dirty {
+                if let Some(st) = self.partitions.get_mut(tp) {
+                    if st.retry_due(now) {
+                        st.retry.run.clear_wait();
+                    }
                 }
             }
         }
@@ -1542,9 +1678,6 @@ impl Fetcher {
         if scan.epoch_check {
             validating |= self.check_leader_epochs(metadata);
         }
-        if scan.replica {
-            self.check_replicas(now, metadata);
-        }
         let mut out = Vec::new();
         if validating {
             self.plan_validations(now, metadata, &mut out);
@@ -1552,19 +1685,67 @@ impl Fetcher {
         if scan.resetting {
             self.plan_resets(now, metadata, &mut out);
         }
-        self.plan_fetches(now, metadata, &mut out);
+        self.plan_fetches(now, metadata, &busy, &mut out);
+        let partitions = &self.partitions;
+        self.dirty
+            .retain(|tp| partitions.get(tp).is_none_or(|st| st.needs_look(now)));
         out
     }
 
+    /// Takes the dirty partitions out of the targets they are parked in
+    /// (unless that target's Fetch is still out: they wait for its
+    /// answer), so that the steps of the pass look at them afresh; drops
+    /// partitions no longer assigned from their targets.
+    fn release_dirty(&mut self, busy: &BTreeSet<Target>) {
+        let Fetcher {
+            partitions,
+            parked,
+            dirty,
+            ..
+        } = self;
+        dirty.retain(|tp| {
+            let Some(st) = partitions.get_mut(tp) else {
+                // Unassigned while parked: gone once its target is free.
+                let mut waits = false;
+                for (target, p) in parked.iter_mut() {
+                    if p.members.contains_key(tp) {
+                        if busy.contains(target) {
+                            waits = true;
+                        } else {
+                            p.leave(tp);
+                        }
+                    }
+                }
+                return waits;
+            };
+            if let Some(target) = st.member {
+                if !busy.contains(&target) {
+                    if let Some(p) = parked.get_mut(&target) {
+                        p.leave(tp);
+                    }
+                    st.member = None;
+                }
+            }
+            true
+        });
+    }
+
+    /// The dirty partitions that are assigned, with their state.
+    fn dirty_states(&self) -> impl Iterator<Item = (&TopicPartition, &PartitionState)> {
+        self.dirty
+            .iter()
+            .filter_map(|tp| Some(tp).zip(self.partitions.get(tp)))
+    }
+
     /// Which steps of [`Fetcher::poll_requests`] have partitions to act
-    /// on at `now`: each flag is set when at least one partition meets
-    /// the condition its step starts from.
+    /// on at `now`: each flag is set when at least one dirty partition
+    /// meets the condition its step starts from (the others cannot: see
+    /// [`PartitionState::needs_look`]).
     fn scan(&self, now: Instant) -> Scan {
         let generation = self.metadata_generation;
         let mut scan = Scan::default();
-        for st in self.partitions.values() {
+        for (_, st) in self.dirty_states() {
             scan.retry_due |= st.retry_due(now);
-            scan.replica |= st.replica.is_some();
             scan.epoch_check |= st.wants_epoch_check(generation);
             match st.pos {
                 PosState::Validating {
@@ -1589,7 +1770,13 @@ impl Fetcher {
     fn check_leader_epochs(&mut self, metadata: &Metadata) -> bool {
         let generation = self.metadata_generation;
         let mut moved = false;
-        for (tp, st) in &mut self.partitions {
+        let Fetcher {
+            partitions, dirty, ..
+        } = self;
+        for tp in dirty.iter() {
+            let Some(st) = partitions.get_mut(tp) else {
+                continue;
+            };
             if !st.wants_epoch_check(generation) {
                 continue;
             }
@@ -1633,8 +1820,11 @@ impl Fetcher {
             config,
             rng,
             metadata_wanted,
+            dirty,
+            replicas,
             ..
         } = self;
+        *replicas = false;
         for (tp, st) in partitions.iter_mut() {
             let Some(replica) = st.replica else {
                 continue;
@@ -1644,18 +1834,21 @@ impl Fetcher {
                     "{tp}: the lease of read replica {} ended; asking the leader again",
                     replica.broker
                 );
-                st.replica = None;
             } else if metadata.leader(&tp.topic, tp.partition) == Some(replica.broker) {
-                st.replica = None;
             } else if !metadata.brokers.contains_key(&replica.broker) {
                 log::debug!(
                     "{tp}: read replica {} is not in the metadata; fetching from the leader",
                     replica.broker
                 );
-                st.replica = None;
                 *metadata_wanted = true;
                 backoff(st, now, &config.retry_backoff, rng);
+            } else {
+                *replicas = true;
+                continue;
             }
+            // Fetched from its leader from now on.
+            st.replica = None;
+            dirty.insert(tp.clone());
         }
     }
 
@@ -1668,7 +1861,7 @@ impl Fetcher {
         out: &mut Vec<(Target, Box<dyn RequestBody>, FetchToken)>,
     ) {
         let mut per_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
-        for (tp, st) in &self.partitions {
+        for (tp, st) in self.dirty_states() {
             if matches!(
                 st.pos,
                 PosState::Validating {
@@ -1734,7 +1927,7 @@ impl Fetcher {
         out: &mut Vec<(Target, Box<dyn RequestBody>, FetchToken)>,
     ) {
         let mut per_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
-        for (tp, st) in &self.partitions {
+        for (tp, st) in self.dirty_states() {
             if let PosState::Resetting {
                 spec,
                 in_flight: false,
@@ -1787,46 +1980,49 @@ impl Fetcher {
         &mut self,
         now: Instant,
         metadata: &Metadata,
+        busy: &BTreeSet<Target>,
         out: &mut Vec<(Target, Box<dyn RequestBody>, FetchToken)>,
     ) {
-        let busy: BTreeSet<Target> = self
-            .in_flight
-            .values()
-            .filter_map(|f| match f {
-                InFlight::Fetch(f) => Some(f.target),
-                InFlight::ListOffsets { .. } | InFlight::Validate { .. } => None,
-            })
-            .collect();
         // Leaders of partitions whose buffered records the application is
         // still taking: they will want a Fetch soon. A partition that has
         // caught up with its high watermark waits for them rather than go
         // alone: the broker would hold that Fetch for up to `max_wait_ms`
         // with nothing to send, and the connection carries one request at
         // a time, so theirs would wait behind it (a stall of up to
-        // fetch.max.wait.ms in the middle of a backlog). Those that still
-        // have records to read are fetched at once: the broker answers
-        // them without waiting.
+        // fetch.max.wait.ms in the middle of a backlog). A target with
+        // partitions that still have records to read is fetched at once:
+        // the broker answers without waiting.
         // (Read replicas likewise: each is fetched from over its own
         // connection.)
         let draining: BTreeSet<Target> = self
-            .partitions
+            .ready
             .iter()
-            .filter(|(_, st)| st.buffer.is_some() && !st.paused)
-            .filter_map(|(tp, st)| read_target(tp, st, metadata))
+            .filter_map(|tp| {
+                let st = self.partitions.get(tp)?;
+                (st.buffer.is_some() && !st.paused)
+                    .then(|| read_target(tp, st, metadata))
+                    .flatten()
+            })
             .collect();
-        // One walk, in partition order: each partition to fetch now is
-        // marked in flight at once and goes to its target's list with what
-        // is sent for it (no second lookup by name).
-        let mut tokens: BTreeMap<Target, FetchToken> = BTreeMap::new();
-        let mut per_target: BTreeMap<Target, Vec<Planned>> = BTreeMap::new();
         let Fetcher {
             partitions,
             throttled,
             config,
             next_token,
+            parked,
+            dirty,
+            topic_names,
+            sessions,
+            connections,
+            in_flight,
             ..
         } = self;
-        for (tp, st) in partitions.iter_mut() {
+        // The dirty partitions fetchable now join their target.
+        let mut joined = Vec::new();
+        for tp in dirty.iter() {
+            let Some(st) = partitions.get_mut(tp) else {
+                continue;
+            };
             let Some(from) = st.fetch_from(now) else {
                 continue;
             };
@@ -1839,30 +2035,29 @@ impl Fetcher {
             if draining.contains(&target) && st.buffer.is_none() && st.caught_up() {
                 continue;
             }
-            let token = *tokens
-                .entry(target)
-                .or_insert_with(|| take_token(next_token));
             if let Some(buffer) = &mut st.buffer {
                 buffer.ahead_sent = true;
             }
-            let max_bytes = st.size_override.unwrap_or(config.max_partition_bytes);
             let topic = metadata.topics.get(&tp.topic);
             let leader_epoch = topic
                 .and_then(|t| t.partitions.get(&tp.partition))
                 .map_or(-1, |p| p.leader_epoch);
-            st.fetch_in_flight = Some(token);
             // The leader fences us if it is at another epoch, so what
             // comes back agrees with this one.
             if leader_epoch >= 0 {
                 st.checked_epoch = Some(leader_epoch);
             }
-            per_target.entry(target).or_default().push(Planned {
+            let topic_id = topic.map_or([0; 16], |t| t.topic_id);
+            if topic_id != [0; 16] && !topic_names.contains_key(&topic_id) {
+                topic_names.insert(topic_id, tp.topic.clone());
+            }
+            let member = Member {
                 rank: st.rank,
-                tp: tp.clone(),
+                generation: st.generation,
                 entry: SessionEntry {
-                    topic_id: topic.map_or([0; 16], |t| t.topic_id),
+                    topic_id,
                     fetch_offset: from.offset,
-                    max_bytes,
+                    max_bytes: st.size_override.unwrap_or(config.max_partition_bytes),
                     leader_epoch,
                     // v12+: the leader checks it against its log and
                     // answers a `diverging_epoch` when the log was
@@ -1870,130 +2065,121 @@ impl Fetcher {
                     // consumer sends it).
                     last_fetched_epoch: from.leader_epoch.unwrap_or(-1),
                 },
-                generation: st.generation,
-            });
+                behind: !st.caught_up(),
+            };
+            st.member = Some(target);
+            parked.entry(target).or_default().join(tp, member);
+            joined.push(tp.clone());
         }
-        for (target, next) in per_target {
-            let token = tokens[&target];
-            // Every partition to fetch now (in partition order), with what
-            // is sent for it.
-            let sent: BTreeMap<TopicPartition, Sent> = next
-                .iter()
-                .map(|p| {
-                    let sent = Sent {
-                        generation: p.generation,
-                        fetch_offset: p.entry.fetch_offset,
-                        max_bytes: p.entry.max_bytes,
-                        leader_epoch: p.entry.leader_epoch,
-                    };
-                    (p.tp.clone(), sent)
-                })
-                .collect();
-            let connection = self.connections.get(&target).copied().unwrap_or(0);
-            let session = self
-                .sessions
+        for tp in &joined {
+            dirty.remove(tp);
+        }
+        // A Fetch to every free target with members.
+        for (&target, p) in parked.iter_mut() {
+            if p.members.is_empty()
+                || busy.contains(&target)
+                || throttled.contains_key(&broker_of(target))
+                || (draining.contains(&target) && p.behind == 0)
+            {
+                continue;
+            }
+            let connection = connections.get(&target).copied().unwrap_or(0);
+            let session = sessions
                 .get(&target)
-                .filter(|s| self.config.sessions && s.connection == connection);
-            // KIP-227: a full Fetch lists every partition; an incremental
-            // one only those added or changed since the session last heard
-            // of them, and forgets those no longer fetched (paused,
-            // buffered, backing off, moved, unassigned: they come back as
-            // added). The broker answers for every partition it holds.
+                .filter(|s| config.sessions && s.connection == connection);
+            // KIP-227: a full Fetch lists every member; an incremental one
+            // only those added or changed since the session last heard of
+            // them, and forgets those that left (paused, buffered, backing
+            // off, moved, unassigned: they come back as added). The broker
+            // answers for every partition it holds.
             let (session_id, session_epoch) = match session {
                 Some(s) => (s.id, s.epoch),
-                None if self.config.sessions => (0, 0),
+                None if config.sessions => (0, 0),
                 None => (0, -1),
             };
-            // Both in partition order: one merge finds what is listed and
-            // what is forgotten.
-            let mut listed: Vec<&Planned> = Vec::new();
-            let mut forgotten_list: Vec<(&TopicPartition, &SessionEntry)> = Vec::new();
+            let changed = std::mem::take(&mut p.changed);
+            let mut listed: Vec<(&TopicPartition, &Member)> = Vec::new();
+            let mut forgotten_list: Vec<(TopicPartition, [u8; 16])> = Vec::new();
+            let mut changes = Vec::new();
             match session {
-                None => listed.extend(next.iter()),
+                None => listed.extend(p.members.iter()),
                 Some(s) => {
-                    let mut held = s.partitions.iter().peekable();
-                    for p in &next {
-                        while let Some((tp, entry)) = held.next_if(|(tp, _)| **tp < p.tp) {
-                            forgotten_list.push((tp, entry));
-                        }
-                        match held.next_if(|(tp, _)| **tp == p.tp) {
-                            Some((_, entry)) if *entry == p.entry => {}
-                            _ => listed.push(p),
+                    for tp in changed {
+                        match (p.members.get_key_value(&tp), s.partitions.get(&tp)) {
+                            (Some((_, m)), Some(held)) if *held == m.entry => {}
+                            (Some((key, m)), _) => {
+                                listed.push((key, m));
+                                changes.push((tp, Some(m.entry)));
+                            }
+                            (None, Some(held)) => {
+                                forgotten_list.push((tp.clone(), held.topic_id));
+                                changes.push((tp, None));
+                            }
+                            (None, None) => {}
                         }
                     }
-                    forgotten_list.extend(held);
                 }
             }
             // Requested in the order the partitions take turns in.
-            listed.sort_by(|a, b| (a.rank, &a.tp).cmp(&(b.rank, &b.tp)));
+            listed.sort_by(|a, b| (a.1.rank, a.0).cmp(&(b.1.rank, b.0)));
             let mut topics: Vec<FetchTopic> = Vec::new();
-            let mut topic_ids: Vec<([u8; 16], String)> = Vec::new();
-            for p in &next {
-                if topic_ids.last().is_none_or(|(_, name)| *name != p.tp.topic) {
-                    topic_ids.push((p.entry.topic_id, p.tp.topic.clone()));
-                }
-            }
-            for p in listed {
+            for (tp, m) in listed {
                 // Partitions are grouped by topic in the order of each
                 // topic's first partition (v3+ brokers fill the response
                 // in request order).
                 let partition = FetchPartition {
-                    partition: p.tp.partition,
-                    current_leader_epoch: p.entry.leader_epoch,
-                    fetch_offset: p.entry.fetch_offset,
-                    last_fetched_epoch: p.entry.last_fetched_epoch,
-                    partition_max_bytes: p.entry.max_bytes,
+                    partition: tp.partition,
+                    current_leader_epoch: m.entry.leader_epoch,
+                    fetch_offset: m.entry.fetch_offset,
+                    last_fetched_epoch: m.entry.last_fetched_epoch,
+                    partition_max_bytes: m.entry.max_bytes,
                     ..FetchPartition::default()
                 };
-                match topics.iter_mut().find(|t| t.topic == p.tp.topic) {
+                match topics.iter_mut().find(|t| t.topic == tp.topic) {
                     Some(t) => t.partitions.push(partition),
                     None => topics.push(FetchTopic {
-                        topic: p.tp.topic.clone(),
-                        topic_id: p.entry.topic_id,
+                        topic: tp.topic.clone(),
+                        topic_id: m.entry.topic_id,
                         partitions: vec![partition],
                         ..FetchTopic::default()
                     }),
                 }
             }
             let mut forgotten: Vec<ForgottenTopic> = Vec::new();
-            for (tp, entry) in forgotten_list {
+            for (tp, topic_id) in forgotten_list {
                 match forgotten.iter_mut().find(|t| t.topic == tp.topic) {
                     Some(t) => t.partitions.push(tp.partition),
                     None => forgotten.push(ForgottenTopic {
-                        topic: tp.topic.clone(),
-                        topic_id: entry.topic_id,
+                        topic: tp.topic,
+                        topic_id,
                         partitions: vec![tp.partition],
                         ..ForgottenTopic::default()
                     }),
                 }
-                if !topic_ids.iter().any(|(_, name)| name == &tp.topic) {
-                    topic_ids.push((entry.topic_id, tp.topic.clone()));
-                }
             }
             let request = FetchRequest {
                 replica_id: -1,
-                max_wait_ms: i32::try_from(self.config.max_wait.as_millis()).unwrap_or(i32::MAX),
-                min_bytes: self.config.min_bytes,
-                max_bytes: self.config.max_bytes,
-                isolation_level: offsets::isolation_byte(self.config.isolation),
+                max_wait_ms: i32::try_from(config.max_wait.as_millis()).unwrap_or(i32::MAX),
+                min_bytes: config.min_bytes,
+                max_bytes: config.max_bytes,
+                isolation_level: offsets::isolation_byte(config.isolation),
                 session_id,
                 session_epoch,
                 topics,
                 forgotten_topics_data: forgotten,
-                rack_id: self.config.rack_id.clone().unwrap_or_default(),
+                rack_id: config.rack_id.clone().unwrap_or_default(),
                 ..FetchRequest::default()
             };
-            self.in_flight.insert(
+            let token = take_token(next_token);
+            in_flight.insert(
                 token,
                 InFlight::Fetch(FetchSent {
                     target,
-                    session: self.config.sessions.then(|| SessionSent {
+                    session: config.sessions.then_some(SessionSent {
                         id: session_id,
                         connection,
-                        partitions: next.into_iter().map(|p| (p.tp, p.entry)).collect(),
+                        changes,
                     }),
-                    partitions: sent,
-                    topic_ids,
                 }),
             );
             out.push((target, Box::new(FetchRequestBody(request)), token));
@@ -2040,9 +2226,9 @@ impl Fetcher {
     /// When a partition backing off after an error, or a throttled broker,
     /// may be asked again: call [`Fetcher::poll_requests`] then.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.partitions
-            .values()
-            .filter_map(|st| st.retry.run.not_before())
+        // A partition waiting to retry is among the dirty ones.
+        self.dirty_states()
+            .filter_map(|(_, st)| st.retry.run.not_before())
             .chain(self.throttled.values().copied())
             .min()
     }
@@ -2061,13 +2247,13 @@ impl Fetcher {
         let mut outcome = FetchOutcome::default();
         let errors_before = self.errors.len();
         match self.in_flight.remove(&token) {
-            Some(InFlight::Fetch(sent)) => {
-                self.handle_fetch(now, token, sent, response, &mut outcome)
-            }
+            Some(InFlight::Fetch(sent)) => self.handle_fetch(now, sent, response, &mut outcome),
             Some(InFlight::ListOffsets { broker, partitions }) => {
+                self.dirty.extend(partitions.keys().cloned());
                 self.handle_reset(now, broker, partitions, response, &mut outcome)
             }
             Some(InFlight::Validate { broker, partitions }) => {
+                self.dirty.extend(partitions.keys().cloned());
                 self.handle_validation(now, broker, partitions, response, &mut outcome)
             }
             None => log::debug!("response for unknown fetch token {token:?} ignored"),
@@ -2110,9 +2296,9 @@ impl Fetcher {
                     broker_of(sent.target)
                 },
                 ApiKey::Fetch,
-                sent.partitions
+                self.release_target(sent.target)
                     .into_iter()
-                    .map(|(tp, s)| (tp, s.generation))
+                    .map(|(tp, m)| (tp, m.generation))
                     .collect(),
             ),
             Some(InFlight::ListOffsets { broker, partitions }) => (
@@ -2152,9 +2338,7 @@ impl Fetcher {
         log::debug!("{api} request to broker {broker} failed: {error}");
         for (tp, generation) in tps {
             if let Some(st) = self.partitions.get_mut(&tp) {
-                if st.fetch_in_flight == Some(token) {
-                    st.fetch_in_flight = None;
-                }
+                self.dirty.insert(tp);
                 if st.generation == generation {
                     clear_reset_in_flight(st);
                     backoff(st, now, &self.config.retry_backoff, &mut self.rng);
@@ -2181,24 +2365,11 @@ impl Fetcher {
     fn handle_fetch(
         &mut self,
         now: Instant,
-        token: FetchToken,
-        FetchSent {
-            target,
-            session,
-            partitions: mut sent,
-            topic_ids,
-        }: FetchSent,
+        FetchSent { target, session }: FetchSent,
         response: &Response,
         outcome: &mut FetchOutcome,
     ) {
         let broker = broker_of(target);
-        for tp in sent.keys() {
-            if let Some(st) = self.partitions.get_mut(tp) {
-                if st.fetch_in_flight == Some(token) {
-                    st.fetch_in_flight = None;
-                }
-            }
-        }
         let decoded = if response.api == ApiKey::Fetch {
             response.decode::<FetchResponse>()
         } else {
@@ -2216,7 +2387,7 @@ impl Fetcher {
                     api: ApiKey::Fetch,
                     source,
                 });
-                self.back_off_sent(now, &sent);
+                self.back_off_target(now, target);
                 return;
             }
         };
@@ -2256,13 +2427,18 @@ impl Fetcher {
                         resp.session_id,
                         describe(target)
                     );
+                    // It holds every member, as sent (none has left yet:
+                    // the partitions the answer carries leave below).
+                    let partitions = self.parked.get(&target).map_or_else(BTreeMap::new, |p| {
+                        p.members.iter().map(|(tp, m)| (tp.clone(), m.entry)).collect()
+                    });
                     self.sessions.insert(
                         target,
                         FetchSession {
                             id: resp.session_id,
                             epoch: 1,
                             connection: session.connection,
-                            partitions: session.partitions,
+                            partitions,
                         },
                     );
                 }
@@ -2280,7 +2456,12 @@ impl Fetcher {
                 self.sessions.remove(&target);
             } else if let Some(s) = self.sessions.get_mut(&target) {
                 s.epoch = if s.epoch == i32::MAX { 1 } else { s.epoch + 1 };
-                s.partitions = session.partitions;
+                for (tp, entry) in session.changes {
+                    match entry {
+                        Some(entry) => s.partitions.insert(tp, entry),
+                        None => s.partitions.remove(&tp),
+                    };
+                }
             }
         }
         if top != ErrorCode::None {
@@ -2293,7 +2474,7 @@ impl Fetcher {
                         "Fetch response of read replica {replica}: {top}; fetching from the leaders"
                     );
                     outcome.refresh_metadata |= classify(top) == ErrorClass::Leader;
-                    self.back_off_sent(now, &sent);
+                    self.back_off_target(now, target);
                     return;
                 }
             }
@@ -2323,15 +2504,15 @@ impl Fetcher {
             } else {
                 log::debug!("Fetch response of broker {broker}: {top}; retrying");
             }
-            self.back_off_sent(now, &sent);
+            self.back_off_target(now, target);
             return;
         }
         self.top_errors.remove(&target);
         let by_id = response.version >= FIRST_TOPIC_ID_VERSION;
         for topic in resp.responses {
             let name = if by_id {
-                match topic_ids.iter().find(|(id, _)| *id == topic.topic_id) {
-                    Some((_, name)) => name.clone(),
+                match self.topic_names.get(&topic.topic_id) {
+                    Some(name) => name.clone(),
                     None => {
                         log::debug!("Fetch response names a topic id not asked for; ignored");
                         continue;
@@ -2342,10 +2523,16 @@ impl Fetcher {
             };
             for data in topic.partitions {
                 let tp = TopicPartition::new(name.clone(), data.partition_index);
-                // Each partition is read once, and only if it was asked for.
-                let Some(s) = sent.remove(&tp) else {
+                // Each partition is read once, and only if it was asked
+                // for: it leaves its target to be looked at afresh.
+                let Some(member) = self.parked.get_mut(&target).and_then(|p| p.leave(&tp)) else {
                     continue;
                 };
+                let s = member.sent();
+                if let Some(st) = self.partitions.get_mut(&tp) {
+                    st.member = None;
+                    self.dirty.insert(tp.clone());
+                }
                 let eof = self.config.partition_eof.then(|| tp.clone());
                 self.handle_partition(now, target, tp, s, data, outcome);
                 if let Some(tp) = eof {
@@ -2353,7 +2540,8 @@ impl Fetcher {
                 }
             }
         }
-        // Partitions the response left out are simply fetchable again.
+        // Partitions the response left out stay parked: the next Fetch
+        // carries them again.
     }
 
     /// The longest wait between two failures of one run ([`Streak`]):
@@ -2389,16 +2577,37 @@ impl Fetcher {
     /// Every partition read from `replica` (KIP-392) goes back to its
     /// leader.
     fn drop_replica(&mut self, replica: i32) {
-        for st in self.partitions.values_mut() {
+        for (tp, st) in &mut self.partitions {
             if st.replica.is_some_and(|r| r.broker == replica) {
                 st.replica = None;
+                self.dirty.insert(tp.clone());
             }
         }
     }
 
-    fn back_off_sent(&mut self, now: Instant, sent: &BTreeMap<TopicPartition, Sent>) {
-        for (tp, s) in sent {
-            self.back_off_if_current(now, tp, s);
+    /// Every member of `target` leaves it (its Fetch failed as a whole)
+    /// and is marked dirty.
+    fn release_target(&mut self, target: Target) -> BTreeMap<TopicPartition, Member> {
+        let Some(p) = self.parked.get_mut(&target) else {
+            return BTreeMap::new();
+        };
+        let members = std::mem::take(&mut p.members);
+        p.behind = 0;
+        p.changed.extend(members.keys().cloned());
+        for tp in members.keys() {
+            if let Some(st) = self.partitions.get_mut(tp) {
+                st.member = None;
+            }
+            self.dirty.insert(tp.clone());
+        }
+        members
+    }
+
+    /// Like [`Fetcher::release_target`], and those whose answer would
+    /// still have applied wait before they are asked again.
+    fn back_off_target(&mut self, now: Instant, target: Target) {
+        for (tp, m) in self.release_target(target) {
+            self.back_off_if_current(now, &tp, &m.sent());
         }
     }
 
@@ -2571,6 +2780,7 @@ impl Fetcher {
                     broker: named,
                     until,
                 });
+                self.replicas = true;
             }
         }
         let Some(bytes) = data.records.filter(|b| !b.is_empty()) else {
@@ -3013,6 +3223,7 @@ impl Fetcher {
             let PosState::Valid(mut pos) = st.pos else {
                 st.drop_buffered();
                 self.drained += 1;
+                self.dirty.insert(tp);
                 continue;
             };
             let mut taken = 0;
@@ -3104,6 +3315,7 @@ impl Fetcher {
         let Some(buffer) = st.buffer.take() else {
             return false;
         };
+        self.dirty.insert(tp.clone());
         pos.offset = pos.offset.max(buffer.next_offset);
         let error = buffer.error;
         st.buffer = st
@@ -3181,11 +3393,7 @@ impl Fetcher {
 
     /// Whether [`Fetcher::take_errors`] has something to say.
     pub fn has_errors(&self) -> bool {
-        !self.errors.is_empty()
-            || self
-                .partitions
-                .values()
-                .any(|st| st.pos == PosState::NoOffset { reported: false })
+        !self.errors.is_empty() || self.no_offset_unreported
     }
 
     /// The errors since the last call, oldest first. A
@@ -3194,10 +3402,11 @@ impl Fetcher {
     /// partition joins them.
     pub fn take_errors(&mut self) -> Vec<FetchError> {
         let mut out = Vec::new();
-        if self
-            .partitions
-            .values()
-            .any(|st| st.pos == PosState::NoOffset { reported: false })
+        if std::mem::take(&mut self.no_offset_unreported)
+            && self
+                .partitions
+                .values()
+                .any(|st| st.pos == PosState::NoOffset { reported: false })
         {
             let mut partitions = Vec::new();
             for (tp, st) in &mut self.partitions {
