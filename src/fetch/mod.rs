@@ -780,10 +780,10 @@ struct PartitionState {
     rank: i64,
     paused: bool,
     pos: PosState,
-    buffer: Option<Buffer>,
+    buffer: Option<Box<Buffer>>,
     /// The answer to a Fetch ahead of `buffer`: taken from once `buffer`
     /// is used up, if it starts where `buffer` ends.
-    ahead: Option<Buffer>,
+    ahead: Option<Box<Buffer>>,
     /// The target whose Fetches carry this partition (see [`Parked`]): it
     /// is in flight whenever that target has a Fetch out.
     member: Option<Target>,
@@ -887,6 +887,27 @@ impl PartitionState {
         self.ahead = None;
     }
 
+    /// Whether it is still fetched as `member` of `target` says, after an
+    /// answer: nothing buffered, no error or wait, the same position,
+    /// generation, size and read replica.
+    fn parked_as(&self, now: Instant, target: Target, member: &Member, max_bytes: i32) -> bool {
+        let same_replica = match (target, self.replica) {
+            (Target::Broker(_), None) => true,
+            (Target::Replica(r), Some(replica)) => replica.broker == r,
+            _ => false,
+        };
+        self.member == Some(target)
+            && same_replica
+            && !self.paused
+            && self.buffer.is_none()
+            && !self.backing_off(now)
+            && self.generation == member.generation
+            && self.size_override.unwrap_or(max_bytes) == member.entry.max_bytes
+            && matches!(self.pos, PosState::Valid(p)
+                if p.offset == member.entry.fetch_offset
+                    && p.leader_epoch.unwrap_or(-1) == member.entry.last_fetched_epoch)
+    }
+
     /// Whether a pass of [`Fetcher::poll_requests`] must look at it again
     /// (it stays among the [`Fetcher`]'s `dirty` partitions): it waits
     /// for its target's Fetch to be answered, for a retry wait or a free
@@ -922,8 +943,7 @@ struct Member {
     rank: i64,
     generation: u64,
     entry: SessionEntry,
-    /// Its position was below the last high watermark heard of when it
-    /// joined (it does not move while the partition is parked).
+    /// Its position is below the last high watermark heard of.
     behind: bool,
 }
 
@@ -966,6 +986,15 @@ impl Parked {
             self.behind -= usize::from(old.behind);
         }
         self.changed.insert(tp.clone());
+    }
+
+    /// A member an answer carried stays, `behind` its high watermark or
+    /// not.
+    fn still(&mut self, tp: &TopicPartition, behind: bool) {
+        if let Some(m) = self.members.get_mut(tp) {
+            self.behind = self.behind + usize::from(behind) - usize::from(m.behind);
+            m.behind = behind;
+        }
     }
 
     fn leave(&mut self, tp: &TopicPartition) -> Option<Member> {
@@ -2509,6 +2538,7 @@ impl Fetcher {
         }
         self.top_errors.remove(&target);
         let by_id = response.version >= FIRST_TOPIC_ID_VERSION;
+        let mut read = BTreeSet::new();
         for topic in resp.responses {
             let name = if by_id {
                 match self.topic_names.get(&topic.topic_id) {
@@ -2524,19 +2554,36 @@ impl Fetcher {
             for data in topic.partitions {
                 let tp = TopicPartition::new(name.clone(), data.partition_index);
                 // Each partition is read once, and only if it was asked
-                // for: it leaves its target to be looked at afresh.
-                let Some(member) = self.parked.get_mut(&target).and_then(|p| p.leave(&tp)) else {
+                // for.
+                let Some(member) = self
+                    .parked
+                    .get(&target)
+                    .and_then(|p| p.members.get(&tp))
+                    .copied()
+                    .filter(|_| read.insert(tp.clone()))
+                else {
                     continue;
                 };
-                let s = member.sent();
-                if let Some(st) = self.partitions.get_mut(&tp) {
-                    st.member = None;
-                    self.dirty.insert(tp.clone());
-                }
-                let eof = self.config.partition_eof.then(|| tp.clone());
-                self.handle_partition(now, target, tp, s, data, outcome);
-                if let Some(tp) = eof {
-                    self.check_eof(&tp);
+                self.handle_partition(now, target, tp.clone(), member.sent(), data, outcome);
+                self.check_eof(&tp);
+                // One the answer left as it was sent (nothing buffered, no
+                // error, the same position: what a Fetch without a
+                // session says of most partitions) stays parked; any
+                // other leaves its target, to be looked at afresh.
+                let max_bytes = self.config.max_partition_bytes;
+                let stays = self.partitions.get(&tp).and_then(|st| {
+                    st.parked_as(now, target, &member, max_bytes).then(|| !st.caught_up())
+                });
+                let p = self.parked.get_mut(&target).expect("a member above");
+                match stays {
+                    Some(behind) => p.still(&tp, behind),
+                    None => {
+                        p.leave(&tp);
+                        if let Some(st) = self.partitions.get_mut(&tp) {
+                            st.member = None;
+                            self.dirty.insert(tp);
+                        }
+                    }
                 }
             }
         }
@@ -2845,7 +2892,7 @@ impl Fetcher {
             // only): the Fetch from the position meets it again.
             if !nothing_to_deliver {
                 st.stats.records_fetched += decoded_now as u64;
-                st.ahead = Some(buffer);
+                st.ahead = Some(Box::new(buffer));
             }
             return;
         }
@@ -2897,7 +2944,7 @@ impl Fetcher {
             return;
         }
         outcome.records_buffered += lazy.unwrap_or(decoded_now);
-        st.buffer = Some(buffer);
+        st.buffer = Some(Box::new(buffer));
         self.ready.push_back(tp);
     }
 
