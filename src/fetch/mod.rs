@@ -2347,6 +2347,7 @@ impl Fetcher {
                 );
                 for (tp, (generation, epoch)) in partitions {
                     if let Some(st) = self.partitions.get_mut(&tp) {
+                        self.dirty.insert(tp);
                         if st.generation == generation {
                             if let PosState::Validating { pos, .. } = st.pos {
                                 st.pos = PosState::Valid(pos);

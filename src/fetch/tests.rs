@@ -67,6 +67,7 @@ fn config() -> FetchConfig {
 /// A fetcher assigned `parts`, each at the committed offset given.
 fn fetcher(config: FetchConfig, parts: &[(TopicPartition, i64)]) -> Fetcher {
     let mut f = Fetcher::new(config);
+    f.set_metadata_generation(1);
     f.assign(parts.iter().map(|(tp, _)| tp.clone()));
     for (tp, offset) in parts {
         assert!(f.set_committed(tp, Some((*offset, None))));
@@ -766,6 +767,62 @@ fn answers_for_unassigned_partitions_are_ignored() {
     );
     assert_eq!(outcome.records_buffered, 0);
     assert!(f.take_records(10).is_empty());
+}
+
+#[test]
+fn a_partition_unassigned_while_its_fetch_is_out_is_not_fetched_again() {
+    for sessions in [true, false] {
+        let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);
+        let config = FetchConfig {
+            sessions,
+            ..config()
+        };
+        let mut f = fetcher(config, &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+        let now = Instant::now();
+        let planned = f.poll_requests(now, &md);
+        assert_eq!(fetched(planned[0].1.as_ref()).len(), 2);
+        f.assign([tp("t", 0)]);
+        f.handle_response(
+            now,
+            planned[0].2,
+            &session_response(9, ErrorCode::None, vec![]),
+        );
+        let planned = f.poll_requests(now, &md);
+        let (ids, parts, forgotten) = session_request(planned[0].1.as_ref());
+        if sessions {
+            // The session holds both: t-1 is forgotten, t-0 unchanged.
+            assert_eq!(ids, (9, 1));
+            assert!(parts.is_empty(), "{parts:?}");
+            assert_eq!(forgotten, [("t".into(), 1)]);
+        } else {
+            assert_eq!(ids, (0, -1));
+            assert_eq!(parts, [("t".into(), 0, 0)]);
+            assert!(forgotten.is_empty());
+        }
+    }
+}
+
+#[test]
+fn partitions_left_out_of_an_answer_follow_a_leader_that_moves() {
+    let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    // Both are asked of broker 1, which answers with nothing.
+    fetch_once(&mut f, now, &metadata(&[("t", 0, 1), ("t", 1, 1)]), vec![]);
+    // New metadata: broker 2 leads t-1.
+    f.set_metadata_generation(2);
+    let planned = f.poll_requests(now, &metadata(&[("t", 0, 1), ("t", 1, 2)]));
+    let mut sent: Vec<(i32, Parts)> = fetches(&planned)
+        .into_iter()
+        .map(|(broker, parts, _)| (broker, parts))
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent,
+        [
+            (1, vec![("t".into(), 0, 0)]),
+            (2, vec![("t".into(), 1, 0)])
+        ]
+    );
 }
 
 // ===== positions and records =====
@@ -2868,8 +2925,9 @@ fn a_leader_change_validates_the_position_before_fetching_on() {
     assert_eq!(request.topics[0].partitions[0].current_leader_epoch, 7);
     f.handle_response(now, planned[0].2, &fetch_response(12, vec![]));
 
-    // The leader moves to broker 2 at epoch 8: nothing is fetched until
-    // broker 2 says where epoch 3 ends.
+    // The leader moves to broker 2 at epoch 8 (new metadata): nothing is
+    // fetched until broker 2 says where epoch 3 ends.
+    f.set_metadata_generation(2);
     let planned = f.poll_requests(now, &led(2, 8));
     assert!(fetches(&planned).is_empty());
     let (broker, parts, token) = validation(&planned);
