@@ -267,8 +267,7 @@ impl ConsumerCore {
                 reason: "offsets are stored automatically; set enable.auto.offset.store=false to store them with store_offset".into(),
             });
         };
-        let assigned = self.fetcher.assignment();
-        if let Some(tp) = offsets.keys().find(|tp| !assigned.contains(*tp)) {
+        if let Some(tp) = offsets.keys().find(|tp| !self.fetcher.is_assigned(tp)) {
             return Err(Error::NotAssigned {
                 operation: "store_offset",
                 partition: tp.clone(),
@@ -289,8 +288,8 @@ impl ConsumerCore {
     /// offset stored under an earlier assignment).
     fn prune_offset_store(&mut self) {
         if let Some(store) = self.offset_store.as_mut() {
-            let assigned = self.fetcher.assignment();
-            store.retain(|tp, _| assigned.contains(tp));
+            let fetcher = &self.fetcher;
+            store.retain(|tp, _| fetcher.is_assigned(tp));
         }
     }
 
@@ -1676,16 +1675,13 @@ impl ConsumerCore {
     ) -> BTreeMap<TopicPartition, OffsetAndEpoch> {
         match &self.offset_store {
             None => self.consumed_positions(only),
-            Some(stored) => {
-                let assigned = self.fetcher.assignment();
-                stored
-                    .iter()
-                    .filter(|(tp, _)| {
-                        assigned.contains(*tp) && only.is_none_or(|o| o.contains(*tp))
-                    })
-                    .map(|(tp, o)| (tp.clone(), *o))
-                    .collect()
-            }
+            Some(stored) => stored
+                .iter()
+                .filter(|(tp, _)| {
+                    self.fetcher.is_assigned(tp) && only.is_none_or(|o| o.contains(*tp))
+                })
+                .map(|(tp, o)| (tp.clone(), *o))
+                .collect(),
         }
     }
 

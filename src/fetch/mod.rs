@@ -37,6 +37,12 @@
 //!   a fetch already, is not backing off after an error, and its leader is
 //!   known; at most one Fetch is in flight per leader broker, covering all
 //!   of that broker's fetchable partitions (one per read replica likewise);
+//! - a fetchable partition stays *parked* at its target, carried by every
+//!   Fetch there without being looked at again, until an answer changes it
+//!   or something else does (a seek, a pause, records taken, new metadata
+//!   as [`Fetcher::set_metadata_generation`] says...: it is then *dirty*);
+//!   a pass looks only at the dirty partitions, so an answer costs what it
+//!   carries and what changed, not what is assigned;
 //! - a partition whose records are still waiting to be returned is fetched
 //!   *ahead* once, from the end of those records, when the last answer
 //!   showed more beyond them (its high watermark): at most one answer per
@@ -1339,6 +1345,11 @@ impl Fetcher {
     /// The assigned partitions.
     pub fn assignment(&self) -> BTreeSet<TopicPartition> {
         self.partitions.keys().cloned().collect()
+    }
+
+    /// Whether `tp` is assigned (without copying the assignment).
+    pub fn is_assigned(&self, tp: &TopicPartition) -> bool {
+        self.partitions.contains_key(tp)
     }
 
     /// Assigned partitions that have no position and no reset pending: the
