@@ -924,17 +924,16 @@ impl PartitionState {
         if self.member.is_some() {
             return true;
         }
-        if self.paused {
-            return false;
-        }
         match self.pos {
+            // A reset is asked for even while paused.
+            PosState::Resetting {
+                in_flight: false, ..
+            } => true,
+            _ if self.paused => false,
             PosState::Valid(_) => {
                 self.buffer.is_none() || self.backing_off(now) || self.fetch_from(now).is_some()
             }
-            PosState::Resetting {
-                in_flight: false, ..
-            }
-            | PosState::Validating {
+            PosState::Validating {
                 in_flight: false, ..
             } => true,
             _ => false,
@@ -1317,6 +1316,15 @@ impl Fetcher {
             let generation = self.generation();
             let rank = self.back_rank();
             self.maybe_initializing = true;
+            // Assigned again while its earlier self is still parked (a
+            // revoke and an assign between two passes, or while that
+            // target's Fetch is out): it takes that membership over, to
+            // leave it at the next pass that finds the target free.
+            let member = self
+                .parked
+                .iter()
+                .find(|(_, p)| p.members.contains_key(&tp))
+                .map(|(target, _)| *target);
             self.partitions.insert(
                 tp.clone(),
                 PartitionState {
@@ -1327,7 +1335,7 @@ impl Fetcher {
                     pos: PosState::Initializing,
                     buffer: None,
                     ahead: None,
-                    member: None,
+                    member,
                     retry: Retry::default(),
                     size_override: None,
                     high_watermark: None,
@@ -2592,7 +2600,9 @@ impl Fetcher {
                     None => {
                         p.leave(&tp);
                         if let Some(st) = self.partitions.get_mut(&tp) {
-                            st.member = None;
+                            if st.member == Some(target) {
+                                st.member = None;
+                            }
                             self.dirty.insert(tp);
                         }
                     }
@@ -2655,7 +2665,9 @@ impl Fetcher {
         p.changed.extend(members.keys().cloned());
         for tp in members.keys() {
             if let Some(st) = self.partitions.get_mut(tp) {
-                st.member = None;
+                if st.member == Some(target) {
+                    st.member = None;
+                }
             }
             self.dirty.insert(tp.clone());
         }

@@ -802,6 +802,141 @@ fn a_partition_unassigned_while_its_fetch_is_out_is_not_fetched_again() {
     }
 }
 
+/// How many Fetches the passes send while `t-0` is not fetchable (each
+/// answered with records at offset 0), up to 20.
+fn fetches_while_not_fetchable(f: &mut Fetcher, now: Instant, md: &Metadata) -> usize {
+    let mut rounds = 0;
+    while rounds < 20 {
+        let list = fetches(&f.poll_requests(now, md));
+        let Some((_, _, token)) = list.first() else {
+            break;
+        };
+        rounds += 1;
+        f.handle_response(
+            now,
+            *token,
+            &fetch_response(13, vec![("t", vec![data(0, batch(0, 3))])]),
+        );
+    }
+    rounds
+}
+
+#[test]
+fn a_partition_revoked_and_assigned_again_while_its_fetch_is_out_is_not_fetched_while_paused() {
+    for sessions in [true, false] {
+        let md = metadata(&[("t", 0, 1)]);
+        let config = FetchConfig {
+            sessions,
+            ..config()
+        };
+        let mut f = fetcher(config, &[(tp("t", 0), 0)]);
+        let now = Instant::now();
+        let token = fetches(&f.poll_requests(now, &md))[0].2;
+        // A rebalance: revoked, then the same partition assigned again,
+        // paused by the application.
+        f.assign([]);
+        assert!(f.poll_requests(now, &md).is_empty());
+        f.assign([tp("t", 0)]);
+        f.pause([&tp("t", 0)]);
+        assert!(f.set_committed(&tp("t", 0), Some((0, None))));
+        // The answer names the topic by id (v13), as the earlier
+        // assignment's Fetch was sent.
+        let mut answer = fetch_response(13, vec![("t", vec![data(0, batch(0, 3))])]);
+        if sessions {
+            let mut body: FetchResponse = answer.decode().unwrap();
+            body.session_id = 9;
+            answer.body = encode(&body, 13);
+        }
+        f.handle_response(now, token, &answer);
+        assert!(!f.has_buffered(), "the answer was for the earlier assignment");
+        assert_eq!(fetches_while_not_fetchable(&mut f, now, &md), 0, "sessions: {sessions}");
+    }
+}
+
+#[test]
+fn a_partition_revoked_and_assigned_again_between_passes_is_not_fetched_while_paused() {
+    let md = metadata(&[("t", 0, 1)]);
+    let config = FetchConfig {
+        sessions: false,
+        ..config()
+    };
+    let mut f = fetcher(config, &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    // Parked at broker 1 by an answer with nothing for it.
+    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, Bytes::new())])]);
+    f.assign([]);
+    f.assign([tp("t", 0)]);
+    f.pause([&tp("t", 0)]);
+    assert_eq!(fetches_while_not_fetchable(&mut f, now, &md), 0);
+}
+
+#[test]
+fn a_partition_assigned_again_and_moved_while_its_fetch_is_out_is_fetched_from_one_leader() {
+    let config = FetchConfig {
+        sessions: false,
+        ..config()
+    };
+    let mut f = fetcher(config, &[(tp("t", 0), 0), (tp("t", 1), 0)]);
+    let now = Instant::now();
+    let first = fetches(&f.poll_requests(now, &metadata(&[("t", 0, 1), ("t", 1, 1)])))[0].2;
+    f.assign([tp("t", 1)]);
+    f.assign([tp("t", 0), tp("t", 1)]);
+    assert!(f.set_committed(&tp("t", 0), Some((5, None))));
+    // New metadata: broker 2 leads t-0. It waits for broker 1's answer.
+    f.set_metadata_generation(2);
+    let md = metadata(&[("t", 0, 2), ("t", 1, 1)]);
+    assert!(fetches(&f.poll_requests(now, &md)).is_empty());
+    f.handle_response(
+        now,
+        first,
+        &fetch_response(12, vec![("t", vec![data(0, Bytes::new()), data(1, Bytes::new())])]),
+    );
+    let mut sent = fetches(&f.poll_requests(now, &md));
+    sent.sort_by_key(|(broker, _, _)| *broker);
+    let parts: Vec<(i32, Parts)> = sent.iter().map(|(b, p, _)| (*b, p.clone())).collect();
+    assert_eq!(
+        parts,
+        [
+            (1, vec![("t".into(), 1, 0)]),
+            (2, vec![("t".into(), 0, 5)])
+        ]
+    );
+    // Broker 2 answers with nothing; paused, t-0 is in no Fetch.
+    f.handle_response(now, sent[1].2, &fetch_response(12, vec![]));
+    f.pause([&tp("t", 0)]);
+    assert!(fetches(&f.poll_requests(now, &md)).is_empty());
+    f.handle_response(now, sent[0].2, &fetch_response(12, vec![]));
+    assert_eq!(
+        fetches(&f.poll_requests(now, &md))
+            .into_iter()
+            .map(|(b, p, _)| (b, p))
+            .collect::<Vec<_>>(),
+        [(1, vec![("t".into(), 1, 0)])]
+    );
+}
+
+#[test]
+fn a_paused_partition_whose_reset_failed_is_asked_again_after_its_backoff() {
+    let md = metadata(&[("t", 0, 1)]);
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let now = Instant::now();
+    f.pause([&tp("t", 0)]);
+    f.seek_to_end([&tp("t", 0)]).unwrap();
+    let resets = |planned: &Planned| -> Vec<FetchToken> {
+        planned
+            .iter()
+            .filter(|(_, body, _)| body.api_key() == ApiKey::ListOffsets)
+            .map(|(_, _, token)| *token)
+            .collect()
+    };
+    let asked = resets(&f.poll_requests(now, &md));
+    assert_eq!(asked.len(), 1, "a reset is asked for while paused");
+    f.handle_failure(now, asked[0], &lost());
+    assert!(f.poll_requests(now, &md).is_empty(), "backing off");
+    let retry = f.next_deadline().expect("the retry's deadline");
+    assert_eq!(resets(&f.poll_requests(retry, &md)).len(), 1);
+}
+
 #[test]
 fn partitions_left_out_of_an_answer_follow_a_leader_that_moves() {
     let mut f = fetcher(config(), &[(tp("t", 0), 0), (tp("t", 1), 0)]);
