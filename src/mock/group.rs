@@ -42,8 +42,9 @@
 //!   (the group only becomes Empty through a completed join phase)
 //! ```
 
-// The server that drives this module is written separately; until it is
-// wired in, only the tests call into it.
+// `respond.rs` drives this module: it hands each group request to
+// `Groups`, answers a `Step::Done` at once and polls a `Step::Wait` until
+// its rebalance step is over.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
