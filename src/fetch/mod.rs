@@ -946,21 +946,14 @@ impl PartitionState {
 #[derive(Debug, Clone, Copy)]
 struct Member {
     rank: i64,
+    /// The partition's generation when it joined (an answer read against
+    /// another one is stale).
     generation: u64,
+    /// What is sent for it (`leader_epoch`: `current_leader_epoch`, -1
+    /// when unknown).
     entry: SessionEntry,
     /// Its position is below the last high watermark heard of.
     behind: bool,
-}
-
-impl Member {
-    fn sent(&self) -> Sent {
-        Sent {
-            generation: self.generation,
-            fetch_offset: self.entry.fetch_offset,
-            max_bytes: self.entry.max_bytes,
-            leader_epoch: self.entry.leader_epoch,
-        }
-    }
 }
 
 /// The partitions one target (a leader or a read replica) is fetched
@@ -1021,16 +1014,6 @@ struct Scan {
     validating: bool,
     /// A position waits for a reset, none asked yet.
     resetting: bool,
-}
-
-/// What a partition was sent with.
-#[derive(Debug, Clone, Copy)]
-struct Sent {
-    generation: u64,
-    fetch_offset: i64,
-    max_bytes: i32,
-    /// `current_leader_epoch`, -1 when unknown.
-    leader_epoch: i32,
 }
 
 /// What a fetch session (KIP-227) holds for one partition: what was last
@@ -2584,7 +2567,7 @@ impl Fetcher {
                 else {
                     continue;
                 };
-                self.handle_partition(now, target, tp.clone(), member.sent(), data, outcome);
+                self.handle_partition(now, target, tp.clone(), member, data, outcome);
                 self.check_eof(&tp);
                 // One the answer left as it was sent (nothing buffered, no
                 // error, the same position: what a Fetch without a
@@ -2623,20 +2606,21 @@ impl Fetcher {
     /// is assigned, nothing moved its position meanwhile, and it was
     /// fetched from its position with no records waiting, or ahead of the
     /// records waiting (see [`PartitionState::fetch_from`]).
-    fn is_current(&self, tp: &TopicPartition, s: &Sent) -> bool {
+    fn is_current(&self, tp: &TopicPartition, s: &Member) -> bool {
+        let from = s.entry.fetch_offset;
         self.partitions.get(tp).is_some_and(|st| {
             st.generation == s.generation
                 && match (&st.pos, &st.buffer) {
-                    (PosState::Valid(p), None) => p.offset == s.fetch_offset,
+                    (PosState::Valid(p), None) => p.offset == from,
                     (PosState::Valid(_), Some(b)) => {
-                        st.ahead.is_none() && b.end.map(|e| e.next_offset) == Some(s.fetch_offset)
+                        st.ahead.is_none() && b.end.map(|e| e.next_offset) == Some(from)
                     }
                     _ => false,
                 }
         })
     }
 
-    fn back_off_if_current(&mut self, now: Instant, tp: &TopicPartition, s: &Sent) {
+    fn back_off_if_current(&mut self, now: Instant, tp: &TopicPartition, s: &Member) {
         if self.is_current(tp, s) {
             let st = self.partitions.get_mut(tp).expect("checked");
             backoff(st, now, &self.config.retry_backoff, &mut self.rng);
@@ -2678,7 +2662,7 @@ impl Fetcher {
     /// still have applied wait before they are asked again.
     fn back_off_target(&mut self, now: Instant, target: Target) {
         for (tp, m) in self.release_target(target) {
-            self.back_off_if_current(now, &tp, &m.sent());
+            self.back_off_if_current(now, &tp, &m);
         }
     }
 
@@ -2687,7 +2671,7 @@ impl Fetcher {
         now: Instant,
         target: Target,
         tp: TopicPartition,
-        s: Sent,
+        s: Member,
         data: PartitionData,
         outcome: &mut FetchOutcome,
     ) {
@@ -2698,7 +2682,7 @@ impl Fetcher {
         if !self.is_current(&tp, &s) {
             log::debug!(
                 "stale fetch data for {tp} at offset {} ignored",
-                s.fetch_offset
+                s.entry.fetch_offset
             );
             return;
         }
@@ -2716,13 +2700,13 @@ impl Fetcher {
         if ahead && (code != ErrorCode::None || diverging.epoch >= 0 || diverging.end_offset >= 0) {
             log::debug!(
                 "fetch of {tp} ahead from offset {} (broker {broker}): {code}; dropped until its waiting records are taken",
-                s.fetch_offset
+                s.entry.fetch_offset
             );
             return;
         }
         let pos = if ahead {
             Position {
-                offset: s.fetch_offset,
+                offset: s.entry.fetch_offset,
                 leader_epoch: pos.leader_epoch,
             }
         } else {
@@ -2762,7 +2746,7 @@ impl Fetcher {
             // settled as an OffsetForLeaderEpoch answer would settle it.
             let end = (diverging.epoch >= 0 && diverging.end_offset >= 0)
                 .then_some((diverging.epoch, diverging.end_offset));
-            self.apply_epoch_end(&tp, pos, end, s.leader_epoch);
+            self.apply_epoch_end(&tp, pos, end, s.entry.leader_epoch);
             return;
         }
         match code {
@@ -2930,7 +2914,7 @@ impl Fetcher {
                 // keeps to KIP-74 sends a first batch whole anyway); when
                 // it is larger than this client takes, stop and say so.
                 match tail.declared_size {
-                    Some(size) if size > s.max_bytes.max(0) as usize => {
+                    Some(size) if size > s.entry.max_bytes.max(0) as usize => {
                         if size <= MAX_PARTITION_OVERRIDE {
                             log::debug!("{tp}: a {size}-byte batch at offset {} did not fit; fetching it with a larger limit", pos.offset);
                             st.size_override = Some(size as i32);
