@@ -1,0 +1,211 @@
+//! The `process` case: whole processes as a user runs them, the `consume`
+//! example and its librdkafka twin, measured from outside (`wait4` and
+//! the child's `VmHWM`). Prints its own table.
+
+use super::mock::Mock;
+use super::options::Settings;
+use super::report::{cell, median_of, ratio_cell};
+use crate::data::DataSet;
+use serde_json::{json, Value};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The whole process, as a user runs it: the `consume` example and the
+/// same command line on librdkafka (this binary with
+/// `--consume-librdkafka`, see [`twin`](crate::twin)), each reading
+/// 600,000 × scale records of 100 B from 24 partitions of a 3-broker
+/// mock to the end (`--offset beginning --count N`, JSON lines to
+/// /dev/null), alternated round by round.
+pub(crate) fn process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<String>) {
+    let example = match consume_example() {
+        Ok(bin) => bin,
+        Err(why) => {
+            let note = format!("process case skipped: {why}");
+            println!("{note}");
+            notes.push(note);
+            return;
+        }
+    };
+    let set = DataSet {
+        name: "process",
+        topic: "process",
+        records: ((600_000.0 * s.scale).round() as usize).max(24),
+        value_len: 100,
+        compression: "none",
+        partitions: 24,
+    };
+    let mock = Mock::new(3);
+    mock.cluster
+        .create_topic(set.topic, set.partitions)
+        .expect("process topic");
+    mock.fill(&set);
+    let bootstrap = mock.bootstrap();
+    let count = set.records.to_string();
+    let args = [
+        "--bootstrap",
+        bootstrap.as_str(),
+        "--topic",
+        set.topic,
+        "--offset",
+        "beginning",
+        "--count",
+        count.as_str(),
+    ];
+    let me = std::env::current_exe().expect("current exe");
+    for round in 0..s.rounds {
+        for client in ["lazykafka", "librdkafka"] {
+            let mut cmd = if client == "lazykafka" {
+                Command::new(&example)
+            } else {
+                let mut c = Command::new(&me);
+                c.arg("--consume-librdkafka");
+                c
+            };
+            cmd.args(args);
+            let r = measure_run(&mut cmd, client, round, set.records);
+            runs.push(r);
+        }
+    }
+    print_table(&count, set.records, runs);
+}
+
+/// Runs `cmd` (a client's round) to its end, and returns its figures with
+/// CPU per record, printed on one line.
+fn measure_run(cmd: &mut Command, client: &str, round: usize, records: usize) -> Value {
+    let mut r = measure_process(cmd);
+    assert_eq!(r["exit_ok"], true, "{client}: {r}");
+    r["cpu_us_per_record"] = json!(r["cpu_s"].as_f64().unwrap_or(f64::NAN) * 1e6 / records as f64);
+    r["broker"] = json!("mock");
+    r["case"] = json!("process");
+    r["client"] = json!(client);
+    r["round"] = json!(round);
+    r["records"] = json!(records);
+    eprintln!(
+        "  mock   process   {client:<10} round {round}: cpu {:.3} s ({:.3} user, \
+         {:.3} sys), peak RSS {:.1} MB, wall {:.2} s",
+        r["cpu_s"].as_f64().unwrap_or(f64::NAN),
+        r["user_s"].as_f64().unwrap_or(f64::NAN),
+        r["sys_s"].as_f64().unwrap_or(f64::NAN),
+        r["vmhwm_mb"].as_f64().unwrap_or(f64::NAN),
+        r["wall_s"].as_f64().unwrap_or(f64::NAN),
+    );
+    r
+}
+
+/// The medians of the `process` runs.
+fn print_table(count: &str, records: usize, runs: &[Value]) {
+    println!(
+        "\nmock / process: `consume --offset beginning --count {count}` ({} × 100 B, 24 \
+         partitions), JSON lines to /dev/null\n  {:<32} {:>12} {:>12} {:>9}",
+        records, "median", "lazykafka", "librdkafka", "ratio"
+    );
+    for (metric, label) in [
+        ("cpu_s", "CPU time, s"),
+        ("user_s", "user CPU, s"),
+        ("sys_s", "system CPU, s"),
+        ("cpu_us_per_record", "CPU µs/record"),
+        ("vmhwm_mb", "peak RSS, MB"),
+        ("wall_s", "wall time, s"),
+    ] {
+        let of = |client: &str| {
+            median_of(
+                runs.iter()
+                    .filter(|r| r["case"] == "process" && r["client"] == client),
+                metric,
+            )
+        };
+        let (a, b) = (of("lazykafka"), of("librdkafka"));
+        println!(
+            "  {label:<32} {:>12} {:>12} {:>9}",
+            cell(a, 3),
+            cell(b, 3),
+            ratio_cell(a, b)
+        );
+    }
+}
+
+/// The `consume` example, built in release mode next to this binary
+/// (`cargo build --release --example consume` is run first: the
+/// example needs the default runtime feature), or `None` with the
+/// reason.
+fn consume_example() -> Result<std::path::PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // target/release/deps/compare-… → target/release/examples/consume
+    let release = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .ok_or("no release directory")?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--example", "consume"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env(
+            "CARGO_TARGET_DIR",
+            release.parent().ok_or("no target directory")?,
+        )
+        .status()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !built.success() {
+        return Err(format!("cargo build --example consume: {built}"));
+    }
+    let bin = release.join("examples").join("consume");
+    bin.exists()
+        .then_some(bin)
+        .ok_or_else(|| "no examples/consume after the build".to_owned())
+}
+
+/// CPU time (user + system) and wall time of one whole process, from
+/// `wait4`, and its peak RSS (`VmHWM`, read every millisecond while it
+/// runs: `wait4`'s `ru_maxrss` would count this process's own size,
+/// which the child had before its `exec`); standard output goes to
+/// /dev/null.
+fn measure_process(cmd: &mut Command) -> Value {
+    let t0 = Instant::now();
+    // Reaped by `wait4` below, which also gives its resource usage.
+    #[allow(clippy::zombie_processes)]
+    let child = cmd
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start the process");
+    let status_file = format!("/proc/{}/status", child.id());
+    let done = AtomicBool::new(false);
+    let (pid, status, ru, hwm_kb) = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| peak_rss_kb(&status_file, &done));
+        // VmHWM only grows, and goes with the process's memory at its
+        // exit: the last reading is the peak up to its last
+        // millisecond.
+        let mut status = 0;
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+        done.store(true, Ordering::Relaxed);
+        (pid, status, ru, sampler.join().expect("sampler"))
+    });
+    let wall = t0.elapsed().as_secs_f64();
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    json!({
+        "exit_ok": libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "cpu_s": tv(ru.ru_utime) + tv(ru.ru_stime),
+        "user_s": tv(ru.ru_utime),
+        "sys_s": tv(ru.ru_stime),
+        "vmhwm_mb": hwm_kb as f64 / 1024.0,
+        "wall_s": wall,
+    })
+}
+
+/// The highest `VmHWM` (kB) read from `status_file` every millisecond
+/// until `done`.
+fn peak_rss_kb(status_file: &str, done: &AtomicBool) -> u64 {
+    let mut hwm = 0u64;
+    while !done.load(Ordering::Relaxed) {
+        let now = std::fs::read_to_string(status_file).ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        });
+        hwm = hwm.max(now.unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    hwm
+}
