@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 
 out=target/mutants
 files=(-f 'src/cluster/*.rs' -f 'src/group/*.rs' -f 'src/fetch/*.rs' -f src/consumer/core.rs)
-fns='Cluster::(retire_bootstrap|least_loaded|reap_idle|idle_deadline|in_backoff|failed|open_bootstrap|check_bootstrap_unreachable|poll_timeout|connection_for)'
+fns='Cluster::(retire_bootstrap|least_loaded|reap_idle|idle_deadline|open_bootstrap|poll_timeout|connection_deadline|coordinator_needed|connection_for|find_conn|coordinator_connection|leader_connection|replica_connection)'
+fns+='|AddressFailures::(in_backoff|failed|count_refusal|problem|bootstrap_unreachable)'
+fns+='|MetadataManager::(next_due|broker_missing)|CoordinatorLookup::next_due'
 fns+='|check_route|ExponentialBackoff::delay|(Consumer)?Membership::(leave|next_deadline)'
 fns+='|ConsumerCore::(poll_deadline|deadlines|next_deadline_after|want_leaders)'
 re=" in ($fns)\$"

@@ -1,5 +1,7 @@
 //! Backoffs: the reconnect backoff and connection-setup timeout per broker
-//! address, and the one retry policy every request kind shares.
+//! address, the one retry policy every request kind shares, and the
+//! state of a request the connection manager repeats on its own
+//! ([`Refresh`]).
 //!
 //! All grow exponentially with consecutive failures and carry ±20% jitter,
 //! as the Java client's `ExponentialBackoff` does (KIP-580 for
@@ -126,6 +128,56 @@ impl Rng {
         (self.next_u64() % n as u64) as usize
     }
 }
+
+/// A repeated internal request (Metadata, FindCoordinator): in flight or
+/// not, and its run of failures under the retry policy ([`Retry`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Refresh {
+    /// Sent, and neither answered nor lost yet.
+    pub in_flight: bool,
+    /// Its run of failures.
+    pub retry: Retry,
+}
+
+impl Refresh {
+    /// Whether it may be sent at `now`: not in flight, not in backoff.
+    pub fn may_send(&self, now: Instant) -> bool {
+        !self.in_flight && self.retry.ready(now)
+    }
+
+    /// Marks it sent: in flight, and no longer waiting for its backoff.
+    pub fn sent(&mut self) {
+        self.in_flight = true;
+        self.retry.clear_wait();
+    }
+
+    /// When it may be sent again, if it waits for that (not while in
+    /// flight: its response, not time, moves it on).
+    pub fn next_send(&self) -> Option<Instant> {
+        (!self.in_flight)
+            .then_some(self.retry.not_before())
+            .flatten()
+    }
+
+    /// Answered: its run of failures is over.
+    pub fn succeeded(&mut self) {
+        *self = Refresh::default();
+    }
+
+    /// Brings a backoff grown by failures back to its first step: the
+    /// next attempt waits at most `backoff.base` from `now`.
+    pub fn hurry(&mut self, now: Instant, backoff: &ExponentialBackoff) {
+        self.retry.hurry(now, backoff);
+    }
+
+    /// Failed (lost, refused, undecodable): not in flight, and the next
+    /// attempt waits for the retry backoff.
+    pub fn failed(&mut self, now: Instant, backoff: &ExponentialBackoff, rng: &mut Rng) {
+        self.in_flight = false;
+        self.retry.failed(now, backoff, rng.unit());
+    }
+}
+
 
 #[cfg(test)]
 mod tests {

@@ -1,14 +1,16 @@
-//! One connection's protocol state, without the socket: the ApiVersions
-//! handshake, correlation ids, the requests in flight (answered strictly in
-//! order, as a broker handles one request per connection at a time), and the
-//! receive buffer split into frames.
+//! One connection's protocol state, without the socket: its phase
+//! (connecting, the ApiVersions handshake, SASL, ready), correlation ids,
+//! the requests queued and in flight (answered strictly in order, as a
+//! broker handles one request per connection at a time), and its received
+//! bytes cut into response frames.
 
-use super::Origin;
+use super::authentication::Authentication;
+use super::framing::{self, ResponseFrames};
+use super::requests::Origin;
 use crate::events::{ConnectionId, ConnectionState, Purpose};
-use crate::protocol::frame::{RequestHeader, ResponseHeader};
+use crate::protocol::frame::RequestHeader;
 use crate::protocol::{
-    ApiKey, ApiVersionTable, ApiVersionsExchange, DecodeError, EncodeError, FrameDecoder,
-    FrameError, Reader, Writer,
+    ApiKey, ApiVersionTable, ApiVersionsExchange, DecodeError, EncodeError, FrameError, Writer,
 };
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -57,20 +59,9 @@ pub(crate) enum Phase {
     Connecting { deadline: Instant },
     /// Connected; the ApiVersions exchange runs.
     Handshake { exchange: ApiVersionsExchange },
-    /// SASL authentication runs: SaslHandshake is in flight while
-    /// `session` is `None`, then SaslAuthenticate round trips. Nothing else
-    /// is sent meanwhile.
-    Authenticating {
-        versions: ApiVersionTable,
-        session: Option<crate::sasl::SaslSession>,
-        /// Whether this renews the session of a connection that was ready.
-        reauth: bool,
-        /// SaslHandshake was answered and the OAUTHBEARER token is asked
-        /// of the application's asynchronous provider: the exchange starts
-        /// once the runtime hands it in
-        /// ([`Cluster::handle_oauth_token`](super::Cluster::handle_oauth_token)).
-        awaiting_token: bool,
-    },
+    /// SASL authentication runs (see [`Authentication`]). Nothing else is
+    /// sent meanwhile.
+    Authenticating(Authentication),
     /// Versions negotiated (and authenticated, with SASL).
     Ready {
         versions: ApiVersionTable,
@@ -162,8 +153,8 @@ pub(crate) struct Conn {
     pub last_activity: Instant,
     /// Whether it answered a request other than ApiVersions.
     pub answered: bool,
-    recv: BytesMut,
-    frames: FrameDecoder,
+    /// Received bytes, cut into response frames.
+    frames: ResponseFrames,
     next_correlation_id: i32,
 }
 
@@ -193,8 +184,7 @@ impl Conn {
             setup_deadline: Some(connect_deadline),
             last_activity: now,
             answered: false,
-            recv: BytesMut::new(),
-            frames: FrameDecoder::new(max_frame_size),
+            frames: ResponseFrames::new(max_frame_size),
             next_correlation_id: 0,
         }
     }
@@ -218,15 +208,14 @@ impl Conn {
     pub fn is_usable(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Ready { .. } | Phase::Authenticating { reauth: true, .. }
+            Phase::Ready { .. } | Phase::Authenticating(Authentication { reauth: true, .. })
         )
     }
 
     pub fn versions(&self) -> Option<&ApiVersionTable> {
         match &self.phase {
-            Phase::Ready { versions, .. } | Phase::Authenticating { versions, .. } => {
-                Some(versions)
-            }
+            Phase::Ready { versions, .. }
+            | Phase::Authenticating(Authentication { versions, .. }) => Some(versions),
             _ => None,
         }
     }
@@ -294,59 +283,31 @@ impl Conn {
     }
 
     /// Takes received bytes and returns every response they complete, each
-    /// with its request and its body (header removed).
+    /// with its request and its body (header removed). One whole frame, as
+    /// the runtime's reader delivers it, is taken as it is: the response
+    /// body is a slice of it, nothing is copied; other bytes are joined to
+    /// those received before.
     pub fn receive(
         &mut self,
         now: Instant,
-        bytes: BytesMut,
+        bytes: Bytes,
     ) -> Result<Vec<(InFlight, Bytes)>, StreamError> {
         self.last_activity = now;
-        if self.recv.is_empty() {
-            // The usual case when the runtime hands over whole frames: the
-            // buffer is taken as it is, and the response bodies are slices
-            // of it (no copy).
-            self.recv = bytes;
-        } else {
-            self.recv.extend_from_slice(&bytes);
+        if let Some(frame) = self.frames.whole(&bytes) {
+            return Ok(vec![self.respond(frame)?]);
         }
+        self.frames.push(&bytes);
         let mut out = Vec::new();
-        while let Some(frame) = self
-            .frames
-            .decode(&mut self.recv)
-            .map_err(StreamError::Frame)?
-        {
+        while let Some(frame) = self.frames.next_frame().map_err(StreamError::Frame)? {
             out.push(self.respond(frame)?);
         }
         Ok(out)
     }
 
-    /// Takes one whole frame (size prefix included), as the runtime's
-    /// reader delivers it in a buffer of its own: the response body is a
-    /// slice of it, nothing is copied. Anything else (bytes of an earlier
-    /// partial frame waiting, a prefix that does not match the length) goes
-    /// the way of [`Conn::receive`].
-    pub fn receive_frame(
-        &mut self,
-        now: Instant,
-        frame: Bytes,
-    ) -> Result<Vec<(InFlight, Bytes)>, StreamError> {
-        let whole = self.recv.is_empty()
-            && frame.get(..4).is_some_and(|prefix| {
-                let prefix = [prefix[0], prefix[1], prefix[2], prefix[3]];
-                crate::protocol::frame::frame_size(prefix, self.frames.max_frame_size())
-                    .is_ok_and(|size| size + 4 == frame.len())
-            });
-        if !whole {
-            return self.receive(now, BytesMut::from(&frame[..]));
-        }
-        self.last_activity = now;
-        Ok(vec![self.respond(frame.slice(4..))?])
-    }
-
-    /// Matches one frame's body (prefix removed) to the oldest request in
-    /// flight and strips the response header.
+    /// Matches one frame's contents (prefix removed) to the oldest request
+    /// in flight and strips the response header.
     fn respond(&mut self, frame: Bytes) -> Result<(InFlight, Bytes), StreamError> {
-        let received = crate::protocol::frame::peek_correlation_id(&frame).unwrap_or(-1);
+        let received = framing::correlation_id(&frame);
         let expected = self.in_flight.front().map(|r| r.correlation_id);
         if expected != Some(received) {
             return Err(StreamError::Correlation { expected, received });
@@ -355,15 +316,9 @@ impl Conn {
             .in_flight
             .pop_front()
             .expect("checked: a request is in flight");
-        let mut reader = Reader::new(frame);
-        ResponseHeader::decode(
-            &mut reader,
-            request.api.response_header_version(request.version),
-        )
-        .map_err(|e| StreamError::Decode(request.api, e))?;
-        let body = reader
-            .take("response body", reader.remaining())
-            .unwrap_or_default();
+        let header_version = request.api.response_header_version(request.version);
+        let body = framing::split_response(frame, header_version)
+            .map_err(|e| StreamError::Decode(request.api, e))?;
         Ok((request, body))
     }
 

@@ -1,12 +1,9 @@
-//! The metadata cache (brokers, topics, partition leaders) and the two
-//! requests the connection manager sends on its own: Metadata and
-//! FindCoordinator.
+//! The metadata cache's contents (brokers, topics, partition leaders) and
+//! the Metadata request and answer on the wire. When it is asked for is
+//! the metadata manager's (`metadata_manager.rs`).
 
 use super::conn::RequestBody;
 use crate::protocol::messages::decode_response_body;
-use crate::protocol::messages::find_coordinator::{
-    FindCoordinatorRequest, FindCoordinatorResponse,
-};
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
@@ -235,91 +232,10 @@ pub(crate) fn parse(version: i16, body: Bytes) -> Result<Metadata, DecodeError> 
     })
 }
 
-/// FindCoordinator for a group, written as v0-3 (one `key`) or v4+
-/// (`coordinator_keys`, KIP-699) depending on the version negotiated.
-#[derive(Debug)]
-struct FindGroupCoordinator(String);
-
-impl RequestBody for FindGroupCoordinator {
-    fn api_key(&self) -> ApiKey {
-        ApiKey::FindCoordinator
-    }
-
-    fn encode_body(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
-        let request = if version >= 4 {
-            FindCoordinatorRequest {
-                coordinator_keys: vec![self.0.clone()],
-                ..FindCoordinatorRequest::default()
-            }
-        } else {
-            FindCoordinatorRequest {
-                key: self.0.clone(),
-                ..FindCoordinatorRequest::default()
-            }
-        };
-        request.encode(w, version)
-    }
-}
-
-pub(crate) fn find_coordinator_request(group: &str) -> Box<dyn RequestBody> {
-    Box::new(FindGroupCoordinator(group.to_owned()))
-}
-
-/// Reads a FindCoordinator response: the coordinator, or the broker's error
-/// for the group.
-pub(crate) fn parse_find_coordinator(
-    version: i16,
-    body: Bytes,
-    group: &str,
-) -> Result<Result<BrokerAddress, ErrorCode>, DecodeError> {
-    // An answer that refuses the lookup may carry what no valid answer
-    // does (librdkafka's mock writes a null host beside its error code,
-    // which the schema does not allow): below v4 the error code comes first
-    // (after the throttle time from v1), and is acted on.
-    let leading = (version < 4)
-        .then(|| {
-            let at = if version >= 1 { 4 } else { 0 };
-            body.get(at..at + 2)
-                .map(|b| ErrorCode::from_code(i16::from_be_bytes([b[0], b[1]])))
-        })
-        .flatten();
-    let resp = match decode_response_body::<FindCoordinatorResponse>(body, version) {
-        Ok((resp, _)) => resp,
-        Err(e) => {
-            return match leading {
-                Some(code) if code != ErrorCode::None => Ok(Err(code)),
-                _ => Err(e),
-            }
-        }
-    };
-    let (code, node_id, host, port) = if version >= 4 {
-        match resp.coordinators.into_iter().find(|c| c.key == group) {
-            Some(c) => (c.error_code, c.node_id, c.host, c.port),
-            None => {
-                return Err(DecodeError::InvalidValue {
-                    what: "coordinators",
-                    reason: "the group asked for is missing",
-                })
-            }
-        }
-    } else {
-        (resp.error_code, resp.node_id, resp.host, resp.port)
-    };
-    Ok(match ErrorCode::from_code(code) {
-        ErrorCode::None => Ok(BrokerAddress {
-            id: node_id,
-            host,
-            port,
-            rack: None,
-        }),
-        other => Err(other),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Message, Reader};
+    use crate::protocol::Message;
 
     /// A partition's leader missing from the response's brokers (down,
     /// leadership not yet moved) is read as no leader.
@@ -396,24 +312,5 @@ mod tests {
         assert_eq!(md.leader("t", 0), None);
         assert_eq!(md.topics["t"].error, ErrorCode::LeaderNotAvailable);
         assert!(md.topics["t"].partitions.is_empty());
-    }
-
-    /// The group is named in `key` up to v3 and in `coordinator_keys` from
-    /// v4 (KIP-699), at every version the client speaks.
-    #[test]
-    fn find_coordinator_names_the_group_at_every_version() {
-        for version in 0..=6 {
-            let mut w = Writer::new();
-            find_coordinator_request("g1")
-                .encode_body(&mut w, version)
-                .unwrap();
-            let bytes = w.into_inner().freeze();
-            let r = FindCoordinatorRequest::decode(&mut Reader::new(bytes), version).unwrap();
-            if version >= 4 {
-                assert_eq!(r.coordinator_keys, vec!["g1".to_owned()], "v{version}");
-            } else {
-                assert_eq!(r.key, "g1", "v{version}");
-            }
-        }
     }
 }

@@ -215,13 +215,12 @@ impl Sim {
                             if self.split_answers {
                                 // A partial frame, then the rest: not one
                                 // whole frame, so it is buffered and joined.
-                                self.c.handle_received(self.now, conn, &answer[..3]);
-                                self.c
-                                    .handle_received_frame(self.now, conn, answer.slice(3..));
+                                self.c.handle_received(self.now, conn, answer.slice(..3));
+                                self.c.handle_received(self.now, conn, answer.slice(3..));
                             } else {
                                 // Whole frames, as the runtime's reader
                                 // delivers them.
-                                self.c.handle_received_frame(self.now, conn, answer);
+                                self.c.handle_received(self.now, conn, answer);
                             }
                         }
                         if let Some(n) = written {
@@ -348,7 +347,7 @@ impl Sim {
         self.held.remove(&ApiKey::SaslHandshake);
         self.held.remove(&ApiKey::SaslAuthenticate);
         for (conn, answer) in std::mem::take(&mut self.parked) {
-            self.c.handle_received(self.now, conn, &answer);
+            self.c.handle_received(self.now, conn, answer);
         }
         self.pump();
     }

@@ -357,9 +357,9 @@ impl Pair {
 
     fn deliver(&mut self, conn: ConnectionId, answer: Answer) {
         match answer.encoded() {
-            Answer::Reply(bytes) => self.core.io().handle_received(self.now, conn, &bytes),
+            Answer::Reply(bytes) => self.core.io().handle_received(self.now, conn, bytes),
             Answer::ReplyThenClose(bytes, _) => {
-                self.core.io().handle_received(self.now, conn, &bytes);
+                self.core.io().handle_received(self.now, conn, bytes);
                 self.broker_closes(conn);
             }
             Answer::Silent => {}

@@ -34,8 +34,8 @@ impl Signal {
         futures::future::poll_fn(move |cx| self.poll_wait(cx))
     }
 
-    /// [`Signal::wait`] as a poll function: ready (and cleared) when set,
-    /// else the waker is registered.
+    /// Waits for the signal as a poll function: ready (and cleared) when
+    /// set, else the waker is registered.
     pub fn poll_wait(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self.take() {
             return Poll::Ready(());

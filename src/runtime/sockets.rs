@@ -20,7 +20,7 @@ use super::rt::{connect_socket, BoxFuture, Runtime, Socket, SocketHandle};
 use super::signal::Signal;
 use crate::cluster::{Action, Cluster};
 use crate::events::{ConnectionError, ConnectionId};
-use crate::protocol::frame::frame_size;
+use crate::cluster::framing::body_len;
 use crate::tls::TlsConnector;
 use bytes::Bytes;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
@@ -387,7 +387,7 @@ impl Sockets {
                 cluster.handle_connected(now, id, peer);
             }
             SocketInput::ConnectFailed(e) => cluster.handle_connect_failed(now, id, e),
-            SocketInput::Data(frame) => cluster.handle_received_frame(now, id, frame),
+            SocketInput::Data(frame) => cluster.handle_received(now, id, frame),
             SocketInput::Eof => cluster.handle_closed(now, id, ConnectionError::ClosedByBroker),
             SocketInput::Failed(e) => cluster.handle_closed(now, id, e),
             SocketInput::Written(n) => cluster.handle_written(id, n),
@@ -509,8 +509,9 @@ enum ReadEnd {
     Refused(Bytes),
 }
 
-/// Reads one frame: the 4-byte size prefix, then the body into a buffer
-/// from `frames` (a large body lands on a page boundary:
+/// Reads one frame: the 4-byte size prefix, checked by the cluster's
+/// framing ([`body_len`]) before anything else is read, then the body into
+/// a buffer from `frames` (a large body lands on a page boundary:
 /// [`super::frame_pool::BODY_ALIGN`]).
 async fn read_frame(
     stream: &mut (dyn AsyncRead + Send + Unpin),
@@ -519,7 +520,7 @@ async fn read_frame(
 ) -> Result<Bytes, ReadEnd> {
     let mut prefix = [0u8; 4];
     read_full(stream, &mut prefix).await?;
-    let Ok(size) = frame_size(prefix, max_frame_size) else {
+    let Ok(size) = body_len(prefix, max_frame_size) else {
         return Err(ReadEnd::Refused(Bytes::copy_from_slice(&prefix)));
     };
     let mut buf = frames.frame_buf(prefix, size);
