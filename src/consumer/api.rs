@@ -19,12 +19,12 @@ use crate::fetch::{ConsumerRecord, DecodeJob, OffsetAndTimestamp, OffsetSpec};
 use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::membership::GroupEvent;
 use crate::group::{TopicPartition, TopicPattern};
-use crate::runtime::engine;
+use crate::runtime::background_task;
 
 /// The consumer's background task.
-type Engine = engine::Engine<ConsumerCore>;
+type Engine = background_task::BackgroundTask<ConsumerCore>;
 /// A waiting call's handle on the consumer's background task.
-type Link = engine::Link<ConsumerCore>;
+type Link = background_task::Link<ConsumerCore>;
 use crate::runtime::SocketOptions;
 use futures::{FutureExt, Stream};
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,7 +6,7 @@ use super::delivery::BatchOutcome;
 use super::partitioner::Partitioner;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
-use crate::runtime::engine;
+use crate::runtime::background_task;
 use crate::runtime::rt::Runtime;
 use crate::runtime::SocketOptions;
 use bytes::Bytes;
@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-type Engine = engine::Engine<ProducerCore>;
-type Link = engine::Link<ProducerCore>;
+type Engine = background_task::BackgroundTask<ProducerCore>;
+type Link = background_task::Link<ProducerCore>;
 
 /// Everything [`Producer::metrics`] reports. Serialisable with serde.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

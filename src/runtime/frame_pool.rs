@@ -17,9 +17,9 @@
 //! and not more than twice as long as asked (else the smallest long enough
 //! one): it is the one used most recently, so more of it is still in the
 //! CPU's caches, and the kernel's copy of the next frame into it costs
-//! less than into a buffer untouched for longer (at 10 KiB records
-//! the copy took about a fifth less CPU than with the smallest buffer
-//! taken first; docs/benchmarks.md).
+//! less than into a buffer untouched for longer (measured against the
+//! smallest buffer taken first: docs/benchmarks.md, "The pool gives out
+//! the buffer given back last").
 
 use bytes::Bytes;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -36,8 +36,8 @@ pub(crate) const KEEP_BYTES: usize = 64 * 1024 * 1024;
 /// Where a pooled frame's body (what follows its 4-byte size prefix)
 /// starts in memory: on a page boundary. The kernel copies a response into
 /// the buffer at the address the body starts at, and its copy runs faster
-/// into an aligned destination (at 10 KiB records, 14 % fewer samples
-/// in the copy; docs/benchmarks.md, "Where the body lands").
+/// into an aligned destination (measured in docs/benchmarks.md, "Where
+/// the body lands").
 pub(crate) const BODY_ALIGN: usize = 4096;
 
 /// A buffer for one frame: the size prefix in place, the body to be read

@@ -32,21 +32,30 @@
 //!
 //! # What it holds
 //!
-//! - [`ClusterDriver`] drives the connection manager ([`Cluster`]) with
-//!   real sockets, in the caller's task;
-//! - [`BrokerConnection`] is one negotiated connection to one broker, built
-//!   on a `ClusterDriver`;
-//! - the consumer's background task runs the same driver loop.
+//! - [`ClusterDriver`] (`cluster_driver.rs`) drives the connection manager
+//!   ([`Cluster`]) with real sockets, in the caller's task;
+//! - [`BrokerConnection`] (`broker_connection.rs`) is one negotiated
+//!   connection to one broker, built on a `ClusterDriver`;
+//! - `background_task.rs`: each client's background task, which owns the
+//!   client's sockets and drives its core between the application's calls;
+//! - `drive_pass.rs`: one pass of the driver loop, which the background
+//!   task and `ClusterDriver` both run;
+//! - `sockets.rs`: the sockets behind a `Cluster` (connect tasks, the frame
+//!   reader, writes, closes), with `frame_pool.rs`, the buffers large
+//!   frames are read into;
+//! - `rt.rs`: the seam to an async runtime, with `tokio_rt.rs` and
+//!   `async_std_rt.rs` behind it (and `timer.rs`, the timer thread of
+//!   async-std clients); `signal.rs`: the wake-up a client sends its task.
 //!
 //! [`Cluster`]: crate::cluster::Cluster
 
 #[cfg(feature = "runtime-async-std")]
 mod async_std_rt;
-mod connection;
-mod driver;
-pub(crate) mod engine;
+pub(crate) mod background_task;
+mod broker_connection;
+mod cluster_driver;
+mod drive_pass;
 mod frame_pool;
-mod pump;
 pub(crate) mod rt;
 mod signal;
 mod sockets;
@@ -55,6 +64,6 @@ mod timer;
 #[cfg(feature = "runtime-tokio")]
 mod tokio_rt;
 
-pub use connection::{BrokerConnection, ConnectOptions};
-pub use driver::ClusterDriver;
+pub use broker_connection::{BrokerConnection, ConnectOptions};
+pub use cluster_driver::ClusterDriver;
 pub use sockets::SocketOptions;

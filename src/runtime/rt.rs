@@ -38,7 +38,7 @@ pub(crate) trait Runtime: Send + Sync + fmt::Debug + 'static {
     /// Runs `task` to completion in the background.
     fn spawn(&self, task: BoxFuture<()>);
     /// Runs a consumer's background task (the driver loop of
-    /// [`super::engine`], which lives as long as the consumer) to
+    /// [`super::background_task`], which lives as long as the consumer) to
     /// completion: by default as any other task.
     fn spawn_driver(&self, task: BoxFuture<()>) {
         self.spawn(task);

@@ -149,7 +149,7 @@ pub(crate) struct Sockets {
     tx: UnboundedSender<Report>,
     rx: UnboundedReceiver<Report>,
     /// Passes in a row that acted or found an input waiting, since the
-    /// driver loop last suspended or yielded (see `pump::pass`).
+    /// driver loop last suspended or yielded (see `drive_pass::pass`).
     pub(super) busy_passes: u32,
 }
 

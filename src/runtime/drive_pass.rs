@@ -1,5 +1,5 @@
 //! The driver loop, one pass at a time, for every user of the sockets: the
-//! consumer's background task ([`super::engine`]) and
+//! consumer's background task ([`super::background_task`]) and
 //! [`ClusterDriver`](super::ClusterDriver), which differ only in what they drive and in
 //! who wakes them.
 //!

@@ -4,7 +4,7 @@
 //! response headers are the cluster's business), and failures carry the
 //! same causes as the connection events.
 
-use super::driver::ClusterDriver;
+use super::cluster_driver::ClusterDriver;
 use super::sockets::SocketOptions;
 use crate::cluster::{Cluster, ClusterConfig, ExponentialBackoff, Target};
 use crate::error::Error;

@@ -8,7 +8,7 @@
 //! The task and the calls share the client's core ([`Core`]) behind one
 //! lock, taken for each use and never across an `.await`.
 
-use super::pump::{pass, Driven, Machine, Wake};
+use super::drive_pass::{pass, Driven, Machine, Wake};
 use super::rt::{BoxFuture, Runtime};
 use super::signal::Signal;
 use super::sockets::{Readers, SocketOptions, SocketTable, Sockets};
@@ -288,20 +288,20 @@ impl<C: Core> Link<C> {
 /// A client's handle on its running background task: the task stops when
 /// it is dropped.
 #[derive(Debug)]
-pub(crate) struct Engine<C: Core> {
+pub(crate) struct BackgroundTask<C: Core> {
     link: Link<C>,
     table: SocketTable,
     events: Arc<EventHub>,
 }
 
-impl<C: Core> Engine<C> {
+impl<C: Core> BackgroundTask<C> {
     /// Starts the task for `core`. `events` receive every connection event.
     pub fn start(
         core: C,
         options: SocketOptions,
         events: Arc<EventHub>,
         rt: Arc<dyn Runtime>,
-    ) -> Engine<C> {
+    ) -> BackgroundTask<C> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core,
@@ -312,12 +312,12 @@ impl<C: Core> Engine<C> {
         });
         let sockets = Sockets::new(rt.clone(), options, Readers::Inline);
         let table = sockets.table();
-        let state = EngineState {
+        let state = TaskState {
             shared: shared.clone(),
             events: events.clone(),
         };
         rt.spawn_driver(Box::pin(run(state, sockets)));
-        Engine {
+        BackgroundTask {
             link: Link { shared, rt },
             table,
             events,
@@ -351,7 +351,7 @@ impl<C: Core> Engine<C> {
     }
 }
 
-impl<C: Core> Drop for Engine<C> {
+impl<C: Core> Drop for BackgroundTask<C> {
     fn drop(&mut self) {
         self.stop();
     }
@@ -363,12 +363,12 @@ fn forward_events<C: Core>(core: &mut C, hub: &EventHub) {
 
 /// The background task's view of the state: the lock it shares with the
 /// consumer, and the hub its events go to.
-struct EngineState<C> {
+struct TaskState<C> {
     shared: Arc<Shared<C>>,
     events: Arc<EventHub>,
 }
 
-impl<C: Core> Machine for EngineState<C> {
+impl<C: Core> Machine for TaskState<C> {
     fn with<R>(&mut self, f: impl FnOnce(&mut dyn Driven) -> R) -> R {
         let (r, deferred) = {
             let mut state = self.shared.lock();
@@ -425,7 +425,7 @@ fn min_some(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-async fn run<C: Core>(mut state: EngineState<C>, mut sockets: Sockets) {
+async fn run<C: Core>(mut state: TaskState<C>, mut sockets: Sockets) {
     let shared = state.shared.clone();
     while !shared.stop.load(Ordering::Acquire) {
         let wake = Wake {
