@@ -153,6 +153,9 @@ unstable! {
     #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
     pub mod tls;
 }
+// A run of failures and when it was last reported, shared by the layers
+// that report failures which go on (crate-internal in every build).
+mod streak;
 
 pub use config::{
     Acks, ConsumerConfig, IsolationLevel, OffsetReset, ProducerConfig, ProducerConfigBuilder,

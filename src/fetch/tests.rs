@@ -1,11 +1,21 @@
 //! The fetch layer stepped through with hand-built Fetch and ListOffsets
 //! responses and a manual clock: no broker, no sleep.
 
+use super::buffer::{batches_end, crcs_hold, records_ahead_of_decoding, BatchesEnd, DECODE_CHUNK};
+use super::failure::LEADER_ERRORS_REPORTED_AFTER;
 use super::*;
-use crate::cluster::{PartitionInfo, TopicInfo};
+use crate::cluster::{PartitionInfo, RequestError, Response, TopicInfo, REPORT_AGAIN_AFTER};
 use crate::protocol::messages::fetch::{
-    AbortedTransaction as WireAborted, FetchableTopicResponse, PartitionData,
+    AbortedTransaction as WireAborted, FetchRequest, FetchResponse, FetchableTopicResponse,
+    PartitionData,
 };
+use crate::protocol::messages::offset_for_leader_epoch::{
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+};
+use crate::protocol::{ApiKey, ErrorCode};
+use crate::records::{self, IsolationLevel};
+use bytes::Bytes;
+use std::time::Duration;
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
 };

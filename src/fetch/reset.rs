@@ -1,0 +1,147 @@
+//! Offset resets (ListOffsets): a position waiting for one, because of
+//! `seek_to_beginning`, `seek_to_end` or `auto.offset.reset`, moves to
+//! the offset its leader lists.
+
+use super::failure::{Refusal, Retry};
+use super::position::{PosState, Position};
+use super::{offsets, read_list_offsets, Asked, FetchError, Fetcher, InFlight, OffsetSpec, Planned};
+use super::TopicPartition;
+use crate::cluster::{Metadata, Response, Target};
+use crate::protocol::ApiKey;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+impl Fetcher {
+    /// One ListOffsets per leader for the positions waiting for a reset
+    /// (not asked yet, not backing off).
+    pub(super) fn plan_resets(&mut self, now: Instant, metadata: &Metadata, out: &mut Planned) {
+        let mut per_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
+        for (tp, st) in self.dirty_states() {
+            if let PosState::Resetting {
+                spec,
+                in_flight: false,
+                ..
+            } = st.pos
+            {
+                if st.backing_off(now) {
+                    continue;
+                }
+                if let Some(leader) = metadata.leader(&tp.topic, tp.partition) {
+                    per_leader
+                        .entry(leader)
+                        .or_default()
+                        .push((tp.clone(), spec));
+                }
+            }
+        }
+        for (broker, list) in per_leader {
+            let plan = offsets::plan(
+                list.iter().map(|(tp, spec)| (tp, *spec)),
+                metadata,
+                self.config.isolation,
+                self.config.request_timeout,
+            );
+            let token = self.token();
+            let mut sent = BTreeMap::new();
+            for (tp, _) in list {
+                let st = self.partitions.get_mut(&tp).expect("planned from the map");
+                if let PosState::Resetting { in_flight, .. } = &mut st.pos {
+                    *in_flight = true;
+                }
+                let epoch = offsets::leader_epoch(metadata, &tp);
+                sent.insert(tp, (st.generation, epoch));
+            }
+            let asked = InFlight::ListOffsets {
+                broker,
+                partitions: sent,
+            };
+            self.in_flight.insert(token, asked);
+            for (b, body) in plan.requests {
+                debug_assert_eq!(b, broker);
+                out.push((Target::Broker(b), body, token));
+            }
+        }
+    }
+
+    /// Reads the ListOffsets answer of `broker` to what `sent` asked:
+    /// moves each position still waiting for it, or backs it off.
+    pub(super) fn handle_reset(
+        &mut self,
+        now: Instant,
+        broker: i32,
+        sent: Asked,
+        response: &Response,
+        refresh_metadata: &mut bool,
+    ) {
+        // Which partitions this answer may still move.
+        let mut current = BTreeMap::new();
+        for (tp, (generation, epoch)) in &sent {
+            if let Some(st) = self.partitions.get_mut(tp) {
+                if st.generation == *generation {
+                    if let PosState::Resetting { spec, auto, .. } = st.pos {
+                        st.pos.clear_in_flight();
+                        current.insert(tp.clone(), (spec, auto, *epoch));
+                    }
+                }
+            }
+        }
+        let listed = match read_list_offsets(response) {
+            Ok(listed) => listed,
+            Err(source) => {
+                log::warn!("cannot decode ListOffsets response of broker {broker}: {source}");
+                self.reports.push(FetchError::Decode {
+                    broker,
+                    api: ApiKey::ListOffsets,
+                    source,
+                });
+                for tp in current.keys() {
+                    self.back_off(now, tp);
+                }
+                return;
+            }
+        };
+        let mut settled = Vec::new();
+        for (tp, (spec, auto, epoch)) in current {
+            let st = self.partitions.get_mut(&tp).expect("checked");
+            match listed.get(&tp) {
+                Some(Ok(Some(found))) => {
+                    settled.push(tp.clone());
+                    if auto {
+                        log::info!("resetting the offset of {tp} to {}", found.offset);
+                    } else {
+                        log::debug!("{tp} seeks to {} ({spec:?})", found.offset);
+                    }
+                    st.pos = PosState::Valid(Position {
+                        offset: found.offset,
+                        leader_epoch: found.leader_epoch,
+                    });
+                    // The leader answered at this epoch: nothing to
+                    // validate until it changes.
+                    st.checked_epoch = (epoch >= 0).then_some(epoch);
+                    st.retry = Retry::default();
+                }
+                Some(Err(code)) => {
+                    let refusal = Refusal {
+                        api: ApiKey::ListOffsets,
+                        broker,
+                        partition: &tp,
+                        code: *code,
+                    };
+                    *refresh_metadata |=
+                        self.reports
+                            .partition_error(&mut st.retry.streak, now, refusal);
+                    self.backoff.failed(&mut st.retry, now);
+                }
+                // No offset, or the partition left out of the answer: ask
+                // again later.
+                Some(Ok(None)) | None => {
+                    log::debug!("ListOffsets from broker {broker} gave no offset for {tp}");
+                    self.backoff.failed(&mut st.retry, now);
+                }
+            }
+        }
+        for tp in &settled {
+            self.check_eof(tp);
+        }
+    }
+}
