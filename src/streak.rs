@@ -16,8 +16,14 @@
 //! code, or `()` where any failure continues the run. A run a success
 //! ends is dropped by its owner (an `Option<Streak<_>>` set to `None`).
 
-use crate::cluster::REPORT_AGAIN_AFTER;
 use std::time::{Duration, Instant};
+
+/// How long a condition that goes on (a broker still unreachable, a topic
+/// still unknown, a partition still refused) waits before it is reported
+/// again. The same as `cluster::REPORT_AGAIN_AFTER`, which the
+/// application sees; this module sits below `cluster`, so that every
+/// layer can report with it.
+pub(crate) const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
 /// A run of failures with one `what` (an error code, say), and when it
 /// was last reported.
@@ -27,7 +33,7 @@ use std::time::{Duration, Instant};
 /// is reported once it lasted is one failure after another, not two
 /// outages far apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Streak<W = crate::protocol::ErrorCode> {
+pub(crate) struct Streak<W> {
     what: W,
     since: Instant,
     last: Instant,
@@ -130,7 +136,13 @@ impl<W: PartialEq> Streak<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ErrorCode;
+
+    /// Stands for the error codes of a real caller.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum ErrorCode {
+        NotLeaderOrFollower,
+        KafkaStorageError,
+    }
 
     const SECOND: Duration = Duration::from_secs(1);
 

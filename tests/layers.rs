@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 /// Each layer and the crate modules it may use.
 const LAYERS: &[(&str, &[&str])] = &[
     ("protocol", &[]),
+    // A run of failures and when it was last reported, for every layer
+    // that reports failures which go on.
+    ("streak", &[]),
     ("records", &["protocol"]),
     // SASL's mechanisms (PLAIN, SCRAM, OAUTHBEARER) are pure; the cluster
     // runs their exchanges on each new connection.
@@ -20,7 +23,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("group", &["protocol", "cluster"]),
     (
         "fetch",
-        &["protocol", "records", "cluster", "group", "events"],
+        &[
+            "protocol", "records", "cluster", "group", "events", "streak",
+        ],
     ),
     // The producer's runtime-free parts (its partitioners take
     // `cluster::Rng` as their random source; its accumulator builds record

@@ -25,7 +25,7 @@ pub(super) const LEADER_ERRORS_REPORTED_AFTER: Duration = Duration::from_secs(1)
 pub(super) struct Retry {
     pub(super) run: crate::cluster::Retry,
     /// The run of failures with one error code this partition is in.
-    pub(super) streak: Option<Streak>,
+    pub(super) streak: Option<Streak<ErrorCode>>,
 }
 
 impl Retry {
@@ -93,7 +93,7 @@ pub(super) struct Refusal<'a> {
 #[derive(Debug)]
 pub(super) struct Reports {
     queue: Vec<FetchError>,
-    top: BTreeMap<Target, Option<Streak>>,
+    top: BTreeMap<Target, Option<Streak<ErrorCode>>>,
     /// The longest wait between two failures of one run.
     max_gap: Duration,
 }
@@ -139,7 +139,7 @@ impl Reports {
     /// Returns whether the metadata is to be refreshed.
     pub(super) fn partition_error(
         &mut self,
-        streak: &mut Option<Streak>,
+        streak: &mut Option<Streak<ErrorCode>>,
         now: Instant,
         refusal: Refusal<'_>,
     ) -> bool {
@@ -345,6 +345,11 @@ mod tests {
         let later = t0 + 2 * LEADER_ERRORS_REPORTED_AFTER;
         r.response_error(later, target, ErrorCode::NotLeaderOrFollower);
         assert!(r.is_empty(), "a new run, within its grace again");
+    }
+
+    #[test]
+    fn the_streaks_report_again_after_what_the_application_is_told() {
+        assert_eq!(crate::streak::REPORT_AGAIN_AFTER, REPORT_AGAIN_AFTER);
     }
 
     #[test]
