@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 /// How long a condition that goes on (a broker still unreachable, a topic
 /// still unknown, a partition still refused) waits before it is reported
-/// again. The same as `cluster::REPORT_AGAIN_AFTER`, which the
-/// application sees; this module sits below `cluster`, so that every
-/// layer can report with it.
+/// again; the application sees it as `lazykafka::error::REPORT_AGAIN_AFTER`.
+/// It is defined in this module, below `cluster`, so that every layer can
+/// report with it.
 pub(crate) const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
 /// A run of failures with one `what` (an error code, say), and when it

@@ -19,7 +19,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // SASL's mechanisms (PLAIN, SCRAM, OAUTHBEARER) are pure; the cluster
     // runs their exchanges on each new connection.
     ("sasl", &[]),
-    ("cluster", &["protocol", "events", "sasl"]),
+    ("cluster", &["protocol", "events", "sasl", "streak"]),
     ("group", &["protocol", "cluster"]),
     (
         "fetch",

@@ -5,7 +5,8 @@
 use super::backoff::Rng;
 use super::config::ClusterConfig;
 use super::conn::Conn;
-use super::{Problem, REPORT_AGAIN_AFTER};
+use super::Problem;
+use crate::streak::Streak;
 use crate::events::{ConnectionError, Purpose};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -18,22 +19,7 @@ const REFUSAL_RUN_GAP: Duration = Duration::from_secs(300);
 /// a run of failed connects, it is not ended by a connection that
 /// answered (a broker that answers ApiVersions, then garbage, refuses
 /// again and again), only by [`REFUSAL_RUN_GAP`] without a refusal.
-#[derive(Debug, Clone, Copy)]
-struct RefusalRun {
-    count: u32,
-    last: Instant,
-    reported: Option<Instant>,
-}
-
-impl RefusalRun {
-    fn new(now: Instant) -> Self {
-        RefusalRun {
-            count: 0,
-            last: now,
-            reported: None,
-        }
-    }
-}
+type RefusalRun = Streak<()>;
 
 /// One address's run of failures: its backoff, and whether the
 /// application was told.
@@ -46,8 +32,9 @@ struct AddrBackoff {
     failures: u32,
     until: Option<Instant>,
     last_error: Option<ConnectionError>,
-    /// When this run was last reported as a [`Problem`].
-    reported: Option<Instant>,
+    /// This run as a [`Problem`] to report: said at its start, then again
+    /// only every [`REPORT_AGAIN_AFTER`](crate::streak::REPORT_AGAIN_AFTER).
+    report: Option<Streak<()>>,
 }
 
 /// The failures of every address the connection manager dialled.
@@ -56,9 +43,10 @@ pub(crate) struct AddressFailures {
     /// Per address, its run of failures and its backoff.
     backoff: HashMap<String, AddrBackoff>,
     /// Per address, its run of refusals.
-    refusals: HashMap<String, RefusalRun>,
-    /// When "every bootstrap address failed" was last reported.
-    bootstrap_reported: Option<Instant>,
+    refusals: HashMap<String, Option<RefusalRun>>,
+    /// "Every bootstrap address failed", reported once, then again only
+    /// every [`REPORT_AGAIN_AFTER`](crate::streak::REPORT_AGAIN_AFTER).
+    bootstrap_outage: Option<Streak<()>>,
     /// The last connection failure, in words, for requests that time out
     /// waiting for a connection.
     last_failure: Option<String>,
@@ -135,9 +123,7 @@ impl AddressFailures {
             self.count_refusal(now, &c.addr, config, rng)
         } else {
             let delay = config.reconnect_backoff.delay(failures, rng.unit());
-            let due = entry
-                .reported
-                .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
+            let due = Streak::note(&mut entry.report, (), now, Duration::MAX).due(now, Duration::ZERO);
             (delay, due)
         };
         self.backoff.get_mut(&c.addr).expect("inserted").until = Some(now + delay);
@@ -163,20 +149,10 @@ impl AddressFailures {
         config: &ClusterConfig,
         rng: &mut Rng,
     ) -> (Duration, bool) {
-        let run = self
-            .refusals
-            .entry(addr.to_owned())
-            .or_insert(RefusalRun::new(now));
-        if now.saturating_duration_since(run.last) > REFUSAL_RUN_GAP {
-            *run = RefusalRun::new(now);
-        }
-        run.count = run.count.saturating_add(1);
-        run.last = now;
-        let delay = config.refusal_backoff.delay(run.count, rng.unit());
-        let due = run
-            .reported
-            .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
-        (delay, due)
+        let slot = self.refusals.entry(addr.to_owned()).or_default();
+        let run = RefusalRun::note(slot, (), now, REFUSAL_RUN_GAP);
+        let delay = config.refusal_backoff.delay(run.failures(), rng.unit());
+        (delay, run.due(now, Duration::ZERO))
     }
 
     /// What a failure of `c` tells the application, if anything: a token
@@ -236,17 +212,17 @@ impl AddressFailures {
     /// Notes that `addr`'s run (of refusals, or of failures) was reported.
     fn mark_reported(&mut self, now: Instant, addr: &str, refusal: bool) {
         if refusal {
-            if let Some(run) = self.refusals.get_mut(addr) {
-                run.reported = Some(now);
+            if let Some(Some(run)) = self.refusals.get_mut(addr) {
+                run.mark_reported(now);
             }
-        } else {
-            self.backoff.get_mut(addr).expect("inserted").reported = Some(now);
+        } else if let Some(run) = &mut self.backoff.get_mut(addr).expect("inserted").report {
+            run.mark_reported(now);
         }
     }
 
     /// Every bootstrap address with its last failure, once each failed
     /// since one last answered and nothing else is ready: reported once,
-    /// then again after [`REPORT_AGAIN_AFTER`].
+    /// then again after [`REPORT_AGAIN_AFTER`](crate::streak::REPORT_AGAIN_AFTER).
     fn bootstrap_unreachable(
         &mut self,
         now: Instant,
@@ -256,10 +232,8 @@ impl AddressFailures {
         if any_ready {
             return None;
         }
-        let due = self
-            .bootstrap_reported
-            .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
-        if !due {
+        let outage = Streak::note(&mut self.bootstrap_outage, (), now, Duration::MAX);
+        if !outage.due(now, Duration::ZERO) {
             return None;
         }
         let mut attempts = Vec::new();
@@ -273,7 +247,7 @@ impl AddressFailures {
                 _ => return None,
             }
         }
-        self.bootstrap_reported = Some(now);
+        outage.mark_reported(now);
         Some(Problem::BootstrapUnreachable { attempts })
     }
 
@@ -309,7 +283,7 @@ impl AddressFailures {
         // that answers garbage sometimes) is not news again before its
         // time.
         if !self.refusals.contains_key(addr) {
-            self.bootstrap_reported = None;
+            self.bootstrap_outage = None;
         }
     }
 }

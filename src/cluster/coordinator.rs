@@ -1,18 +1,19 @@
 //! The group coordinator's lookup: FindCoordinator on the wire, the
 //! coordinator found, and the lookup's retries while group requests wait
-//! for it (a refusal reported once, then every [`REPORT_AGAIN_AFTER`]).
+//! for it (a refusal reported once, then every [`REPORT_AGAIN_AFTER`](super::REPORT_AGAIN_AFTER)).
 
 use super::backoff::{ExponentialBackoff, Refresh, Rng};
 use super::conn::RequestBody;
 use super::metadata::BrokerAddress;
-use super::{Problem, REPORT_AGAIN_AFTER};
+use super::Problem;
+use crate::streak::Streak;
 use crate::protocol::messages::decode_response_body;
 use crate::protocol::messages::find_coordinator::{
     FindCoordinatorRequest, FindCoordinatorResponse,
 };
 use crate::protocol::{ApiKey, DecodeError, EncodeError, ErrorCode, Message, Writer};
 use bytes::Bytes;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The coordinator of the group, once found, and its lookup.
 #[derive(Debug, Default)]
@@ -21,8 +22,9 @@ pub(crate) struct CoordinatorLookup {
     coordinator: Option<BrokerAddress>,
     /// The lookup (FindCoordinator).
     refresh: Refresh,
-    /// When a refused lookup was last reported.
-    refusal_reported: Option<Instant>,
+    /// The run of refused lookups, reported at once, then again only
+    /// every [`REPORT_AGAIN_AFTER`](super::REPORT_AGAIN_AFTER).
+    refusal: Option<Streak<()>>,
 }
 
 impl CoordinatorLookup {
@@ -90,7 +92,7 @@ impl CoordinatorLookup {
         let code = match parse_find_coordinator(version, body, group) {
             Ok(Ok(coordinator)) => {
                 self.refresh.succeeded();
-                self.refusal_reported = None;
+                self.refusal = None;
                 self.coordinator = Some(coordinator);
                 return Ok(None);
             }
@@ -105,11 +107,12 @@ impl CoordinatorLookup {
         // COORDINATOR_NOT_AVAILABLE and the like pass by themselves (a
         // coordinator being elected or loading); a refusal does not, and
         // is news.
-        let due = self
-            .refusal_reported
-            .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_AGAIN_AFTER);
-        if !code.is_retriable() && due {
-            self.refusal_reported = Some(now);
+        if code.is_retriable() {
+            return Ok(None);
+        }
+        let run = Streak::note(&mut self.refusal, (), now, Duration::MAX);
+        if run.due(now, Duration::ZERO) {
+            run.mark_reported(now);
             return Ok(Some(Problem::CoordinatorRefused {
                 group: group.to_owned(),
                 code,

@@ -143,7 +143,7 @@ pub enum Action {
 
 /// How long a condition that goes on (a broker still unreachable, a topic
 /// still unknown) waits before it is reported again.
-pub const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
+pub const REPORT_AGAIN_AFTER: Duration = crate::streak::REPORT_AGAIN_AFTER;
 
 /// A condition the application should hear of, reported once when it
 /// starts (and again once it cleared, or after

@@ -348,11 +348,6 @@ mod tests {
     }
 
     #[test]
-    fn the_streaks_report_again_after_what_the_application_is_told() {
-        assert_eq!(crate::streak::REPORT_AGAIN_AFTER, REPORT_AGAIN_AFTER);
-    }
-
-    #[test]
     fn backing_off_waits_for_the_policy() {
         let policy = ExponentialBackoff {
             base: 100 * MS,
