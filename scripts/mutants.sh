@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=target/mutants
-files=(-f 'src/cluster/*.rs' -f 'src/group/*.rs' -f 'src/fetch/*.rs' -f src/consumer/core.rs)
+files=(-f 'src/cluster/*.rs' -f 'src/group/*.rs' -f 'src/fetch/*.rs' -f 'src/consumer/core/*.rs')
 fns='Cluster::(retire_bootstrap|least_loaded|reap_idle|idle_deadline|open_bootstrap|poll_timeout|connection_deadline|coordinator_needed|connection_for|find_conn|coordinator_connection|leader_connection|replica_connection)'
 fns+='|AddressFailures::(in_backoff|failed|count_refusal|problem|bootstrap_unreachable)'
 fns+='|MetadataManager::(next_due|broker_missing)|CoordinatorLookup::next_due'

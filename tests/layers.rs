@@ -183,7 +183,7 @@ fn io_uses(source: &str) -> Vec<(usize, &'static str)> {
     found
 }
 
-/// The dependency runs one way: the public handle (`consumer/api.rs`) uses
+/// The dependency runs one way: the public handle (`consumer/api/`) uses
 /// the runtime, the runtime uses the consumer's core, and neither the core
 /// nor the runtime names the handle.
 #[test]

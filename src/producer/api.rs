@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-type Engine = background_task::BackgroundTask<ProducerCore>;
+type Task = background_task::BackgroundTask<ProducerCore>;
 type Link = background_task::Link<ProducerCore>;
 
 /// Everything [`Producer::metrics`] reports. Serialisable with serde.
@@ -224,16 +224,16 @@ struct Inner {
 }
 
 struct Local {
-    engine: Option<Engine>,
+    task: Option<Task>,
     pending: Option<ProducerCore>,
     closed: bool,
 }
 
 impl Local {
     fn core<T>(&mut self, f: impl FnOnce(&mut ProducerCore) -> T) -> T {
-        match (&mut self.pending, &self.engine) {
+        match (&mut self.pending, &self.task) {
             (Some(core), _) => f(core),
-            (None, Some(engine)) => f(&mut engine.link().shared().lock()),
+            (None, Some(task)) => f(&mut task.link().shared().lock()),
             (None, None) => unreachable!("a producer always has its state somewhere"),
         }
     }
@@ -245,8 +245,8 @@ impl Drop for Inner {
     /// them first) when the last clone goes.
     fn drop(&mut self) {
         let local = self.local.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if let Some(engine) = local.engine.take() {
-            engine.stop();
+        if let Some(task) = local.task.take() {
+            task.stop();
         }
         self.events.close();
     }
@@ -256,7 +256,7 @@ impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
             .field("config", &self.inner.config)
-            .field("started", &self.local().engine.is_some())
+            .field("started", &self.local().task.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -331,7 +331,7 @@ impl Producer {
                 events: Arc::new(EventHub::default()),
                 runtime,
                 local: Mutex::new(Local {
-                    engine: None,
+                    task: None,
                     pending: Some(core),
                     closed: false,
                 }),
@@ -377,14 +377,14 @@ impl Producer {
                 keepalive: self.inner.config.socket_keepalive(),
                 tls: self.inner.tls.clone(),
             };
-            local.engine = Some(Engine::start(
+            local.task = Some(Task::start(
                 core,
                 options,
                 self.inner.events.clone(),
                 self.inner.runtime.clone(),
             ));
         }
-        let link = local.engine.as_ref().expect("started").link().clone();
+        let link = local.task.as_ref().expect("started").link().clone();
         Ok(self.inner.link.get_or_init(|| link))
     }
 
@@ -510,8 +510,8 @@ impl Producer {
     pub async fn flush(&self, timeout: Duration) -> Result<(), Error> {
         let link = {
             let local = self.local();
-            match &local.engine {
-                Some(engine) => engine.link().clone(),
+            match &local.task {
+                Some(task) => task.link().clone(),
                 // Never sent: nothing to flush.
                 None => return Ok(()),
             }
@@ -578,10 +578,10 @@ impl Producer {
         self.inner
             .closed
             .store(true, std::sync::atomic::Ordering::Release);
-        // The engine stays, stopped: its state still answers `metrics`,
+        // The task stays, stopped: its state still answers `metrics`,
         // `connections` and `broker_counters`.
-        match &local.engine {
-            Some(engine) => engine.stop(),
+        match &local.task {
+            Some(task) => task.stop(),
             None => self.inner.events.close(),
         }
         flushed

@@ -118,7 +118,7 @@ impl ConsumerCore {
     /// Takes the membership's events: revoked partitions' offsets are
     /// committed first (auto-commit, as Java does in onJoinPrepare), then the
     /// fetcher follows the new assignment.
-    pub(super) fn collect_group_events(&mut self, now: Instant) {
+    fn collect_group_events(&mut self, now: Instant) {
         loop {
             let Some(e) = self.membership.as_mut().and_then(|m| m.poll_event()) else {
                 return;
