@@ -1,0 +1,397 @@
+//! The answers to the producer's requests: a producer id and epoch
+//! (InitProducerId), and each Produce's batches delivered, sent again
+//! (under the retry policy, in sequence order), split in two when too
+//! large, or failed; a gap in a partition's sequences takes a new epoch
+//! (KIP-360).
+
+use super::super::accumulator::{ProducerBatch, Stamp};
+use super::super::delivery::DeliveryError;
+use super::outcomes::{Part, Slot};
+use super::{Pending, Pid, ProducerCore};
+use crate::cluster::RequestError;
+use crate::group::TopicPartition;
+use crate::protocol::messages::init_producer_id::InitProducerIdResponse;
+use crate::protocol::messages::produce::{PartitionProduceResponse, ProduceResponse};
+use crate::protocol::ErrorCode;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Errors a retry can cure (the Java client's `RetriableException`s for
+/// Produce).
+fn retriable(code: ErrorCode) -> bool {
+    code.is_retriable()
+}
+
+/// Errors that say the leader moved: the metadata is refreshed.
+fn leader_moved(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::NotLeaderOrFollower
+            | ErrorCode::LeaderNotAvailable
+            | ErrorCode::UnknownTopicOrPartition
+            | ErrorCode::KafkaStorageError
+            | ErrorCode::NotEnoughReplicas
+    )
+}
+
+impl ProducerCore {
+    pub(super) fn route_responses(&mut self, now: Instant) {
+        while let Some((id, result)) = self.cluster.poll_response() {
+            match self.in_flight.remove(&id) {
+                Some(Pending::InitPid) => self.handle_pid(now, result),
+                Some(Pending::Produce {
+                    broker,
+                    batches,
+                    sent,
+                }) => {
+                    if let Some(n) = self.per_broker.get_mut(&broker) {
+                        *n = n.saturating_sub(1);
+                    }
+                    for b in &batches {
+                        if let Some(seq) = self.sequences.get_mut(&b.tp) {
+                            seq.in_flight = seq.in_flight.saturating_sub(1);
+                        }
+                        let c = self.counters.entry(b.tp.clone()).or_default();
+                        c.latency += now.saturating_duration_since(sent);
+                        c.answered += 1;
+                    }
+                    self.handle_produce(now, batches, result);
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn handle_pid(&mut self, now: Instant, result: Result<crate::cluster::Response, RequestError>) {
+        let answer = result.map_err(|e| e.to_string()).and_then(|r| {
+            r.decode::<InitProducerIdResponse>()
+                .map_err(|e| e.to_string())
+        });
+        match answer {
+            Ok(r) if r.error_code == 0 => {
+                log::debug!("producer id {} epoch {}", r.producer_id, r.producer_epoch);
+                self.pid = Pid::Known {
+                    id: r.producer_id,
+                    epoch: r.producer_epoch,
+                };
+                self.pid_retry.succeeded();
+                // A new producer id or epoch: every partition's sequences
+                // restart at 0, and batches waiting for a retry are
+                // stamped anew in their order.
+                self.sequences.clear();
+                let (id, epoch) = (r.producer_id, r.producer_epoch);
+                let waiting: Vec<TopicPartition> =
+                    self.acc.partitions_with_data().cloned().collect();
+                for tp in waiting {
+                    let seq = self.sequences.entry(tp.clone()).or_default();
+                    let restamped = self.acc.restamp(&tp, |info| {
+                        let base = seq.next;
+                        seq.next = seq.next.wrapping_add(info.record_count as i32) & i32::MAX;
+                        seq.unresolved.insert(base);
+                        Some(Stamp {
+                            producer_id: id,
+                            epoch,
+                            base_sequence: base,
+                        })
+                    });
+                    if let Err(e) = restamped {
+                        log::warn!("{tp}: batches waiting for a retry could not be given the new epoch: {e}");
+                    }
+                }
+            }
+            other => {
+                let why = match other {
+                    Ok(r) => ErrorCode::from_code(r.error_code).to_string(),
+                    Err(e) => e,
+                };
+                let unit = self.rng.unit();
+                let delay = self
+                    .pid_retry
+                    .failed(now, &self.settings.retry_backoff, unit);
+                log::warn!("InitProducerId failed ({why}); asking again in {delay:?}");
+                self.pid = match self.pid {
+                    Pid::Asking => Pid::None,
+                    p => p,
+                };
+            }
+        }
+    }
+
+    fn handle_produce(
+        &mut self,
+        now: Instant,
+        batches: Vec<ProducerBatch>,
+        result: Result<crate::cluster::Response, RequestError>,
+    ) {
+        if self.settings.acks == 0 && result.is_ok() {
+            for batch in batches {
+                self.complete(&batch, -1, -1);
+                self.acc.recycle(batch.bytes);
+            }
+            return;
+        }
+        let response = match result
+            .map_err(|e| (e.is_retriable(), e.to_string()))
+            .and_then(|r| {
+                r.decode::<ProduceResponse>()
+                    .map_err(|e| (true, format!("Produce answer unreadable: {e}")))
+            }) {
+            Ok(r) => r,
+            Err((_, why)) => {
+                // The request may or may not have been written: sent again
+                // (with the same sequence numbers, so the broker keeps one
+                // copy).
+                for batch in batches {
+                    self.retry(now, batch, why.clone(), false);
+                }
+                return;
+            }
+        };
+        let mut answers: BTreeMap<(String, i32), _> = BTreeMap::new();
+        for topic in response.responses {
+            for p in topic.partition_responses {
+                answers.insert((topic.name.clone(), p.index), p);
+            }
+        }
+        for batch in batches {
+            let Some(answer) = answers.remove(&(batch.tp.topic.clone(), batch.tp.partition)) else {
+                self.retry(now, batch, "left out of the Produce answer".into(), false);
+                continue;
+            };
+            self.handle_partition_answer(now, batch, answer);
+        }
+    }
+
+    /// One batch's answer in a Produce response: delivered, sent again
+    /// (after a new epoch, or split in two when too large), or failed.
+    fn handle_partition_answer(
+        &mut self,
+        now: Instant,
+        batch: ProducerBatch,
+        answer: PartitionProduceResponse,
+    ) {
+        let code = ErrorCode::from_code(answer.error_code);
+        match code {
+            ErrorCode::None | ErrorCode::DuplicateSequenceNumber => {
+                let append_time = answer.log_append_time_ms;
+                self.complete(&batch, answer.base_offset, append_time);
+                self.acc.recycle(batch.bytes);
+            }
+            ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
+                // An earlier batch of the partition is not answered
+                // yet (or failed, and a new epoch is on its way): this
+                // one follows it again. Otherwise the broker lost this
+                // producer's state (its records were deleted, say):
+                // the producer takes a new epoch, whose sequences
+                // start again at 0 (KIP-360), and sends it with those.
+                if !self.earlier_unresolved(&batch) {
+                    log::warn!(
+                        "{}: Produce refused with {code}; taking a new producer epoch",
+                        batch.tp
+                    );
+                    self.bump_epoch();
+                }
+                self.retry(now, batch, code.to_string(), false);
+            }
+            // Too large for the broker (its `message.max.bytes`, or
+            // the topic's `max.message.bytes`): split in two and sent
+            // again, as the Java client does; a single record too
+            // large fails below.
+            ErrorCode::MessageTooLarge if batch.records.len() > 1 => {
+                self.split(now, batch);
+            }
+            c if retriable(c) => {
+                let refresh = leader_moved(c);
+                let why = match &answer.error_message {
+                    Some(m) => format!("{c} ({m})"),
+                    None => c.to_string(),
+                };
+                self.retry(now, batch, why, refresh);
+            }
+            c => {
+                log::warn!(
+                    "{}: Produce refused with {c}{}; {} records fail",
+                    batch.tp,
+                    answer
+                        .error_message
+                        .as_deref()
+                        .map(|m| format!(" ({m})"))
+                        .unwrap_or_default(),
+                    batch.records.len()
+                );
+                self.forget_sequence(&batch);
+                let message = answer.error_message.clone();
+                self.fail_batch(&batch, |tp| DeliveryError::Broker {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    code: c,
+                    message: message.clone(),
+                });
+            }
+        }
+    }
+
+    /// Splits `batch`, refused as too large (MESSAGE_TOO_LARGE), into two
+    /// halves queued in its place at once, each with the sequence numbers
+    /// its records had (the broker wrote none of them), so the order and
+    /// the exactly-once promise hold; each half is decided on its own. A
+    /// half refused again is split again, down to single records.
+    pub(super) fn split(&mut self, now: Instant, batch: ProducerBatch) {
+        let halves = match batch.split() {
+            Ok(halves) => halves,
+            Err(e) => {
+                log::warn!(
+                    "{}: a batch refused as too large could not be split ({e}); {} records fail",
+                    batch.tp,
+                    batch.records.len()
+                );
+                self.fail_encoding(&batch, &e);
+                return;
+            }
+        };
+        log::info!(
+            "{}: a batch of {} records ({} bytes) is too large for the broker (MESSAGE_TOO_LARGE); sending it again in two",
+            batch.tp,
+            batch.records.len(),
+            batch.bytes.len()
+        );
+        let counters = self.counters.entry(batch.tp.clone()).or_default();
+        counters.errors += 1;
+        counters.splits += 1;
+        let slot = self.slots.remove(&batch.first());
+        // The memory moves to the halves.
+        self.acc.complete(&batch);
+        for (half, start) in halves {
+            if let (Some(stamp), Some(seq)) = (half.stamp, self.sequences.get_mut(&half.tp)) {
+                seq.unresolved.insert(stamp.base_sequence);
+            }
+            if let Some(Part {
+                outcome, start: s0, ..
+            }) = slot.as_ref().and_then(|s| s.0.clone())
+            {
+                let from = s0 + start as u32;
+                let part = Part {
+                    outcome,
+                    start: from,
+                    end: from + half.records.len() as u32,
+                };
+                self.slots.insert(half.first(), Slot(Some(part)));
+            }
+            self.acc.reenqueue(half, now);
+        }
+        if let Some(mut slot) = slot {
+            // Its records are the halves' now.
+            slot.0 = None;
+        }
+    }
+
+    /// Fails `batch`, which could not be encoded (or split), with
+    /// `DeliveryError::Encode`; the gap in its sequences takes a new epoch.
+    pub(super) fn fail_encoding(
+        &mut self,
+        batch: &ProducerBatch,
+        e: &crate::records::RecordsError,
+    ) {
+        self.forget_sequence(batch);
+        let reason = e.to_string();
+        self.fail_batch(batch, |tp| DeliveryError::Encode {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            reason: reason.clone(),
+        });
+    }
+
+    /// Whether a batch of the same partition with a lower sequence is
+    /// still unresolved.
+    fn earlier_unresolved(&self, batch: &ProducerBatch) -> bool {
+        match (batch.stamp, self.sequences.get(&batch.tp)) {
+            (Some(stamp), Some(seq)) => seq
+                .unresolved
+                .first()
+                .is_some_and(|first| *first != stamp.base_sequence),
+            _ => false,
+        }
+    }
+
+    pub(super) fn retry(&mut self, now: Instant, batch: ProducerBatch, why: String, refresh: bool) {
+        self.counters.entry(batch.tp.clone()).or_default().errors += 1;
+        if refresh {
+            self.cluster.request_metadata_refresh(now);
+        }
+        let timed_out =
+            now.saturating_duration_since(batch.created) >= self.settings.delivery_timeout;
+        // `attempts` counts sends, the first included: as the Java client,
+        // a batch is sent up to `retries` + 1 times.
+        if batch.attempts > self.settings.retries || timed_out {
+            log::warn!(
+                "{}: not delivered ({why}); {} records fail",
+                batch.tp,
+                batch.records.len()
+            );
+            self.forget_sequence(&batch);
+            let after = self.settings.delivery_timeout;
+            self.fail_batch(&batch, |tp| DeliveryError::TimedOut {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                after,
+                last: Some(why.clone()),
+            });
+            return;
+        }
+        log::debug!("{}: retrying a batch ({why})", batch.tp);
+        let unit = self.rng.unit();
+        let delay = self.backoff.entry(batch.tp.clone()).or_default().failed(
+            now,
+            &self.settings.retry_backoff,
+            unit,
+        );
+        self.last_failure.insert(batch.tp.clone(), why);
+        self.acc.reenqueue(batch, now + delay);
+    }
+
+    /// What the metadata says is wrong with `tp`'s leader, if anything: a
+    /// partition without a leader, or a leader the metadata lists no
+    /// address for (a broker that is down).
+    pub(super) fn leader_trouble(&self, tp: &TopicPartition) -> Option<String> {
+        let metadata = self.cluster.metadata();
+        let Some(topic) = metadata.topics.get(&tp.topic) else {
+            return Some(format!("no metadata for topic {}", tp.topic));
+        };
+        let Some(p) = topic.partitions.get(&tp.partition) else {
+            return Some(format!("{tp} is not in the metadata"));
+        };
+        if p.leader < 0 {
+            return Some(format!("{tp} has no leader ({})", p.error));
+        }
+        if !metadata.brokers.contains_key(&p.leader) {
+            return Some(format!(
+                "{tp}'s leader, broker {}, is not among the live brokers the metadata lists",
+                p.leader
+            ));
+        }
+        None
+    }
+
+    /// Sends nothing more until a new epoch came (asked for once nothing
+    /// is in flight).
+    fn bump_epoch(&mut self) {
+        if let Pid::Known { id, epoch } = self.pid {
+            self.pid = Pid::Bump { id, epoch };
+        }
+    }
+
+    /// A batch that failed for good left a gap in its partition's
+    /// sequences: later batches would be refused as out of order, so the
+    /// producer takes a new epoch (KIP-360) before it sends again.
+    pub(super) fn forget_sequence(&mut self, batch: &ProducerBatch) {
+        let Some(stamp) = batch.stamp else {
+            return;
+        };
+        if let Some(seq) = self.sequences.get_mut(&batch.tp) {
+            seq.unresolved.remove(&stamp.base_sequence);
+        }
+        if matches!(self.pid, Pid::Known { epoch, .. } if epoch == stamp.epoch) {
+            self.bump_epoch();
+        }
+    }
+}

@@ -1,0 +1,514 @@
+//! The producer's state machine without IO: records placed and queued,
+//! Produce requests planned per leader, their answers read, producer id
+//! and sequence numbers kept (idempotence), retries and delivery timeouts.
+//!
+//! It drives a [`Cluster`] (the same connection manager as the
+//! consumer's): nothing opens before the first record, Metadata is asked
+//! for the topics produced to only, each Produce goes over its leader's
+//! connection, InitProducerId over any connection already open. Time is
+//! always an argument; the runtime's background task calls
+//! [`ProducerCore::drive`] after every input and at
+//! [`ProducerCore::next_deadline`].
+//!
+//! This file holds the state, its making from the configuration, what it
+//! tells of itself, and the step; the rest is split by job, each an
+//! `impl ProducerCore` of its own:
+//!
+//! - `append`: records in: placed on a partition and queued;
+//! - `send`: requests out: InitProducerId, and Produce per leader with the
+//!   batches stamped with their sequence numbers;
+//! - `answers`: their answers read: batches delivered, retried, split or
+//!   failed, the producer id and epoch kept;
+//! - `outcomes`: each batch's outcome, held until decided and handed to
+//!   the records' futures once no lock is held.
+
+mod answers;
+mod append;
+mod outcomes;
+mod send;
+
+use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker, ProducerBatch, RecordId};
+use super::delivery::DeliveryError;
+use super::partitioner::{Partitioner, StickyPartitioner};
+use crate::cluster::{Cluster, ExponentialBackoff, Problem, RequestId, Retry, Rng};
+use crate::config::{Acks, ProducerConfig};
+use crate::error::Error;
+use crate::events::ConnectionEvent;
+use crate::group::TopicPartition;
+use crate::protocol::ErrorCode;
+use bytes::Bytes;
+use outcomes::{BuildIdHasher, Outcomes, Slot};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the producer does, beyond its connections and its queue.
+#[derive(Debug, Clone)]
+pub(crate) struct ProducerSettings {
+    /// `acks`: -1 (all), 1 (the leader) or 0 (no answer).
+    pub acks: i16,
+    /// `enable.idempotence`.
+    pub idempotence: bool,
+    /// `request.timeout.ms`, also sent as the Produce `timeout_ms`.
+    pub request_timeout: Duration,
+    /// `delivery.timeout.ms`.
+    pub delivery_timeout: Duration,
+    /// `retries`.
+    pub retries: u32,
+    /// `retry.backoff.ms` growing to `retry.backoff.max.ms`.
+    pub retry_backoff: ExponentialBackoff,
+    /// `max.in.flight.requests.per.connection`.
+    pub max_in_flight: usize,
+    /// `metadata.max.idle.ms`: a topic not produced to for this long
+    /// leaves the metadata.
+    pub metadata_max_idle: Duration,
+    /// `partitioner.ignore.keys`.
+    pub ignore_keys: bool,
+    /// `batch.size` (the sticky partitioner switches after it).
+    pub batch_size: usize,
+}
+
+/// A record as `send` gives it.
+#[derive(Debug, Clone)]
+pub(crate) struct OutRecord {
+    pub topic: String,
+    pub partition: Option<i32>,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    pub timestamp: i64,
+}
+
+/// What the metadata says of a topic, for placing its records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TopicState {
+    /// Not known yet (asked for).
+    Unknown,
+    /// The broker answered with an error for it.
+    Failed(ErrorCode),
+    /// Its partition count.
+    Known(i32),
+}
+
+/// Why a record was not queued.
+pub(crate) enum Refused {
+    /// `buffer.memory` is used up: try again once records were delivered
+    /// (the record comes back).
+    Full(Box<OutRecord>),
+    /// The topic's partitions are not known yet: try again once they are
+    /// (the record comes back).
+    Unknown(Box<OutRecord>),
+    /// The record can never be sent.
+    Invalid(Error),
+}
+
+/// The producer id and epoch (idempotence), and where getting one stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pid {
+    /// None asked for yet (or the last request failed: `pid_retry` says
+    /// when to ask again).
+    None,
+    /// InitProducerId in flight.
+    Asking,
+    /// Known.
+    Known { id: i64, epoch: i16 },
+    /// A batch failed with its sequence numbers used: new sequences need a
+    /// new epoch, asked for once nothing is in flight (KIP-360).
+    Bump { id: i64, epoch: i16 },
+}
+
+/// A partition's sequence numbers (idempotence).
+#[derive(Debug, Default)]
+struct Sequences {
+    /// The next base sequence to give.
+    next: i32,
+    /// Base sequences given and not yet resolved, in order.
+    unresolved: BTreeSet<i32>,
+    /// Requests carrying a batch of this partition.
+    in_flight: usize,
+}
+
+#[derive(Debug)]
+enum Pending {
+    InitPid,
+    Produce {
+        broker: i32,
+        batches: Vec<ProducerBatch>,
+        sent: Instant,
+    },
+}
+
+/// What a producer did for one partition, since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PartitionCounters {
+    /// Records delivered.
+    pub records: u64,
+    /// Records failed.
+    pub records_failed: u64,
+    /// Batches sent (retries included).
+    pub batches: u64,
+    /// Bytes of batches sent, as sent (compressed).
+    pub bytes: u64,
+    /// Bytes of the same batches before compression.
+    pub uncompressed_bytes: u64,
+    /// Batches sent again after a retriable failure.
+    pub retries: u64,
+    /// Failed attempts (a refusal, a lost connection, a timeout).
+    pub errors: u64,
+    /// Batches split in two after the broker found them too large.
+    pub splits: u64,
+    /// Time from a batch's first record to its first sending, summed over
+    /// batches sent once.
+    pub queue_time: Duration,
+    /// Batches sent for the first time (the count `queue_time` sums over).
+    pub first_sent: u64,
+    /// Time from sending a Produce to its answer, summed over batches.
+    pub latency: Duration,
+    /// Batches answered (the count `latency` sums over).
+    pub answered: u64,
+}
+
+/// The producer's state.
+pub(crate) struct ProducerCore {
+    cluster: Cluster,
+    acc: Accumulator,
+    settings: ProducerSettings,
+    rng: Rng,
+    partitioner: Option<Arc<dyn Partitioner>>,
+    /// Topics produced to, and when last.
+    topics: BTreeMap<String, Instant>,
+    sticky: BTreeMap<String, StickyPartitioner>,
+    pid: Pid,
+    pid_retry: Retry,
+    sequences: BTreeMap<TopicPartition, Sequences>,
+    /// Each partition's run of retriable failures (its retries wait
+    /// longer each time, under the retry policy).
+    backoff: BTreeMap<TopicPartition, Retry>,
+    /// The last failure of each partition, for a timeout's message.
+    last_failure: BTreeMap<TopicPartition, String>,
+    in_flight: BTreeMap<RequestId, Pending>,
+    per_broker: BTreeMap<i32, usize>,
+    /// The outcome of each batch not decided yet, by its first record.
+    slots: HashMap<RecordId, Slot, BuildIdHasher>,
+    /// Records given and not delivered or failed yet.
+    outstanding: usize,
+    /// Outcomes decided under the lock, handed to the records' futures
+    /// after it is released ([`ProducerCore::take_outcomes`]), so that
+    /// waking the application never holds up a `send`.
+    outcomes: Outcomes,
+    /// The last connection problem (a refused connection, failed
+    /// authentication), for the errors of calls that time out.
+    last_problem: Option<String>,
+    /// Delivered and failed records so far.
+    delivered: u64,
+    failed: u64,
+    /// The time of the last step or append (deadlines are computed from it).
+    now: Instant,
+    counters: BTreeMap<TopicPartition, PartitionCounters>,
+}
+
+impl std::fmt::Debug for ProducerCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerCore")
+            .field("pid", &self.pid)
+            .field("topics", &self.topics.keys().collect::<Vec<_>>())
+            .field("in_flight", &self.in_flight.len())
+            .field("outstanding", &self.outstanding)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProducerCore {
+    /// A producer with no connection and nothing queued.
+    pub fn new(
+        cluster: Cluster,
+        acc: Accumulator,
+        settings: ProducerSettings,
+        partitioner: Option<Arc<dyn Partitioner>>,
+        now: Instant,
+        seed: u64,
+    ) -> Self {
+        ProducerCore {
+            now,
+            cluster,
+            acc,
+            settings,
+            rng: Rng::new(seed),
+            partitioner,
+            topics: BTreeMap::new(),
+            sticky: BTreeMap::new(),
+            pid: Pid::None,
+            pid_retry: Retry::default(),
+            sequences: BTreeMap::new(),
+            backoff: BTreeMap::new(),
+            last_failure: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            per_broker: BTreeMap::new(),
+            slots: HashMap::default(),
+            outstanding: 0,
+            outcomes: Vec::new(),
+            last_problem: None,
+            counters: BTreeMap::new(),
+            delivered: 0,
+            failed: 0,
+        }
+    }
+
+    /// The state of a producer configured by `config`, created at `now`:
+    /// no connection, nothing queued. `seed` spreads the bootstrap choice,
+    /// jitter and sticky partitions across processes.
+    pub fn from_config(config: &ProducerConfig, now: Instant, seed: u64) -> Self {
+        let mut seeds = Rng::new(seed);
+        let mut cc = config.common().cluster_config();
+        cc.max_in_flight = config.max_in_flight_requests_per_connection().max(1) as usize;
+        // Metadata for the topics produced to only; a topic the cluster
+        // does not know is created only where the broker does so itself.
+        cc.allow_auto_create_topics = true;
+        let cluster = Cluster::new(cc, now, seeds.next_u64());
+        let acc = Accumulator::new(AccumulatorConfig {
+            batch_size: config.batch_size() as usize,
+            linger: config.linger(),
+            buffer_memory: usize::try_from(config.buffer_memory()).unwrap_or(usize::MAX),
+            compression: config.compression_type(),
+            max_request_size: config.max_request_size() as usize,
+            delivery_timeout: config.delivery_timeout(),
+            transactional: false,
+        });
+        let settings = ProducerSettings {
+            acks: match config.acks() {
+                Acks::Leader => 1,
+                Acks::None => 0,
+                _ => -1,
+            },
+            idempotence: config.enable_idempotence(),
+            request_timeout: config.request_timeout(),
+            delivery_timeout: config.delivery_timeout(),
+            retries: config.retries(),
+            retry_backoff: config.common().retry_policy(),
+            max_in_flight: config.max_in_flight_requests_per_connection().max(1) as usize,
+            metadata_max_idle: config.metadata_max_idle(),
+            ignore_keys: config.partitioner_ignore_keys(),
+            batch_size: config.batch_size() as usize,
+        };
+        ProducerCore::new(cluster, acc, settings, None, now, seeds.next_u64())
+    }
+
+    /// Places records that name no partition with `partitioner` (the
+    /// built-in placement when `None`).
+    pub fn set_partitioner(&mut self, partitioner: Option<Arc<dyn Partitioner>>) {
+        self.partitioner = partitioner;
+    }
+
+    // ===== what the producer holds and did =====
+
+    /// Whether a `send` that waits for room in `buffer.memory` for a
+    /// record of `size` bytes goes on: once an eighth of `buffer.memory`
+    /// is free beyond the record (or all of it, for a record that large).
+    /// Waking it as soon as the record fits would wake it for each batch
+    /// delivered, to append one record and wait again.
+    pub fn has_room(&self, size: usize) -> bool {
+        let total = self.acc.config().buffer_memory;
+        let wanted = size.saturating_add(total / 8).min(total).max(size);
+        self.acc.available() >= wanted
+    }
+
+    /// Records given and not yet delivered or failed.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// Makes every queued record ready to send now (`flush`); the marker
+    /// tells when the records given so far are all delivered or failed
+    /// ([`ProducerCore::flush_done`]).
+    pub fn flush(&mut self) -> FlushMarker {
+        self.acc.flush()
+    }
+
+    /// Whether every record given before `marker` was delivered or failed.
+    pub fn flush_done(&self, marker: FlushMarker) -> bool {
+        self.acc.flush_done(marker)
+    }
+
+    /// Partitions of `topic` as the metadata lists them.
+    pub fn partitions(&self, topic: &str) -> Option<Vec<i32>> {
+        self.cluster
+            .metadata()
+            .topics
+            .get(topic)
+            .filter(|t| t.error == ErrorCode::None && !t.partitions.is_empty())
+            .map(|t| t.partitions.keys().copied().collect())
+    }
+
+    /// What the producer did for each partition it wrote to.
+    pub fn partition_counters(&self) -> &BTreeMap<TopicPartition, PartitionCounters> {
+        &self.counters
+    }
+
+    /// Bytes of records held (queued or in flight).
+    pub fn buffered_bytes(&self) -> usize {
+        self.acc.buffered_bytes()
+    }
+
+    /// The last connection problem seen, in words.
+    pub fn last_problem(&self) -> Option<String> {
+        self.last_problem.clone()
+    }
+
+    /// Delivered and failed records so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.delivered, self.failed)
+    }
+
+    // ===== the step =====
+
+    /// The connection manager.
+    pub fn io(&mut self) -> &mut Cluster {
+        &mut self.cluster
+    }
+
+    /// One step at `now`: answers read, timeouts applied, requests sent.
+    pub fn drive(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.cluster.handle_timeout(now);
+        self.route_responses(now);
+        self.forget_idle_topics(now);
+        self.expire(now);
+        self.producer_id(now);
+        self.send_ready(now);
+        self.route_responses(now);
+        self.collect_problems();
+    }
+
+    /// The earliest deadline, past ones included.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.next_deadline_after(None)
+    }
+
+    fn next_deadline_after(&self, after: Option<Instant>) -> Option<Instant> {
+        let later = |t: &Instant| after.is_none_or(|a| *t > a);
+        let now = after.unwrap_or(self.now);
+        [
+            self.cluster.poll_timeout(),
+            self.acc.next_deadline(now),
+            self.pid_retry.not_before(),
+            self.topics
+                .values()
+                .min()
+                .map(|t| *t + self.settings.metadata_max_idle),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(later)
+        .min()
+    }
+
+    /// The earliest deadline after `now`.
+    pub fn next_deadline_at(&self, now: Instant) -> Option<Instant> {
+        self.next_deadline_after(Some(now))
+    }
+
+    /// The next connection event.
+    pub fn poll_event(&mut self) -> Option<ConnectionEvent> {
+        self.cluster.poll_event()
+    }
+
+    /// Closes every connection; every record not delivered fails with
+    /// [`DeliveryError::Closed`].
+    pub fn shutdown(&mut self, now: Instant) {
+        self.cluster.shutdown(now);
+        for batch in self.acc.abort_all() {
+            self.fail_batch(&batch, |tp| DeliveryError::Closed {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+            });
+        }
+        let pending = std::mem::take(&mut self.in_flight);
+        for (_, p) in pending {
+            if let Pending::Produce { batches, .. } = p {
+                for batch in batches {
+                    self.fail_batch(&batch, |tp| DeliveryError::Closed {
+                        topic: tp.topic.clone(),
+                        partition: tp.partition,
+                    });
+                }
+            }
+        }
+        for (_, slot) in self.slots.drain() {
+            let part = slot.take();
+            let closed = part.closed();
+            self.outcomes.push((part, Err(closed)));
+        }
+        self.outstanding = 0;
+    }
+
+    fn forget_idle_topics(&mut self, now: Instant) {
+        let idle = self.settings.metadata_max_idle;
+        let busy: BTreeSet<String> = self
+            .acc
+            .partitions_with_data()
+            .map(|tp| tp.topic.clone())
+            .collect();
+        let before = self.topics.len();
+        self.topics
+            .retain(|t, last| busy.contains(t) || now.saturating_duration_since(*last) < idle);
+        if self.topics.len() != before {
+            self.sticky.retain(|t, _| self.topics.contains_key(t));
+            self.cluster.set_topics(self.topics.keys().cloned());
+        }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        for batch in self.acc.expire(now) {
+            let after = self.settings.delivery_timeout;
+            let last = self
+                .last_failure
+                .get(&batch.tp)
+                .cloned()
+                .or_else(|| self.leader_trouble(&batch.tp))
+                .or_else(|| self.last_problem.clone());
+            self.forget_sequence(&batch);
+            self.fail_batch(&batch, |tp| DeliveryError::TimedOut {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                after,
+                last: last.clone(),
+            });
+        }
+    }
+
+    fn collect_problems(&mut self) {
+        while let Some(problem) = self.cluster.poll_problem() {
+            let error = match problem {
+                Problem::BootstrapUnreachable { attempts } => {
+                    Error::BrokersUnreachable { attempts }
+                }
+                Problem::BrokerUnreachable {
+                    broker,
+                    addr,
+                    purpose,
+                    cause,
+                } => Error::Connection {
+                    broker,
+                    addr,
+                    purpose,
+                    cause,
+                },
+                Problem::AuthenticationFailed {
+                    broker,
+                    addr,
+                    mechanism,
+                    message,
+                    ..
+                } => Error::Authentication {
+                    broker,
+                    addr,
+                    mechanism,
+                    message,
+                },
+                Problem::CoordinatorRefused { .. } => continue,
+            };
+            log::warn!("{error}; the producer goes on trying");
+            self.last_problem = Some(error.to_string());
+        }
+    }
+}
