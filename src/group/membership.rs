@@ -449,7 +449,7 @@ impl Membership {
             GroupRequestKind::Leave => response
                 .decode::<LeaveGroupResponse>()
                 .map(|_| ResponseOutcome::default()),
-            // Not a request of this protocol (see `group::seam`).
+            // Not a request of this protocol (see `group::either_membership`).
             GroupRequestKind::ConsumerHeartbeat => Ok(ResponseOutcome::default()),
         };
         match decoded {

@@ -2,8 +2,9 @@
 //!
 //! Like [`protocol`](crate::protocol), this layer is pure: no sockets, no
 //! async, no clock. It holds the membership state machines of both group
-//! protocols behind one seam ([`membership`], [`consumer_membership`],
-//! [`seam`]), the topic patterns of pattern subscriptions ([`pattern`]),
+//! protocols behind one enum that drives either through the same calls
+//! ([`membership`], [`consumer_membership`], [`either_membership`]), the
+//! topic patterns of pattern subscriptions ([`pattern`]),
 //! and the partition assignors the classic group leader runs between
 //! JoinGroup and SyncGroup ([`assignor`]); what follows is
 //! `docs/assignors.md`.
@@ -12,10 +13,10 @@
 
 pub mod assignor;
 pub mod consumer_membership;
+pub mod either_membership;
 pub mod errors;
 pub mod membership;
 pub mod pattern;
-pub mod seam;
 
 pub use assignor::{
     AssignmentStrategy, Assignor, CooperativeStickyAssignor, GroupAssignment, GroupMember,

@@ -47,8 +47,8 @@ use crate::fetch::{DecodeJob, FetchConfig, FetchToken, Fetcher};
 use crate::group::consumer_membership::{
     generate_member_id, ConsumerMembership, ConsumerMembershipConfig,
 };
+use crate::group::either_membership::GroupMembership;
 use crate::group::membership::{GroupEvent, GroupRequestKind, Membership, MembershipConfig};
-use crate::group::seam::GroupMembership;
 use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};

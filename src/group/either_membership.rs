@@ -1,7 +1,7 @@
-//! The group-protocol seam: the consumer drives one membership, classic
-//! (JoinGroup/SyncGroup/Heartbeat, client-side assignors) or consumer
-//! (KIP-848: ConsumerGroupHeartbeat, server-side assignors), through the
-//! same calls. Both machines are sans-IO; this enum only dispatches and
+//! A group membership of either protocol ([`GroupMembership`]): the
+//! consumer drives one membership, classic (JoinGroup/SyncGroup/Heartbeat,
+//! client-side assignors) or consumer (KIP-848: ConsumerGroupHeartbeat,
+//! server-side assignors), through the same calls. Both machines are sans-IO; this enum only dispatches and
 //! adapts their inputs (the classic leader needs partition counts, the
 //! consumer member topic ids).
 
