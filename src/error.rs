@@ -341,51 +341,20 @@ impl fmt::Display for Error {
                 what,
                 after,
                 last_error,
-            } => {
-                write!(f, "{what} timed out after {after:?}")?;
-                match last_error {
-                    Some(e) => write!(f, "; last error: {e}"),
-                    None => Ok(()),
-                }
-            }
-            Error::BrokersUnreachable { attempts } => {
-                f.write_str("all bootstrap brokers unreachable: ")?;
-                const SHOWN: usize = 5;
-                for (i, (addr, cause)) in attempts.iter().take(SHOWN).enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{addr} {cause}")?;
-                }
-                if attempts.len() > SHOWN {
-                    write!(f, ", and {} more", attempts.len() - SHOWN)?;
-                }
-                Ok(())
-            }
+            } => fmt_timeout(f, what, after, last_error.as_deref()),
+            Error::BrokersUnreachable { attempts } => fmt_unreachable(f, attempts),
             Error::Connection {
                 broker,
                 addr,
                 purpose,
                 cause,
-            } => {
-                match broker {
-                    Some(b) => write!(f, "broker {b} ({purpose} connection to {addr})")?,
-                    None => write!(f, "{purpose} connection to {addr}")?,
-                }
-                write!(f, ": {cause}")
-            }
+            } => fmt_connection(f, *broker, addr, purpose, cause),
             Error::Authentication {
                 broker,
                 addr,
                 mechanism,
                 message,
-            } => {
-                match broker {
-                    Some(b) => write!(f, "broker {b} ({addr})")?,
-                    None => write!(f, "{addr}")?,
-                }
-                write!(f, ": SASL {mechanism} authentication failed: {message}")
-            }
+            } => fmt_authentication(f, *broker, addr, mechanism, message),
             Error::Topic { topic, code } => write!(f, "topic {topic:?}: {code}"),
             Error::UnknownPartition {
                 topic,
@@ -409,43 +378,7 @@ impl fmt::Display for Error {
                 code,
                 reason,
                 stopped,
-            } => {
-                write!(f, "group {group:?}: {api} failed: ")?;
-                match code {
-                    Some(code) => write!(f, "{code}")?,
-                    None => f.write_str(reason)?,
-                }
-                if *stopped {
-                    return f.write_str("; the member stopped");
-                }
-                use crate::group::errors::GroupErrorClass;
-                match code.map(crate::group::errors::classify) {
-                    Some(GroupErrorClass::Rebalance) if *api == "OffsetCommit" => f.write_str(
-                        "; the group is rebalancing and the member rejoins by itself: the offsets were not committed (commit again once partitions are assigned)",
-                    ),
-                    Some(GroupErrorClass::Rebalance) => {
-                        f.write_str("; the group is rebalancing and the member rejoins by itself")
-                    }
-                    Some(GroupErrorClass::Coordinator) => {
-                        f.write_str("; the coordinator is looked up again and the request retried")
-                    }
-                    // The same offsets would be refused again
-                    // (core::handle_commit does not send them again).
-                    Some(GroupErrorClass::Transient)
-                        if *api == "OffsetCommit"
-                            && *code == Some(crate::protocol::ErrorCode::FencedLeaderEpoch) =>
-                    {
-                        f.write_str(
-                            "; the broker knows a newer leader epoch than the last record read: the offsets were not committed (commit again after reading on)",
-                        )
-                    }
-                    Some(GroupErrorClass::Transient) => f.write_str("; retried after a backoff"),
-                    Some(GroupErrorClass::Refused) => f.write_str(
-                        "; refused: the consumer asks again with backoff, but retrying does not cure it",
-                    ),
-                    None => Ok(()),
-                }
-            }
+            } => fmt_group(f, group, api, *code, reason, *stopped),
             Error::InvalidPattern { pattern, reason } => {
                 write!(f, "topic pattern {pattern:?}: {reason}")
             }
@@ -455,6 +388,121 @@ impl fmt::Display for Error {
                 write!(f, "configuration property {property}: {reason}")
             }
         }
+    }
+}
+
+/// [`Error::Timeout`]: what timed out, and the last error seen meanwhile.
+fn fmt_timeout(
+    f: &mut fmt::Formatter<'_>,
+    what: &str,
+    after: &std::time::Duration,
+    last_error: Option<&str>,
+) -> fmt::Result {
+    write!(f, "{what} timed out after {after:?}")?;
+    match last_error {
+        Some(e) => write!(f, "; last error: {e}"),
+        None => Ok(()),
+    }
+}
+
+/// [`Error::BrokersUnreachable`]: the first few addresses and their causes.
+fn fmt_unreachable(
+    f: &mut fmt::Formatter<'_>,
+    attempts: &[(String, ConnectionError)],
+) -> fmt::Result {
+    f.write_str("all bootstrap brokers unreachable: ")?;
+    const SHOWN: usize = 5;
+    for (i, (addr, cause)) in attempts.iter().take(SHOWN).enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{addr} {cause}")?;
+    }
+    if attempts.len() > SHOWN {
+        write!(f, ", and {} more", attempts.len() - SHOWN)?;
+    }
+    Ok(())
+}
+
+/// [`Error::Connection`]: the broker (when known), the connection and why
+/// it failed.
+fn fmt_connection(
+    f: &mut fmt::Formatter<'_>,
+    broker: Option<i32>,
+    addr: &str,
+    purpose: &Purpose,
+    cause: &ConnectionError,
+) -> fmt::Result {
+    match broker {
+        Some(b) => write!(f, "broker {b} ({purpose} connection to {addr})")?,
+        None => write!(f, "{purpose} connection to {addr}")?,
+    }
+    write!(f, ": {cause}")
+}
+
+/// [`Error::Authentication`]: the broker (when known), the mechanism and
+/// the broker's message.
+fn fmt_authentication(
+    f: &mut fmt::Formatter<'_>,
+    broker: Option<i32>,
+    addr: &str,
+    mechanism: &str,
+    message: &str,
+) -> fmt::Result {
+    match broker {
+        Some(b) => write!(f, "broker {b} ({addr})")?,
+        None => write!(f, "{addr}")?,
+    }
+    write!(f, ": SASL {mechanism} authentication failed: {message}")
+}
+
+/// [`Error::Group`]: the failure, then what comes of it ([`group_next`]).
+fn fmt_group(
+    f: &mut fmt::Formatter<'_>,
+    group: &str,
+    api: &str,
+    code: Option<ErrorCode>,
+    reason: &str,
+    stopped: bool,
+) -> fmt::Result {
+    write!(f, "group {group:?}: {api} failed: ")?;
+    match code {
+        Some(code) => write!(f, "{code}")?,
+        None => f.write_str(reason)?,
+    }
+    if stopped {
+        return f.write_str("; the member stopped");
+    }
+    f.write_str(group_next(api, code))
+}
+
+/// What comes of a group request `api` refused with `code`, as the tail
+/// of [`Error::Group`]'s message (empty without a code).
+fn group_next(api: &str, code: Option<ErrorCode>) -> &'static str {
+    use crate::group::errors::GroupErrorClass;
+    match code.map(crate::group::errors::classify) {
+        Some(GroupErrorClass::Rebalance) if api == "OffsetCommit" => {
+            "; the group is rebalancing and the member rejoins by itself: the offsets were not committed (commit again once partitions are assigned)"
+        }
+        Some(GroupErrorClass::Rebalance) => {
+            "; the group is rebalancing and the member rejoins by itself"
+        }
+        Some(GroupErrorClass::Coordinator) => {
+            "; the coordinator is looked up again and the request retried"
+        }
+        // The same offsets would be refused again (the consumer's core
+        // does not send them again: `commit_refused`).
+        Some(GroupErrorClass::Transient)
+            if api == "OffsetCommit"
+                && code == Some(crate::protocol::ErrorCode::FencedLeaderEpoch) =>
+        {
+            "; the broker knows a newer leader epoch than the last record read: the offsets were not committed (commit again after reading on)"
+        }
+        Some(GroupErrorClass::Transient) => "; retried after a backoff",
+        Some(GroupErrorClass::Refused) => {
+            "; refused: the consumer asks again with backoff, but retrying does not cure it"
+        }
+        None => "",
     }
 }
 
