@@ -132,6 +132,10 @@ pub(crate) struct Appended {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct RecordId(u64);
 
+/// A record as the batch builder takes it: its timestamp, key, value and
+/// headers.
+type RecordParts<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>, &'a [NewHeader<'a>]);
+
 /// Why a record was not appended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AppendError {
@@ -606,53 +610,10 @@ impl Accumulator {
         let limit = self.batch_limit();
         let available = self.available();
         let id = RecordId(self.next_id);
-
-        if let Some(Queued::New(open)) = self.queues.get_mut(tp).and_then(VecDeque::back_mut) {
-            if !open.closed {
-                let size = i32::try_from(open.records.len())
-                    .ok()
-                    .zip(timestamp.checked_sub(open.first_timestamp))
-                    .map(|(offset_delta, ts_delta)| {
-                        encoded_record_size(offset_delta, ts_delta, key, value, &headers)
-                    });
-                match size {
-                    Some(size) if open.size + size <= limit => {
-                        if size > available {
-                            self.memory_wanted = true;
-                            return Err(AppendError::BufferFull {
-                                needed: size,
-                                available,
-                            });
-                        }
-                        open.builder
-                            .append(timestamp, key, value, &headers)
-                            .map_err(AppendError::Invalid)?;
-                        open.records.push(id);
-                        open.size += size;
-                        open.closed = open.size >= limit;
-                        self.news |= open.closed;
-                        if let Some(held) = self.incomplete.get_mut(&open.records[0]) {
-                            *held += size;
-                        }
-                        self.used += size;
-                        self.next_id += 1;
-                        self.memory_wanted = false;
-                        return Ok(Appended {
-                            id,
-                            batch: open.records[0],
-                            index: open.records.len() as u32 - 1,
-                        });
-                    }
-                    // No room (or an offset or timestamp delta the batch
-                    // cannot hold): the batch is full.
-                    _ => {
-                        open.closed = true;
-                        self.news = true;
-                    }
-                }
-            }
+        let parts = (timestamp, key, value, &headers[..]);
+        if let Some(done) = self.append_to_open(tp, id, parts, limit, available) {
+            return done;
         }
-
         if alone > available {
             self.memory_wanted = true;
             return Err(AppendError::BufferFull {
@@ -660,29 +621,7 @@ impl Accumulator {
                 available,
             });
         }
-        let spare = match self.spare.last() {
-            Some(buf) if buf.capacity() >= alone => self.spare.pop(),
-            _ => None,
-        };
-        if let Some(buf) = &spare {
-            self.spare_bytes -= buf.capacity();
-        }
-        // The records held grew since the buffers were kept: they give way.
-        while self.used + alone + self.spare_bytes > self.config.buffer_memory {
-            match self.spare.pop() {
-                Some(buf) => self.spare_bytes -= buf.capacity(),
-                None => break,
-            }
-        }
-        let mut builder = match spare {
-            Some(buf) => RecordBatchBuilder::with_buffer(0, buf),
-            None => RecordBatchBuilder::new(0),
-        }
-        .compression(self.config.compression)
-        .transactional(self.config.transactional);
-        // Room for this record only: a batch of one large record takes
-        // what it needs; one of many small ones grows as they come.
-        builder.reserve(alone - BATCH_HEADER_LEN);
+        let mut builder = self.batch_builder(alone);
         builder
             .append(timestamp, key, value, &headers)
             .map_err(AppendError::Invalid)?;
@@ -710,6 +649,98 @@ impl Accumulator {
             batch: id,
             index: 0,
         })
+    }
+
+    /// Appends record `id` (its timestamp, key, value and headers) to
+    /// `tp`'s open batch when it fits there (`limit`: the batch's size
+    /// limit; `available`: the memory free). `None` when a new batch must
+    /// take it: there is no open batch, or it is full now (closed here).
+    fn append_to_open(
+        &mut self,
+        tp: &TopicPartition,
+        id: RecordId,
+        (timestamp, key, value, headers): RecordParts<'_>,
+        limit: usize,
+        available: usize,
+    ) -> Option<Result<Appended, AppendError>> {
+        let Some(Queued::New(open)) = self.queues.get_mut(tp).and_then(VecDeque::back_mut) else {
+            return None;
+        };
+        if open.closed {
+            return None;
+        }
+        let size = i32::try_from(open.records.len())
+            .ok()
+            .zip(timestamp.checked_sub(open.first_timestamp))
+            .map(|(offset_delta, ts_delta)| {
+                encoded_record_size(offset_delta, ts_delta, key, value, headers)
+            });
+        match size {
+            Some(size) if open.size + size <= limit => {
+                if size > available {
+                    self.memory_wanted = true;
+                    return Some(Err(AppendError::BufferFull {
+                        needed: size,
+                        available,
+                    }));
+                }
+                if let Err(e) = open.builder.append(timestamp, key, value, headers) {
+                    return Some(Err(AppendError::Invalid(e)));
+                }
+                open.records.push(id);
+                open.size += size;
+                open.closed = open.size >= limit;
+                self.news |= open.closed;
+                if let Some(held) = self.incomplete.get_mut(&open.records[0]) {
+                    *held += size;
+                }
+                self.used += size;
+                self.next_id += 1;
+                self.memory_wanted = false;
+                Some(Ok(Appended {
+                    id,
+                    batch: open.records[0],
+                    index: open.records.len() as u32 - 1,
+                }))
+            }
+            // No room (or an offset or timestamp delta the batch cannot
+            // hold): the batch is full.
+            _ => {
+                open.closed = true;
+                self.news = true;
+                None
+            }
+        }
+    }
+
+    /// A builder for a new batch whose first record takes `alone` bytes
+    /// (batch header included), on a spare buffer when one is large
+    /// enough; spare buffers give way to the records held.
+    fn batch_builder(&mut self, alone: usize) -> RecordBatchBuilder {
+        let spare = match self.spare.last() {
+            Some(buf) if buf.capacity() >= alone => self.spare.pop(),
+            _ => None,
+        };
+        if let Some(buf) = &spare {
+            self.spare_bytes -= buf.capacity();
+        }
+        // The records held grew since the buffers were kept: they give way.
+        while self.used + alone + self.spare_bytes > self.config.buffer_memory {
+            match self.spare.pop() {
+                Some(buf) => self.spare_bytes -= buf.capacity(),
+                None => break,
+            }
+        }
+        let mut builder = match spare {
+            Some(buf) => RecordBatchBuilder::with_buffer(0, buf),
+            None => RecordBatchBuilder::new(0),
+        }
+        .compression(self.config.compression)
+        .transactional(self.config.transactional);
+        // Room for this record only: a batch of one large record takes
+        // what it needs; one of many small ones grows as they come.
+        builder.reserve(alone - BATCH_HEADER_LEN);
+        builder
     }
 
     /// Whether a flush is waiting for records appended before it.
