@@ -501,9 +501,9 @@ impl Assignor for RoundRobinAssignor {
 /// withholds nothing.
 ///
 /// Cost: with equal subscriptions, at most partitions × members steps
-/// (under 3 ms for 2000 partitions over 200 members); with different
-/// subscriptions, a min-cost flow (about 40 ms for 1000 partitions over
-/// 100 members, 250 ms for 2000 over 200; release builds).
+/// (a few milliseconds for thousands of partitions over hundreds of
+/// members); with different subscriptions, a min-cost flow, slower by
+/// about two orders of magnitude at the same size.
 ///
 /// ```
 /// use lazykafka::group::{Assignor, CooperativeStickyAssignor, GroupMember, TopicPartition};
