@@ -5,7 +5,8 @@
 //! otherwise refused with what to use instead (docs/configuration.md,
 //! "librdkafka's names").
 
-use super::{common, invalid, ENABLE_AUTO_COMMIT, FETCH_MAX_WAIT_MS, MAX_PARTITION_FETCH_BYTES};
+use super::consumer::{ENABLE_AUTO_COMMIT, FETCH_MAX_WAIT_MS, MAX_PARTITION_FETCH_BYTES};
+use super::{common, values::invalid};
 use crate::error::Error;
 
 /// librdkafka's names for consumer properties (besides the shared ones,

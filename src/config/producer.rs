@@ -4,57 +4,47 @@
 //! `clients/src/main/java/org/apache/kafka/clients/producer/`), and the
 //! properties every client takes ([`super::common`]).
 
+mod properties;
+
 use super::common::{
-    common_getters, common_setters, sort_properties, Common, CommonBuilder, BOOTSTRAP_SERVERS,
-    CLIENT_DNS_LOOKUP, CLIENT_ID, CLIENT_RUNTIME, CONNECTIONS_MAX_IDLE_MS,
-    ENABLE_SSL_CERTIFICATE_VERIFICATION, METADATA_MAX_AGE_MS, RECONNECT_BACKOFF_MAX_MS,
-    RECONNECT_BACKOFF_MS, REQUEST_TIMEOUT_MS, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS,
-    SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS, SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
+    common_getters, common_setters, common_table, sort_properties, Common, CommonBuilder,
+    BOOTSTRAP_SERVERS, CLIENT_DNS_LOOKUP, CLIENT_ID, CLIENT_RUNTIME, CONNECTIONS_MAX_IDLE_MS,
+    ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, ENABLE_SSL_CERTIFICATE_VERIFICATION, METADATA_MAX_AGE_MS,
+    RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_MS, REQUEST_TIMEOUT_MS, RETRY_BACKOFF_MAX_MS,
+    RETRY_BACKOFF_MS, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG, SASL_PASSWORD, SASL_USERNAME,
+    SECURITY_PROTOCOL, SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS, SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
     SOCKET_KEEPALIVE_ENABLE, SSL_CA_LOCATION, SSL_CA_PEM, SSL_CERTIFICATE_LOCATION,
     SSL_CERTIFICATE_PEM, SSL_ENDPOINT_IDENTIFICATION_ALGORITHM, SSL_KEY_LOCATION, SSL_KEY_PASSWORD,
     SSL_KEY_PEM,
 };
-use super::security::{
-    ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG, SASL_PASSWORD,
-    SASL_USERNAME, SECURITY_PROTOCOL,
+use super::table::{property_getters, property_setters, property_values};
+use super::values::{
+    config_error, invalid, ms, optional, parse_bool, parse_integer, parse_ms, parse_u32, shown,
+    INT_MAX, LONG_MAX,
 };
 use super::{
-    check_int, check_ms, config_error, invalid, parse_bool, parse_integer, parse_ms, parse_u32,
     serde_properties, unknown_property, BrokerAddress, ClientRuntime, Compression, ConsumerConfig,
-    EndpointIdentification, SecurityProtocol, INT_MAX, MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
+    EndpointIdentification, SecurityProtocol,
 };
 use crate::error::Error;
 use crate::sasl::Secret;
+use properties::producer_table;
 use serde::de::{self, Deserialize, Deserializer};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-// Property names of the producer alone, in the order of
-// `ProducerConfig::PROPERTIES` (the shared ones are in `common`).
-const ACKS: &str = "acks";
-const ENABLE_IDEMPOTENCE: &str = "enable.idempotence";
-const LINGER_MS: &str = "linger.ms";
-const BATCH_SIZE: &str = "batch.size";
-const COMPRESSION_TYPE: &str = "compression.type";
-const MAX_REQUEST_SIZE: &str = "max.request.size";
-const BUFFER_MEMORY: &str = "buffer.memory";
-const MAX_BLOCK_MS: &str = "max.block.ms";
-const DELIVERY_TIMEOUT_MS: &str = "delivery.timeout.ms";
-const RETRIES: &str = "retries";
-const PARTITIONER_IGNORE_KEYS: &str = "partitioner.ignore.keys";
-const METADATA_MAX_IDLE_MS: &str = "metadata.max.idle.ms";
-const TRANSACTIONAL_ID: &str = "transactional.id";
-
-// librdkafka's names for some of them, accepted (see `set`).
+// librdkafka's names for some of the producer's properties: the table's
+// `also` reads five of them as the Java property; the last two are read by
+// `ProducerConfigBuilder::set_known`.
+const REQUEST_REQUIRED_ACKS: &str = "request.required.acks";
 const QUEUE_BUFFERING_MAX_MS: &str = "queue.buffering.max.ms";
 const COMPRESSION_CODEC: &str = "compression.codec";
-const MESSAGE_TIMEOUT_MS: &str = "message.timeout.ms";
-const REQUEST_REQUIRED_ACKS: &str = "request.required.acks";
-const QUEUE_BUFFERING_MAX_KBYTES: &str = "queue.buffering.max.kbytes";
 const MESSAGE_MAX_BYTES: &str = "message.max.bytes";
 const MESSAGE_SEND_MAX_RETRIES: &str = "message.send.max.retries";
+const QUEUE_BUFFERING_MAX_KBYTES: &str = "queue.buffering.max.kbytes";
+const MESSAGE_TIMEOUT_MS: &str = "message.timeout.ms";
 
 /// The most batches a broker keeps the sequence numbers of, per producer
 /// and partition: more requests in flight than this cannot be idempotent
@@ -63,6 +53,25 @@ const MAX_IN_FLIGHT_FOR_IDEMPOTENCE: u32 = 5;
 const DEFAULT_DELIVERY_TIMEOUT: Duration = Duration::from_millis(120_000);
 /// Java's lower bound for `metadata.max.idle.ms`.
 const METADATA_MAX_IDLE_MIN_MS: u64 = 5_000;
+
+producer_table!(property_values! {
+    /// The producer's own properties as set, before they are checked.
+    #[derive(Debug, Clone)]
+    pub(super) builder OwnPropertiesBuilder;
+    /// The producer's own properties, checked.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    values OwnProperties;
+    computed Computed;
+    extra {}
+});
+
+/// The producer's values [`ProducerConfigBuilder::build`] computes from
+/// several properties.
+pub(in crate::config) struct Computed {
+    enable_idempotence: bool,
+    linger: Duration,
+    delivery_timeout: Duration,
+}
 
 /// How many acknowledgements a Produce request waits for (`acks`).
 ///
@@ -198,19 +207,8 @@ fn parse_compression(property: &str, s: &str) -> Result<Compression, Error> {
 pub struct ProducerConfig {
     /// The properties every client takes.
     common: Common,
-    acks: Acks,
-    enable_idempotence: bool,
-    linger: Duration,
-    batch_size: u32,
-    compression_type: Compression,
-    max_request_size: u32,
-    buffer_memory: u64,
-    max_block: Duration,
-    delivery_timeout: Duration,
-    retries: u32,
-    max_in_flight_requests_per_connection: u32,
-    partitioner_ignore_keys: bool,
-    metadata_max_idle: Duration,
+    /// The producer's own.
+    own: OwnProperties,
 }
 
 impl ProducerConfig {
@@ -359,126 +357,16 @@ impl ProducerConfig {
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
     pub fn to_properties(&self) -> Vec<(&'static str, String)> {
-        let ms = |d: Duration| d.as_millis().to_string();
         let mut out = Vec::with_capacity(Self::PROPERTIES.len());
-        self.common.render(&mut out);
-        out.extend([
-            (ACKS, self.acks.to_string()),
-            (ENABLE_IDEMPOTENCE, self.enable_idempotence.to_string()),
-            (LINGER_MS, ms(self.linger)),
-            (BATCH_SIZE, self.batch_size.to_string()),
-            (COMPRESSION_TYPE, self.compression_type.to_string()),
-            (MAX_REQUEST_SIZE, self.max_request_size.to_string()),
-            (BUFFER_MEMORY, self.buffer_memory.to_string()),
-            (MAX_BLOCK_MS, ms(self.max_block)),
-            (DELIVERY_TIMEOUT_MS, ms(self.delivery_timeout)),
-            (RETRIES, self.retries.to_string()),
-            (
-                MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
-                self.max_in_flight_requests_per_connection.to_string(),
-            ),
-            (
-                PARTITIONER_IGNORE_KEYS,
-                self.partitioner_ignore_keys.to_string(),
-            ),
-            (METADATA_MAX_IDLE_MS, ms(self.metadata_max_idle)),
-        ]);
+        self.common.render_all(&mut out);
+        self.own.render(&mut out);
         sort_properties(&mut out, Self::PROPERTIES);
         out
     }
 
-    /// `acks`: how many acknowledgements a Produce request waits for
-    /// (default [`Acks::All`]).
-    pub fn acks(&self) -> Acks {
-        self.acks
-    }
-
-    /// `enable.idempotence`: whether the producer is idempotent (KIP-98: a
-    /// producer id and per-partition sequence numbers, so that a retried
-    /// batch is written once and in order). On by default, as in the Java
-    /// client; this is the effective value. Left at its default, it is
-    /// turned off (as the Java 3.x client does) by `acks` other than `all`,
-    /// `retries=0` or `max.in.flight.requests.per.connection` above 5; set
-    /// to `true` explicitly, those are errors.
-    pub fn enable_idempotence(&self) -> bool {
-        self.enable_idempotence
-    }
-
-    /// `linger.ms`: how long a batch waits for more records before it is
-    /// sent (default 5 ms). Values above 2147483647 ms are taken as
-    /// 2147483647, as the Java client does.
-    pub fn linger(&self) -> Duration {
-        self.linger
-    }
-
-    /// `batch.size`: the most bytes of records one partition's batch holds
-    /// (default 16384); a larger record goes in a batch of its own. `0`
-    /// turns batching off.
-    pub fn batch_size(&self) -> u32 {
-        self.batch_size
-    }
-
-    /// `compression.type`: the codec record batches are compressed with
-    /// (default [`Compression::None`]).
-    pub fn compression_type(&self) -> Compression {
-        self.compression_type
-    }
-
-    /// `max.request.size`: the largest Produce request, and so the largest
-    /// record, the producer sends (default 1048576, 1 MiB).
-    pub fn max_request_size(&self) -> u32 {
-        self.max_request_size
-    }
-
-    /// `buffer.memory`: the bytes of records waiting to be sent the
-    /// producer holds before `send` waits (default 33554432, 32 MiB).
-    pub fn buffer_memory(&self) -> u64 {
-        self.buffer_memory
-    }
-
-    /// `max.block.ms`: how long `send` may wait for metadata or for room in
-    /// `buffer.memory` before it fails (default 60 s).
-    pub fn max_block(&self) -> Duration {
-        self.max_block
-    }
-
-    /// `delivery.timeout.ms`: how long after `send` a record may take to be
-    /// acknowledged, retries included, before it fails (default 120 s).
-    /// At least `linger.ms` + `request.timeout.ms`: set lower, it is an
-    /// error; left at its default, it is raised to that sum, as in the Java
-    /// client.
-    pub fn delivery_timeout(&self) -> Duration {
-        self.delivery_timeout
-    }
-
-    /// `retries`: how many times a failed batch is sent again, within
-    /// `delivery.timeout.ms` (default 2147483647: as many as that allows).
-    pub fn retries(&self) -> u32 {
-        self.retries
-    }
-
-    /// `max.in.flight.requests.per.connection`: Produce requests sent on
-    /// one connection before waiting for an answer (default 5; at most 5
-    /// with idempotence).
-    pub fn max_in_flight_requests_per_connection(&self) -> u32 {
-        self.max_in_flight_requests_per_connection
-    }
-
-    /// `partitioner.ignore.keys`: place keyed records as if they had no key,
-    /// with the sticky partitioner (default `false`; see
-    /// [`producer::place`](crate::producer::place)).
-    pub fn partitioner_ignore_keys(&self) -> bool {
-        self.partitioner_ignore_keys
-    }
-
-    /// `metadata.max.idle.ms`: a topic not produced to for this long is
-    /// dropped from the metadata the producer keeps (default 5 min; at
-    /// least 5 s).
-    pub fn metadata_max_idle(&self) -> Duration {
-        self.metadata_max_idle
-    }
-
-    common_getters!(ProducerConfig);
+    producer_table!(property_getters! { own; });
+    common_table!(property_getters! { common; });
+    common_getters!();
 }
 
 impl<'de> Deserialize<'de> for ProducerConfig {
@@ -500,21 +388,8 @@ impl<'de> Deserialize<'de> for ProducerConfig {
 pub struct ProducerConfigBuilder {
     /// The properties every client takes.
     common: CommonBuilder,
-    acks: Acks,
-    /// `None`: the default, which incompatible settings turn off.
-    enable_idempotence: Option<bool>,
-    linger: Duration,
-    batch_size: u32,
-    compression_type: Compression,
-    max_request_size: u32,
-    buffer_memory: u64,
-    max_block: Duration,
-    /// `None`: the default, which `linger.ms` + `request.timeout.ms` raise.
-    delivery_timeout: Option<Duration>,
-    retries: u32,
-    max_in_flight_requests_per_connection: u32,
-    partitioner_ignore_keys: bool,
-    metadata_max_idle: Duration,
+    /// The producer's own.
+    own: OwnPropertiesBuilder,
 }
 
 impl Default for ProducerConfigBuilder {
@@ -528,19 +403,7 @@ impl ProducerConfigBuilder {
     pub fn new() -> Self {
         ProducerConfigBuilder {
             common: CommonBuilder::default(),
-            acks: Acks::All,
-            enable_idempotence: None,
-            linger: Duration::from_millis(5),
-            batch_size: 16_384,
-            compression_type: Compression::None,
-            max_request_size: 1_048_576,
-            buffer_memory: 33_554_432,
-            max_block: Duration::from_millis(60_000),
-            delivery_timeout: None,
-            retries: i32::MAX as u32,
-            max_in_flight_requests_per_connection: 5,
-            partitioner_ignore_keys: false,
-            metadata_max_idle: Duration::from_millis(300_000),
+            own: OwnPropertiesBuilder::default(),
         }
     }
 
@@ -579,22 +442,11 @@ impl ProducerConfigBuilder {
         let p = property;
         let v = value.trim();
         match property {
-            ACKS | REQUEST_REQUIRED_ACKS => self.acks = parse_acks(p, v)?,
-            ENABLE_IDEMPOTENCE => self.enable_idempotence = Some(parse_bool(p, v)?),
-            LINGER_MS | QUEUE_BUFFERING_MAX_MS => self.linger = parse_ms(p, v)?,
-            BATCH_SIZE => self.batch_size = parse_u32(p, v)?,
-            COMPRESSION_TYPE | COMPRESSION_CODEC => {
-                self.compression_type = parse_compression(p, v)?
-            }
-            MAX_REQUEST_SIZE | MESSAGE_MAX_BYTES => self.max_request_size = parse_u32(p, v)?,
-            BUFFER_MEMORY => self.buffer_memory = parse_integer(p, v)?,
             QUEUE_BUFFERING_MAX_KBYTES => {
-                self.buffer_memory = parse_integer(p, v)?
+                self.own.buffer_memory = parse_integer(p, v)?
                     .checked_mul(1024)
                     .ok_or_else(|| invalid(p, v, "too large"))?
             }
-            MAX_BLOCK_MS => self.max_block = parse_ms(p, v)?,
-            DELIVERY_TIMEOUT_MS => self.delivery_timeout = Some(parse_ms(p, v)?),
             MESSAGE_TIMEOUT_MS => {
                 let timeout = parse_ms(p, v)?;
                 if timeout.is_zero() {
@@ -607,14 +459,8 @@ impl ProducerConfigBuilder {
                         ),
                     ));
                 }
-                self.delivery_timeout = Some(timeout);
+                self.own.delivery_timeout = Some(timeout);
             }
-            RETRIES | MESSAGE_SEND_MAX_RETRIES => self.retries = parse_u32(p, v)?,
-            MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION => {
-                self.max_in_flight_requests_per_connection = parse_u32(p, v)?
-            }
-            PARTITIONER_IGNORE_KEYS => self.partitioner_ignore_keys = parse_bool(p, v)?,
-            METADATA_MAX_IDLE_MS => self.metadata_max_idle = parse_ms(p, v)?,
             TRANSACTIONAL_ID => {
                 return Err(config_error(
                     p,
@@ -622,13 +468,20 @@ impl ProducerConfigBuilder {
                      (enable.idempotence gives an idempotent producer without one)",
                 ))
             }
-            _ => match self.common.set(property, value) {
+            _ => match self.own.parse(property, value) {
                 Some(result) => result?,
-                None => return Err(unknown_producer_property(property)),
+                None => match self.common.set(property, value) {
+                    Some(result) => result?,
+                    None => return Err(unknown_producer_property(property)),
+                },
             },
         }
         Ok(self)
     }
+
+    /// Notes that a property was set by a typed setter: the producer has
+    /// no use for it (the consumer's builder has).
+    fn on_set(&mut self, _property: &str) {}
 
     /// Sets every property of `properties` with [`set`](Self::set), in
     /// order.
@@ -643,136 +496,32 @@ impl ProducerConfigBuilder {
             .try_fold(self, |b, (k, v)| b.set(k.as_ref(), v.as_ref()))
     }
 
-    /// `acks`. Other than [`Acks::All`], it turns default idempotence off,
-    /// and is an error with `enable_idempotence(true)`.
-    pub fn acks(mut self, acks: Acks) -> Self {
-        self.acks = acks;
-        self
-    }
-
-    /// `enable.idempotence`. Set to `true`, the settings it needs (`acks`
-    /// all, `retries` above 0, at most 5 requests in flight) are checked;
-    /// left unset, settings that contradict it turn it off.
-    pub fn enable_idempotence(mut self, enable: bool) -> Self {
-        self.enable_idempotence = Some(enable);
-        self
-    }
-
-    /// `linger.ms`.
-    pub fn linger(mut self, linger: Duration) -> Self {
-        self.linger = linger;
-        self
-    }
-
-    /// `batch.size`; at most 2147483647.
-    pub fn batch_size(mut self, bytes: u32) -> Self {
-        self.batch_size = bytes;
-        self
-    }
-
-    /// `compression.type`; the codec's cargo feature must be built.
-    pub fn compression_type(mut self, compression: Compression) -> Self {
-        self.compression_type = compression;
-        self
-    }
-
-    /// `max.request.size`; at most 2147483647.
-    pub fn max_request_size(mut self, bytes: u32) -> Self {
-        self.max_request_size = bytes;
-        self
-    }
-
-    /// `buffer.memory`; at most 9223372036854775807.
-    pub fn buffer_memory(mut self, bytes: u64) -> Self {
-        self.buffer_memory = bytes;
-        self
-    }
-
-    /// `max.block.ms`.
-    pub fn max_block(mut self, max_block: Duration) -> Self {
-        self.max_block = max_block;
-        self
-    }
-
-    /// `delivery.timeout.ms`; at least `linger.ms` + `request.timeout.ms`.
-    pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
-        self.delivery_timeout = Some(timeout);
-        self
-    }
-
-    /// `retries`; at most 2147483647. `0` turns default idempotence off,
-    /// and is an error with `enable_idempotence(true)`.
-    pub fn retries(mut self, retries: u32) -> Self {
-        self.retries = retries;
-        self
-    }
-
-    /// `max.in.flight.requests.per.connection`; at least 1. Above 5, it
-    /// turns default idempotence off, and is an error with
-    /// `enable_idempotence(true)`.
-    pub fn max_in_flight_requests_per_connection(mut self, requests: u32) -> Self {
-        self.max_in_flight_requests_per_connection = requests;
-        self
-    }
-
-    /// `partitioner.ignore.keys`.
-    pub fn partitioner_ignore_keys(mut self, ignore: bool) -> Self {
-        self.partitioner_ignore_keys = ignore;
-        self
-    }
-
-    /// `metadata.max.idle.ms`; at least 5 s.
-    pub fn metadata_max_idle(mut self, idle: Duration) -> Self {
-        self.metadata_max_idle = idle;
-        self
-    }
-
+    producer_table!(property_setters! { own; });
+    common_table!(property_setters! { common; });
     common_setters!(ProducerConfig);
 
     /// Checks every value and how they agree, as the Java producer does,
     /// and returns the configuration; an [`Error::Config`] names the first
     /// property that is wrong.
     pub fn build(self) -> Result<ProducerConfig, Error> {
+        let common = self.common.build("ProducerConfigBuilder")?;
+        self.own.check_each()?;
+        let computed = Computed {
+            enable_idempotence: self.own.enable_idempotence()?,
+            linger: self.own.linger.min(Duration::from_millis(INT_MAX)),
+            delivery_timeout: self.own.delivery_timeout(&common)?,
+        };
+        Ok(ProducerConfig {
+            common,
+            own: self.own.into_values(computed),
+        })
+    }
+}
+
+impl OwnPropertiesBuilder {
+    /// Whether the producer is idempotent.
+    fn enable_idempotence(&self) -> Result<bool, Error> {
         let b = self;
-        let common = b.common.build("ProducerConfigBuilder")?;
-
-        check_ms(LINGER_MS, b.linger, 0, i64::MAX as u64)?;
-        check_int(BATCH_SIZE, b.batch_size, 0)?;
-        check_int(MAX_REQUEST_SIZE, b.max_request_size, 0)?;
-        if b.buffer_memory > i64::MAX as u64 {
-            return Err(invalid(
-                BUFFER_MEMORY,
-                b.buffer_memory,
-                format!("must be at most {}", i64::MAX),
-            ));
-        }
-        check_ms(MAX_BLOCK_MS, b.max_block, 0, i64::MAX as u64)?;
-        if let Some(timeout) = b.delivery_timeout {
-            check_ms(DELIVERY_TIMEOUT_MS, timeout, 0, INT_MAX)?;
-        }
-        check_int(RETRIES, b.retries, 0)?;
-        check_int(
-            MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
-            b.max_in_flight_requests_per_connection,
-            1,
-        )?;
-        check_ms(
-            METADATA_MAX_IDLE_MS,
-            b.metadata_max_idle,
-            METADATA_MAX_IDLE_MIN_MS,
-            i64::MAX as u64,
-        )?;
-        if !b.compression_type.is_enabled() {
-            return Err(invalid(
-                COMPRESSION_TYPE,
-                b.compression_type,
-                format!(
-                    "this build lacks the cargo feature {:?}",
-                    b.compression_type.name()
-                ),
-            ));
-        }
-
         // Java's ProducerConfig.postProcessAndValidateIdempotenceConfigs
         // (3.x): what idempotence needs, in its order. Asked for
         // explicitly, a setting against it is an error naming that
@@ -820,6 +569,13 @@ impl ProducerConfigBuilder {
             }
         }
 
+        Ok(enable_idempotence)
+    }
+
+    /// `delivery.timeout.ms`, raised or checked against the time a record
+    /// needs.
+    fn delivery_timeout(&self, common: &Common) -> Result<Duration, Error> {
+        let b = self;
         // Java's KafkaProducer.configureDeliveryTimeout: a record must be
         // given the time to linger and for one request.
         let linger = b.linger.min(Duration::from_millis(INT_MAX));
@@ -845,23 +601,30 @@ impl ProducerConfigBuilder {
             None => DEFAULT_DELIVERY_TIMEOUT.max(floor),
         };
 
-        Ok(ProducerConfig {
-            common,
-            acks: b.acks,
-            enable_idempotence,
-            linger,
-            batch_size: b.batch_size,
-            compression_type: b.compression_type,
-            max_request_size: b.max_request_size,
-            buffer_memory: b.buffer_memory,
-            max_block: b.max_block,
-            delivery_timeout,
-            retries: b.retries,
-            max_in_flight_requests_per_connection: b.max_in_flight_requests_per_connection,
-            partitioner_ignore_keys: b.partitioner_ignore_keys,
-            metadata_max_idle: b.metadata_max_idle,
-        })
+        Ok(delivery_timeout)
     }
+}
+
+fn check_buffer_memory(property: &str, bytes: &u64) -> Result<(), Error> {
+    if *bytes > LONG_MAX {
+        return Err(invalid(
+            property,
+            bytes,
+            format!("must be at most {}", i64::MAX),
+        ));
+    }
+    Ok(())
+}
+
+fn check_codec_built(property: &str, codec: &Compression) -> Result<(), Error> {
+    if !codec.is_enabled() {
+        return Err(invalid(
+            property,
+            codec,
+            format!("this build lacks the cargo feature {:?}", codec.name()),
+        ));
+    }
+    Ok(())
 }
 
 /// The error for a property the producer does not know.

@@ -1,20 +1,19 @@
-//! `security.protocol` and the `sasl.*` properties.
+//! The `sasl.*` properties: how two of them are read, and how they agree
+//! with each other and with `security.protocol`.
 
-use super::{config_error, invalid, parse_bool, SecurityProtocol};
+use super::common::{
+    ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT, SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG, SASL_PASSWORD,
+    SASL_USERNAME,
+};
+use super::values::{config_error, invalid};
+use super::SecurityProtocol;
 use crate::error::Error;
 use crate::sasl::{Mechanism, OAuthTokenProvider, SaslConfig, Secret};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub(super) const SECURITY_PROTOCOL: &str = "security.protocol";
-pub(super) const SASL_MECHANISM: &str = "sasl.mechanism";
-/// librdkafka's name for `sasl.mechanism`.
-const SASL_MECHANISMS: &str = "sasl.mechanisms";
-pub(super) const SASL_USERNAME: &str = "sasl.username";
-pub(super) const SASL_PASSWORD: &str = "sasl.password";
-pub(super) const SASL_OAUTHBEARER_CONFIG: &str = "sasl.oauthbearer.config";
-pub(super) const ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT: &str =
-    "enable.sasl.oauthbearer.unsecure.jwt";
+/// librdkafka's name for `sasl.mechanism`, read as it.
+pub(super) const SASL_MECHANISMS: &str = "sasl.mechanisms";
 
 /// `sasl.oauthbearer.config` as librdkafka reads it for unsecured tokens:
 /// space-separated `principal=...`, `lifeSeconds=...` (3600),
@@ -27,7 +26,7 @@ struct UnsecuredJwtConfig {
     extensions: BTreeMap<String, String>,
 }
 
-fn parse_oauthbearer_config(value: &str) -> Result<UnsecuredJwtConfig, Error> {
+fn read_oauthbearer_config(value: &str) -> Result<UnsecuredJwtConfig, Error> {
     let bad = |why: String| invalid(SASL_OAUTHBEARER_CONFIG, value, why);
     let mut c = UnsecuredJwtConfig {
         principal: None,
@@ -68,72 +67,38 @@ fn parse_oauthbearer_config(value: &str) -> Result<UnsecuredJwtConfig, Error> {
     Ok(c)
 }
 
-/// The `sasl.*` settings, as set (the builder) and as checked (the
-/// configuration).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(super) struct SaslProperties {
-    pub mechanism: Option<Mechanism>,
-    pub username: Option<String>,
-    pub password: Option<Secret>,
-    pub oauthbearer_config: Option<String>,
-    pub unsecure_jwt: bool,
-    pub token_provider: Option<OAuthTokenProvider>,
+/// `sasl.mechanism` (or librdkafka's `sasl.mechanisms`, named as given).
+pub(super) fn parse_mechanism(property: &str, v: &str) -> Result<Option<Mechanism>, Error> {
+    v.parse::<Mechanism>().map(Some).map_err(|why| {
+        let why = if v.eq_ignore_ascii_case("GSSAPI") {
+            "GSSAPI (Kerberos) is not supported; expected PLAIN, SCRAM-SHA-256, \
+             SCRAM-SHA-512 or OAUTHBEARER"
+                .to_owned()
+        } else {
+            why
+        };
+        invalid(property, v, why)
+    })
 }
 
-impl SaslProperties {
-    /// Sets `property` if it is one of these; `None` if it is not.
-    pub fn set(&mut self, property: &str, v: &str) -> Option<Result<(), Error>> {
-        let result = match property {
-            SASL_MECHANISM | SASL_MECHANISMS => v
-                .parse::<Mechanism>()
-                .map(|m| self.mechanism = Some(m))
-                .map_err(|why| {
-                    let why = if v.eq_ignore_ascii_case("GSSAPI") {
-                        "GSSAPI (Kerberos) is not supported; expected PLAIN, SCRAM-SHA-256, \
-                         SCRAM-SHA-512 or OAUTHBEARER"
-                            .to_owned()
-                    } else {
-                        why
-                    };
-                    invalid(property, v, why)
-                }),
-            SASL_USERNAME => {
-                self.username = Some(v.to_owned());
-                Ok(())
-            }
-            SASL_PASSWORD => {
-                self.password = Some(Secret::new(v));
-                Ok(())
-            }
-            SASL_OAUTHBEARER_CONFIG => parse_oauthbearer_config(v).map(|_| {
-                self.oauthbearer_config = (!v.is_empty()).then(|| v.to_owned());
-            }),
-            ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT => {
-                parse_bool(property, v).map(|b| self.unsecure_jwt = b)
-            }
-            _ => return None,
-        };
-        Some(result)
-    }
+/// `sasl.oauthbearer.config`: its syntax is checked when it is set; empty
+/// unsets it.
+pub(super) fn parse_oauthbearer_config(_: &str, v: &str) -> Result<Option<String>, Error> {
+    read_oauthbearer_config(v).map(|_| (!v.is_empty()).then(|| v.to_owned()))
+}
 
-    /// The properties as `to_properties` lists them: unset ones left out,
-    /// and the password never.
-    pub fn render(&self, out: &mut Vec<(&'static str, String)>) {
-        if let Some(m) = self.mechanism {
-            out.push((SASL_MECHANISM, m.name().to_owned()));
-        }
-        if let Some(u) = &self.username {
-            out.push((SASL_USERNAME, u.clone()));
-        }
-        if let Some(c) = &self.oauthbearer_config {
-            out.push((SASL_OAUTHBEARER_CONFIG, c.clone()));
-        }
-        out.push((
-            ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT,
-            self.unsecure_jwt.to_string(),
-        ));
-    }
+/// The `sasl.*` settings of a builder or of a checked configuration.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SaslSettings<'a> {
+    pub mechanism: Option<Mechanism>,
+    pub username: Option<&'a str>,
+    pub password: Option<&'a Secret>,
+    pub oauthbearer_config: Option<&'a str>,
+    pub unsecure_jwt: bool,
+    pub token_provider: Option<&'a OAuthTokenProvider>,
+}
 
+impl SaslSettings<'_> {
     /// Checks that `protocol` and these settings agree. The `sasl.*`
     /// properties are ignored (as Java and librdkafka do) when the protocol
     /// does not use SASL. `builder` names the builder type in advice.
@@ -151,7 +116,7 @@ impl SaslProperties {
             ));
         };
         if mechanism.uses_password() {
-            if self.username.as_deref().is_none_or(str::is_empty) {
+            if self.username.is_none_or(str::is_empty) {
                 return Err(config_error(
                     SASL_USERNAME,
                     format!("required with sasl.mechanism={mechanism}"),
@@ -165,7 +130,7 @@ impl SaslProperties {
             }
             return Ok(());
         }
-        match (&self.token_provider, self.unsecure_jwt) {
+        match (self.token_provider, self.unsecure_jwt) {
             (Some(_), true) => Err(invalid(
                 ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT,
                 "true",
@@ -173,9 +138,7 @@ impl SaslProperties {
             )),
             (Some(_), false) => Ok(()),
             (None, true) => {
-                let config = parse_oauthbearer_config(
-                    self.oauthbearer_config.as_deref().unwrap_or_default(),
-                )?;
+                let config = read_oauthbearer_config(self.oauthbearer_config.unwrap_or_default())?;
                 if config.principal.is_none() {
                     return Err(config_error(
                         SASL_OAUTHBEARER_CONFIG,
@@ -204,18 +167,16 @@ impl SaslProperties {
         if mechanism.uses_password() {
             return Some(SaslConfig {
                 mechanism,
-                username: self.username.clone().unwrap_or_default(),
-                password: self.password.clone().unwrap_or_default(),
+                username: self.username.unwrap_or_default().to_owned(),
+                password: self.password.cloned().unwrap_or_default(),
                 token_provider: None,
             });
         }
-        let provider = match &self.token_provider {
+        let provider = match self.token_provider {
             Some(p) => p.clone(),
             None => {
-                let c = parse_oauthbearer_config(
-                    self.oauthbearer_config.as_deref().unwrap_or_default(),
-                )
-                .ok()?;
+                let c =
+                    read_oauthbearer_config(self.oauthbearer_config.unwrap_or_default()).ok()?;
                 OAuthTokenProvider::unsecured(c.principal?, c.lifetime, c.scope, c.extensions)
             }
         };
@@ -229,7 +190,7 @@ mod tests {
 
     #[test]
     fn oauthbearer_config_parses_as_librdkafka_does() {
-        let c = parse_oauthbearer_config(
+        let c = read_oauthbearer_config(
             "principal=admin lifeSeconds=60 scope=read,write extension_logicalCluster=lkc-1",
         )
         .unwrap();
@@ -238,7 +199,7 @@ mod tests {
         assert_eq!(c.scope.as_deref(), Some("read,write"));
         assert_eq!(c.extensions["logicalCluster"], "lkc-1");
         for bad in ["principal", "lifeSeconds=0", "colour=blue", "extension_=x"] {
-            assert!(parse_oauthbearer_config(bad).is_err(), "{bad}");
+            assert!(read_oauthbearer_config(bad).is_err(), "{bad}");
         }
     }
 }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::config::{EndpointIdentification, SecurityProtocol};
 use std::collections::HashMap;
+use std::time::Duration;
 
 const BASE: [(&str, &str); 2] = [("bootstrap.servers", "localhost:9092"), ("group.id", "g")];
 
@@ -1543,6 +1544,7 @@ fn edit_distance_is_levenshtein() {
     assert_eq!(edit_distance("same", "same"), 0);
 }
 
+mod docs;
 mod producer;
 
 mod round_trip {
