@@ -98,8 +98,6 @@ impl<W: PartialEq> Streak<W> {
     }
 }
 
-// Not every reporter needs every one of these.
-#[allow(dead_code)]
 impl<W: PartialEq> Streak<W> {
     /// When it is due ([`Streak::due`]) with this `grace`: once it has
     /// lasted `grace`, and [`REPORT_AGAIN_AFTER`] after it was last
@@ -118,6 +116,7 @@ impl<W: PartialEq> Streak<W> {
     }
 
     /// When it began.
+    #[cfg(test)]
     pub(crate) fn since(&self) -> Instant {
         self.since
     }
@@ -128,6 +127,7 @@ impl<W: PartialEq> Streak<W> {
     }
 
     /// When it was last reported, if it was.
+    #[cfg(test)]
     pub(crate) fn reported(&self) -> Option<Instant> {
         self.reported
     }

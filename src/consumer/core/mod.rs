@@ -50,6 +50,7 @@ use crate::group::consumer_membership::{
 use crate::group::either_membership::GroupMembership;
 use crate::group::membership::{GroupEvent, GroupRequestKind, Membership, MembershipConfig};
 use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
+use crate::streak::Streak;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -129,8 +130,9 @@ pub(crate) struct ConsumerCore {
     /// missing from the metadata before the application hears of it.
     propagation: Duration,
     /// Topics (and assigned partitions, as `(topic, Some(partition))`)
-    /// missing from the metadata: since when, and when last reported.
-    missing: BTreeMap<(String, Option<i32>), Missing>,
+    /// missing from the metadata: their runs, and when each was last
+    /// reported.
+    missing: BTreeMap<(String, Option<i32>), Option<Missing>>,
     /// The inputs of the last [`ConsumerCore::watch_topics`] that found
     /// nothing lacking (metadata generation, mode generation, assignment
     /// generation): until one of them changes, there is nothing to look at.
@@ -168,7 +170,7 @@ pub(crate) struct ConsumerCore {
     /// Refusals by the group coordinator (per API) and when each was last
     /// reported: said at once, then every `REPORT_AGAIN_AFTER` while it
     /// lasts.
-    refusals_reported: BTreeMap<&'static str, Instant>,
+    refusals_reported: BTreeMap<&'static str, Option<Streak<()>>>,
     /// A `poll` is giving group events to the rebalance listener: they are
     /// not output for the other `poll`s meanwhile.
     listener_busy: bool,

@@ -6,15 +6,23 @@
 use super::{ConsumerCore, Mode};
 use crate::cluster::Problem;
 use crate::error::{Error, ErrorCode};
+use crate::streak::Streak;
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// A topic or partition the metadata lacks.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Missing {
-    since: Instant,
-    code: ErrorCode,
-    reported: Option<Instant>,
+/// A topic or partition the metadata lacks: the run of metadata answers
+/// that lack it with one error code (another code starts a new run).
+pub(super) type Missing = Streak<ErrorCode>;
+
+/// How long a topic or partition must be missing with `code` before it is
+/// reported: `topic.metadata.propagation.max.ms` while the code may pass
+/// (a topic being created), none for a refusal.
+fn missing_grace(code: ErrorCode, propagation: Duration) -> Duration {
+    if code.is_retriable() {
+        propagation
+    } else {
+        Duration::ZERO
+    }
 }
 
 /// What the metadata lacks for a wanted topic or partition.
@@ -141,29 +149,12 @@ impl ConsumerCore {
         let lacking_keys: BTreeSet<_> = lacking.iter().map(|(k, _, _)| k.clone()).collect();
         self.missing.retain(|k, _| lacking_keys.contains(k));
         for (key, code, lack) in lacking {
-            let entry = self.missing.entry(key.clone()).or_insert(Missing {
-                since: now,
-                code,
-                reported: None,
-            });
-            if entry.code != code {
-                *entry = Missing {
-                    since: now,
-                    code,
-                    reported: None,
-                };
-            }
-            let due = match entry.reported {
-                None => {
-                    !code.is_retriable()
-                        || now.saturating_duration_since(entry.since) >= self.propagation
-                }
-                Some(t) => now.saturating_duration_since(t) >= crate::error::REPORT_AGAIN_AFTER,
-            };
-            if !due {
+            let slot = self.missing.entry(key.clone()).or_default();
+            let run = Missing::note(slot, code, now, Duration::MAX);
+            if !run.due(now, missing_grace(code, self.propagation)) {
                 continue;
             }
-            entry.reported = Some(now);
+            run.mark_reported(now);
             let (topic, partition) = key;
             let error = match (lack, partition) {
                 (Lack::Partition { partitions }, Some(partition)) => Error::UnknownPartition {
@@ -285,22 +276,20 @@ impl ConsumerCore {
     /// When each topic or partition missing from the metadata is due to be
     /// reported (again): deadlines of [`ConsumerCore::next_deadline`].
     pub(super) fn missing_report_deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
-        self.missing.values().map(|m| match m.reported {
-            None => m.since + self.propagation,
-            Some(t) => t + crate::error::REPORT_AGAIN_AFTER,
-        })
+        self.missing
+            .values()
+            .flatten()
+            .map(|m| m.next_due(missing_grace(*m.what(), self.propagation)))
     }
 
     /// Reports a refusal by the group coordinator (`api`: the request it
     /// refused) at once, then again only every `REPORT_AGAIN_AFTER` while
     /// it lasts.
     pub(super) fn report_refusal(&mut self, now: Instant, api: &'static str, code: ErrorCode) {
-        let due = self
-            .refusals_reported
-            .get(api)
-            .is_none_or(|t| now.saturating_duration_since(*t) >= crate::error::REPORT_AGAIN_AFTER);
-        if due {
-            self.refusals_reported.insert(api, now);
+        let slot = self.refusals_reported.entry(api).or_default();
+        let run = Streak::note(slot, (), now, Duration::MAX);
+        if run.due(now, Duration::ZERO) {
+            run.mark_reported(now);
             self.report(Error::Group {
                 group: self.group_id.clone().unwrap_or_default(),
                 api,
