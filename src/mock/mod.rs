@@ -2,6 +2,7 @@
 //!
 #![doc = include_str!("../../docs/mock-cluster.md")]
 
+mod api;
 mod certs;
 mod consumer_group;
 mod fetch_session;
@@ -12,6 +13,7 @@ pub(crate) mod respond;
 pub(crate) mod sasl;
 mod server;
 pub(crate) mod state;
+mod topic;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

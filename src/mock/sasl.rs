@@ -5,18 +5,22 @@
 //! (Kafka's `connections.max.reauth.ms`, KIP-368): the client must
 //! authenticate again on the same connection before it ends, or the next
 //! request after it closes the connection.
+//!
+//! This file holds the settings ([`MockSasl`]), the users' credentials,
+//! where each connection is in its authentication ([`ConnAuth`]) and the
+//! gate `respond.rs` checks every request against; the two requests
+//! themselves are answered in `api/sasl_handshake.rs` and
+//! `api/sasl_authenticate.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::error::ErrorCode;
-use crate::protocol::messages::sasl_authenticate::{
-    SaslAuthenticateRequest, SaslAuthenticateResponse,
-};
-use crate::protocol::messages::sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
+use super::respond::{reply, Answer, Received};
+use super::BrokerClose;
+use crate::protocol::messages::Message;
 use crate::protocol::ApiKey;
-use crate::sasl::scram::{ScramCredential, ScramServer, ScramServerError};
+use crate::sasl::scram::{ScramCredential, ScramServer};
 use crate::sasl::{Mechanism, Secret};
 
 /// The SCRAM iterations the mock stores credentials with (Kafka's
@@ -108,10 +112,15 @@ impl MockSasl {
 
 /// What the brokers check credentials against.
 pub(crate) struct SaslState {
-    mechanisms: BTreeSet<Mechanism>,
-    plain: BTreeMap<String, Secret>,
-    scram256: BTreeMap<String, ScramCredential>,
-    scram512: BTreeMap<String, ScramCredential>,
+    /// The mechanisms enabled.
+    pub mechanisms: BTreeSet<Mechanism>,
+    /// Each user's password (PLAIN).
+    pub plain: BTreeMap<String, Secret>,
+    /// Each user's SCRAM-SHA-256 credential.
+    pub scram256: BTreeMap<String, ScramCredential>,
+    /// Each user's SCRAM-SHA-512 credential.
+    pub scram512: BTreeMap<String, ScramCredential>,
+    /// How long a session lasts (`None`: until the connection closes).
     pub session_lifetime: Option<Duration>,
 }
 
@@ -135,7 +144,8 @@ impl SaslState {
         }
     }
 
-    fn enabled(&self) -> Vec<String> {
+    /// The names of the mechanisms enabled, as SaslHandshake lists them.
+    pub fn enabled(&self) -> Vec<String> {
         self.mechanisms
             .iter()
             .map(|m| m.name().to_owned())
@@ -191,12 +201,11 @@ pub(crate) enum Gate {
     Pass,
     /// Close the connection: a request before authentication, or after
     /// the session ended (Kafka closes the connection for both).
-    Close(super::BrokerClose),
+    Close(BrokerClose),
 }
 
 /// Whether a request of `api` may be served now.
 pub(crate) fn gate(auth: &ConnAuth, api: Option<ApiKey>, now: Instant) -> Gate {
-    use super::BrokerClose;
     match auth {
         ConnAuth::Off => Gate::Pass,
         ConnAuth::Done { expires, .. } => {
@@ -229,261 +238,15 @@ pub(crate) struct SaslAnswer<R> {
     pub authenticated: Option<(Mechanism, String)>,
 }
 
-/// SaslHandshake (KIP-43).
-pub(crate) fn handshake(
-    state: Option<&SaslState>,
-    auth: &mut ConnAuth,
-    req: &SaslHandshakeRequest,
-) -> SaslAnswer<SaslHandshakeResponse> {
-    let refuse = |code: ErrorCode, mechanisms: Vec<String>| SaslAnswer {
-        response: SaslHandshakeResponse {
-            error_code: code.code(),
-            mechanisms,
-        },
-        close: true,
-        authenticated: None,
-    };
-    let Some(state) = state else {
-        // A listener without SASL, as Kafka answers on PLAINTEXT.
-        return SaslAnswer {
-            close: false,
-            ..refuse(ErrorCode::IllegalSaslState, Vec::new())
-        };
-    };
-    let renewing = match auth {
-        ConnAuth::Start => None,
-        ConnAuth::Done {
-            mechanism,
-            principal,
-            ..
-        } => {
-            // KIP-368: a re-authentication keeps the mechanism.
-            if !mechanism.name().eq_ignore_ascii_case(&req.mechanism) {
-                return refuse(ErrorCode::IllegalSaslState, state.enabled());
+impl<R: Message> SaslAnswer<R> {
+    /// The answer framed for request `r`, closing the connection after a
+    /// refusal (as Kafka does).
+    pub fn into_answer(self, r: &Received) -> Answer {
+        match reply(&self.response, r.version, r.correlation_id) {
+            Answer::Reply(bytes) if self.close => {
+                Answer::ReplyThenClose(bytes, BrokerClose::AuthenticationFailed)
             }
-            Some(principal.clone())
-        }
-        _ => return refuse(ErrorCode::IllegalSaslState, state.enabled()),
-    };
-    match req
-        .mechanism
-        .parse::<Mechanism>()
-        .ok()
-        .filter(|m| state.mechanisms.contains(m))
-    {
-        Some(mechanism) => {
-            *auth = ConnAuth::Chosen {
-                mechanism,
-                renewing,
-            };
-            SaslAnswer {
-                response: SaslHandshakeResponse {
-                    error_code: 0,
-                    mechanisms: state.enabled(),
-                },
-                close: false,
-                authenticated: None,
-            }
-        }
-        None => refuse(ErrorCode::UnsupportedSaslMechanism, state.enabled()),
-    }
-}
-
-/// SaslAuthenticate (KIP-152), at `version` (the session lifetime is sent
-/// from v1 on, KIP-368).
-pub(crate) fn authenticate(
-    state: Option<&SaslState>,
-    auth: &mut ConnAuth,
-    version: i16,
-    req: &SaslAuthenticateRequest,
-    now: Instant,
-) -> SaslAnswer<SaslAuthenticateResponse> {
-    let fail = |message: String| SaslAnswer {
-        response: SaslAuthenticateResponse {
-            error_code: ErrorCode::SaslAuthenticationFailed.code(),
-            error_message: Some(message),
-            ..Default::default()
-        },
-        close: true,
-        authenticated: None,
-    };
-    let Some(state) = state else {
-        return SaslAnswer {
-            response: SaslAuthenticateResponse {
-                error_code: ErrorCode::IllegalSaslState.code(),
-                error_message: Some("this listener does not use SASL".into()),
-                ..Default::default()
-            },
-            close: false,
-            authenticated: None,
-        };
-    };
-    let scram_failed = |m: Mechanism| {
-        format!(
-            "Authentication failed during authentication due to invalid credentials with SASL mechanism {m}"
-        )
-    };
-    let bytes = &req.auth_bytes[..];
-    let text = std::str::from_utf8(bytes).unwrap_or("");
-    // The exchange's outcome: the bytes to send back, and the principal
-    // once it is authenticated (with the token's own end, for OAUTHBEARER).
-    type Outcome = Result<(Vec<u8>, Option<(String, Option<Instant>)>), String>;
-    let taken = std::mem::replace(auth, ConnAuth::Start);
-    let (mechanism, renewing, outcome): (Mechanism, Option<String>, Outcome) = match taken {
-        ConnAuth::Chosen {
-            mechanism: Mechanism::Plain,
-            renewing,
-        } => {
-            // RFC 4616: [authzid] NUL authcid NUL passwd.
-            let mut parts = bytes.split(|b| *b == 0);
-            let outcome = match (parts.next(), parts.next(), parts.next(), parts.next()) {
-                (Some(_), Some(user), Some(password), None) => {
-                    let user = String::from_utf8_lossy(user).into_owned();
-                    let ok = state
-                        .plain
-                        .get(&user)
-                        .is_some_and(|p| p.expose().as_bytes() == password);
-                    if ok {
-                        Ok((Vec::new(), Some((user, None))))
-                    } else {
-                        Err("Authentication failed: Invalid username or password".to_owned())
-                    }
-                }
-                _ => Err("Authentication failed: Invalid SASL/PLAIN message".to_owned()),
-            };
-            (Mechanism::Plain, renewing, outcome)
-        }
-        ConnAuth::Chosen {
-            mechanism: m @ (Mechanism::ScramSha256 | Mechanism::ScramSha512),
-            renewing,
-        } => {
-            let mut nonce = [0u8; 24];
-            crate::sasl::os_random(&mut nonce);
-            let server_nonce = crate::sasl::nonce(nonce);
-            let outcome = if m == Mechanism::ScramSha256 {
-                let mut server = ScramServer::new();
-                server
-                    .client_first(text, &server_nonce, |u| state.scram256.get(u).cloned())
-                    .map(|(first, credential)| {
-                        *auth = ConnAuth::Scram256 {
-                            server,
-                            credential,
-                            renewing: renewing.clone(),
-                        };
-                        (first.into_bytes(), None)
-                    })
-            } else {
-                let mut server = ScramServer::new();
-                server
-                    .client_first(text, &server_nonce, |u| state.scram512.get(u).cloned())
-                    .map(|(first, credential)| {
-                        *auth = ConnAuth::Scram512 {
-                            server,
-                            credential,
-                            renewing: renewing.clone(),
-                        };
-                        (first.into_bytes(), None)
-                    })
-            };
-            (m, renewing, outcome.map_err(|_| scram_failed(m)))
-        }
-        ConnAuth::Scram256 {
-            mut server,
-            credential,
-            renewing,
-        } => {
-            let outcome = scram_final(server.client_final(text, &credential));
-            let m = Mechanism::ScramSha256;
-            (m, renewing, outcome.map_err(|_| scram_failed(m)))
-        }
-        ConnAuth::Scram512 {
-            mut server,
-            credential,
-            renewing,
-        } => {
-            let outcome = scram_final(server.client_final(text, &credential));
-            let m = Mechanism::ScramSha512;
-            (m, renewing, outcome.map_err(|_| scram_failed(m)))
-        }
-        ConnAuth::Chosen {
-            mechanism: Mechanism::OAuthBearer,
-            renewing,
-        } => {
-            let outcome = crate::sasl::parse_oauthbearer_message(bytes)
-                .and_then(|(token, _extensions)| crate::sasl::parse_unsecured_jws(&token))
-                .and_then(|(principal, exp)| {
-                    let unix_now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap_or_default()
-                        .as_secs_f64();
-                    match exp {
-                        Some(exp) if exp <= unix_now => Err("the token has expired".to_owned()),
-                        _ => Ok((
-                            Vec::new(),
-                            Some((
-                                principal,
-                                exp.map(|e| now + Duration::from_secs_f64(e - unix_now)),
-                            )),
-                        )),
-                    }
-                })
-                .map_err(|e| format!("Authentication failed: invalid OAUTHBEARER token: {e}"));
-            (Mechanism::OAuthBearer, renewing, outcome)
-        }
-        other => {
-            *auth = other;
-            return fail("Unexpected SaslAuthenticate request".to_owned());
-        }
-    };
-    match outcome {
-        Err(message) => fail(message),
-        Ok((bytes, None)) => SaslAnswer {
-            response: SaslAuthenticateResponse {
-                auth_bytes: bytes.into(),
-                ..Default::default()
-            },
-            close: false,
-            authenticated: None,
-        },
-        Ok((bytes, Some((principal, token_end)))) => {
-            if renewing.as_ref().is_some_and(|p| *p != principal) {
-                return fail(format!(
-                    "Cannot change principals during re-authentication from {}: {principal}",
-                    renewing.unwrap_or_default()
-                ));
-            }
-            let session_end = state.session_lifetime.map(|l| now + l);
-            let expires = match (session_end, token_end) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            *auth = ConnAuth::Done {
-                mechanism,
-                principal: principal.clone(),
-                expires,
-            };
-            let lifetime_ms = if version >= 1 {
-                expires.map_or(0, |t| t.saturating_duration_since(now).as_millis() as i64)
-            } else {
-                0
-            };
-            SaslAnswer {
-                response: SaslAuthenticateResponse {
-                    auth_bytes: bytes.into(),
-                    session_lifetime_ms: lifetime_ms,
-                    ..Default::default()
-                },
-                close: false,
-                authenticated: Some((mechanism, principal)),
-            }
+            other => other,
         }
     }
-}
-
-type Principal = Option<(String, Option<Instant>)>;
-
-fn scram_final(
-    result: Result<(String, String), ScramServerError>,
-) -> Result<(Vec<u8>, Principal), ScramServerError> {
-    result.map(|(server_final, user)| (server_final.into_bytes(), Some((user, None))))
 }
