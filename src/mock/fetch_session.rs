@@ -1,6 +1,8 @@
 //! Incremental fetch sessions (KIP-227) as a Kafka broker keeps them
 //! (`FetchSession`, `FetchSessionCache` and `FetchManager.newContext` in
-//! Apache Kafka), without IO: one cache per broker.
+//! Apache Kafka), without IO: one cache per broker (`state.rs`'s
+//! `Broker`). `api/fetch.rs` asks it how to serve each Fetch and hands it
+//! the answer; `MockCluster` sizes, evicts and lists the sessions.
 //!
 //! ```text
 //!  request (session_id, session_epoch)        context          answer's session_id

@@ -1,4 +1,8 @@
-//! A partition's log in memory: v2 record batches in offset order.
+//! A partition's log in memory: v2 record batches in offset order. Each
+//! partition (`topic.rs`) holds one; Produce (`api/produce.rs`) and
+//! `MockCluster::produce` append to it, Fetch and ListOffsets read it,
+//! an unclean election (`MockCluster::set_leader_truncated`) and
+//! `MockCluster::delete_records_before` cut it.
 
 use bytes::{BufMut, Bytes, BytesMut};
 

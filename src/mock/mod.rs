@@ -2,6 +2,24 @@
 //!
 #![doc = include_str!("../../docs/mock-cluster.md")]
 
+// The layout, for whoever works on the mock:
+//
+// - the handle a test holds: `cluster.rs` (`MockCluster`: brokers, topics,
+//   produce), `faults.rs` (what a test does to it), `observe.rs` (what it
+//   reads back), `builder.rs` (`MockClusterBuilder`), `events.rs` (the
+//   event log's types), `certs.rs` (test certificates);
+// - the network: `server.rs` (threads, sockets, waiting);
+// - the answers, without IO: `respond.rs` (the SASL gate, the version
+//   check, the dispatch, lost answers) and `api/`, one file per request
+//   kind;
+// - the cluster's state: `state.rs` (brokers, topics, coordinators, faults
+//   queued, logs), `topic.rs` (partitions and leader epochs), `log.rs`
+//   (record batches), `producers.rs` (idempotent producers),
+//   `fetch_session.rs` (KIP-227), `sasl.rs` (credentials and each
+//   connection's authentication);
+// - the coordinators: `group/` (the classic protocol and every group's
+//   offsets) and `consumer_group/` (KIP-848).
+
 mod api;
 mod builder;
 mod certs;

@@ -23,6 +23,10 @@
 //!   checks of the producer id and epoch the request names, a new producer
 //!   id once the epoch is exhausted).
 //!
+//! Each partition (`topic.rs`) keeps its `ProducerStates`, checked by
+//! `api/produce.rs`; the cluster's state keeps the `ProducerIds`, given
+//! by `api/init_producer_id.rs`.
+//!
 //! Not modelled: transactions themselves (AddPartitionsToTxn, EndTxn and
 //! markers are not served; a transactional batch is checked like an
 //! idempotent one, with no transaction state), producer id expiration
