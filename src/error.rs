@@ -515,6 +515,48 @@ impl From<crate::group::PatternError> for Error {
     }
 }
 
+impl Error {
+    /// The error a problem the connection manager reports becomes, for
+    /// `poll` and the producer's calls alike.
+    pub(crate) fn from_problem(problem: crate::cluster::Problem) -> Error {
+        use crate::cluster::Problem;
+        match problem {
+            Problem::BootstrapUnreachable { attempts } => Error::BrokersUnreachable { attempts },
+            Problem::BrokerUnreachable {
+                broker,
+                addr,
+                purpose,
+                cause,
+            } => Error::Connection {
+                broker,
+                addr,
+                purpose,
+                cause,
+            },
+            Problem::AuthenticationFailed {
+                broker,
+                addr,
+                mechanism,
+                message,
+                ..
+            } => Error::Authentication {
+                broker,
+                addr,
+                mechanism,
+                message,
+            },
+            Problem::CoordinatorRefused { group, code } => Error::Group {
+                reason: format!("FindCoordinator failed: {code}"),
+                group,
+                api: "FindCoordinator",
+                code: Some(code),
+                stopped: false,
+            },
+            // `Problem` is non-exhaustive for other crates only.
+        }
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {

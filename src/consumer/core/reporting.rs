@@ -4,7 +4,6 @@
 //! group coordinator (said at once, then every `REPORT_AGAIN_AFTER`).
 
 use super::{ConsumerCore, Mode};
-use crate::cluster::Problem;
 use crate::error::{Error, ErrorCode};
 use crate::streak::Streak;
 use std::collections::BTreeSet;
@@ -41,42 +40,7 @@ impl ConsumerCore {
     /// each becomes an error of `poll` and a warn line.
     pub(super) fn collect_problems(&mut self) {
         while let Some(problem) = self.cluster.poll_problem() {
-            let error = match problem {
-                Problem::BootstrapUnreachable { attempts } => {
-                    Error::BrokersUnreachable { attempts }
-                }
-                Problem::BrokerUnreachable {
-                    broker,
-                    addr,
-                    purpose,
-                    cause,
-                } => Error::Connection {
-                    broker,
-                    addr,
-                    purpose,
-                    cause,
-                },
-                Problem::AuthenticationFailed {
-                    broker,
-                    addr,
-                    mechanism,
-                    message,
-                    ..
-                } => Error::Authentication {
-                    broker,
-                    addr,
-                    mechanism,
-                    message,
-                },
-                Problem::CoordinatorRefused { group, code } => Error::Group {
-                    reason: format!("FindCoordinator failed: {code}"),
-                    group,
-                    api: "FindCoordinator",
-                    code: Some(code),
-                    stopped: false,
-                },
-                // `Problem` is non-exhaustive for other crates only.
-            };
+            let error = Error::from_problem(problem);
             self.report(error);
         }
         if let Some(failure) = self.membership.as_mut().and_then(|m| m.take_failure()) {

@@ -478,35 +478,11 @@ impl ProducerCore {
 
     fn collect_problems(&mut self) {
         while let Some(problem) = self.cluster.poll_problem() {
-            let error = match problem {
-                Problem::BootstrapUnreachable { attempts } => {
-                    Error::BrokersUnreachable { attempts }
-                }
-                Problem::BrokerUnreachable {
-                    broker,
-                    addr,
-                    purpose,
-                    cause,
-                } => Error::Connection {
-                    broker,
-                    addr,
-                    purpose,
-                    cause,
-                },
-                Problem::AuthenticationFailed {
-                    broker,
-                    addr,
-                    mechanism,
-                    message,
-                    ..
-                } => Error::Authentication {
-                    broker,
-                    addr,
-                    mechanism,
-                    message,
-                },
-                Problem::CoordinatorRefused { .. } => continue,
-            };
+            // The producer has no group: no coordinator is looked up.
+            if matches!(problem, Problem::CoordinatorRefused { .. }) {
+                continue;
+            }
+            let error = Error::from_problem(problem);
             log::warn!("{error}; the producer goes on trying");
             self.last_problem = Some(error.to_string());
         }
