@@ -12,7 +12,7 @@
 mod common;
 
 use common::clusters::{standard, TestCluster};
-use common::peers::{config, produce_range, WAIT};
+use common::peers::{config, produce_range, produce_range_in_one_batch, WAIT};
 use common::sleep;
 use lazykafka::consumer::metrics::PartitionMetrics;
 use lazykafka::{Consumer, ConsumerMetrics, TopicPartition};
@@ -110,7 +110,10 @@ async fn lag_follows_the_log_and_counts_match<C: TestCluster>() {
     );
     assert!(m.group.is_none());
 
-    produce_range(&bootstrap, "t", 2, 40..70, "none");
+    // In one batch: the consumer does not fetch a partition again while
+    // records it fetched wait to be polled, so a Fetch answer that caught
+    // only the first of several batches would leave the lag at 1.
+    produce_range_in_one_batch(&bootstrap, "t", 2, 40..70);
     let m = metrics_until(&consumer, "lag of the records not polled", |m| {
         partition(m, 0).lag == Some(15)
     })

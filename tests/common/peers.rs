@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a test waits for any one condition.
 /// How long a test waits for a condition. librdkafka's mock paces group
 /// rebalances with a timer of several seconds each (it waits most of the
 /// session timeout for members to rejoin), and a test crosses several.
@@ -32,10 +31,38 @@ pub fn produce_range(
     range: std::ops::Range<usize>,
     compression: &str,
 ) {
+    produce_lingering(bootstrap, topic, partitions, range, compression, "5");
+}
+
+/// As [`produce_range`], with each partition's records in one batch: the
+/// producer lingers a second, far longer than queueing the records takes,
+/// so a Fetch answer brings all of a partition's new records or none.
+///
+/// The linger is not longer because librdkafka's `flush` sets it aside
+/// only for brokers already connected when it is called (rd_kafka_flush
+/// wakes broker threads in state UP once); one that connects later keeps
+/// lingering, and with a linger of a minute the flush took up to 30 s.
+pub fn produce_range_in_one_batch(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    range: std::ops::Range<usize>,
+) {
+    produce_lingering(bootstrap, topic, partitions, range, "none", "1000");
+}
+
+fn produce_lingering(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    range: std::ops::Range<usize>,
+    compression: &str,
+    linger_ms: &str,
+) {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("compression.codec", compression)
-        .set("linger.ms", "5")
+        .set("linger.ms", linger_ms)
         .create()
         .expect("librdkafka producer");
     for i in range {
