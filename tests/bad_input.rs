@@ -1,9 +1,10 @@
 //! Brokers that misbehave: a raw TCP server speaks just enough Kafka (a
 //! correct ApiVersions answer) and then sends garbage, an absurd or
-//! negative frame length, a truncated response, or a response with an
-//! unknown correlation id. Each time the connection manager must fail the
-//! request with an error that names the fault, close only that connection,
-//! and go on with the other broker (librdkafka's mock).
+//! negative frame length, a truncated response, a response with an
+//! unknown correlation id, or one whose header cannot be read. Each time
+//! the connection manager must fail the request with an error that names
+//! the fault, close only that connection, and go on with the other broker
+//! (librdkafka's mock).
 
 // Drives a `Consumer` or `runtime::*`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
@@ -39,6 +40,9 @@ enum Fault {
     Truncated,
     /// A well-formed response to a request nobody sent.
     UnknownCorrelationId,
+    /// The request's correlation id, then nothing: the flexible response
+    /// header's tagged fields are missing.
+    BadHeader,
 }
 
 /// Reads one request frame; returns its header.
@@ -85,6 +89,11 @@ fn evil_broker(fault: Fault) -> String {
                             let mut v = 100i32.to_be_bytes().to_vec();
                             v.extend_from_slice(&header.correlation_id.to_be_bytes());
                             v.extend_from_slice(&[0; 6]);
+                            v
+                        }
+                        Fault::BadHeader => {
+                            let mut v = 4i32.to_be_bytes().to_vec();
+                            v.extend_from_slice(&header.correlation_id.to_be_bytes());
                             v
                         }
                         Fault::UnknownCorrelationId => {
@@ -203,6 +212,15 @@ async fn a_truncated_response_fails_the_request_as_a_lost_connection() {
 #[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_response_with_an_unknown_correlation_id_is_refused() {
     check(Fault::UnknownCorrelationId, "correlation id").await;
+}
+
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
+async fn a_response_header_that_cannot_be_read_fails_its_request() {
+    check(Fault::BadHeader, "cannot decode Metadata response").await;
 }
 
 #[cfg_attr(

@@ -93,6 +93,14 @@ pub(crate) struct Queued {
     pub answered: bool,
 }
 
+/// What [`Conn::receive`] made of received bytes: the responses they
+/// completed, in order, and the error that ended the stream, if one did.
+#[derive(Debug, Default)]
+pub(crate) struct Received {
+    pub answers: Vec<(InFlight, Bytes)>,
+    pub error: Option<StreamError>,
+}
+
 /// Why a connection's byte stream cannot go on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StreamError {
@@ -287,38 +295,64 @@ impl Conn {
     /// the runtime's reader delivers it, is taken as it is: the response
     /// body is a slice of it, nothing is copied; other bytes are joined to
     /// those received before.
-    pub fn receive(
-        &mut self,
-        now: Instant,
-        bytes: Bytes,
-    ) -> Result<Vec<(InFlight, Bytes)>, StreamError> {
+    ///
+    /// A frame that cannot be read ends the stream: the responses before
+    /// it are still returned, and its request stays in flight, so closing
+    /// the connection fails it with those after it.
+    pub fn receive(&mut self, now: Instant, bytes: Bytes) -> Received {
         self.last_activity = now;
+        let mut received = Received::default();
         if let Some(frame) = self.frames.whole(&bytes) {
-            return Ok(vec![self.respond(frame)?]);
+            match self.respond(frame) {
+                Ok(answer) => received.answers.push(answer),
+                Err(e) => received.error = Some(e),
+            }
+            return received;
         }
         self.frames.push(&bytes);
-        let mut out = Vec::new();
-        while let Some(frame) = self.frames.next_frame().map_err(StreamError::Frame)? {
-            out.push(self.respond(frame)?);
+        loop {
+            match self.frames.next_frame().map_err(StreamError::Frame) {
+                Ok(None) => break,
+                Ok(Some(frame)) => match self.respond(frame) {
+                    Ok(answer) => received.answers.push(answer),
+                    Err(e) => {
+                        received.error = Some(e);
+                        break;
+                    }
+                },
+                Err(e) => {
+                    received.error = Some(e);
+                    break;
+                }
+            }
         }
-        Ok(out)
+        received
     }
 
     /// Matches one frame's contents (prefix removed) to the oldest request
-    /// in flight and strips the response header.
+    /// in flight and strips the response header. The request leaves the
+    /// flight only with its answer: a frame whose header cannot be read
+    /// leaves it there.
     fn respond(&mut self, frame: Bytes) -> Result<(InFlight, Bytes), StreamError> {
         let received = framing::correlation_id(&frame);
-        let expected = self.in_flight.front().map(|r| r.correlation_id);
-        if expected != Some(received) {
+        let Some(request) = self
+            .in_flight
+            .front()
+            .filter(|r| r.correlation_id == received)
+        else {
+            let expected = self.in_flight.front().map(|r| r.correlation_id);
             return Err(StreamError::Correlation { expected, received });
-        }
+        };
+        let (api, header_version) = (
+            request.api,
+            request.api.response_header_version(request.version),
+        );
+        let body = framing::split_response(frame, header_version)
+            .map_err(|e| StreamError::Decode(api, e))?;
         let request = self
             .in_flight
             .pop_front()
             .expect("checked: a request is in flight");
-        let header_version = request.api.response_header_version(request.version);
-        let body = framing::split_response(frame, header_version)
-            .map_err(|e| StreamError::Decode(request.api, e))?;
         Ok((request, body))
     }
 

@@ -86,7 +86,7 @@ use crate::events::{
 use address_failures::AddressFailures;
 use crate::protocol::ApiKey;
 use bytes::Bytes;
-use conn::{Conn, Phase, Queued, StreamError};
+use conn::{Conn, Phase, Queued};
 use coordinator::CoordinatorLookup;
 use metadata_manager::MetadataManager;
 use oauth::OAuthState;
@@ -453,23 +453,16 @@ impl Cluster {
         let len = bytes.len() as u64;
         let received = c.receive(now, bytes);
         self.counter(&addr).bytes_in += len;
-        match received {
-            Ok(responses) => {
-                for (request, body) in responses {
-                    let rtt = now.saturating_duration_since(request.sent_at);
-                    self.counter(&addr).count_rtt(rtt);
-                    let (origin, api, version) = (request.origin, request.api, request.version);
-                    self.handle_response(now, conn, origin, api, version, body);
-                }
-            }
-            Err(e) => {
-                let cause = match e {
-                    StreamError::Frame(_)
-                    | StreamError::Decode(..)
-                    | StreamError::Correlation { .. } => ConnectionError::protocol(e),
-                };
-                self.close(now, conn, CloseReason::Error, Some(cause));
-            }
+        for (request, body) in received.answers {
+            let rtt = now.saturating_duration_since(request.sent_at);
+            self.counter(&addr).count_rtt(rtt);
+            let (origin, api, version) = (request.origin, request.api, request.version);
+            self.handle_response(now, conn, origin, api, version, body);
+        }
+        if let Some(e) = received.error {
+            // The requests still in flight, the one whose frame was bad
+            // first, fail with the connection.
+            self.close(now, conn, CloseReason::Error, Some(ConnectionError::protocol(e)));
         }
         self.drive(now);
     }

@@ -47,6 +47,9 @@ struct Sim {
     sasl: Option<SimSasl>,
     /// Answers to held SASL requests, delivered by [`Sim::release`].
     parked: Vec<(ConnectionId, Bytes)>,
+    /// The other held requests, unanswered: (connection, api, version,
+    /// correlation id), for a test to answer by hand.
+    unanswered: Vec<(ConnectionId, ApiKey, i16, i32)>,
     /// Topics besides "t" (one partition, led by broker 1), by id: listed
     /// when Metadata asks for every topic, by name or by id.
     extra_topics: BTreeMap<String, [u8; 16]>,
@@ -135,6 +138,7 @@ impl Sim {
             auto_connect: true,
             sasl: None,
             parked: Vec::new(),
+            unanswered: Vec::new(),
             extra_topics: BTreeMap::new(),
             metadata_max: ApiKey::Metadata.client_versions().max,
             metadata_asked: Vec::new(),
@@ -194,7 +198,14 @@ impl Sim {
                                 } else {
                                     answers.push(answer);
                                 }
-                            } else if !self.held.contains(&api) {
+                            } else if self.held.contains(&api) {
+                                self.unanswered.push((
+                                    conn,
+                                    api,
+                                    header.api_version,
+                                    header.correlation_id,
+                                ));
+                            } else {
                                 let asked = (api == ApiKey::Metadata).then(|| {
                                     let (_, req) = crate::protocol::frame::decode_request::<
                                         crate::protocol::messages::metadata::MetadataRequest,
@@ -1051,6 +1062,74 @@ fn a_peer_close_fails_in_flight_requests_and_closes_our_side() {
         Err(RequestError::ConnectionLost { .. })
     ));
     assert_eq!(sim.kinds().last().unwrap().0, "closed:peer");
+}
+
+/// A held request's answer, written by hand: `contents` after the size
+/// prefix.
+fn frame(contents: &[u8]) -> Vec<u8> {
+    let mut f = (contents.len() as i32).to_be_bytes().to_vec();
+    f.extend_from_slice(contents);
+    f
+}
+
+#[test]
+fn a_bad_frame_after_good_ones_fails_its_request_and_answers_those_before_it() {
+    let mut sim = Sim::new(config(&["b2:9092"], None));
+    sim.request(Target::AnyBroker);
+    sim.held.insert(ApiKey::ApiVersions);
+    let first = sim.request(Target::AnyBroker);
+    let second = sim.request(Target::AnyBroker);
+    let [(conn, _, v, corr), _] = sim.unanswered[..] else {
+        panic!("{:?}", sim.unanswered)
+    };
+    // The first request's answer and, in the same bytes, a frame that
+    // answers no request in flight.
+    let good = encode_response(&ApiVersionsResponse::default(), v, corr).unwrap();
+    let mut bytes = good.to_vec();
+    bytes.extend(frame(&(corr + 1000).to_be_bytes()));
+    sim.c.handle_received(sim.now, conn, Bytes::from(bytes));
+    sim.pump();
+    assert!(matches!(sim.responses.get(&first), Some(Ok(_))), "{:?}", sim.responses.get(&first));
+    match sim.responses.get(&second) {
+        Some(Err(RequestError::ConnectionLost { cause, .. })) => {
+            assert!(cause.to_string().contains("correlation id"), "{cause}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(sim.sockets.is_empty());
+}
+
+#[test]
+fn a_response_whose_header_cannot_be_read_fails_its_request() {
+    let mut cfg = config(&["b1:9092"], None);
+    cfg.request_timeout = Duration::from_secs(3600);
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Broker(1));
+    sim.held.insert(ApiKey::Fetch);
+    let fetch = sim.send(
+        Target::Broker(1),
+        Box::new(crate::protocol::messages::fetch::FetchRequest::default()),
+    );
+    let [(conn, api, v, corr)] = sim.unanswered[..] else {
+        panic!("{:?}", sim.unanswered)
+    };
+    assert_eq!((api, api.response_header_version(v)), (ApiKey::Fetch, 1));
+    // The correlation id matches, but the flexible header's tagged fields
+    // are missing: its request fails with the connection, at once.
+    sim.c
+        .handle_received(sim.now, conn, Bytes::from(frame(&corr.to_be_bytes())));
+    sim.pump();
+    match sim.responses.get(&fetch) {
+        Some(Err(e @ RequestError::ConnectionLost { cause, .. })) => {
+            assert!(e.is_retriable());
+            assert!(cause.to_string().contains("Fetch"), "{cause}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!sim.sockets.contains_key(&conn));
 }
 
 #[test]
