@@ -579,37 +579,7 @@ impl ConsumerMembership {
         }
         match code {
             ErrorCode::None => {
-                self.retry.succeeded();
-                if let Some(id) = r.member_id.filter(|id| !id.is_empty()) {
-                    // v0: the coordinator names the member.
-                    self.member_id = id;
-                }
-                if r.heartbeat_interval_ms > 0 {
-                    // KIP-848: the coordinator sets the interval.
-                    self.heartbeat_interval =
-                        Duration::from_millis(u64::from(r.heartbeat_interval_ms.unsigned_abs()));
-                }
-                self.next_heartbeat = Some(now + self.heartbeat_interval);
-                if let Some(subscription) = sent.subscription {
-                    self.acknowledged_subscription = Some(subscription);
-                }
-                if let Some(owned) = sent.owned {
-                    self.acknowledged_owned = Some(owned);
-                }
-                if sent.full {
-                    self.send_full = false;
-                }
-                self.epoch = r.member_epoch;
-                if self.epoch > 0 && self.state == ConsumerMemberState::Joining {
-                    self.state = ConsumerMemberState::Stable;
-                }
-                if let Some(assignment) = r.assignment {
-                    let mut target: BTreeMap<[u8; 16], BTreeSet<i32>> = BTreeMap::new();
-                    for t in assignment.topic_partitions {
-                        target.entry(t.topic_id).or_default().extend(t.partitions);
-                    }
-                    self.target = Some(target);
-                }
+                self.heartbeat_accepted(now, sent, r);
                 ResponseOutcome::default()
             }
             ErrorCode::FencedMemberEpoch | ErrorCode::UnknownMemberId => {
@@ -657,6 +627,43 @@ impl ConsumerMembership {
                     reason: format!("ConsumerGroupHeartbeat failed: {code}"),
                 })
             }
+        }
+    }
+
+    /// A heartbeat answered without error: the member id (v0), the
+    /// interval, what the coordinator now knows of the subscription and
+    /// owned partitions, the epoch and the target assignment.
+    fn heartbeat_accepted(&mut self, now: Instant, sent: Sent, r: ConsumerGroupHeartbeatResponse) {
+        self.retry.succeeded();
+        if let Some(id) = r.member_id.filter(|id| !id.is_empty()) {
+            // v0: the coordinator names the member.
+            self.member_id = id;
+        }
+        if r.heartbeat_interval_ms > 0 {
+            // KIP-848: the coordinator sets the interval.
+            self.heartbeat_interval =
+                Duration::from_millis(u64::from(r.heartbeat_interval_ms.unsigned_abs()));
+        }
+        self.next_heartbeat = Some(now + self.heartbeat_interval);
+        if let Some(subscription) = sent.subscription {
+            self.acknowledged_subscription = Some(subscription);
+        }
+        if let Some(owned) = sent.owned {
+            self.acknowledged_owned = Some(owned);
+        }
+        if sent.full {
+            self.send_full = false;
+        }
+        self.epoch = r.member_epoch;
+        if self.epoch > 0 && self.state == ConsumerMemberState::Joining {
+            self.state = ConsumerMemberState::Stable;
+        }
+        if let Some(assignment) = r.assignment {
+            let mut target: BTreeMap<[u8; 16], BTreeSet<i32>> = BTreeMap::new();
+            for t in assignment.topic_partitions {
+                target.entry(t.topic_id).or_default().extend(t.partitions);
+            }
+            self.target = Some(target);
         }
     }
 

@@ -440,59 +440,13 @@ impl Producer {
                 Err(Refused::Invalid(e)) => return Err(e),
                 Err(Refused::Unknown(back)) => {
                     out = *back;
-                    let topic = out.topic.clone();
-                    let wanted = topic.clone();
-                    let answer = link
-                        .wait(left(), None, move |core, now| {
-                            core.use_topic(now, &wanted);
-                            match core.topic_state(&wanted) {
-                                TopicState::Known(_) => Some(Ok(())),
-                                TopicState::Failed(code) if !code.is_retriable() => {
-                                    Some(Err(Error::Topic {
-                                        topic: wanted.clone(),
-                                        code,
-                                    }))
-                                }
-                                _ => None,
-                            }
-                        })
-                        .await;
-                    match answer {
-                        Some(Ok(Ok(()))) => {}
-                        Some(Ok(Err(e))) => return Err(e),
-                        Some(Err(_stopped)) => return Err(Error::Closed),
-                        None => {
-                            let last = link.shared().lock().last_problem();
-                            return Err(Error::Timeout {
-                                what: "send (the topic's metadata)",
-                                after: max_block,
-                                last_error: Some(last.unwrap_or_else(|| {
-                                    format!("no partitions known for topic {topic}")
-                                })),
-                            });
-                        }
-                    }
+                    wait_for_topic(link, &out.topic, left(), max_block).await?;
                 }
                 Err(Refused::Full(back)) => {
                     out = *back;
                     let needed = out.key.as_ref().map_or(0, Bytes::len)
                         + out.value.as_ref().map_or(0, Bytes::len);
-                    let room = link
-                        .wait(left(), None, move |core, _| {
-                            core.has_room(needed).then_some(())
-                        })
-                        .await;
-                    match room {
-                        Some(Ok(())) => {}
-                        Some(Err(_)) => return Err(Error::Closed),
-                        None => {
-                            return Err(Error::Timeout {
-                                what: "send (room in buffer.memory)",
-                                after: max_block,
-                                last_error: None,
-                            })
-                        }
-                    }
+                    wait_for_room(link, needed, left(), max_block).await?;
                 }
             }
             now = Instant::now();
@@ -648,5 +602,68 @@ impl Producer {
                 connections: core.io().connections(now),
             }
         })
+    }
+}
+
+/// Waits up to `left` (of `max_block` in all) until the cluster knows
+/// `topic`'s partitions, asking for its metadata; a topic the cluster
+/// refuses for good fails at once.
+async fn wait_for_topic(
+    link: &Link,
+    topic: &str,
+    left: Duration,
+    max_block: Duration,
+) -> Result<(), Error> {
+    let wanted = topic.to_owned();
+    let answer = link
+        .wait(left, None, move |core, now| {
+            core.use_topic(now, &wanted);
+            match core.topic_state(&wanted) {
+                TopicState::Known(_) => Some(Ok(())),
+                TopicState::Failed(code) if !code.is_retriable() => Some(Err(Error::Topic {
+                    topic: wanted.clone(),
+                    code,
+                })),
+                _ => None,
+            }
+        })
+        .await;
+    match answer {
+        Some(Ok(result)) => result,
+        Some(Err(_stopped)) => Err(Error::Closed),
+        None => {
+            let last = link.shared().lock().last_problem();
+            Err(Error::Timeout {
+                what: "send (the topic's metadata)",
+                after: max_block,
+                last_error: Some(
+                    last.unwrap_or_else(|| format!("no partitions known for topic {topic}")),
+                ),
+            })
+        }
+    }
+}
+
+/// Waits up to `left` (of `max_block` in all) until `buffer.memory` has
+/// room for `needed` bytes.
+async fn wait_for_room(
+    link: &Link,
+    needed: usize,
+    left: Duration,
+    max_block: Duration,
+) -> Result<(), Error> {
+    let room = link
+        .wait(left, None, move |core, _| {
+            core.has_room(needed).then_some(())
+        })
+        .await;
+    match room {
+        Some(Ok(())) => Ok(()),
+        Some(Err(_stopped)) => Err(Error::Closed),
+        None => Err(Error::Timeout {
+            what: "send (room in buffer.memory)",
+            after: max_block,
+            last_error: None,
+        }),
     }
 }

@@ -125,7 +125,15 @@ pub(crate) fn decode_message(
             ..m.entry(buffer)
         });
     }
-    let Some(last_inner) = out.entries[first..].last().map(|r| r.offset) else {
+    settle_inner_offsets(&wrapper, &mut out.entries[first..])?;
+    Ok(wrapper.offset)
+}
+
+/// Checks the offsets of a compressed message's inner messages against
+/// their wrapper's and, for magic 1 (relative inner offsets), makes them
+/// absolute.
+fn settle_inner_offsets(wrapper: &Message, entries: &mut [Entry]) -> Result<(), RecordsErrorKind> {
+    let Some(last_inner) = entries.last().map(|r| r.offset) else {
         return Err(RecordsErrorKind::Malformed {
             what: "compressed message",
             reason: "no inner messages",
@@ -134,7 +142,7 @@ pub(crate) fn decode_message(
     // Brokers assign inner offsets in order and give the wrapper the last
     // one; anything else would move a consumer's position backwards or
     // past records it has not seen.
-    if out.entries[first..]
+    if entries
         .windows(2)
         .any(|w| w[0].offset >= w[1].offset)
     {
@@ -154,11 +162,11 @@ pub(crate) fn decode_message(
             .offset
             .checked_sub(last_inner)
             .ok_or(OFFSET_OVERFLOW)?;
-        for r in &mut out.entries[first..] {
+        for r in entries.iter_mut() {
             r.offset = base.checked_add(r.offset).ok_or(OFFSET_OVERFLOW)?;
         }
     }
-    Ok(wrapper.offset)
+    Ok(())
 }
 
 const OFFSET_OVERFLOW: RecordsErrorKind = RecordsErrorKind::Malformed {
