@@ -482,12 +482,21 @@ mod tests {
         });
     }
 
+    /// A deadline already passed is ready at once and gives the timer
+    /// thread nothing to do: the thread is not woken for it (it wakes only
+    /// to fire timers, docs/architecture.md), and the waker is not called
+    /// later.
     #[test]
-    fn a_passed_deadline_is_ready_without_arming() {
+    fn a_passed_deadline_is_ready_at_once_and_wakes_neither_the_thread_nor_the_task() {
+        let timers = own_thread();
+        wait_for("the thread to wait", || timers.lock().waiting);
+        let before = timers.lock().wakeups;
         let count = Arc::new(Count::default());
-        let mut sleep = sleep_for(own_thread(), 0);
+        let mut sleep = sleep_for(timers, 0);
         assert!(poll_once(&mut sleep, &count).is_ready());
-        assert!(sleep.key.is_none());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(timers.lock().wakeups, before);
+        assert_eq!(wakes(&count), 0);
     }
 
     /// Wakes by panicking.
