@@ -90,8 +90,13 @@ mod tests {
         Bytes::from(f)
     }
 
+    /// [`ResponseFrames::whole`]'s contract: the body of bytes that are
+    /// exactly one whole frame within the limit; anything else (short,
+    /// long, over the limit) is left to [`ResponseFrames::push`], which
+    /// joins and checks it (and, as the next test shows, so is a whole
+    /// frame while bytes wait before it, so that frames keep their order).
     #[test]
-    fn a_whole_frame_is_taken_as_it_is() {
+    fn whole_takes_exactly_one_whole_frame_within_the_limit() {
         let frames = ResponseFrames::new(16);
         let f = frame(&[1, 2, 3]);
         assert_eq!(frames.whole(&f).as_deref(), Some(&[1u8, 2, 3][..]));
