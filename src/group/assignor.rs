@@ -573,6 +573,35 @@ struct Sticky<'a> {
     equal_subscriptions: bool,
 }
 
+/// Each partition's claimants (by index into `members`), and among them
+/// the members of the highest generation present (all, when no
+/// generation is known), from the partitions each member says it owns.
+/// Claims on unknown topics or partitions are left out.
+fn ownership_claims(
+    members: &[&GroupMember],
+    topic_index: &BTreeMap<&str, usize>,
+    partition_index: &BTreeMap<(usize, i32), usize>,
+) -> (Vec<BTreeSet<usize>>, Vec<Vec<usize>>) {
+    let max_generation = members.iter().filter_map(|m| m.generation).max();
+    let mut claimants = vec![BTreeSet::new(); partition_index.len()];
+    let mut current_claims: Vec<Vec<usize>> = vec![Vec::new(); partition_index.len()];
+    for (m, member) in members.iter().enumerate() {
+        let current = max_generation.is_none() || member.generation == max_generation;
+        for tp in &member.owned_partitions {
+            let Some(&i) = topic_index
+                .get(tp.topic.as_str())
+                .and_then(|&t| partition_index.get(&(t, tp.partition)))
+            else {
+                continue;
+            };
+            if claimants[i].insert(m) && current {
+                current_claims[i].push(m);
+            }
+        }
+    }
+    (claimants, current_claims)
+}
+
 impl<'a> Sticky<'a> {
     fn new(members: &'a [GroupMember], partitions_per_topic: &BTreeMap<String, i32>) -> Self {
         let members = unique_members(members);
@@ -622,23 +651,8 @@ impl<'a> Sticky<'a> {
         // members, when no generation is known); a partition claimed by two
         // current members stays with neither; and a claim on a topic the
         // member no longer subscribes to is not kept.
-        let max_generation = members.iter().filter_map(|m| m.generation).max();
-        let mut claimants = vec![BTreeSet::new(); partitions.len()];
-        let mut current_claims: Vec<Vec<usize>> = vec![Vec::new(); partitions.len()];
-        for (m, member) in members.iter().enumerate() {
-            let current = max_generation.is_none() || member.generation == max_generation;
-            for tp in &member.owned_partitions {
-                let Some(&i) = topic_index
-                    .get(tp.topic.as_str())
-                    .and_then(|&t| partition_index.get(&(t, tp.partition)))
-                else {
-                    continue;
-                };
-                if claimants[i].insert(m) && current {
-                    current_claims[i].push(m);
-                }
-            }
-        }
+        let (claimants, current_claims) =
+            ownership_claims(&members, &topic_index, &partition_index);
         let owner = current_claims
             .iter()
             .zip(&partitions)
