@@ -7,6 +7,7 @@
 use super::buffer::{Buffer, MAX_PARTITION_OVERRIDE};
 use super::failure::{Refusal, Retry};
 use super::parked::Member;
+use super::partition::PartitionState;
 use super::position::{PosState, Position};
 use super::replica::{leaves_replica, ReadReplica};
 use super::request::{classify, ErrorClass, FIRST_TOPIC_ID_VERSION};
@@ -288,21 +289,11 @@ impl Fetcher {
     }
 
     /// Whether an answer for `tp` sent as `s` still applies: the partition
-    /// is assigned, nothing moved its position meanwhile, and it was
-    /// fetched from its position with no records waiting, or ahead of the
-    /// records waiting (see `PartitionState::fetch_from`).
+    /// is assigned and [`PartitionState::answer_applies`].
     fn is_current(&self, tp: &TopicPartition, s: &Member) -> bool {
-        let from = s.entry.fetch_offset;
-        self.partitions.get(tp).is_some_and(|st| {
-            st.generation == s.generation
-                && match (&st.pos, &st.buffer) {
-                    (PosState::Valid(p), None) => p.offset == from,
-                    (PosState::Valid(_), Some(b)) => {
-                        st.ahead.is_none() && b.end.map(|e| e.next_offset) == Some(from)
-                    }
-                    _ => false,
-                }
-        })
+        self.partitions
+            .get(tp)
+            .is_some_and(|st| st.answer_applies(s))
     }
 
     /// Every member of `target` leaves it (its Fetch failed as a whole)
@@ -346,14 +337,20 @@ impl Fetcher {
     ) {
         let broker = broker_of(target);
         let code = ErrorCode::from_code(data.error_code);
-        if !self.is_current(&tp, &s) {
+        // Looked up once, for the checks and `accept` alike: every
+        // partition of every answer passes here, and each lookup compares
+        // topic names.
+        let Some(st) = self
+            .partitions
+            .get_mut(&tp)
+            .filter(|st| st.answer_applies(&s))
+        else {
             log::debug!(
                 "stale fetch data for {tp} at offset {} ignored",
                 s.entry.fetch_offset
             );
             return;
-        }
-        let st = self.partitions.get(&tp).expect("checked");
+        };
         let PosState::Valid(pos) = st.pos else {
             return;
         };
@@ -392,7 +389,10 @@ impl Fetcher {
         } else if code != ErrorCode::None {
             self.partition_refused(now, tp, pos, broker, &data, outcome);
         } else {
-            self.accept(now, target, &tp, &data);
+            let lease = self.config.replica_lease;
+            if accept(st, now, target, &tp, &data, lease) {
+                self.replicas = true;
+            }
             let aborted = &data.aborted_transactions;
             if let Some(set) = data.records.filter(|b| !b.is_empty()) {
                 let aborted = aborted_transactions(aborted);
@@ -493,34 +493,6 @@ impl Fetcher {
                     self.reports
                         .partition_error(&mut st.retry.streak, now, refusal);
                 self.backoff.failed(&mut st.retry, now);
-            }
-        }
-    }
-
-    /// What a good answer for `tp` from `target` says besides its
-    /// records: the failures are over, the high watermark and last stable
-    /// offset, the bytes fetched, and the preferred read replica
-    /// (KIP-392) the leader names.
-    fn accept(&mut self, now: Instant, target: Target, tp: &TopicPartition, data: &PartitionData) {
-        let lease = self.config.replica_lease;
-        let st = self.partitions.get_mut(tp).expect("checked");
-        st.retry = Retry::default();
-        st.high_watermark = (data.high_watermark >= 0).then_some(data.high_watermark);
-        st.last_stable_offset = (data.last_stable_offset >= 0).then_some(data.last_stable_offset);
-        if let Some(b) = &data.records {
-            st.stats.bytes_fetched += b.len() as u64;
-        }
-        let named = data.preferred_read_replica;
-        match ReadReplica::named(st.replica, target, named, now + lease) {
-            None => {}
-            Some(None) => st.replica = None,
-            Some(Some(replica)) => {
-                log::debug!(
-                    "{tp}: broker {} names broker {named} as the preferred read replica for {lease:?}",
-                    broker_of(target)
-                );
-                st.replica = Some(replica);
-                self.replicas = true;
             }
         }
     }
@@ -641,4 +613,40 @@ fn aborted_transactions(
             first_offset: t.first_offset,
         })
         .collect()
+}
+
+/// What a good answer for `tp` from `target` says besides its records:
+/// the failures are over, the high watermark and last stable offset, the
+/// bytes fetched, and the preferred read replica (KIP-392) the leader
+/// names, for `lease`. True when it names a read replica.
+fn accept(
+    st: &mut PartitionState,
+    now: Instant,
+    target: Target,
+    tp: &TopicPartition,
+    data: &PartitionData,
+    lease: Duration,
+) -> bool {
+    st.retry = Retry::default();
+    st.high_watermark = (data.high_watermark >= 0).then_some(data.high_watermark);
+    st.last_stable_offset = (data.last_stable_offset >= 0).then_some(data.last_stable_offset);
+    if let Some(b) = &data.records {
+        st.stats.bytes_fetched += b.len() as u64;
+    }
+    let named = data.preferred_read_replica;
+    match ReadReplica::named(st.replica, target, named, now + lease) {
+        None => false,
+        Some(None) => {
+            st.replica = None;
+            false
+        }
+        Some(Some(replica)) => {
+            log::debug!(
+                "{tp}: broker {} names broker {named} as the preferred read replica for {lease:?}",
+                broker_of(target)
+            );
+            st.replica = Some(replica);
+            true
+        }
+    }
 }

@@ -62,6 +62,22 @@ pub(super) struct PartitionState {
 }
 
 impl PartitionState {
+    /// Whether an answer to a Fetch sent as `s` still applies: nothing
+    /// moved the position meanwhile (`generation`), and it was fetched
+    /// from the position with no records waiting, or ahead of the records
+    /// waiting (see [`PartitionState::fetch_from`]).
+    pub(super) fn answer_applies(&self, s: &Member) -> bool {
+        let from = s.entry.fetch_offset;
+        self.generation == s.generation
+            && match (&self.pos, &self.buffer) {
+                (PosState::Valid(p), None) => p.offset == from,
+                (PosState::Valid(_), Some(b)) => {
+                    self.ahead.is_none() && b.end.map(|e| e.next_offset) == Some(from)
+                }
+                _ => false,
+            }
+    }
+
     /// A partition just assigned: it waits for its committed offset.
     /// `member`: the target its earlier self is still parked at, if any
     /// (assigned again before that membership ended: it takes it over).
