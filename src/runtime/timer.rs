@@ -494,8 +494,13 @@ mod tests {
         let count = Arc::new(Count::default());
         let mut sleep = sleep_for(timers, 0);
         assert!(poll_once(&mut sleep, &count).is_ready());
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(timers.lock().wakeups, before);
+        // Nothing armed and the timerfd not set: the thread has nothing
+        // that could wake it or the task later.
+        let armed = timers.lock();
+        assert!(armed.timers.is_empty(), "{:?}", armed.timers);
+        assert_eq!(armed.rings_at, None);
+        assert_eq!(armed.wakeups, before);
+        drop(armed);
         assert_eq!(wakes(&count), 0);
     }
 
