@@ -101,6 +101,16 @@ pub(crate) struct Received {
     pub error: Option<StreamError>,
 }
 
+impl Received {
+    /// One frame's outcome: an answer, or the error that ends the stream.
+    fn add(&mut self, outcome: Result<(InFlight, Bytes), StreamError>) {
+        match outcome {
+            Ok(answer) => self.answers.push(answer),
+            Err(e) => self.error = Some(e),
+        }
+    }
+}
+
 /// Why a connection's byte stream cannot go on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StreamError {
@@ -303,27 +313,15 @@ impl Conn {
         self.last_activity = now;
         let mut received = Received::default();
         if let Some(frame) = self.frames.whole(&bytes) {
-            match self.respond(frame) {
-                Ok(answer) => received.answers.push(answer),
-                Err(e) => received.error = Some(e),
-            }
+            received.add(self.respond(frame));
             return received;
         }
         self.frames.push(&bytes);
-        loop {
-            match self.frames.next_frame().map_err(StreamError::Frame) {
+        while received.error.is_none() {
+            match self.frames.next_frame() {
+                Ok(Some(frame)) => received.add(self.respond(frame)),
                 Ok(None) => break,
-                Ok(Some(frame)) => match self.respond(frame) {
-                    Ok(answer) => received.answers.push(answer),
-                    Err(e) => {
-                        received.error = Some(e);
-                        break;
-                    }
-                },
-                Err(e) => {
-                    received.error = Some(e);
-                    break;
-                }
+                Err(e) => received.error = Some(StreamError::Frame(e)),
             }
         }
         received
