@@ -31,7 +31,17 @@
 #    except the slow group scenarios, with the broker address in
 #    LAZYKAFKA_TEST_BROKER, the venv's Python in LAZYKAFKA_PYTHON and
 #    LAZYKAFKA_REQUIRE_BROKER=1, so no broker test can skip;
-# 4. stops tansu by its PID, whether the tests passed or not.
+#    Apache Kafka itself (scripts/kafka.sh: three KRaft brokers on
+#    loopback, installed with mvn into .kafka/ when missing, started in the
+#    background while the checks below build) serves the tests named
+#    kafka_*, with its variables (LAZYKAFKA_KAFKA_*) and
+#    LAZYKAFKA_REQUIRE_KAFKA=1; the tests that stop brokers
+#    (tests/kafka_faults.rs, marked `#[ignore]` so that the main runs leave
+#    them out) run last, one at a time;
+# 4. stops tansu by its PID and the Kafka cluster, whether the tests passed
+#    or not.
+#
+# cargo-nextest is installed (cargo install --locked) when missing.
 #
 # Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
 # the checkout, so repeated runs from fresh clones reuse the build); set
@@ -55,6 +65,8 @@ if [ -z "${CARGO_TARGET_DIR:-}" ]; then
     fi
 fi
 run_dir="$root/.test-run"
+# The cargo-nextest release the suites run under, installed when missing.
+nextest_version=0.9.114
 mkdir -p "$run_dir"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -101,7 +113,21 @@ fi
 command -v stunnel4 >/dev/null 2>&1 || command -v stunnel >/dev/null 2>&1 ||
     { echo "stunnel is not installed and could not be installed" >&2; exit 1; }
 
-# --- 2. start it ----------------------------------------------------------
+# --- 1c. cargo-nextest --------------------------------------------------------
+if ! cargo nextest --version >/dev/null 2>&1; then
+    step "installing cargo-nextest $nextest_version (cargo install --locked)"
+    # Its own build directory: not the crate's target directory.
+    env -u CARGO_TARGET_DIR cargo install --locked --quiet "cargo-nextest@$nextest_version" ||
+        echo "test.sh: installing cargo-nextest failed; the suites run under cargo test" >&2
+fi
+
+# --- 2. start them ----------------------------------------------------------
+# Apache Kafka starts in the background (half a minute, mostly the JVMs
+# waiting on each other) while the checks below build.
+step "starting Apache Kafka in the background (scripts/kafka.sh start; log: .test-run/kafka.log)"
+"$root/scripts/kafka.sh" start >"$run_dir/kafka.log" 2>&1 &
+kafka_start_pid=$!
+
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr="127.0.0.1:$port"
 step "starting tansu on $addr"
@@ -115,6 +141,13 @@ env -u LISTENER_URL -u ADVERTISED_LISTENER_URL -u STORAGE_ENGINE -u CLUSTER_ID \
 tansu_pid=$!
 echo "$tansu_pid" >"$run_dir/tansu.pid"
 
+stop_peers() {
+    if kill -0 "$kafka_start_pid" 2>/dev/null; then
+        wait "$kafka_start_pid" 2>/dev/null || true
+    fi
+    "$root/scripts/kafka.sh" stop || true
+    stop_tansu
+}
 stop_tansu() {
     if kill -0 "$tansu_pid" 2>/dev/null; then
         kill -TERM "$tansu_pid" 2>/dev/null || true
@@ -126,7 +159,7 @@ stop_tansu() {
     fi
     rm -f "$run_dir/tansu.pid"
 }
-trap stop_tansu EXIT
+trap stop_peers EXIT
 trap 'exit 130' INT TERM
 
 # Wait (at most 20 s) until the port accepts connections.
@@ -216,12 +249,28 @@ doc_tests() {
     fi
 }
 
+step "waiting for Apache Kafka"
+if ! wait "$kafka_start_pid"; then
+    cat "$run_dir/kafka.log" >&2
+    echo "test.sh: Apache Kafka did not start (above)" >&2
+    exit 1
+fi
+eval "$("$root/scripts/kafka.sh" env)"
+export LAZYKAFKA_REQUIRE_KAFKA=1
+show_kafka_logs() {
+    for n in 1 2 3; do
+        echo "--- last lines of broker $n's log (.kafka/run/broker$n.log) ---" >&2
+        grep -E ' (ERROR|WARN) ' "$root/.kafka/run/broker$n.log" | tail -n 15 >&2 || true
+    done
+}
+
 # Both runtimes built; the tests' clients (and the doc-tests') run on
 # async-std, but for the tests of the runtime choice, which run clients on
 # tokio beside it.
 step "tests ${all_features[*]} (async-std, tokio built beside it; broker: tansu at $addr)"
 if ! suite "${all_features[@]}"; then
     show_tansu_log
+    show_kafka_logs
     exit 1
 fi
 step "doc-tests ${all_features[*]}"
@@ -251,7 +300,8 @@ if ! suite "${tokio_features[@]}" --lib \
     --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
     --test records_peers --test tls --test sasl \
     --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path \
-    --test shared_consumer --test runtime_choice --test producer --test partition_eof; then
+    --test shared_consumer --test runtime_choice --test producer --test partition_eof \
+    --test kafka_connections; then
     show_tansu_log
     exit 1
 fi
@@ -260,6 +310,22 @@ cargo test "${tokio_features[@]}" --doc
 # Without a runtime feature (the codecs on, as the tests expect every
 # codec): the sans-IO layers and the clients' cores build alone, and the
 # in-memory tests run.
+# Last, the tests that stop and start Kafka's brokers: one at a time, on
+# each runtime alone, so that no other test sees its cluster shrink.
+for features in async_std tokio; do
+    declare -n set="${features}_features"
+    step "tests that stop brokers, ${set[*]} (tests/kafka_faults.rs, one at a time)"
+    if [ -n "$have_nextest" ]; then
+        ignored=(--run-ignored only --test-threads 1)
+    else
+        ignored=(-- --ignored --test-threads 1)
+    fi
+    if ! suite "${set[@]}" --test kafka_faults "${ignored[@]}"; then
+        show_kafka_logs
+        exit 1
+    fi
+    unset -n set
+done
 step "cargo clippy and lib tests with no runtime feature"
 cargo clippy --no-default-features --features mock,gzip,snappy,lz4,zstd --lib --tests -- -D warnings
 suite --no-default-features --features mock,gzip,snappy,lz4,zstd --lib

@@ -16,6 +16,7 @@
 pub mod clusters;
 pub mod cpu;
 pub mod examples;
+pub mod kafka;
 pub mod mock;
 pub mod mock216;
 pub mod peers;
