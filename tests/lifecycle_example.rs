@@ -427,3 +427,64 @@ fn with_producer_and_bootstrap_it_walks_librdkafkas_mock() {
         "{produce:?}"
     );
 }
+
+/// Apache Kafka itself (`scripts/kafka.sh`): a topic whose partitions live
+/// on brokers 1 and 3 alone, ten records from the Java producer, and a
+/// group name whose coordinator is broker 2, so the census per phase is the
+/// one every cluster above shows.
+fn apache_kafka_walk(test: &str) -> Option<(common::kafka::Kafka, String, String)> {
+    let kafka = common::kafka::Kafka::get(test)?;
+    let topic = kafka.unique("walk");
+    kafka.create_topic_on(&topic, &[&[1], &[3]]);
+    kafka.peer(&["produce", "--topic", &topic, "--count", "10"]);
+    let group = kafka.group_on("walkers", 2);
+    Some((kafka, topic, group))
+}
+
+#[test]
+fn with_bootstrap_it_walks_apache_kafka() {
+    let Some((kafka, topic, group)) = apache_kafka_walk("with_bootstrap_it_walks_apache_kafka") else {
+        return;
+    };
+    let stdout = run_within(
+        &["--bootstrap", &kafka.bootstrap, "--topic", &topic, "--group", &group],
+        Duration::from_secs(120),
+    );
+    assert_phases(&stdout);
+}
+
+#[test]
+fn with_group_protocol_consumer_it_walks_apache_kafka() {
+    let Some((kafka, topic, group)) =
+        apache_kafka_walk("with_group_protocol_consumer_it_walks_apache_kafka")
+    else {
+        return;
+    };
+    let stdout = run_within(
+        &[
+            "--bootstrap",
+            &kafka.bootstrap,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--group-protocol",
+            "consumer",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_phases(&stdout);
+}
+
+#[test]
+fn with_producer_it_walks_a_producer_on_apache_kafka() {
+    let Some((kafka, topic, _)) = apache_kafka_walk("with_producer_it_walks_a_producer_on_apache_kafka")
+    else {
+        return;
+    };
+    let stdout = run_within(
+        &["--producer", "--bootstrap", &kafka.bootstrap, "--topic", &topic],
+        Duration::from_secs(120),
+    );
+    assert_producer_walk(&stdout);
+}
