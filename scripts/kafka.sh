@@ -40,7 +40,8 @@
 #   when the release has them, group.initial.rebalance.delay.ms=0.
 #
 # Files: .kafka/run/ holds this run (configs, data, logs brokerN.log, pids,
-# tls/, env); it is wiped by `start`.
+# tls/, env); it is wiped by `start`. With LAZYKAFKA_KAFKA_RUN_DIR set to
+# another directory, every command acts on a second cluster kept there.
 set -euo pipefail
 
 KAFKA_VERSION=4.4.0
@@ -51,7 +52,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 home="$root/.kafka"
 lib="$home/$KAFKA_VERSION/lib"
 peer_classes="$home/$KAFKA_VERSION/peer"
-run="$home/run"
+# LAZYKAFKA_KAFKA_RUN_DIR runs a second cluster beside the first.
+run=${LAZYKAFKA_KAFKA_RUN_DIR:-$home/run}
 bin="$home/bin"
 java=${JAVA:-java}
 if [ -n "${JAVA_HOME:-}" ] && [ -z "${JAVA:-}" ]; then java="$JAVA_HOME/bin/java"; fi
@@ -341,7 +343,7 @@ export LAZYKAFKA_KAFKA_BROKERS="1=127.0.0.1:${plain[1]} 2=127.0.0.1:${plain[2]} 
 export LAZYKAFKA_KAFKA_BIN=$bin
 export LAZYKAFKA_KAFKA_PEER=$bin/java-peer
 export LAZYKAFKA_KAFKA_SCRIPT=$root/scripts/kafka.sh
-export LAZYKAFKA_KAFKA_RUN=$run
+export LAZYKAFKA_KAFKA_RUN_DIR=$run
 EOF
 }
 

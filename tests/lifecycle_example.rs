@@ -443,11 +443,19 @@ fn apache_kafka_walk(test: &str) -> Option<(common::kafka::Kafka, String, String
 
 #[test]
 fn with_bootstrap_it_walks_apache_kafka() {
-    let Some((kafka, topic, group)) = apache_kafka_walk("with_bootstrap_it_walks_apache_kafka") else {
+    let Some((kafka, topic, group)) = apache_kafka_walk("with_bootstrap_it_walks_apache_kafka")
+    else {
         return;
     };
     let stdout = run_within(
-        &["--bootstrap", &kafka.bootstrap, "--topic", &topic, "--group", &group],
+        &[
+            "--bootstrap",
+            &kafka.bootstrap,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+        ],
         Duration::from_secs(120),
     );
     assert_phases(&stdout);
@@ -478,12 +486,19 @@ fn with_group_protocol_consumer_it_walks_apache_kafka() {
 
 #[test]
 fn with_producer_it_walks_a_producer_on_apache_kafka() {
-    let Some((kafka, topic, _)) = apache_kafka_walk("with_producer_it_walks_a_producer_on_apache_kafka")
+    let Some((kafka, topic, _)) =
+        apache_kafka_walk("with_producer_it_walks_a_producer_on_apache_kafka")
     else {
         return;
     };
     let stdout = run_within(
-        &["--producer", "--bootstrap", &kafka.bootstrap, "--topic", &topic],
+        &[
+            "--producer",
+            "--bootstrap",
+            &kafka.bootstrap,
+            "--topic",
+            &topic,
+        ],
         Duration::from_secs(120),
     );
     assert_producer_walk(&stdout);

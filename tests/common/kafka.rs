@@ -230,6 +230,10 @@ impl Kafka {
                 .output();
             std::thread::sleep(Duration::from_millis(500));
         };
+        assert!(
+            offsets.iter().any(|p| p.leader == id),
+            "broker {id} leads no partition of __consumer_offsets: {offsets:?}"
+        );
         loop {
             let group = self.unique(what);
             let p = java_hash(&group).checked_abs().unwrap_or(0) % offsets.len() as i32;
@@ -339,10 +343,33 @@ impl Kafka {
         self.script(&["shutdown", &id.to_string()]);
     }
 
-    /// Starts broker `id` again and waits until the cluster lists it.
+    /// Starts broker `id` again, waits until the cluster lists it and it
+    /// is back in the ISR of every partition it holds, then gives each
+    /// partition its preferred leader again (as the broker's own
+    /// `auto.leader.rebalance.enable` would after 5 minutes), so that the
+    /// next scenario finds leaders where it placed them.
     pub fn restart(&self, id: i32) {
         self.script(&["restart", &id.to_string()]);
         self.peer(&["wait-cluster", "--brokers", "3", "--timeout-ms", "120000"]);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let out = self
+                .tool("kafka-leader-election")
+                .args(["--bootstrap-server", &self.bootstrap])
+                .args(["--election-type", "preferred", "--all-topic-partitions"])
+                .output()
+                .expect("run kafka-leader-election");
+            let offsets = self.try_describe("__consumer_offsets").unwrap_or_default();
+            if out.status.success() && offsets.iter().any(|p| p.leader == id) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "broker {id} leads nothing after its restart: {offsets:?}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
     }
 
     fn script(&self, args: &[&str]) {

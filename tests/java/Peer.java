@@ -77,6 +77,7 @@ import org.apache.kafka.common.acl.AclPermissionType;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.ElectionNotNeededException;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.errors.WakeupException;
@@ -394,6 +395,8 @@ public class Peer {
         long[] idleSince = {0};
         long seen = 0;
         boolean timedOut = false;
+        // Processed, refused by a commit during a rebalance (--commit sync).
+        Map<TopicPartition, OffsetAndMetadata> uncommitted = new HashMap<>();
 
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
         try {
@@ -478,11 +481,11 @@ public class Peer {
                     continue; // the loop condition sees stop
                 }
                 Map<TopicPartition, OffsetAndMetadata> processed = new HashMap<>();
-                Map<TopicPartition, Long> unprocessed = new HashMap<>();
+                Map<TopicPartition, OffsetAndMetadata> unprocessed = new HashMap<>();
                 for (ConsumerRecord<String, String> r : records) {
                     TopicPartition tp = new TopicPartition(r.topic(), r.partition());
                     if (count != null && seen >= count) {
-                        unprocessed.putIfAbsent(tp, r.offset());
+                        unprocessed.putIfAbsent(tp, new OffsetAndMetadata(r.offset(), r.leaderEpoch(), ""));
                         continue;
                     }
                     emit("event", "record", "topic", r.topic(), "partition", r.partition(), "offset", r.offset(),
@@ -495,14 +498,27 @@ public class Peer {
                 }
                 // Records fetched past --count are not ours: rewind so that neither
                 // auto commit (on close) nor anyone else counts them as consumed.
-                for (Map.Entry<TopicPartition, Long> e : unprocessed.entrySet()) {
+                for (Map.Entry<TopicPartition, OffsetAndMetadata> e : unprocessed.entrySet()) {
                     consumer.seek(e.getKey(), e.getValue());
                 }
-                if (commit.equals("sync") && !processed.isEmpty()) {
-                    try {
-                        consumer.commitSync(processed);
-                    } catch (WakeupException e) {
-                        consumer.commitSync(processed); // the wakeup is spent; commit for real
+                if (commit.equals("sync")) {
+                    // Java refuses a commit while a cooperative rebalance is under
+                    // way (RebalanceInProgressException: poll, then commit again):
+                    // what it refused is committed after the next poll, for the
+                    // partitions still assigned then.
+                    uncommitted.putAll(processed);
+                    uncommitted.keySet().retainAll(consumer.assignment());
+                    if (!uncommitted.isEmpty()) {
+                        try {
+                            try {
+                                consumer.commitSync(uncommitted);
+                            } catch (WakeupException e) {
+                                consumer.commitSync(uncommitted); // the wakeup is spent; commit for real
+                            }
+                            uncommitted.clear();
+                        } catch (RebalanceInProgressException e) {
+                            emit("event", "commit-refused", "error", describe(e));
+                        }
                     }
                 }
                 if (count != null && seen >= count) {
