@@ -301,7 +301,7 @@ if ! suite "${tokio_features[@]}" --lib \
     --test records_peers --test tls --test sasl \
     --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path \
     --test shared_consumer --test runtime_choice --test producer --test partition_eof \
-    --test kafka_connections; then
+    --test kafka_connections --test kafka_interop; then
     show_tansu_log
     exit 1
 fi
