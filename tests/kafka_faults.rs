@@ -1,8 +1,9 @@
 //! Broker trouble on Apache Kafka itself (the cluster of `scripts/kafka.sh`):
 //! a broker killed with SIGKILL and started again, a broker shut down
 //! cleanly, leaders moved by a reassignment and a preferred-leader
-//! election, a topic deleted and created again under the same name, and
-//! `acks=all` with the ISR below `min.insync.replicas` — each while our
+//! election, a topic deleted and created again under the same name,
+//! `acks=all` with the ISR below `min.insync.replicas`, and a produce quota
+//! that throttles us (KIP-219) — each while our
 //! consumer consumes (the README's loop: a retriable error said and polled
 //! past, any other one a failure) and our idempotent producer produces.
 //!
@@ -117,11 +118,7 @@ async fn consume_loop(consumer: Consumer, ledger: Arc<Ledger>, stop: Arc<AtomicB
 /// Sends `v<i>` (key `k<i>`) for i = 0, 1, ... every 5 ms until `stop`,
 /// then waits for every delivery. Returns what was written, as
 /// (partition, offset, value), and the deliveries that failed.
-async fn produce_loop(
-    producer: Producer,
-    topic: String,
-    stop: Arc<AtomicBool>,
-) -> (Vec<(i32, i64, String)>, Vec<String>) {
+async fn produce_loop(producer: Producer, topic: String, stop: Arc<AtomicBool>) -> Produced {
     let mut pending: Vec<(String, DeliveryFuture)> = Vec::new();
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -156,18 +153,18 @@ fn drain(events: &mut ConnectionEvents) -> Vec<ConnectionEvent> {
     out
 }
 
-/// A consumer and a producer running on `topic`: the consumer's group is
-/// `group`; `tweak` adjusts the consumer's configuration.
+/// What the producer's task gives back: the records written, as
+/// (partition, offset, value), and the deliveries that failed.
+type Produced = (Vec<(i32, i64, String)>, Vec<String>);
+type Task<T> = Box<dyn std::future::Future<Output = T> + Send + Unpin>;
+
+/// A consumer (in group `group`) and a producer running on `topic`.
 struct Traffic {
     ledger: Arc<Ledger>,
     stop_producer: Arc<AtomicBool>,
     stop_consumer: Arc<AtomicBool>,
-    producer: Option<
-        Box<
-            dyn std::future::Future<Output = (Vec<(i32, i64, String)>, Vec<String>)> + Send + Unpin,
-        >,
-    >,
-    consumer: Option<Box<dyn std::future::Future<Output = ()> + Send + Unpin>>,
+    producer: Option<Task<Produced>>,
+    consumer: Option<Task<()>>,
     events: ConnectionEvents,
     seen_events: Vec<ConnectionEvent>,
 }
@@ -605,6 +602,91 @@ async fn not_enough_replicas_then_recovery() {
     assert_log_has_each_once(&kafka, &topic, &written, "NOT_ENOUGH_REPLICAS");
 }
 
+/// A produce quota (`producer_byte_rate` for our `client.id`) throttles
+/// the producer: the broker answers at once with `throttle_time_ms` and
+/// reads nothing more from the socket for that long (KIP-219). The
+/// producer sends that broker nothing until the time is up, so no request
+/// of its waits out a throttle in the broker's socket buffer: with one
+/// request in flight at a time, its longest round trip stays well below
+/// the longest throttle (a producer that sent anyway would see a round
+/// trip about as long as the throttle). Every record is written once, in
+/// order.
+async fn a_quota_throttles_the_producer() {
+    let Some(kafka) = Kafka::get("a_quota_throttles_the_producer") else {
+        return;
+    };
+    let topic = kafka.unique("quota");
+    kafka.create_topic_on(&topic, &[&[1]]);
+    let client_id = kafka.unique("quota-client");
+    kafka.peer(&[
+        "admin",
+        "set-quota",
+        "--client-id",
+        &client_id,
+        "--producer-byte-rate",
+        "20000",
+    ]);
+    let producer = Producer::new(
+        ProducerConfig::builder()
+            .bootstrap_servers(kafka.address(1))
+            .client_id(&client_id)
+            .linger(Duration::from_millis(5))
+            // One request at a time: none is in flight when a throttled
+            // answer comes, so a round trip as long as a throttle can only
+            // be a request sent during one (a request already sent when
+            // the throttle began would wait it out too, rightly).
+            .max_in_flight_requests_per_connection(1)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    // 150 records of about 2 KB: over a quota window (ten seconds here)
+    // 30 KB/s, half as much again as the quota.
+    let padding = "x".repeat(2000);
+    let mut deliveries = Vec::new();
+    for i in 0..150 {
+        let record = ProducerRecord::new(&topic)
+            .key(format!("k{i}-{padding}"))
+            .value(format!("v{i}"));
+        deliveries.push(producer.send(record).await.unwrap());
+    }
+    let mut written = Vec::new();
+    for (i, d) in deliveries.into_iter().enumerate() {
+        let w = d.await.unwrap_or_else(|e| panic!("v{i}: {e}"));
+        written.push((w.partition, w.offset, format!("v{i}")));
+    }
+    let metrics = producer.metrics();
+    producer.close(Duration::from_secs(10)).await.unwrap();
+    kafka.peer(&[
+        "admin",
+        "set-quota",
+        "--client-id",
+        &client_id,
+        "--producer-byte-rate",
+        "0",
+        "--remove",
+    ]);
+    assert!(
+        metrics.throttled_answers > 0 && metrics.throttle_time_max_ms >= 500,
+        "the quota never throttled the producer (a test that cannot fail): {} throttled answers, longest {} ms",
+        metrics.throttled_answers,
+        metrics.throttle_time_max_ms
+    );
+    let leader = metrics
+        .brokers
+        .values()
+        .find(|b| b.broker == Some(1))
+        .expect("counters for broker 1");
+    let longest_ms = leader.latency.max_us.unwrap_or(0) / 1000;
+    assert!(
+        longest_ms * 2 < metrics.throttle_time_max_ms,
+        "a request waited out a throttle: longest round trip {longest_ms} ms, longest throttle {} ms ({} throttled answers)",
+        metrics.throttle_time_max_ms,
+        metrics.throttled_answers
+    );
+    assert_log_has_each_once(&kafka, &topic, &written, "quota");
+}
+
 macro_rules! on_both_runtimes_alone {
     ($($name:ident),* $(,)?) => {
         mod apache_kafka {
@@ -626,4 +708,5 @@ on_both_runtimes_alone!(
     leaders_move_by_reassignment_and_election,
     a_topic_deleted_and_created_again,
     not_enough_replicas_then_recovery,
+    a_quota_throttles_the_producer,
 );

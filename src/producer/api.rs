@@ -40,6 +40,12 @@ pub struct ProducerMetrics {
     pub brokers: BTreeMap<String, crate::consumer::metrics::BrokerMetrics>,
     /// The live connections.
     pub connections: Vec<ConnectionInfo>,
+    /// Produce answers that asked the producer to wait before it sends
+    /// that broker anything more (`throttle_time_ms`: a quota, KIP-219);
+    /// it waits.
+    pub throttled_answers: u64,
+    /// The longest such wait, in milliseconds.
+    pub throttle_time_max_ms: u64,
 }
 
 /// What the producer did for one partition.
@@ -568,6 +574,7 @@ impl Producer {
             let mean =
                 |total: Duration, n: u64| (n > 0).then(|| total.as_secs_f64() * 1e3 / n as f64);
             let (records_delivered, records_failed) = core.counts();
+            let (throttled_answers, throttle_max) = core.throttles();
             ProducerMetrics {
                 at_ms: wall_clock_ms().max(0) as u64,
                 records_delivered,
@@ -600,6 +607,8 @@ impl Producer {
                     .map(|(addr, c)| (addr.clone(), c.into()))
                     .collect(),
                 connections: core.io().connections(now),
+                throttled_answers,
+                throttle_time_max_ms: throttle_max.as_millis() as u64,
             }
         })
     }

@@ -38,6 +38,7 @@ import java.util.Set;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -86,6 +87,8 @@ import org.apache.kafka.common.quota.ClientQuotaEntity;
 import org.apache.kafka.common.resource.PatternType;
 import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourceType;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -111,7 +114,9 @@ public class Peer {
         "          (--topic T | --group G | --transactional-id ID | --cluster)",
         "          [--pattern literal|prefixed] [--permission allow|deny] [--host H]",
         "  admin list-offsets --topic T [--isolation read_committed|read_uncommitted]",
-        "  admin describe-group --group G");
+        "  admin describe-group --group G",
+        "  census-consumer --topic T --count N [--group G] [--timeout-ms T]   (pauses: see censusConsumer)",
+        "  census-producer --topic T --count N [--partitions P] [--value-bytes B]   (pauses: see censusProducer)");
 
     /** The real stdout; System.out is pointed at stderr so only JSON lines reach stdout. */
     static final PrintStream OUT =
@@ -160,6 +165,12 @@ public class Peer {
                 break;
             case "admin":
                 admin(argv);
+                break;
+            case "census-consumer":
+                censusConsumer(parse(argv, 1, mode, "topic group count timeout-ms", ""));
+                break;
+            case "census-producer":
+                censusProducer(parse(argv, 1, mode, "topic count partitions value-bytes", ""));
                 break;
             default:
                 throw new Failure("unknown mode '" + mode + "'\n" + USAGE);
@@ -534,6 +545,174 @@ public class Peer {
         emit("event", "closed", "seen", seen);
         if (timedOut && count != null) {
             throw new Failure("timed out after " + timeoutMs + " ms with " + seen + " of " + count + " records");
+        }
+    }
+
+    // ---------------------------------------------------------------- census (benches/compare)
+    //
+    // census-consumer and census-producer: a client that pauses at named points, so that a parent
+    // (`cargo bench --bench compare`) can count its sockets, threads and memory from outside at
+    // each. A pause prints one event and waits for a line on stdin (its end counts as a line):
+    //   consumer: "subscribed" (created and subscribed, or assigned without --group; not polled)
+    //             | polls until --count records, "consumed" (with its timings) | polls on until a
+    //             line | close(), "closed" | exits after a line.
+    //   producer: "created" | sends --count records (record i to partition i % P with
+    //             --partitions), flush(), "sent" | idles until a line | close(), "closed" | exits
+    //             after a line.
+    // Keys and values are bytes: only the values' lengths are looked at.
+
+    static void censusConsumer(Opts o) throws Exception {
+        List<String> topics = List.of(o.need("topic").split(","));
+        String group = o.get("group");
+        long count = o.longOf("count", null);
+        long timeoutMs = o.longOf("timeout-ms", 180000L);
+        Properties p = baseProperties(o);
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        if (group != null) {
+            p.put("group.id", group);
+        }
+        applyUserProperties(p, o);
+        Lines lines = new Lines();
+        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+        try {
+            if (group != null) {
+                consumer.subscribe(topics);
+            } else {
+                // partitionsFor asks for metadata: without a group the pause comes after it.
+                List<TopicPartition> all = new ArrayList<>();
+                for (String topic : topics) {
+                    for (PartitionInfo info : consumer.partitionsFor(topic)) {
+                        all.add(new TopicPartition(info.topic(), info.partition()));
+                    }
+                }
+                consumer.assign(all);
+            }
+            emit("event", "subscribed");
+            lines.await();
+            long start = System.nanoTime();
+            long deadline = start + timeoutMs * 1_000_000L;
+            long first = 0;
+            long last = start;
+            long seen = 0;
+            long bytes = 0;
+            while (seen < count && System.nanoTime() - deadline < 0) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    if (first == 0) {
+                        first = System.nanoTime();
+                    }
+                    seen++;
+                    bytes += r.value() == null ? 0 : r.value().length;
+                }
+                if (!records.isEmpty()) {
+                    last = System.nanoTime();
+                }
+            }
+            emit("event", "consumed", "records", seen, "bytes", bytes, "timed_out", seen < count,
+                "first_record_ms", first == 0 ? null : (first - start) / 1e6,
+                "elapsed_ms", (last - start) / 1e6);
+            while (!lines.ready()) {
+                consumer.poll(Duration.ofMillis(100));
+            }
+        } finally {
+            consumer.close();
+        }
+        emit("event", "closed");
+        lines.await();
+    }
+
+    static void censusProducer(Opts o) throws Exception {
+        String topic = o.need("topic");
+        long count = o.longOf("count", null);
+        Integer partitions = o.intOrNull("partitions");
+        int valueBytes = o.intOf("value-bytes", 100);
+        Properties p = baseProperties(o);
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        applyUserProperties(p, o);
+        byte[][] values = new byte[64][valueBytes];
+        for (int v = 0; v < values.length; v++) {
+            for (int i = 0; i < valueBytes; i++) {
+                values[v][i] = (byte) ('a' + (v * 7 + i * i) % 26);
+            }
+        }
+        Lines lines = new Lines();
+        AtomicLong delivered = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        AtomicLong first = new AtomicLong();
+        AtomicLong last = new AtomicLong();
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
+        try {
+            emit("event", "created");
+            lines.await();
+            long start = System.nanoTime();
+            for (long i = 0; i < count; i++) {
+                Integer partition = partitions == null ? null : (int) (i % partitions);
+                producer.send(new ProducerRecord<>(topic, partition, null, values[(int) (i % values.length)]),
+                    (md, err) -> {
+                        long now = System.nanoTime();
+                        if (err != null) {
+                            failed.incrementAndGet();
+                            return;
+                        }
+                        if (delivered.getAndIncrement() == 0) {
+                            first.set(now);
+                        }
+                        last.set(now);
+                    });
+            }
+            producer.flush();
+            long n = delivered.get();
+            emit("event", "sent", "records", n, "failed", failed.get(), "bytes", n * valueBytes,
+                "first_delivery_ms", n == 0 ? null : (first.get() - start) / 1e6,
+                "elapsed_ms", n == 0 ? null : (last.get() - start) / 1e6);
+            lines.await();
+        } finally {
+            producer.close();
+        }
+        emit("event", "closed");
+        lines.await();
+    }
+
+    /** The lines of stdin, read by a thread of their own; its end counts as a line, again and again. */
+    static final class Lines {
+        private static final String END = new String("end of input");
+        private final LinkedBlockingQueue<String> queue = new LinkedBlockingQueue<>();
+
+        Lines() {
+            Thread reader = new Thread(() -> {
+                try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = in.readLine()) != null) {
+                        queue.add(line);
+                    }
+                } catch (IOException e) {
+                    // treat like end of input
+                }
+                queue.add(END);
+            }, "peer-stdin");
+            reader.setDaemon(true);
+            reader.start();
+        }
+
+        /** Waits for the next line. */
+        void await() throws InterruptedException {
+            String line = queue.take();
+            if (line == END) {
+                queue.add(END);
+            }
+        }
+
+        /** Whether a line came (taking it), without waiting. */
+        boolean ready() {
+            String line = queue.poll();
+            if (line == END) {
+                queue.add(END);
+            }
+            return line != null;
         }
     }
 

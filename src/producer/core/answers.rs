@@ -14,7 +14,12 @@ use crate::protocol::messages::init_producer_id::InitProducerIdResponse;
 use crate::protocol::messages::produce::{PartitionProduceResponse, ProduceResponse};
 use crate::protocol::ErrorCode;
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long a partition's Produce requests fail (and are retried) before a
+/// `warn` line names the failure: longer than a leader move takes to be
+/// found again, short enough that a user hears within seconds.
+pub(super) const RETRY_WARN_GRACE: Duration = Duration::from_secs(1);
 
 /// Errors a retry can cure (the Java client's `RetriableException`s for
 /// Produce).
@@ -55,7 +60,7 @@ impl ProducerCore {
                         c.latency += now.saturating_duration_since(sent);
                         c.answered += 1;
                     }
-                    self.handle_produce(now, batches, result);
+                    self.handle_produce(now, broker, batches, result);
                 }
                 None => {}
             }
@@ -100,6 +105,10 @@ impl ProducerCore {
                 }
             }
             other => {
+                let code = other
+                    .as_ref()
+                    .ok()
+                    .map(|r| ErrorCode::from_code(r.error_code));
                 let why = match other {
                     Ok(r) => ErrorCode::from_code(r.error_code).to_string(),
                     Err(e) => e,
@@ -113,13 +122,51 @@ impl ProducerCore {
                     Pid::Asking => Pid::None,
                     p => p,
                 };
+                if let Some(
+                    code @ (ErrorCode::ClusterAuthorizationFailed
+                    | ErrorCode::TransactionalIdAuthorizationFailed),
+                ) = code
+                {
+                    self.fail_waiting_for_pid(code);
+                }
             }
+        }
+    }
+
+    /// InitProducerId refused for want of rights (Kafka answers
+    /// CLUSTER_AUTHORIZATION_FAILED to a principal with neither
+    /// IdempotentWrite on the cluster nor Write on any topic): asking
+    /// again does not cure it, so, as the Java producer does, the records
+    /// waiting for a producer id fail with the code now rather than at
+    /// `delivery.timeout.ms`. Nothing is in flight (nothing is sent without
+    /// a producer id). A later record asks again, after the backoff, so
+    /// an ACL granted meanwhile is picked up.
+    fn fail_waiting_for_pid(&mut self, code: ErrorCode) {
+        let batches = self.acc.abort_all();
+        if batches.is_empty() {
+            return;
+        }
+        let records: usize = batches.iter().map(|b| b.records.len()).sum();
+        log::warn!("InitProducerId refused with {code}; the {records} records waiting for a producer id fail");
+        let message = Some(
+            "InitProducerId refused: an idempotent producer needs Write on a topic or IdempotentWrite on the cluster"
+                .to_owned(),
+        );
+        for batch in batches {
+            self.forget_sequence(&batch);
+            self.fail_batch(&batch, |tp| DeliveryError::Broker {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                code,
+                message: message.clone(),
+            });
         }
     }
 
     fn handle_produce(
         &mut self,
         now: Instant,
+        broker: i32,
         batches: Vec<ProducerBatch>,
         result: Result<crate::cluster::Response, RequestError>,
     ) {
@@ -147,6 +194,16 @@ impl ProducerCore {
                 return;
             }
         };
+        if response.throttle_time_ms > 0 {
+            // KIP-219: the broker answered at once and mutes our socket
+            // for this long; nothing more goes to it until then (as the
+            // Java client), so that nothing waits in its socket buffer.
+            let wait = Duration::from_millis(response.throttle_time_ms as u64);
+            log::debug!("broker {broker} throttles Produce for {wait:?} (quota)");
+            self.throttled.insert(broker, now + wait);
+            self.throttles.0 += 1;
+            self.throttles.1 = self.throttles.1.max(wait);
+        }
         let mut answers: BTreeMap<(String, i32), _> = BTreeMap::new();
         for topic in response.responses {
             for p in topic.partition_responses {
@@ -339,6 +396,24 @@ impl ProducerCore {
             return;
         }
         log::debug!("{}: retrying a batch ({why})", batch.tp);
+        // A failure that lasts is named at warn level (then again every
+        // REPORT_AGAIN_AFTER while it goes on): a leader that moves is
+        // found again within the grace and says nothing above debug.
+        let run = crate::streak::Streak::note(
+            self.retry_runs.entry(batch.tp.clone()).or_default(),
+            why.clone(),
+            now,
+            Duration::MAX,
+        );
+        if run.due(now, RETRY_WARN_GRACE) {
+            log::warn!(
+                "{}: Produce failing for {} ms ({why}); {} records wait, retried until delivery.timeout.ms (the producer goes on by itself)",
+                batch.tp,
+                run.lasted(now).as_millis(),
+                batch.records.len()
+            );
+            run.mark_reported(now);
+        }
         let unit = self.rng.unit();
         let delay = self.backoff.entry(batch.tp.clone()).or_default().failed(
             now,

@@ -186,8 +186,18 @@ pub(crate) struct ProducerCore {
     backoff: BTreeMap<TopicPartition, Retry>,
     /// The last failure of each partition, for a timeout's message.
     last_failure: BTreeMap<TopicPartition, String>,
+    /// Each partition's run of retried failures, for the rate-limited
+    /// `warn` line that names one which lasts (`answers::RETRY_WARN_GRACE`); a
+    /// delivery ends it.
+    retry_runs: BTreeMap<TopicPartition, Option<crate::streak::Streak<String>>>,
     in_flight: BTreeMap<RequestId, Pending>,
     per_broker: BTreeMap<i32, usize>,
+    /// Brokers that throttle this producer (a Produce answer's
+    /// `throttle_time_ms`, KIP-219), until when: nothing is sent to them
+    /// before.
+    throttled: BTreeMap<i32, Instant>,
+    /// Produce answers that asked for a wait, and the longest wait asked.
+    throttles: (u64, Duration),
     /// The outcome of each batch not decided yet, by its first record.
     slots: HashMap<RecordId, Slot, BuildIdHasher>,
     /// Records given and not delivered or failed yet.
@@ -242,6 +252,9 @@ impl ProducerCore {
             sequences: BTreeMap::new(),
             backoff: BTreeMap::new(),
             last_failure: BTreeMap::new(),
+            retry_runs: BTreeMap::new(),
+            throttled: BTreeMap::new(),
+            throttles: (0, Duration::ZERO),
             in_flight: BTreeMap::new(),
             per_broker: BTreeMap::new(),
             slots: HashMap::default(),
@@ -310,6 +323,12 @@ impl ProducerCore {
         let total = self.acc.config().buffer_memory;
         let wanted = size.saturating_add(total / 8).min(total).max(size);
         self.acc.available() >= wanted
+    }
+
+    /// Produce answers that asked the producer to wait (a quota,
+    /// KIP-219), and the longest wait one asked.
+    pub fn throttles(&self) -> (u64, Duration) {
+        self.throttles
     }
 
     /// Records given and not yet delivered or failed.
@@ -391,6 +410,7 @@ impl ProducerCore {
             self.cluster.poll_timeout(),
             self.acc.next_deadline(now),
             self.pid_retry.not_before(),
+            self.throttled.values().min().copied(),
             self.topics
                 .values()
                 .min()

@@ -111,6 +111,7 @@ impl ProducerCore {
     pub(super) fn complete(&mut self, batch: &ProducerBatch, base_offset: i64, append_time: i64) {
         self.backoff.remove(&batch.tp);
         self.last_failure.remove(&batch.tp);
+        self.retry_runs.remove(&batch.tp);
         if let (Some(stamp), Some(seq)) = (batch.stamp, self.sequences.get_mut(&batch.tp)) {
             seq.unresolved.remove(&stamp.base_sequence);
         }

@@ -99,7 +99,12 @@ impl ProducerCore {
         if !ready.unknown_leaders.is_empty() {
             self.cluster.request_metadata_refresh(now);
         }
+        self.throttled.retain(|_, until| *until > now);
         for broker in ready.brokers {
+            if self.throttled.contains_key(&broker) {
+                // Throttled by a quota (KIP-219): sent when it ends.
+                continue;
+            }
             loop {
                 if self.per_broker.get(&broker).copied().unwrap_or(0) >= self.settings.max_in_flight
                 {
