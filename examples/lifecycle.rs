@@ -190,10 +190,17 @@ fn event_header() {
     );
 }
 
-fn drain(events: &mut (impl Stream<Item = ConnectionEvent> + Unpin)) {
+/// Prints the events that came; returns how many of them were leader
+/// connections becoming ready.
+fn drain(events: &mut (impl Stream<Item = ConnectionEvent> + Unpin)) -> usize {
+    let mut ready_leaders = 0;
     while let Some(Some(e)) = events.next().now_or_never() {
         print_event(&e);
+        if e.purpose == Purpose::Leader && matches!(e.kind, EventKind::Ready) {
+            ready_leaders += 1;
+        }
     }
+    ready_leaders
 }
 
 fn census(connections: &[ConnectionInfo]) -> String {
@@ -292,13 +299,16 @@ async fn walk(
     println!("4. resume: the leaders are connected again");
     consumer.resume(assigned.iter());
     let back = Instant::now();
-    // Until every leader connection of step 2 is ready again, so that its
-    // events are printed under this step.
-    while ready_leaders(&consumer.connections()) < leaders_consuming.max(1)
+    // Until every leader connection of step 2 is ready again and its
+    // `ready` event came, so that its events are printed under this step
+    // (the snapshot of the connections can be ahead of the events).
+    let mut ready_again = drain(&mut events);
+    while (ready_again < leaders_consuming.max(1)
+        || ready_leaders(&consumer.connections()) < leaders_consuming.max(1))
         && back.elapsed() < Duration::from_secs(15)
     {
         consumer.poll(Duration::from_millis(200)).await?;
-        drain(&mut events);
+        ready_again += drain(&mut events);
     }
     drain(&mut events);
     println!("   {}", census(&consumer.connections()));

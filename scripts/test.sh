@@ -311,7 +311,7 @@ if ! suite "${tokio_features[@]}" --lib \
     --test records_peers --test tls --test sasl \
     --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path \
     --test shared_consumer --test runtime_choice --test producer --test partition_eof \
-    --test kafka_connections --test kafka_interop --test kafka_security; then
+    --test kafka_connections --test kafka_interop --test kafka_security --test kafka_groups; then
     show_tansu_log
     exit 1
 fi
@@ -324,13 +324,13 @@ cargo test "${tokio_features[@]}" --doc
 # each runtime alone, so that no other test sees its cluster shrink.
 for features in async_std tokio; do
     declare -n set="${features}_features"
-    step "tests that stop brokers, ${set[*]} (tests/kafka_faults.rs, one at a time)"
+    step "tests that stop brokers, ${set[*]} (tests/kafka_faults.rs, tests/kafka_truncation.rs, one at a time)"
     if [ -n "$have_nextest" ]; then
         ignored=(--run-ignored only --test-threads 1)
     else
         ignored=(-- --ignored --test-threads 1)
     fi
-    if ! suite "${set[@]}" --test kafka_faults "${ignored[@]}"; then
+    if ! suite "${set[@]}" --test kafka_faults --test kafka_truncation "${ignored[@]}"; then
         show_kafka_logs
         exit 1
     fi

@@ -136,10 +136,17 @@ impl Pair {
         p.log.append(&batch, p.leader_epoch).unwrap();
     }
 
-    /// What the application's `poll` does to the core: note the poll, then
-    /// take the errors and up to 500 records.
+    /// What the application's `poll` does to the core: note the poll,
+    /// deliver the group events (to no listener), then take the errors and
+    /// up to 500 records.
     fn poll(&mut self) -> Vec<ConsumerRecord> {
         self.core.polled(self.now);
+        self.settle();
+        // A revocation waits for it (without automatic commits), as in
+        // `Consumer::take_now`.
+        while self.core.take_group_event().is_some() {
+            self.core.group_event_delivered();
+        }
         self.settle();
         while let Some(e) = self.core.take_error() {
             self.errors.push(e);

@@ -74,6 +74,9 @@ impl Consumer {
     /// Commits the consumed positions of every assigned partition (with
     /// `enable.auto.offset.store=false`: the offsets stored with
     /// [`Consumer::store_offset`]) and waits for the coordinator's answer.
+    /// Without automatic commits a rebalance waits for the next `poll` to
+    /// revoke partitions, as the Java consumer's does: until then the
+    /// partitions revoked since the last `poll` are committed too.
     ///
     /// # Cancel safety
     ///

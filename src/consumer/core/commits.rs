@@ -79,7 +79,13 @@ impl ConsumerCore {
     ) -> CommitId {
         let id = CommitId(self.next_commit);
         self.next_commit += 1;
-        let offsets = offsets.unwrap_or_else(|| self.committable(None));
+        let offsets = offsets.unwrap_or_else(|| {
+            // The partitions revoked since the last poll too: their
+            // records were returned before the revocation.
+            let mut offsets = self.revoked_offsets.clone();
+            offsets.extend(self.committable(None));
+            offsets
+        });
         self.send_commit(now, Some((id, Retry::default())), offsets);
         id
     }

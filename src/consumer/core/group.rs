@@ -88,6 +88,7 @@ impl ConsumerCore {
         {
             self.undelivered_revocations = 0;
             self.revoked_positions.clear();
+            self.revoked_offsets.clear();
         }
     }
 
@@ -128,11 +129,18 @@ impl ConsumerCore {
                 self.revoked_positions
                     .extend(positions.iter().map(|(tp, o)| (tp.clone(), o.offset)));
                 let offsets = self.committable(Some(revoked));
+                // Without automatic commits the application commits what
+                // it processed (after a poll, or in its listener): the
+                // group waits for the next poll, as the Java consumer
+                // revokes only inside poll, and a commit until then
+                // covers the revoked partitions too (Kafka accepts it: the
+                // group waits for this member's JoinGroup).
+                if self.hold_for_listener || self.auto_commit.is_none() {
+                    self.undelivered_revocations += 1;
+                    self.revoked_offsets.extend(offsets.clone());
+                }
                 if self.auto_commit.is_some() && !offsets.is_empty() {
                     self.blocking_commit = self.send_commit(now, None, offsets);
-                }
-                if self.hold_for_listener {
-                    self.undelivered_revocations += 1;
                 }
             }
             if let Some(m) = &self.membership {

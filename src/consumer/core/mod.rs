@@ -113,11 +113,18 @@ pub(crate) struct ConsumerCore {
     left_for_poll_timeout: bool,
     group_events: VecDeque<GroupEvent>,
     /// With a rebalance listener, the group waits for `poll` to deliver
-    /// revocations (so the listener can commit) before rejoining.
+    /// revocations (so the listener can commit) before rejoining; so it
+    /// does without automatic commits (so the application's commit after
+    /// processing lands, see `revoked_offsets`).
     hold_for_listener: bool,
     undelivered_revocations: usize,
     /// Positions of revoked partitions, for the listener.
     revoked_positions: BTreeMap<TopicPartition, i64>,
+    /// What a commit of the consumed positions takes for the partitions
+    /// revoked while the group waits for the next `poll`: their records
+    /// were returned before the revocation, and the member is still in
+    /// the generation that owned them.
+    revoked_offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
     errors: VecDeque<Error>,
     queries: BTreeMap<u64, Result<Response, RequestError>>,
     /// Topics whose metadata an offsets query needs, besides the mode's.
@@ -224,6 +231,7 @@ impl ConsumerCore {
             hold_for_listener: false,
             undelivered_revocations: 0,
             revoked_positions: BTreeMap::new(),
+            revoked_offsets: BTreeMap::new(),
             errors: VecDeque::new(),
             queries: BTreeMap::new(),
             query_topics: BTreeSet::new(),
