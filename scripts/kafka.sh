@@ -64,6 +64,10 @@ die() { say "$*"; exit 1; }
 
 # --- install ---------------------------------------------------------------
 install() {
+    # One install at a time (two clusters may start at once).
+    mkdir -p "$home"
+    exec 9>"$home/.install.lock"
+    flock 9
     if [ ! -f "$lib/.complete" ]; then
         command -v mvn >/dev/null || die "mvn is not installed (Debian package maven)"
         say "resolving Apache Kafka $KAFKA_VERSION with mvn into $lib"
@@ -82,6 +86,8 @@ install() {
         "$javac" -nowarn -d "$peer_classes" -cp "$lib/*" "$src" >&2
     fi
     write_wrappers
+    flock -u 9
+    exec 9>&-
 }
 
 # The tools as commands: .kafka/bin/kafka-topics and the like, and

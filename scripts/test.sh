@@ -36,8 +36,11 @@
 #    background while the checks below build) serves the tests named
 #    kafka_*, with its variables (LAZYKAFKA_KAFKA_*) and
 #    LAZYKAFKA_REQUIRE_KAFKA=1; the tests that stop brokers
-#    (tests/kafka_faults.rs, marked `#[ignore]` so that the main runs leave
-#    them out) run last, one at a time;
+#    (tests/kafka_faults.rs and tests/kafka_truncation.rs, marked
+#    `#[ignore]` so that the main runs leave them out) run one at a time
+#    on a second cluster of their own (.kafka/run-faults), beside the rest
+#    of the command: on async-std once the main run is through, then on
+#    tokio;
 # 4. stops tansu by its PID and the Kafka cluster, whether the tests passed
 #    or not.
 #
@@ -134,9 +137,15 @@ fi
 # --- 2. start them ----------------------------------------------------------
 # Apache Kafka starts in the background (half a minute, mostly the JVMs
 # waiting on each other) while the checks below build.
-step "starting Apache Kafka in the background (scripts/kafka.sh start; log: .test-run/kafka.log)"
+step "starting two Apache Kafka clusters in the background (scripts/kafka.sh start; logs: .test-run/kafka*.log)"
 "$root/scripts/kafka.sh" start >"$run_dir/kafka.log" 2>&1 &
 kafka_start_pid=$!
+# The second one is for the tests that stop brokers: they run beside the
+# rest of the command, and nothing else sees its brokers go.
+faults_dir="$root/.kafka/run-faults"
+LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" start >"$run_dir/kafka-faults.log" 2>&1 &
+faults_start_pid=$!
+faults_pid=
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr="127.0.0.1:$port"
@@ -152,10 +161,14 @@ tansu_pid=$!
 echo "$tansu_pid" >"$run_dir/tansu.pid"
 
 stop_peers() {
-    if kill -0 "$kafka_start_pid" 2>/dev/null; then
-        wait "$kafka_start_pid" 2>/dev/null || true
-    fi
+    for pid in "$kafka_start_pid" "$faults_start_pid" $faults_pid; do
+        if kill -0 "$pid" 2>/dev/null; then
+            kill "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
     "$root/scripts/kafka.sh" stop || true
+    LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" stop || true
     stop_tansu
 }
 stop_tansu() {
@@ -260,18 +273,38 @@ doc_tests() {
 }
 
 step "waiting for Apache Kafka"
-if ! wait "$kafka_start_pid"; then
-    cat "$run_dir/kafka.log" >&2
-    echo "test.sh: Apache Kafka did not start (above)" >&2
-    exit 1
-fi
+for started in "$kafka_start_pid:kafka.log" "$faults_start_pid:kafka-faults.log"; do
+    if ! wait "${started%%:*}"; then
+        cat "$run_dir/${started#*:}" >&2
+        echo "test.sh: Apache Kafka did not start (above)" >&2
+        exit 1
+    fi
+done
 eval "$("$root/scripts/kafka.sh" env)"
 export LAZYKAFKA_REQUIRE_KAFKA=1
 show_kafka_logs() {
-    for n in 1 2 3; do
-        echo "--- last lines of broker $n's log (.kafka/run/broker$n.log) ---" >&2
-        grep -E ' (ERROR|WARN) ' "$root/.kafka/run/broker$n.log" | tail -n 15 >&2 || true
+    local dir
+    for dir in "$root/.kafka/run" "$faults_dir"; do
+        for n in 1 2 3; do
+            echo "--- last lines of broker $n's log ($dir/broker$n.log) ---" >&2
+            grep -E ' (ERROR|WARN) ' "$dir/broker$n.log" | tail -n 15 >&2 || true
+        done
     done
+}
+# The tests that stop and start brokers (tests/kafka_faults.rs,
+# tests/kafka_truncation.rs, `#[ignore]`d in the other runs), one at a
+# time, on the second cluster: `faults FEATURES...`.
+faults() {
+    local ignored
+    if [ -n "$have_nextest" ]; then
+        ignored=(--run-ignored only --test-threads 1)
+    else
+        ignored=(-- --ignored --test-threads 1)
+    fi
+    (
+        eval "$(LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" env)"
+        suite "$@" --test kafka_faults --test kafka_truncation "${ignored[@]}"
+    )
 }
 
 # Both runtimes built; the tests' clients (and the doc-tests') run on
@@ -283,6 +316,11 @@ if ! suite "${all_features[@]}"; then
     show_kafka_logs
     exit 1
 fi
+# The broker-stopping tests with these features (built by now), on the
+# second cluster, while the rest goes on.
+step "tests that stop brokers, ${all_features[*]}: in the background (log: .test-run/faults-async-std.log)"
+faults "${all_features[@]}" >"$run_dir/faults-async-std.log" 2>&1 &
+faults_pid=$!
 step "doc-tests ${all_features[*]}"
 doc_tests "${all_features[@]}"
 # async-std alone (the default features): the connection lifecycle and
@@ -320,22 +358,22 @@ cargo test "${tokio_features[@]}" --doc
 # Without a runtime feature (the codecs on, as the tests expect every
 # codec): the sans-IO layers and the clients' cores build alone, and the
 # in-memory tests run.
-# Last, the tests that stop and start Kafka's brokers: one at a time, on
-# each runtime alone, so that no other test sees its cluster shrink.
-for features in async_std tokio; do
-    declare -n set="${features}_features"
-    step "tests that stop brokers, ${set[*]} (tests/kafka_faults.rs, tests/kafka_truncation.rs, one at a time)"
-    if [ -n "$have_nextest" ]; then
-        ignored=(--run-ignored only --test-threads 1)
-    else
-        ignored=(-- --ignored --test-threads 1)
-    fi
-    if ! suite "${set[@]}" --test kafka_faults --test kafka_truncation "${ignored[@]}"; then
-        show_kafka_logs
-        exit 1
-    fi
-    unset -n set
-done
+# The broker-stopping tests on tokio alone, once those on async-std are
+# through (the same cluster).
+step "tests that stop brokers, ${all_features[*]} (waiting for the background run)"
+faults_status=0
+wait "$faults_pid" || faults_status=$?
+faults_pid=
+cat "$run_dir/faults-async-std.log"
+if [ "$faults_status" -ne 0 ]; then
+    show_kafka_logs
+    exit 1
+fi
+step "tests that stop brokers, ${tokio_features[*]} (tests/kafka_faults.rs, tests/kafka_truncation.rs, one at a time)"
+if ! faults "${tokio_features[@]}"; then
+    show_kafka_logs
+    exit 1
+fi
 step "cargo clippy and lib tests with no runtime feature"
 cargo clippy --no-default-features --features mock,gzip,snappy,lz4,zstd --lib --tests -- -D warnings
 suite --no-default-features --features mock,gzip,snappy,lz4,zstd --lib
