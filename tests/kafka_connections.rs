@@ -13,6 +13,7 @@
 // Drives a `Consumer` or a `Producer`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 
+#[macro_use]
 mod common;
 
 use common::kafka::Kafka;
@@ -366,21 +367,7 @@ async fn a_producer_ends_on_its_leader() {
     assert_eq!(offsets, (0..50).collect::<Vec<_>>());
 }
 
-macro_rules! on_both_runtimes {
-    ($($name:ident),* $(,)?) => {
-        mod apache_kafka {
-            $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                async fn $name() {
-                    super::$name().await
-                }
-            )*
-        }
-    };
-}
-
-on_both_runtimes!(
+on_apache_kafka!(
     nothing_before_the_first_poll,
     a_classic_group_consumer_ends_on_its_coordinator_and_leader,
     a_kip848_group_consumer_ends_on_its_coordinator_and_leader,

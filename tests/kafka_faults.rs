@@ -25,6 +25,7 @@
 // Drives a `Consumer` and a `Producer`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 
+#[macro_use]
 mod common;
 
 use common::kafka::Kafka;
@@ -687,22 +688,7 @@ async fn a_quota_throttles_the_producer() {
     assert_log_has_each_once(&kafka, &topic, &written, "quota");
 }
 
-macro_rules! on_both_runtimes_alone {
-    ($($name:ident),* $(,)?) => {
-        mod apache_kafka {
-            $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                #[ignore = "stops brokers of the shared cluster: scripts/test.sh runs these alone, last"]
-                async fn $name() {
-                    super::$name().await
-                }
-            )*
-        }
-    };
-}
-
-on_both_runtimes_alone!(
+on_apache_kafka_alone!(
     a_broker_killed_and_restarted,
     a_broker_shut_down_cleanly_and_restarted,
     leaders_move_by_reassignment_and_election,

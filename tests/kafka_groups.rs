@@ -41,6 +41,7 @@
 // Drives a `Consumer` or a `Producer`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 
+#[macro_use]
 mod common;
 
 use common::kafka::{Kafka, Peer};
@@ -1470,21 +1471,7 @@ async fn the_readme_loop_and_the_group_example_share_a_group_with_java() {
     run.close().await;
 }
 
-macro_rules! on_both_runtimes {
-    ($($name:ident),* $(,)?) => {
-        mod apache_kafka {
-            $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                async fn $name() {
-                    super::$name().await
-                }
-            )*
-        }
-    };
-}
-
-on_both_runtimes!(
+on_apache_kafka!(
     classic_range,
     classic_roundrobin,
     classic_cooperative_sticky,

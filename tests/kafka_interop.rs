@@ -37,6 +37,7 @@
 // Drives a `Consumer` and a `Producer`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 
+#[macro_use]
 mod common;
 
 use common::kafka::Kafka;
@@ -1231,21 +1232,7 @@ async fn a_consumer_in_the_leaders_rack_fetches_from_the_leader_only() {
     consumer.close().await.unwrap();
 }
 
-macro_rules! on_both_runtimes {
-    ($($name:ident),* $(,)?) => {
-        mod apache_kafka {
-            $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                async fn $name() {
-                    super::$name().await
-                }
-            )*
-        }
-    };
-}
-
-on_both_runtimes!(
+on_apache_kafka!(
     our_uncompressed_records_read_by_java_and_librdkafka,
     our_gzip_records_read_by_java_and_librdkafka,
     our_snappy_records_read_by_java_and_librdkafka,

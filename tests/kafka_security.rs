@@ -46,6 +46,7 @@
 // Drives a `Consumer` or a `Producer`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 
+#[macro_use]
 mod common;
 
 use common::kafka::{Kafka, RESTRICTED_USER, SUPER_USER};
@@ -1121,21 +1122,7 @@ async fn restricted_cannot_produce() {
     producer.close(Duration::ZERO).await.ok();
 }
 
-macro_rules! on_both_runtimes {
-    ($($name:ident),* $(,)?) => {
-        mod apache_kafka {
-            $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                async fn $name() {
-                    super::$name().await
-                }
-            )*
-        }
-    };
-}
-
-on_both_runtimes!(
+on_apache_kafka!(
     sasl_ssl_with_scram_sha_256_produces_and_consumes,
     sasl_ssl_with_scram_sha_512_produces_and_consumes,
     sasl_ssl_with_plain_produces_and_consumes,

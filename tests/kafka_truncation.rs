@@ -48,6 +48,7 @@
 // Drives a `Consumer`: built with a runtime feature only.
 #![cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 
+#[macro_use]
 mod common;
 
 use common::kafka::{Kafka, PartitionInfo, Peer};
@@ -715,19 +716,4 @@ async fn an_unclean_election_truncates_the_log_under_the_consumers() {
     }
 }
 
-macro_rules! on_both_runtimes_alone {
-    ($($name:ident),* $(,)?) => {
-        mod apache_kafka {
-            $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                #[ignore = "stops brokers of the shared cluster: scripts/test.sh runs these alone, last"]
-                async fn $name() {
-                    super::$name().await
-                }
-            )*
-        }
-    };
-}
-
-on_both_runtimes_alone!(an_unclean_election_truncates_the_log_under_the_consumers);
+on_apache_kafka_alone!(an_unclean_election_truncates_the_log_under_the_consumers);

@@ -8,6 +8,43 @@
 //! side. Only `tests/kafka_faults.rs` stops brokers, and the test command
 //! runs it alone.
 
+/// Runs each named `async fn name()` as the test `apache_kafka::name`, on
+/// the runtime the tests run their clients on (async-std when it is
+/// built, tokio alone otherwise): the test command runs each on both.
+#[allow(unused_macros)]
+macro_rules! on_apache_kafka {
+    ($($name:ident),* $(,)?) => {
+        mod apache_kafka {
+            $(
+                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
+                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
+                async fn $name() {
+                    super::$name().await
+                }
+            )*
+        }
+    };
+}
+
+/// As [`on_apache_kafka`], for tests that stop brokers: `#[ignore]`d, so
+/// that only the test command's run of them, alone and on a cluster of
+/// their own (`--run-ignored only --test-threads 1`), runs them.
+#[allow(unused_macros)]
+macro_rules! on_apache_kafka_alone {
+    ($($name:ident),* $(,)?) => {
+        mod apache_kafka {
+            $(
+                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
+                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
+                #[ignore = "stops brokers: scripts/test.sh runs these alone, on a cluster of their own"]
+                async fn $name() {
+                    super::$name().await
+                }
+            )*
+        }
+    };
+}
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -16,6 +16,7 @@
 pub mod clusters;
 pub mod cpu;
 pub mod examples;
+#[macro_use]
 pub mod kafka;
 pub mod mock;
 pub mod mock216;
