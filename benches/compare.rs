@@ -1,5 +1,6 @@
 //! lazykafka next to librdkafka (the `rdkafka` crate), in one run, on the
-//! same brokers and the same data.
+//! same brokers and the same data; and, in the lifecycle cases, next to
+//! Apache Kafka's Java client as well.
 //!
 //! ```sh
 //! cargo bench --bench compare                          # 3 rounds, full size
@@ -36,10 +37,13 @@
 //!   for tansu, which is much slower to fill and to serve;
 //! - `LAZYKAFKA_TANSU_BIN`: a tansu binary; without it tansu is skipped;
 //! - `LAZYKAFKA_BENCH_CASES`: a comma-separated subset of
-//!   `100B,100B-lz4,10KiB,scale,sessions,sessions-rdmock,rebalance,tls,process`
-//!   and the producer
+//!   `100B,100B-lz4,10KiB,scale,sessions,sessions-rdmock,rebalance,tls,process`,
+//!   the producer
 //!   cases `produce-100B,produce-10KiB,produce-100B-keyed,produce-100B-lz4,
-//!   produce-scale`;
+//!   produce-scale` and `kafka-lifecycle` (Apache Kafka, below);
+//! - `LAZYKAFKA_BENCH_JAVA=0`: no Java client in the lifecycle runs;
+//!   `LAZYKAFKA_BENCH_JAVA_OPTS`: JVM options for it (split at spaces;
+//!   default none: the JVM's defaults);
 //! - `LAZYKAFKA_BENCH_STEADY_MS` (default 10000): the steady window of the
 //!   `sessions` cases. `sessions` (KIP-227 incremental fetch sessions) puts
 //!   2,000 × scale partitions (at least 30) over the 3 brokers of a mock,
@@ -105,6 +109,38 @@
 //! records of 100 B to a topic of 6 partitions led by brokers 1, 2, 4, 5,
 //! 7 and 8.
 //!
+//! The lifecycle runs put the three clients side by side the way the
+//! project is about: how many sockets each holds, when, to which brokers,
+//! and what it leaves behind. Each client is a child that pauses at named
+//! points (this binary with `--child` and `LKB_LIFECYCLE`; the Java peer,
+//! `tests/java/Peer.java`, in its `census-consumer` and `census-producer`
+//! modes, compiled by the bench into `bench-java-peer/` beside its target
+//! directory and run with the JVM's defaults on a class path of
+//! `kafka-clients`, its compression jars and the SLF4J API), and all three
+//! are measured alike from the parent: the sockets the child holds to the
+//! brokers (its `/proc/PID/fd` placed in `/proc/net/tcp*`, with their
+//! states) 3 s after it was created and subscribed
+//! (`LAZYKAFKA_BENCH_SETTLE_MS`; before its first
+//! `poll` or `send`), after the steady window that follows its last
+//! record or delivery, and 0.5 s after it closed (the process still
+//! alive); every socket it ever held (a sampler every 2 ms); its threads
+//! and `VmRSS` at those points and `VmHWM` last; its CPU from its
+//! `go` to its last record (`/proc/PID/stat`) and in all (`wait4`). On a
+//! mock the connections it accepted come from its log. `scale` runs them
+//! after its throughput rounds (`scale-lifecycle`: each client a group
+//! member subscribing to the topic, reading its 1000 records),
+//! `produce-scale` likewise (`produce-scale-lifecycle`), and
+//! `kafka-lifecycle`, when `LAZYKAFKA_KAFKA_BOOTSTRAP` is set
+//! (`scripts/kafka.sh start; . .kafka/run/env`), on Apache Kafka's 3
+//! brokers: a group consumer reading 200,000 × scale records of 100 B from
+//! a topic of 6 partitions (replication 3), a producer writing 1,000 to
+//! another, each once with the defaults (`kafka-lifecycle`,
+//! `kafka-lifecycle-produce`) and once with `connections.max.idle.ms`
+//! 5000 on the client (`-idle`: the steady census after 8 s). The summary
+//! gives the Java client's medians and the ratios to it beside the
+//! others', and the brokers each client's sockets went to are printed per
+//! case.
+//!
 //! The `process` case measures whole processes as a user runs them: the
 //! `consume` example (built first with `cargo build --release --example
 //! consume`) and the same command line on librdkafka (this binary with
@@ -141,7 +177,8 @@
 //!
 //! The code, under `benches/compare/`: [`parent`] hosts the brokers, runs
 //! the cases (a module per case family) and reports; [`child`] is one
-//! measured client; [`twin`] is the `consume` example's command line on
+//! measured client (or, with `LKB_LIFECYCLE`, a client pausing for the
+//! parent's census); [`twin`] is the `consume` example's command line on
 //! librdkafka. [`data`], [`client_config`] and [`measure`] are shared by
 //! both sides.
 

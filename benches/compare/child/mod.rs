@@ -5,6 +5,7 @@
 
 mod census;
 mod consumer;
+mod lifecycle;
 mod producer;
 mod runtime;
 mod tally;
@@ -19,9 +20,12 @@ use std::time::Duration;
 /// How long one child may take before it gives up and reports what it has.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Runs the child's job: producing when `LKB_PRODUCE` is set, else
-/// consuming.
+/// Runs the child's job: a lifecycle with pauses when `LKB_LIFECYCLE` is
+/// set, producing when `LKB_PRODUCE` is set, else consuming.
 pub(crate) fn run() {
+    if std::env::var_os("LKB_LIFECYCLE").is_some() {
+        lifecycle::run();
+    }
     if std::env::var_os("LKB_PRODUCE").is_some() {
         producer::run();
     }

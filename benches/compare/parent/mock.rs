@@ -64,6 +64,15 @@ impl Mock {
             .collect()
     }
 
+    /// Each broker's node id and port.
+    pub(crate) fn brokers(&self) -> Vec<(i32, u16)> {
+        self.cluster
+            .broker_ids()
+            .into_iter()
+            .filter_map(|id| Some((id, self.cluster.broker_addr(id)?.port())))
+            .collect()
+    }
+
     /// Creates `topic` with `partitions` partitions, partition `p` led by
     /// broker `p % 3 + 1`.
     pub(crate) fn create_topic_round_robin(&self, topic: &str, partitions: i32, what: &str) {

@@ -5,6 +5,7 @@
 mod chart;
 mod floors;
 mod job;
+mod lifecycle;
 mod many_broker;
 mod mock;
 mod options;
@@ -33,7 +34,8 @@ pub(crate) fn run(args: &[String]) {
     let mut runs = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let sets = data_sets(s.scale);
-    let produced = run_cases(&s, &sets, &mut runs, &mut notes);
+    let mut extra = serde_json::Map::new();
+    let produced = run_cases(&s, &sets, &mut runs, &mut notes, &mut extra);
 
     let summary = report::summarise(&runs);
     report::print_table(&summary);
@@ -62,6 +64,9 @@ pub(crate) fn run(args: &[String]) {
     if let Some(produced) = produced {
         report["producer"] = produced;
     }
+    for (k, v) in extra {
+        report[k] = v;
+    }
     write_report(&s.out, &report);
     println!(
         "\nresults: {} ({:.0} s)",
@@ -86,17 +91,36 @@ fn print_header(s: &Settings) {
 
 /// Every case asked for, in order, its runs added to `runs` (the
 /// many-partitions chart drawn after the `sessions` and `rebalance`
-/// cases); returns the producer cases' settings when any ran.
+/// cases); returns the producer cases' settings when any ran, and adds
+/// the lifecycle cases' (`java`, `kafka_lifecycle`) to `extra`.
 fn run_cases(
     s: &Settings,
     sets: &[DataSet],
     runs: &mut Vec<Value>,
     notes: &mut Vec<String>,
+    extra: &mut serde_json::Map<String, Value>,
 ) -> Option<Value> {
+    // The Java client, for the cases with lifecycle runs.
+    let kafka = s.wants("kafka-lifecycle") || s.names("kafka-broker-idle");
+    let java = if ["scale", "produce-scale", "mock-lifecycle"]
+        .iter()
+        .any(|c| s.wants(c))
+        || kafka
+    {
+        lifecycle::java(notes)
+    } else {
+        None
+    };
+    if let Some(j) = &java {
+        extra.insert(
+            "java".into(),
+            json!({"version": j.version, "jvm_options": j.opts()}),
+        );
+    }
     throughput::mock_cases(s, sets, runs);
     throughput::tansu_cases(s, runs, notes);
     if s.wants("scale") {
-        throughput::scale_case(s, runs);
+        throughput::scale_case(s, runs, java.as_ref());
     }
     if s.wants("sessions") {
         sessions::sessions_case(s, runs, true);
@@ -114,7 +138,16 @@ fn run_cases(
     if s.wants("process") {
         process::process_case(s, runs, notes);
     }
-    producer::run(s, runs)
+    if s.wants("mock-lifecycle") {
+        lifecycle::mock_lifecycle(s, java.as_ref(), runs);
+    }
+    let produced = producer::run(s, runs, java.as_ref());
+    if kafka {
+        if let Some(k) = lifecycle::kafka::kafka_lifecycle(s, java.as_ref(), runs, notes) {
+            extra.insert("kafka_lifecycle".into(), k);
+        }
+    }
+    produced
 }
 
 /// Writes `report` to `out`, pretty-printed, making its directory first.

@@ -57,6 +57,12 @@ impl Settings {
     pub(crate) fn wants(&self, case: &str) -> bool {
         self.cases.as_ref().is_none_or(|c| c.contains(case))
     }
+
+    /// Whether `LAZYKAFKA_BENCH_CASES` names `case`: for the cases that
+    /// run only when asked for (`kafka-broker-idle`, 11 minutes).
+    pub(crate) fn names(&self, case: &str) -> bool {
+        self.cases.as_ref().is_some_and(|c| c.contains(case))
+    }
 }
 
 /// The partition counts of the many-partitions cases:

@@ -5,6 +5,7 @@
 //! mock saw of each run (connections, Produce requests, records written).
 
 use super::job::{census_runs, run_child, Job};
+use super::lifecycle::{self, Java, Life, Role};
 use super::mock::Mock;
 use super::options::Settings;
 use super::throughput::scale_bootstrap;
@@ -234,7 +235,7 @@ fn rounds(
 
 /// Runs the producer cases asked for; returns their settings for
 /// the report, or `None` when none ran.
-pub(crate) fn run(s: &Settings, runs: &mut Vec<Value>) -> Option<Value> {
+pub(crate) fn run(s: &Settings, runs: &mut Vec<Value>, java: Option<&Java>) -> Option<Value> {
     let sets: Vec<ProduceSet> = sets(s.scale)
         .into_iter()
         .filter(|d| s.wants(d.name))
@@ -262,7 +263,7 @@ pub(crate) fn run(s: &Settings, runs: &mut Vec<Value>) -> Option<Value> {
     }
     let mut all = sets;
     if scale {
-        all.push(scale_case(s, runs));
+        all.push(scale_case(s, runs, java));
     }
     Some(reported_settings(&all))
 }
@@ -270,8 +271,10 @@ pub(crate) fn run(s: &Settings, runs: &mut Vec<Value>) -> Option<Value> {
 /// 1000 bootstrap addresses (992 closed loopback ports and the 8
 /// brokers of a mock, shuffled with the consumer scale case's
 /// seed); 1000 records of 100 B to a topic of 6 partitions led by
-/// brokers 1, 2, 4, 5, 7 and 8 (3 and 6 lead nothing).
-fn scale_case(s: &Settings, runs: &mut Vec<Value>) -> ProduceSet {
+/// brokers 1, 2, 4, 5, 7 and 8 (3 and 6 lead nothing). Then
+/// `produce-scale-lifecycle`: each client (Java too, when it can run)
+/// writing the same 1000 records, censused at each pause.
+fn scale_case(s: &Settings, runs: &mut Vec<Value>, java: Option<&Java>) -> ProduceSet {
     let mock = Mock::new(8);
     let set = ProduceSet {
         name: "produce-scale",
@@ -287,7 +290,28 @@ fn scale_case(s: &Settings, runs: &mut Vec<Value>) -> ProduceSet {
     mock.cluster
         .create_topic_with_leaders(set.topic, &[1, 2, 4, 5, 7, 8])
         .expect("scale topic");
-    let (bootstrap, ports) = scale_bootstrap(&mock);
+    let (bootstrap, ports, _closed) = scale_bootstrap(&mock);
     rounds(s, &mock, &bootstrap, &ports, &set, runs);
+    let ids = mock.brokers();
+    lifecycle::rounds(
+        s,
+        "mock",
+        "produce-scale-lifecycle",
+        java,
+        Some(&mock),
+        |_, _| Life {
+            role: Role::Producer,
+            bootstrap: &bootstrap,
+            brokers: &ids,
+            topic: set.topic,
+            partitions: set.partitions,
+            records: set.records,
+            group: None,
+            properties: Vec::new(),
+            steady: std::time::Duration::from_millis(2000),
+        },
+        runs,
+    );
+    forget(&mock, set.topic, set.partitions);
     set
 }

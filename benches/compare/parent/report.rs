@@ -2,7 +2,7 @@
 //! table, table cells for the cases that print their own tables, and
 //! TLS over plaintext CPU per record.
 
-use super::producer;
+use super::{lifecycle, producer};
 use serde_json::{json, Value};
 
 /// The median of the finite values of `v`, `None` when there are none.
@@ -77,7 +77,9 @@ const METRICS: &[(&str, &str)] = &[
 
 /// Per broker and case (in the order they ran), each metric's median
 /// for both clients and their ratio; metrics neither client has are left
-/// out.
+/// out. Where the Java client ran too (the lifecycle cases), its median
+/// (`java`) and the ratios lazykafka / Java (`ratio_java`) and
+/// librdkafka / Java (`ratio_librdkafka_java`) are added.
 pub(crate) fn summarise(runs: &[Value]) -> Vec<Value> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for r in runs {
@@ -91,7 +93,13 @@ pub(crate) fn summarise(runs: &[Value]) -> Vec<Value> {
     }
     let mut out = Vec::new();
     for (broker, case) in keys {
-        let metrics = if case.starts_with("produce") {
+        // The lifecycle runs (`lifecycle: true`) have figures of their own.
+        let is_lifecycle = runs
+            .iter()
+            .any(|r| r["case"] == case.as_str() && r["lifecycle"] == true);
+        let metrics = if is_lifecycle {
+            lifecycle::METRICS
+        } else if case.starts_with("produce") {
             producer::METRICS
         } else {
             METRICS
@@ -109,52 +117,80 @@ pub(crate) fn summarise(runs: &[Value]) -> Vec<Value> {
                         .collect(),
                 )
             };
-            let (a, b) = (of("lazykafka"), of("librdkafka"));
-            if a.is_none() && b.is_none() {
+            let (a, b, j) = (of("lazykafka"), of("librdkafka"), of("java"));
+            if a.is_none() && b.is_none() && j.is_none() {
                 continue;
             }
-            let ratio = match (a, b) {
-                (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+            let over = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) if y != 0.0 => Some(x / y),
                 _ => None,
             };
-            out.push(json!({
+            let mut row = json!({
                 "broker": broker, "case": case, "metric": metric, "label": label,
-                "lazykafka": a, "librdkafka": b, "ratio": ratio,
-            }));
+                "lazykafka": a, "librdkafka": b, "ratio": over(a, b),
+            });
+            if j.is_some() {
+                row["java"] = json!(j);
+                row["ratio_java"] = json!(over(a, j));
+                row["ratio_librdkafka_java"] = json!(over(b, j));
+            }
+            out.push(row);
         }
     }
     out
 }
 
-/// Prints the summary, a table per broker and case.
+/// Prints the summary, a table per broker and case (with the Java
+/// client's column and the ratios to it where it ran).
 pub(crate) fn print_table(summary: &[Value]) {
-    let mut last = (String::new(), String::new());
-    for row in summary {
-        let key = (
+    let key = |row: &Value| {
+        (
             row["broker"].as_str().unwrap().to_owned(),
             row["case"].as_str().unwrap().to_owned(),
-        );
-        if key != last {
-            println!(
+        )
+    };
+    let with_java: Vec<(String, String)> = summary
+        .iter()
+        .filter(|r| r.get("java").is_some())
+        .map(key)
+        .collect();
+    let mut last = (String::new(), String::new());
+    for row in summary {
+        let k = key(row);
+        let java = with_java.contains(&k);
+        if k != last {
+            print!(
                 "\n{} / {}\n  {:<32} {:>14} {:>14} {:>8}",
-                key.0, key.1, "median", "lazykafka", "librdkafka", "ratio"
+                k.0, k.1, "median", "lazykafka", "librdkafka", "ratio"
             );
-            last = key;
+            if java {
+                print!(" {:>14} {:>9} {:>9}", "java", "lk/java", "rd/java");
+            }
+            println!();
+            last = k;
         }
         let f = |v: &Value| match v.as_f64() {
             Some(x) if x.abs() >= 1000.0 => format!("{x:.0}"),
             Some(x) => format!("{x:.2}"),
             None => "-".into(),
         };
-        println!(
+        let r = |v: &Value| v.as_f64().map_or("-".into(), |r| format!("{r:.2}"));
+        print!(
             "  {:<32} {:>14} {:>14} {:>8}",
             row["label"].as_str().unwrap(),
             f(&row["lazykafka"]),
             f(&row["librdkafka"]),
-            row["ratio"]
-                .as_f64()
-                .map_or("-".into(), |r| format!("{r:.2}"))
+            r(&row["ratio"])
         );
+        if java {
+            print!(
+                " {:>14} {:>9} {:>9}",
+                f(&row["java"]),
+                r(&row["ratio_java"]),
+                r(&row["ratio_librdkafka_java"])
+            );
+        }
+        println!();
     }
 }
 

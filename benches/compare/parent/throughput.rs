@@ -2,9 +2,12 @@
 //! `10KiB`) on our mock and on tansu, the same on a mock with TLS
 //! listeners (`tls`), and a 1000-address bootstrap list in front of an
 //! 8-broker mock (`scale`), each client alternated A B A B, then once more
-//! under strace.
+//! under strace; `scale` then runs the three clients' lifecycles
+//! (lazykafka, librdkafka and Java, see [`lifecycle`](super::lifecycle))
+//! on the same mock.
 
 use super::job::{census_runs, run_child, Job};
+use super::lifecycle::{self, Java, Life, Role};
 use super::mock::Mock;
 use super::options::Settings;
 use crate::common::{self, Tansu};
@@ -113,7 +116,7 @@ fn tansu_topic(bin: &str, addr: &str, topic: &str, partitions: i32) {
 }
 
 /// Produces `set` into `topic` with librdkafka, partition `i % n`.
-fn produce(bootstrap: &str, set: &DataSet) {
+pub(crate) fn produce(bootstrap: &str, set: &DataSet) {
     use rdkafka::config::ClientConfig;
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
     let producer: BaseProducer = ClientConfig::new()
@@ -202,23 +205,49 @@ fn brief(r: &Value) -> String {
     )
 }
 
-/// Ports of loopback listeners opened and closed again: nothing listens
-/// there, so a connect is refused at once.
-fn closed_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+/// `n` loopback ports where a connect is refused at once, held for as
+/// long as the sockets returned live: each a TCP socket bound to
+/// `127.0.0.1:0` that never listens (without `SO_REUSEADDR`, so that no
+/// other process can bind the port meanwhile: a port merely closed
+/// again was taken by another test's listener on this shared machine,
+/// and a client of the scale case then talked to that).
+fn closed_ports(n: usize) -> (Vec<u16>, Vec<std::os::fd::OwnedFd>) {
+    use std::os::fd::FromRawFd as _;
+    let mut ports = Vec::with_capacity(n);
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        // SAFETY: plain socket calls on a socket this function owns; the
+        // descriptor is handed to `OwnedFd` at once.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            held.push(std::os::fd::OwnedFd::from_raw_fd(fd));
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let bound = libc::bind(fd, (&raw const addr).cast(), len);
+            assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+            let mut len = len;
+            let named = libc::getsockname(fd, (&raw mut addr).cast(), &mut len);
+            assert_eq!(named, 0, "getsockname: {}", std::io::Error::last_os_error());
+            ports.push(u16::from_be(addr.sin_port));
+        }
+    }
+    (ports, held)
 }
 
+/// The scale cases' bootstrap list: the list itself, every port in it,
+/// and the sockets that keep its closed ports refusing (to be kept while
+/// the list is in use).
+pub(crate) type ScaleBootstrap = (String, Vec<u16>, Vec<std::os::fd::OwnedFd>);
+
 /// 1000 bootstrap addresses: 992 closed loopback ports and the brokers
-/// of `mock` (8), shuffled with a fixed seed; and every port among
-/// them (closed ones first, then the brokers').
-pub(crate) fn scale_bootstrap(mock: &Mock) -> (String, Vec<u16>) {
-    let closed = closed_ports(992);
+/// of `mock` (8), shuffled with a fixed seed; every port among them
+/// (closed ones first, then the brokers'); and the sockets holding the
+/// closed ports.
+pub(crate) fn scale_bootstrap(mock: &Mock) -> ScaleBootstrap {
+    let (closed, held) = closed_ports(992);
     let mut addrs: Vec<String> = closed.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     addrs.extend(mock.bootstrap().split(',').map(str::to_owned));
     let mut x: u64 = 0x2545_F491_4F6C_DD1D;
@@ -230,13 +259,15 @@ pub(crate) fn scale_bootstrap(mock: &Mock) -> (String, Vec<u16>) {
     }
     let mut ports = closed;
     ports.extend(mock.ports());
-    (addrs.join(","), ports)
+    (addrs.join(","), ports, held)
 }
 
 /// 1000 bootstrap addresses: 992 closed loopback ports and the 8 brokers
 /// of a mock cluster, shuffled (fixed seed); the topic's 2 partitions
-/// are led by brokers 2 and 7.
-pub(crate) fn scale_case(s: &Settings, runs: &mut Vec<Value>) {
+/// are led by brokers 2 and 7. Then `scale-lifecycle`: each client (Java
+/// too, when it can run) as a group member subscribing to the topic and
+/// reading its 1000 records, censused at each pause.
+pub(crate) fn scale_case(s: &Settings, runs: &mut Vec<Value>, java: Option<&Java>) {
     let mock = Mock::new(8);
     let topic = "scale";
     mock.cluster
@@ -251,7 +282,7 @@ pub(crate) fn scale_case(s: &Settings, runs: &mut Vec<Value>) {
         partitions: 2,
     };
     mock.fill(&set);
-    let (bootstrap, ports) = scale_bootstrap(&mock);
+    let (bootstrap, ports, _closed) = scale_bootstrap(&mock);
     let brokers = Brokers {
         name: "mock",
         bootstrap: &bootstrap,
@@ -260,6 +291,29 @@ pub(crate) fn scale_case(s: &Settings, runs: &mut Vec<Value>) {
         ca: None,
     };
     throughput(s, &brokers, std::slice::from_ref(&set), runs);
+    let ids = mock.brokers();
+    lifecycle::rounds(
+        s,
+        "mock",
+        "scale-lifecycle",
+        java,
+        Some(&mock),
+        |client, round| Life {
+            role: Role::Consumer,
+            bootstrap: &bootstrap,
+            brokers: &ids,
+            topic,
+            partitions: set.partitions,
+            records: set.records,
+            group: Some(format!(
+                "bench-scale-{client}-{round}-{}",
+                std::process::id()
+            )),
+            properties: Vec::new(),
+            steady: Duration::from_millis(2000),
+        },
+        runs,
+    );
 }
 
 /// The 100 B data set on a second 3-broker mock with TLS listeners (a
