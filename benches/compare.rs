@@ -40,7 +40,8 @@
 //!   `100B,100B-lz4,10KiB,scale,sessions,sessions-rdmock,rebalance,tls,process`,
 //!   the producer
 //!   cases `produce-100B,produce-10KiB,produce-100B-keyed,produce-100B-lz4,
-//!   produce-scale` and `kafka-lifecycle` (Apache Kafka, below);
+//!   produce-scale`, `mock-lifecycle`, `kafka-lifecycle` (Apache Kafka,
+//!   below) and `kafka-broker-idle` (only when named);
 //! - `LAZYKAFKA_BENCH_JAVA=0`: no Java client in the lifecycle runs;
 //!   `LAZYKAFKA_BENCH_JAVA_OPTS`: JVM options for it (split at spaces;
 //!   default none: the JVM's defaults);
@@ -125,7 +126,8 @@
 //! record or delivery, and 0.5 s after it closed (the process still
 //! alive); every socket it ever held (a sampler every 2 ms); its threads
 //! and `VmRSS` at those points and `VmHWM` last; its CPU from its
-//! `go` to its last record (`/proc/PID/stat`) and in all (`wait4`). On a
+//! first `poll` or `send` to its last record or delivery
+//! (`/proc/PID/stat`) and in all (`wait4`). On a
 //! mock the connections it accepted come from its log. `scale` runs them
 //! after its throughput rounds (`scale-lifecycle`: each client a group
 //! member subscribing to the topic, reading its 1000 records),
@@ -136,10 +138,17 @@
 //! a topic of 6 partitions (replication 3), a producer writing 1,000 to
 //! another, each once with the defaults (`kafka-lifecycle`,
 //! `kafka-lifecycle-produce`) and once with `connections.max.idle.ms`
-//! 5000 on the client (`-idle`: the steady census after 8 s). The summary
-//! gives the Java client's medians and the ratios to it beside the
-//! others', and the brokers each client's sockets went to are printed per
-//! case.
+//! 5000 on the client (`-idle`: the steady census after 8 s).
+//! `mock-lifecycle` is that consumer on a 3-broker mock; `kafka-broker-idle`
+//! (only when `LAZYKAFKA_BENCH_CASES` names it: 11 minutes) runs the six
+//! lifecycles with the defaults at once and takes the steady census 630 s
+//! after the last record or delivery (`LAZYKAFKA_BENCH_BROKER_IDLE_MS`, the
+//! brokers' `connections.max.idle.ms`, default 600000, plus 30 s), to see
+//! what the brokers' idle closes leave (CLOSE_WAIT). The summary gives the
+//! Java client's medians and the ratios to it beside the others', and the
+//! brokers each client's sockets went to are printed per case. The closed
+//! ports of the 1000-address list are held by sockets bound to them that
+//! never listen, so that no other process can take them meanwhile.
 //!
 //! The `process` case measures whole processes as a user runs them: the
 //! `consume` example (built first with `cargo build --release --example
