@@ -461,6 +461,7 @@ async fn leaders_move_by_reassignment_and_election() {
 /// its start (its old position is out of range there: `auto.offset.reset`
 /// applies), with no non-retriable error on the way.
 async fn a_topic_deleted_and_created_again() {
+    logs::capture();
     let Some(kafka) = Kafka::get("a_topic_deleted_and_created_again") else {
         return;
     };

@@ -245,12 +245,15 @@ impl Fetcher {
             for data in topic.partitions {
                 let tp = TopicPartition::new(name.clone(), data.partition_index);
                 // Each partition is read once, and only if it was asked
-                // for.
+                // for, under the id it was asked for (a topic created
+                // again under its name may be answered under its old id
+                // too, until the broker's session forgets it).
                 let Some(member) = self
                     .parked
                     .get(&target)
                     .and_then(|p| p.members.get(&tp))
                     .copied()
+                    .filter(|m| !by_id || m.entry.topic_id == topic.topic_id)
                     .filter(|_| read.insert(tp.clone()))
                 else {
                     continue;

@@ -377,7 +377,12 @@ fn fetch_topics(listed: &[(&TopicPartition, &Member)]) -> Vec<FetchTopic> {
 fn forgotten_topics(forgotten: Vec<(TopicPartition, [u8; 16])>) -> Vec<ForgottenTopic> {
     let mut topics: Vec<ForgottenTopic> = Vec::new();
     for (tp, topic_id) in forgotten {
-        match topics.iter_mut().find(|t| t.topic == tp.topic) {
+        // By name and id: a topic created again under its name may be
+        // forgotten under its old id beside its new one.
+        match topics
+            .iter_mut()
+            .find(|t| t.topic == tp.topic && t.topic_id == topic_id)
+        {
             Some(t) => t.partitions.push(tp.partition),
             None => topics.push(ForgottenTopic {
                 topic: tp.topic,

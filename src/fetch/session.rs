@@ -156,7 +156,21 @@ impl Sessions {
                 for tp in changed {
                     match (members.get_key_value(&tp), s.partitions.get(&tp)) {
                         (Some((_, m)), Some(held)) if *held == m.entry => {}
-                        (Some((key, m)), _) => {
+                        (Some((key, m)), held) => {
+                            // A topic deleted and created again under its
+                            // name has a new id: the broker keys its
+                            // session by id, so the old one is forgotten
+                            // as well (the Java client's "replaced"
+                            // partitions), else it stays in the session
+                            // and is answered INCONSISTENT_TOPIC_ID on
+                            // every Fetch.
+                            if let Some(held) = held.filter(|h| {
+                                h.topic_id != m.entry.topic_id
+                                    && h.topic_id != [0; 16]
+                                    && m.entry.topic_id != [0; 16]
+                            }) {
+                                forgotten.push((tp.clone(), held.topic_id));
+                            }
                             listed.push((key, m));
                             changes.push((tp, Some(m.entry)));
                         }
@@ -342,6 +356,27 @@ mod tests {
         // The session now holds what was sent: nothing to list.
         let changed = [tp(0), tp(1), tp(2)].into();
         let request = s.next_request(LEADER, &members, changed);
+        assert!(request.listed.is_empty() && request.forgotten.is_empty());
+    }
+
+    /// A topic deleted and created again (same name, new id): the next
+    /// incremental Fetch lists the partition under its new id and forgets
+    /// it under the old one, which the broker's session is keyed by.
+    #[test]
+    fn a_new_topic_id_forgets_the_old_one() {
+        let mut members: BTreeMap<_, _> = [(tp(0), member(5)), (tp(1), member(6))].into();
+        let mut s = begun(&members);
+        let mut again = member(0);
+        again.entry.topic_id = [2; 16];
+        members.insert(tp(0), again);
+        let request = s.next_request(LEADER, &members, [tp(0)].into());
+        assert_eq!(names(&request), [0]);
+        assert_eq!(request.listed[0].1.entry.topic_id, [2; 16]);
+        assert_eq!(request.forgotten, [(tp(0), [1; 16])]);
+        let sent = request.sent.expect("sessions on");
+        assert!(s.read_answer(LEADER, sent, ErrorCode::None, 9, &members));
+        // The session holds the new id now: nothing more to forget.
+        let request = s.next_request(LEADER, &members, [tp(0)].into());
         assert!(request.listed.is_empty() && request.forgotten.is_empty());
     }
 
