@@ -30,6 +30,11 @@
 //!   from broker 2 over a replica connection, with `rack-1` from the
 //!   leader and no replica connection at all.
 //!
+//! - New leaders named in answers (KIP-951): a partition's leader moves
+//!   by reassignment and election while our producer and consumer use
+//!   it; both follow the leader the refusing broker names, with no
+//!   Metadata request.
+//!
 //! Every test makes its own topics and groups ([`Kafka::unique`]), so it
 //! runs beside the others on the shared cluster. Waits are conditions
 //! with deadlines.
@@ -1232,7 +1237,106 @@ async fn a_consumer_in_the_leaders_rack_fetches_from_the_leader_only() {
     consumer.close().await.unwrap();
 }
 
+/// KIP-951: a partition's leader moves (reassigned from 1,2,3 to 2,1,3,
+/// the preferred leader elected) while our producer writes to it and our
+/// consumer reads it. Broker 1 refuses the next Produce and Fetch naming
+/// the new leader (`current_leader`, Produce v10+ and Fetch v12+); both
+/// clients go to broker 2 with it, and neither sends a Metadata request
+/// from the move until every record is written and read (their
+/// `metadata_requests` stay where they were, their `leader_hints` grow).
+/// Every record written once, read once, in order.
+async fn new_leaders_named_in_answers_are_used_without_metadata() {
+    common::peers::logs::capture();
+    let Some(kafka) = Kafka::get("new_leaders_named_in_answers_are_used_without_metadata") else {
+        return;
+    };
+    let topic = kafka.unique("interop-hints");
+    kafka.create_topic_on(&topic, &[&[1, 2, 3]]);
+    let producer = producer(&kafka, Compression::None);
+    let consumer = Consumer::new(consumer_config(&kafka.bootstrap).build().unwrap()).unwrap();
+    consumer.assign(partitions(&topic, 1)).unwrap();
+    let records = |from: usize| -> Vec<ProducerRecord> {
+        (from..from + 50)
+            .map(|i| {
+                ProducerRecord::new(&topic)
+                    .partition(0)
+                    .value(format!("v{i}"))
+            })
+            .collect()
+    };
+    let mut written = send_all(&producer, records(0)).await;
+    let mut read = Vec::new();
+    let at = |n: i64| BTreeMap::from([(0, n)]);
+    assert!(
+        poll_until(&consumer, &mut read, |c, _| at_ends(c, &topic, &at(50))).await,
+        "the first 50 records not read: {:?}",
+        positions(&consumer, &topic, 1)
+    );
+    let before = (
+        consumer.metrics().metadata_requests,
+        producer.metrics().metadata_requests,
+    );
+    kafka.peer(&[
+        "admin",
+        "reassign",
+        "--topic",
+        &topic,
+        "--partition",
+        "0",
+        "--replicas",
+        "2,1,3",
+    ]);
+    kafka.peer(&[
+        "admin",
+        "elect-leaders",
+        "--type",
+        "preferred",
+        "--topic",
+        &topic,
+        "--partition",
+        "0",
+    ]);
+    let deadline = Instant::now() + WAIT;
+    while kafka.describe(&topic)[0].leader != 2 {
+        assert!(
+            Instant::now() < deadline,
+            "partition 0's leader is not 2: {:?}",
+            kafka.describe(&topic)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    written.extend(send_all(&producer, records(50)).await);
+    assert!(
+        poll_until(&consumer, &mut read, |c, _| at_ends(c, &topic, &at(100))).await,
+        "the last 50 records not read: {:?}",
+        positions(&consumer, &topic, 1)
+    );
+    let (c, p) = (consumer.metrics(), producer.metrics());
+    assert!(
+        p.leader_hints >= 1,
+        "the producer took no leader from a Produce answer"
+    );
+    assert!(
+        c.leader_hints >= 1,
+        "the consumer took no leader from a Fetch answer"
+    );
+    assert_eq!(
+        (c.metadata_requests, p.metadata_requests),
+        before,
+        "Metadata requests (consumer, producer) after the move, before it {before:?}"
+    );
+    let offsets: Vec<(i32, i64)> = (0..100).map(|o| (0, o)).collect();
+    assert_eq!(written, offsets, "each record written once, in order");
+    let values: Vec<(i64, Option<String>)> =
+        read.iter().map(|r| (r.offset, r.value.clone())).collect();
+    let wanted: Vec<(i64, Option<String>)> = (0..100).map(|i| (i, Some(format!("v{i}")))).collect();
+    assert_eq!(values, wanted, "each record read once, in order");
+    consumer.close().await.unwrap();
+    producer.close(Duration::from_secs(10)).await.unwrap();
+}
+
 on_apache_kafka!(
+    new_leaders_named_in_answers_are_used_without_metadata,
     our_uncompressed_records_read_by_java_and_librdkafka,
     our_gzip_records_read_by_java_and_librdkafka,
     our_snappy_records_read_by_java_and_librdkafka,

@@ -96,6 +96,92 @@ impl Metadata {
     }
 }
 
+/// A partition's leader as a broker named it in a Fetch or Produce answer
+/// that refused the partition (KIP-951: the partition's `current_leader`,
+/// with the leader's address among the answer's `node_endpoints`), so the
+/// client can go to it before any Metadata answer says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderHint {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The leader's node id.
+    pub leader: i32,
+    /// Its leader epoch.
+    pub leader_epoch: i32,
+}
+
+impl Metadata {
+    /// Takes `hint` when it is newer than what the cache knows: the
+    /// partition is known, the hint's epoch is above the cached one (a
+    /// leader epoch only grows, so an older or equal hint says nothing
+    /// new), and the leader's address is known, from the cache or from
+    /// `endpoints` (then added to the brokers). Returns whether it was
+    /// taken.
+    pub fn apply_hint(&mut self, hint: &LeaderHint, endpoints: &[BrokerAddress]) -> bool {
+        if hint.leader < 0 || hint.leader_epoch < 0 {
+            return false;
+        }
+        let Some(p) = self
+            .topics
+            .get(&hint.topic)
+            .and_then(|t| t.partitions.get(&hint.partition))
+        else {
+            return false;
+        };
+        if p.leader_epoch >= hint.leader_epoch {
+            return false;
+        }
+        if !self.brokers.contains_key(&hint.leader) {
+            let Some(b) = endpoints.iter().find(|b| b.id == hint.leader) else {
+                return false;
+            };
+            self.brokers.insert(b.id, b.clone());
+        }
+        let p = self
+            .topics
+            .get_mut(&hint.topic)
+            .and_then(|t| t.partitions.get_mut(&hint.partition))
+            .expect("found above");
+        *p = PartitionInfo {
+            leader: hint.leader,
+            leader_epoch: hint.leader_epoch,
+            error: ErrorCode::None,
+        };
+        true
+    }
+
+    /// Keeps, of `older`'s partitions, those whose leader epoch is above
+    /// the one this (newer) answer gives for the same topic id (as the
+    /// Java client's `Metadata.update`): a broker whose metadata lags
+    /// answered, and the leader learned before (from a hint, or a broker
+    /// ahead of it) stays, as long as this answer lists its broker.
+    pub(crate) fn keep_newer_epochs(&mut self, older: &Metadata) {
+        for (name, topic) in self.topics.iter_mut() {
+            let Some(old) = older.topics.get(name) else {
+                continue;
+            };
+            if old.topic_id != topic.topic_id || topic.topic_id == [0; 16] {
+                continue;
+            }
+            for (index, p) in topic.partitions.iter_mut() {
+                if let Some(o) = old.partitions.get(index) {
+                    if o.leader_epoch > p.leader_epoch && self.brokers.contains_key(&o.leader) {
+                        log::debug!(
+                            "{name}-{index}: metadata answer with leader epoch {} kept at the known epoch {} (broker {})",
+                            p.leader_epoch,
+                            o.leader_epoch,
+                            o.leader
+                        );
+                        *p = o.clone();
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A Metadata request for `topics`, or for every topic when `all` (a
 /// null topic array, v1+: what a classic pattern subscription matches
 /// against).
@@ -278,6 +364,93 @@ mod tests {
             }
             assert!(!md.covers(&BTreeSet::from(["t".to_owned()])));
         }
+    }
+
+    fn cache(epoch: i32, id: [u8; 16]) -> Metadata {
+        let broker = |id: i32| BrokerAddress {
+            id,
+            host: format!("b{id}"),
+            port: 9092,
+            rack: None,
+        };
+        Metadata {
+            brokers: [(1, broker(1)), (2, broker(2))].into(),
+            topics: [(
+                "t".to_owned(),
+                TopicInfo {
+                    error: ErrorCode::None,
+                    topic_id: id,
+                    is_internal: false,
+                    partitions: [(
+                        0,
+                        PartitionInfo {
+                            leader: 1,
+                            leader_epoch: epoch,
+                            error: ErrorCode::None,
+                        },
+                    )]
+                    .into(),
+                },
+            )]
+            .into(),
+            cluster_id: None,
+            controller: 1,
+        }
+    }
+
+    /// KIP-951: a hint with a newer epoch moves the leader (its address
+    /// from the answer's endpoints when the cache lacks it); an older or
+    /// equal one, an unknown partition or an unknown address change
+    /// nothing.
+    #[test]
+    fn a_newer_leader_hint_moves_the_leader() {
+        let hint = |partition, leader, leader_epoch| LeaderHint {
+            topic: "t".into(),
+            partition,
+            leader,
+            leader_epoch,
+        };
+        let mut md = cache(5, [1; 16]);
+        assert!(!md.apply_hint(&hint(0, 2, 5), &[]), "same epoch");
+        assert!(!md.apply_hint(&hint(0, 2, 4), &[]), "older epoch");
+        assert!(!md.apply_hint(&hint(1, 2, 6), &[]), "unknown partition");
+        assert!(!md.apply_hint(&hint(0, 3, 6), &[]), "address unknown");
+        assert_eq!(md, cache(5, [1; 16]));
+        assert!(md.apply_hint(&hint(0, 2, 6), &[]));
+        assert_eq!(md.leader("t", 0), Some(2));
+        assert_eq!(md.topics["t"].partitions[&0].leader_epoch, 6);
+        let three = BrokerAddress {
+            id: 3,
+            host: "b3".into(),
+            port: 9093,
+            rack: Some("r".into()),
+        };
+        assert!(md.apply_hint(&hint(0, 3, 7), std::slice::from_ref(&three)));
+        assert_eq!(md.leader("t", 0), Some(3));
+        assert_eq!(md.brokers[&3], three);
+    }
+
+    /// A Metadata answer older than what the cache knows (a lagging
+    /// broker) does not take a partition back to an older leader epoch;
+    /// a new topic id (the topic created again) or a leader no longer
+    /// listed among the brokers does.
+    #[test]
+    fn an_older_answer_keeps_the_newer_epoch() {
+        let known = cache(7, [1; 16]);
+        let mut answer = cache(5, [1; 16]);
+        answer.topics.get_mut("t").unwrap().partitions.get_mut(&0).unwrap().leader = 2;
+        answer.keep_newer_epochs(&known);
+        assert_eq!(answer.topics["t"].partitions[&0], known.topics["t"].partitions[&0]);
+
+        let mut recreated = cache(0, [2; 16]);
+        recreated.keep_newer_epochs(&known);
+        assert_eq!(recreated.topics["t"].partitions[&0].leader_epoch, 0);
+
+        let mut gone = cache(5, [1; 16]);
+        gone.brokers.remove(&1);
+        gone.topics.get_mut("t").unwrap().partitions.get_mut(&0).unwrap().leader = 2;
+        gone.keep_newer_epochs(&known);
+        assert_eq!(gone.leader("t", 0), Some(2));
     }
 
     /// A topic answered with an error has no partitions to use, even when

@@ -36,6 +36,10 @@ pub(crate) struct MetadataManager {
     topic_ids: BTreeSet<[u8; 16]>,
     /// The request by topic id.
     by_id_refresh: Refresh,
+    /// Metadata requests sent (regular and by id).
+    requests_sent: u64,
+    /// Leader hints taken (KIP-951).
+    hints_taken: u64,
 }
 
 impl MetadataManager {
@@ -47,6 +51,37 @@ impl MetadataManager {
     /// Grows by one with every update.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Metadata requests sent, and leader hints taken (KIP-951).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.requests_sent, self.hints_taken)
+    }
+
+    /// See [`Cluster::apply_leader_hints`](super::Cluster::apply_leader_hints).
+    pub fn apply_hints(
+        &mut self,
+        hints: &[metadata::LeaderHint],
+        endpoints: &[metadata::BrokerAddress],
+    ) -> Vec<(String, i32)> {
+        let mut taken = Vec::new();
+        for hint in hints {
+            if self.cache.apply_hint(hint, endpoints) {
+                log::debug!(
+                    "{}-{}: leader {} (epoch {}) as a broker's answer names it (KIP-951)",
+                    hint.topic,
+                    hint.partition,
+                    hint.leader,
+                    hint.leader_epoch
+                );
+                taken.push((hint.topic.clone(), hint.partition));
+            }
+        }
+        if !taken.is_empty() {
+            self.generation += 1;
+            self.hints_taken += taken.len() as u64;
+        }
+        taken
     }
 
     /// See [`Cluster::set_topics`](super::Cluster::set_topics).
@@ -157,6 +192,7 @@ impl MetadataManager {
         }
         self.refresh.sent();
         self.wanted = false;
+        self.requests_sent += 1;
         Some(metadata::request(
             &self.topics,
             self.all_topics,
@@ -172,6 +208,7 @@ impl MetadataManager {
             return None;
         }
         self.by_id_refresh.sent();
+        self.requests_sent += 1;
         log::debug!(
             "looking up {} topic id(s) the metadata does not know",
             unresolved.len()
@@ -250,6 +287,7 @@ impl MetadataManager {
         // Topics found by id stay while their ids are wanted, until the
         // caller names them (the regular request may have been sent before
         // they were found).
+        md.keep_newer_epochs(&self.cache);
         for (name, info) in std::mem::take(&mut self.cache.topics) {
             if self.topic_ids.contains(&info.topic_id) && !md.topics.contains_key(&name) {
                 md.topics.insert(name, info);

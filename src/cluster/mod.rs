@@ -75,7 +75,7 @@ mod routing;
 pub use backoff::{ExponentialBackoff, Retry, Rng};
 pub use config::{ClusterConfig, REFUSAL_BACKOFF_MAX};
 pub use conn::RequestBody;
-pub use metadata::{BrokerAddress, Metadata, PartitionInfo, TopicInfo};
+pub use metadata::{BrokerAddress, LeaderHint, Metadata, PartitionInfo, TopicInfo};
 pub use oauth::OAUTH_REFRESH_MIN;
 pub use requests::{RequestError, RequestId, Response, Target};
 
@@ -327,6 +327,25 @@ impl Cluster {
         self.drive(now);
     }
 
+    /// Takes the partition leaders that brokers named in Fetch or Produce
+    /// answers (KIP-951, `current_leader` and `node_endpoints`) into the
+    /// cache, each when it is newer than the cached one (see
+    /// [`Metadata::apply_hint`]); returns the partitions moved, whose
+    /// requests can go to the new leader at once, with no Metadata round
+    /// trip. The others are left to the caller (a refresh, as before).
+    pub fn apply_leader_hints(
+        &mut self,
+        now: Instant,
+        hints: &[LeaderHint],
+        endpoints: &[BrokerAddress],
+    ) -> Vec<(String, i32)> {
+        let taken = self.metadata.apply_hints(hints, endpoints);
+        if !taken.is_empty() {
+            self.drive(now);
+        }
+        taken
+    }
+
     /// Asks for fresh metadata at the next step, without acting now.
     pub fn request_metadata_refresh_later(&mut self) {
         self.metadata.want();
@@ -571,6 +590,13 @@ impl Cluster {
     /// connections to it have closed.
     pub fn replica_generations(&self) -> &BTreeMap<i32, u64> {
         &self.replica_generations
+    }
+
+    /// Metadata requests sent so far, and partition leaders taken from
+    /// Fetch and Produce answers instead (KIP-951,
+    /// [`Cluster::apply_leader_hints`]).
+    pub fn metadata_counts(&self) -> (u64, u64) {
+        self.metadata.counts()
     }
 
     /// Grows by one with every metadata update.

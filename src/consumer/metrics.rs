@@ -28,6 +28,12 @@ pub struct ConsumerMetrics {
     pub connections: Vec<ConnectionInfo>,
     /// The group membership, with a `group.id`.
     pub group: Option<GroupMetrics>,
+    /// Metadata requests sent.
+    pub metadata_requests: u64,
+    /// Partition leaders learned from Fetch answers that refused a
+    /// partition because the leader moved (KIP-951), used at once with no
+    /// Metadata round trip.
+    pub leader_hints: u64,
 }
 
 /// One assigned partition.

@@ -15,7 +15,7 @@ use super::{
     broker_of, Asked, FetchError, FetchOutcome, FetchSent, FetchToken, Fetcher, InFlight, OffsetReset,
     TopicPartition,
 };
-use crate::cluster::{RequestError, Response, Target};
+use crate::cluster::{BrokerAddress, LeaderHint, RequestError, Response, Target};
 use crate::protocol::messages::fetch::{
     AbortedTransaction as WireAborted, FetchResponse, FetchableTopicResponse, PartitionData,
 };
@@ -185,6 +185,18 @@ impl Fetcher {
         }
         self.reports.response_good(target);
         self.read_partitions(now, target, resp.responses, response.version, outcome);
+        if !outcome.leader_hints.is_empty() {
+            outcome.leader_endpoints = resp
+                .node_endpoints
+                .into_iter()
+                .map(|e| BrokerAddress {
+                    id: e.node_id,
+                    host: e.host,
+                    port: e.port,
+                    rack: e.rack,
+                })
+                .collect();
+        }
         // Partitions the response left out stay parked: the next Fetch
         // carries them again.
     }
@@ -449,15 +461,37 @@ impl Fetcher {
         let code = ErrorCode::from_code(data.error_code);
         let policy = self.config.auto_offset_reset;
         let st = self.partitions.get_mut(&tp).expect("checked");
+        // KIP-951 (Fetch v12+ carries it, brokers fill it from Kafka 3.7):
+        // the broker names the partition's current leader; it is used at
+        // once if newer than ours, without waiting for metadata.
+        let leader = &data.current_leader;
+        let hinted = matches!(
+            code,
+            ErrorCode::NotLeaderOrFollower | ErrorCode::FencedLeaderEpoch
+        ) && leader.leader_id >= 0
+            && leader.leader_epoch >= 0;
+        if hinted {
+            log::debug!(
+                "fetch of {tp} from broker {broker}: {code}; the broker names leader {} (epoch {})",
+                leader.leader_id,
+                leader.leader_epoch
+            );
+            outcome.leader_hints.push(LeaderHint {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                leader: leader.leader_id,
+                leader_epoch: leader.leader_epoch,
+            });
+        }
         match code {
             ErrorCode::FencedLeaderEpoch | ErrorCode::UnknownLeaderEpoch => {
                 // Our leader epoch and the broker's differ: a leader
                 // change we have not seen yet, or one the broker has not.
                 // Whichever epoch the metadata gives next, the position
                 // is validated against it before fetching on (KIP-320).
-                log::debug!("fetch of {tp} from broker {broker}: {code}; refreshing metadata and validating the position");
+                log::debug!("fetch of {tp} from broker {broker}: {code}; validating the position against the next leader epoch");
                 st.checked_epoch = None;
-                outcome.refresh_metadata = true;
+                outcome.refresh_metadata |= !hinted;
                 self.backoff.failed(&mut st.retry, now);
             }
             ErrorCode::OffsetOutOfRange if policy == OffsetReset::None => {
@@ -492,9 +526,10 @@ impl Fetcher {
                     partition: &tp,
                     code: other,
                 };
-                outcome.refresh_metadata |=
-                    self.reports
-                        .partition_error(&mut st.retry.streak, now, refusal);
+                let refresh = self
+                    .reports
+                    .partition_error(&mut st.retry.streak, now, refusal);
+                outcome.refresh_metadata |= refresh && !hinted;
                 self.backoff.failed(&mut st.retry, now);
             }
         }

@@ -111,7 +111,7 @@ pub use offsets::{
 pub use record::ConsumerRecord;
 
 
-use crate::cluster::{Metadata, RequestBody, Target};
+use crate::cluster::{BrokerAddress, LeaderHint, Metadata, RequestBody, Target};
 use buffer::Decoders;
 use failure::{Backoff, Reports};
 use parked::Parked;
@@ -141,6 +141,16 @@ pub struct FetchOutcome {
     pub records_buffered: usize,
     /// Errors queued for [`Fetcher::take_errors`] by this call.
     pub errors: usize,
+    /// New partition leaders the answer named (KIP-951: a partition
+    /// refused with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH and its
+    /// `current_leader`): give them to
+    /// [`Cluster::apply_leader_hints`](crate::cluster::Cluster::apply_leader_hints),
+    /// then [`Fetcher::leader_moved`] for each one taken; the partitions of
+    /// those not taken want a metadata refresh.
+    pub leader_hints: Vec<LeaderHint>,
+    /// The addresses of the leaders of `leader_hints` (the answer's
+    /// `node_endpoints`, Fetch v16+).
+    pub leader_endpoints: Vec<BrokerAddress>,
 }
 
 /// Counters of one assigned partition, kept while it stays assigned.
@@ -677,6 +687,18 @@ impl Fetcher {
     /// the metadata. Reading clears it.
     pub fn take_metadata_wanted(&mut self) -> bool {
         std::mem::take(&mut self.metadata_wanted)
+    }
+
+    /// `tp`'s leader is known anew without a metadata refresh (a hint
+    /// of [`FetchOutcome::leader_hints`] the cluster took): its retry wait
+    /// ends, so it goes to the new leader at the next
+    /// [`Fetcher::poll_requests`] (its position validated there first,
+    /// KIP-320, as the leader epoch changed).
+    pub fn leader_moved(&mut self, tp: &TopicPartition) {
+        if let Some(st) = self.partitions.get_mut(tp) {
+            st.retry.run.clear_wait();
+            self.dirty.insert(tp.clone());
+        }
     }
 
     /// Assigned partitions that want a request (a fetch or a reset) but

@@ -2020,6 +2020,58 @@ fn a_run_of_failures_ends_with_another_code_or_a_long_gap() {
     assert_eq!(answer(&mut f, now, ErrorCode::NotLeaderOrFollower), 0);
 }
 
+/// KIP-951: a leader error that names the new leader (a newer epoch)
+/// gives a hint instead of asking for metadata; the partition backs off
+/// until the cluster took the hint, then goes to the new leader at once
+/// (its position checked there first, as the epoch changed: KIP-320).
+#[test]
+fn a_leader_named_in_the_answer_is_used_without_metadata() {
+    use crate::protocol::messages::fetch::LeaderIdAndEpoch;
+    let md = metadata(&[("t", 0, 1)]);
+    let two = BrokerAddress {
+        id: 2,
+        host: "b2".into(),
+        port: 9092,
+        rack: None,
+    };
+    for code in [ErrorCode::NotLeaderOrFollower, ErrorCode::FencedLeaderEpoch] {
+        let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+        let now = Instant::now();
+        let mut refused = error(0, code);
+        refused.current_leader = LeaderIdAndEpoch {
+            leader_id: 2,
+            leader_epoch: 8,
+            ..LeaderIdAndEpoch::default()
+        };
+        let outcome = fetch_once(&mut f, now, &md, vec![("t", vec![refused])]);
+        assert!(!outcome.refresh_metadata, "{code}");
+        let hint = LeaderHint {
+            topic: "t".into(),
+            partition: 0,
+            leader: 2,
+            leader_epoch: 8,
+        };
+        assert_eq!(outcome.leader_hints, std::slice::from_ref(&hint), "{code}");
+        assert!(f.poll_requests(now, &md).is_empty(), "{code}: backs off");
+        let mut moved = md.clone();
+        assert!(moved.apply_hint(&hint, std::slice::from_ref(&two)));
+        f.set_metadata_generation(2);
+        f.leader_moved(&tp("t", 0));
+        let planned = f.poll_requests(now, &moved);
+        assert!(!planned.is_empty(), "{code}: nothing asked of the new leader");
+        assert!(
+            planned.iter().all(|(t, _, _)| *t == Target::Broker(2)),
+            "{code}: {:?}",
+            planned.iter().map(|(t, b, _)| (*t, b.api_key())).collect::<Vec<_>>()
+        );
+    }
+    // Without a leader named, metadata is asked for, as before.
+    let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
+    let refused = error(0, ErrorCode::NotLeaderOrFollower);
+    let outcome = fetch_once(&mut f, Instant::now(), &md, vec![("t", vec![refused])]);
+    assert!(outcome.refresh_metadata && outcome.leader_hints.is_empty());
+}
+
 #[test]
 fn leader_errors_ask_for_metadata_and_back_off() {
     let md = metadata(&[("t", 0, 1), ("t", 1, 1)]);

@@ -174,6 +174,27 @@ impl State {
     }
 
     /// The leader to report for a partition: -1 while its broker is down.
+    /// The live brokers among `ids`, as (id, host, port, rack): what
+    /// Kafka puts in a Fetch or Produce answer's `node_endpoints` for the
+    /// leaders its `current_leader`s name (KIP-951).
+    pub fn endpoints(
+        &self,
+        ids: impl IntoIterator<Item = i32>,
+    ) -> Vec<(i32, String, i32, Option<String>)> {
+        let ids: std::collections::BTreeSet<i32> = ids.into_iter().collect();
+        ids.into_iter()
+            .filter_map(|id| {
+                let b = self.brokers.get(&id).filter(|b| b.up)?;
+                Some((
+                    id,
+                    b.addr.ip().to_string(),
+                    i32::from(b.addr.port()),
+                    b.rack.clone(),
+                ))
+            })
+            .collect()
+    }
+
     pub fn live_leader(&self, p: &Partition) -> i32 {
         if self.is_up(p.leader) {
             p.leader

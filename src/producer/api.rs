@@ -46,6 +46,12 @@ pub struct ProducerMetrics {
     pub throttled_answers: u64,
     /// The longest such wait, in milliseconds.
     pub throttle_time_max_ms: u64,
+    /// Metadata requests sent.
+    pub metadata_requests: u64,
+    /// Partition leaders learned from Produce answers that refused a
+    /// batch because the leader moved (KIP-951), used at once with no
+    /// Metadata round trip.
+    pub leader_hints: u64,
 }
 
 /// What the producer did for one partition.
@@ -575,6 +581,7 @@ impl Producer {
                 |total: Duration, n: u64| (n > 0).then(|| total.as_secs_f64() * 1e3 / n as f64);
             let (records_delivered, records_failed) = core.counts();
             let (throttled_answers, throttle_max) = core.throttles();
+            let (metadata_requests, leader_hints) = core.io().metadata_counts();
             ProducerMetrics {
                 at_ms: wall_clock_ms().max(0) as u64,
                 records_delivered,
@@ -609,6 +616,8 @@ impl Producer {
                 connections: core.io().connections(now),
                 throttled_answers,
                 throttle_time_max_ms: throttle_max.as_millis() as u64,
+                metadata_requests,
+                leader_hints,
             }
         })
     }

@@ -501,7 +501,22 @@ impl ConsumerCore {
                 Pending::Fetch(token) => match result {
                     Ok(response) => {
                         let outcome = self.fetcher.handle_response(now, token, &response);
-                        if outcome.refresh_metadata {
+                        let mut refresh = outcome.refresh_metadata;
+                        if !outcome.leader_hints.is_empty() {
+                            // KIP-951: leaders named in the answer are used
+                            // at once; a hint not taken asks for metadata.
+                            let taken = self.cluster.apply_leader_hints(
+                                now,
+                                &outcome.leader_hints,
+                                &outcome.leader_endpoints,
+                            );
+                            for (topic, partition) in &taken {
+                                self.fetcher
+                                    .leader_moved(&TopicPartition::new(topic.clone(), *partition));
+                            }
+                            refresh |= taken.len() < outcome.leader_hints.len();
+                        }
+                        if refresh {
                             self.cluster.request_metadata_refresh(now);
                         }
                     }

@@ -105,6 +105,8 @@ impl ConsumerCore {
                 .collect(),
             connections: self.cluster.connections(now),
             group,
+            metadata_requests: self.cluster.metadata_counts().0,
+            leader_hints: self.cluster.metadata_counts().1,
         }
     }
 

@@ -18,7 +18,7 @@ use crate::mock::state::{Partition, State, Topic};
 use crate::mock::{BrokerClose, MockFetch};
 use crate::protocol::messages::fetch::{
     EpochEndOffset as DivergingEpoch, FetchPartition, FetchRequest, FetchResponse, FetchTopic,
-    FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use crate::protocol::ApiKey;
 
@@ -149,9 +149,32 @@ pub(crate) fn read(
         bytes: 0,
         at_once: false,
     };
-    let responses = topics.iter().map(|t| read.topic(t, error)).collect();
+    let responses: Vec<FetchableTopicResponse> =
+        topics.iter().map(|t| read.topic(t, error)).collect();
+    // KIP-951 (v16+): the addresses of the leaders named in
+    // `current_leader`, as Kafka's `KafkaApis.handleFetchRequest` adds.
+    let node_endpoints = if version >= 16 {
+        let leaders = responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.current_leader.leader_id)
+            .filter(|id| *id >= 0);
+        st.endpoints(leaders)
+            .into_iter()
+            .map(|(node_id, host, port, rack)| NodeEndpoint {
+                node_id,
+                host,
+                port,
+                rack,
+                unknown_tagged_fields: Vec::new(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let response = FetchResponse {
         responses,
+        node_endpoints,
         ..Default::default()
     };
     (response, read.bytes, read.at_once)
@@ -223,7 +246,7 @@ impl Read<'_> {
                     .st
                     .check_replica(self.broker, part, p.current_leader_epoch)
                 {
-                    Err(code) => {
+                    Err(code) if self.version >= 12 => {
                         out.current_leader = LeaderIdAndEpoch {
                             leader_id: self.st.live_leader(part),
                             leader_epoch: part.leader_epoch,
@@ -231,6 +254,7 @@ impl Read<'_> {
                         };
                         code
                     }
+                    Err(code) => code,
                     Ok(()) => self.replica(p, part, &mut out),
                 }
             }

@@ -1,8 +1,9 @@
 //! Produce: each partition's record set appended as Kafka's leader does
 //! (every batch checked, then the idempotent producers' epochs and
 //! sequences, `producers.rs`); a repeat of a batch already written is
-//! answered with its offsets and not written again; `acks=0` gets no
-//! answer, as in Kafka.
+//! answered with its offsets and not written again; a partition this
+//! broker does not lead is refused naming its leader (KIP-951); `acks=0`
+//! gets no answer, as in Kafka.
 
 use bytes::Bytes;
 
@@ -12,14 +13,15 @@ use crate::mock::producers::Outcome;
 use crate::mock::respond::{reply, Answer, Received};
 use crate::mock::state::State;
 use crate::protocol::messages::produce::{
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceRequest, ProduceResponse,
+    TopicProduceResponse,
 };
 use crate::protocol::ApiKey;
 
 /// The answer to a Produce request: none with `acks=0`.
 pub(crate) fn respond(st: &mut State, r: &Received, req: &ProduceRequest) -> Answer {
     let error = st.take_error(r.broker, ApiKey::Produce);
-    let resp = produce(st, r.broker, req, error);
+    let resp = produce(st, r.broker, r.version, req, error);
     if req.acks == 0 {
         Answer::Silent
     } else {
@@ -32,10 +34,12 @@ pub(crate) fn respond(st: &mut State, r: &Received, req: &ProduceRequest) -> Ans
 fn produce(
     st: &mut State,
     broker: i32,
+    version: i16,
     req: &ProduceRequest,
     error: Option<ErrorCode>,
 ) -> ProduceResponse {
     let mut responses = Vec::new();
+    let mut leaders = Vec::new();
     for t in &req.topic_data {
         let mut partition_responses = Vec::new();
         for p in &t.partition_data {
@@ -50,6 +54,25 @@ fn produce(
                 Some(code) => code,
                 None => append(st, broker, (&t.name, p.index), p.records.as_ref(), &mut out),
             };
+            // KIP-951 (v10+): a partition this broker does not lead is
+            // refused naming its leader, as Kafka's `ReplicaManager` does.
+            if code == ErrorCode::NotLeaderOrFollower && version >= 10 {
+                if let Some(part) = st
+                    .topics
+                    .get(&t.name)
+                    .and_then(|topic| topic.partitions.get(p.index as usize))
+                {
+                    let leader = st.live_leader(part);
+                    if leader >= 0 {
+                        out.current_leader = LeaderIdAndEpoch {
+                            leader_id: leader,
+                            leader_epoch: part.leader_epoch,
+                            unknown_tagged_fields: Vec::new(),
+                        };
+                        leaders.push(leader);
+                    }
+                }
+            }
             out.error_code = code.code();
             partition_responses.push(out);
         }
@@ -59,8 +82,20 @@ fn produce(
             unknown_tagged_fields: Vec::new(),
         });
     }
+    let node_endpoints = st
+        .endpoints(leaders)
+        .into_iter()
+        .map(|(node_id, host, port, rack)| NodeEndpoint {
+            node_id,
+            host,
+            port,
+            rack,
+            unknown_tagged_fields: Vec::new(),
+        })
+        .collect();
     ProduceResponse {
         responses,
+        node_endpoints,
         ..Default::default()
     }
 }

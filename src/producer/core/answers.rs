@@ -8,12 +8,12 @@ use super::super::accumulator::{ProducerBatch, Stamp};
 use super::super::delivery::DeliveryError;
 use super::outcomes::{Part, Slot};
 use super::{Pending, Pid, ProducerCore};
-use crate::cluster::RequestError;
+use crate::cluster::{BrokerAddress, LeaderHint, RequestError};
 use crate::group::TopicPartition;
 use crate::protocol::messages::init_producer_id::InitProducerIdResponse;
 use crate::protocol::messages::produce::{PartitionProduceResponse, ProduceResponse};
 use crate::protocol::ErrorCode;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// How long a partition's Produce requests fail (and are retried) before a
@@ -25,6 +25,19 @@ pub(super) const RETRY_WARN_GRACE: Duration = Duration::from_secs(1);
 /// Produce).
 fn retriable(code: ErrorCode) -> bool {
     code.is_retriable()
+}
+
+/// What a retried batch's failure says of its partition's leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Leader {
+    /// Nothing: sent again after the retry backoff.
+    Same,
+    /// It moved, to an unknown broker: metadata is refreshed, and the
+    /// batch sent again after the retry backoff.
+    Unknown,
+    /// It moved to the broker the answer named (KIP-951), now in the
+    /// metadata: sent there at once.
+    Moved,
 }
 
 /// Errors that say the leader moved: the metadata is refreshed.
@@ -189,7 +202,7 @@ impl ProducerCore {
                 // (with the same sequence numbers, so the broker keeps one
                 // copy).
                 for batch in batches {
-                    self.retry(now, batch, why.clone(), false);
+                    self.retry(now, batch, why.clone(), Leader::Same);
                 }
                 return;
             }
@@ -210,22 +223,66 @@ impl ProducerCore {
                 answers.insert((topic.name.clone(), p.index), p);
             }
         }
+        // KIP-951 (Produce v10+): a partition refused because the leader
+        // moved comes with the new leader, taken at once when newer than
+        // the metadata's.
+        let hints: Vec<LeaderHint> = answers
+            .iter()
+            .filter(|(_, a)| {
+                ErrorCode::from_code(a.error_code) == ErrorCode::NotLeaderOrFollower
+                    && a.current_leader.leader_id >= 0
+                    && a.current_leader.leader_epoch >= 0
+            })
+            .map(|((topic, partition), a)| LeaderHint {
+                topic: topic.clone(),
+                partition: *partition,
+                leader: a.current_leader.leader_id,
+                leader_epoch: a.current_leader.leader_epoch,
+            })
+            .collect();
+        let moved: BTreeSet<(String, i32)> = if hints.is_empty() {
+            BTreeSet::new()
+        } else {
+            let endpoints: Vec<BrokerAddress> = response
+                .node_endpoints
+                .into_iter()
+                .map(|e| BrokerAddress {
+                    id: e.node_id,
+                    host: e.host,
+                    port: e.port,
+                    rack: e.rack,
+                })
+                .collect();
+            self.cluster
+                .apply_leader_hints(now, &hints, &endpoints)
+                .into_iter()
+                .collect()
+        };
         for batch in batches {
-            let Some(answer) = answers.remove(&(batch.tp.topic.clone(), batch.tp.partition)) else {
-                self.retry(now, batch, "left out of the Produce answer".into(), false);
+            let key = (batch.tp.topic.clone(), batch.tp.partition);
+            let moved = moved.contains(&key);
+            let Some(answer) = answers.remove(&key) else {
+                self.retry(
+                    now,
+                    batch,
+                    "left out of the Produce answer".into(),
+                    Leader::Same,
+                );
                 continue;
             };
-            self.handle_partition_answer(now, batch, answer);
+            self.handle_partition_answer(now, batch, answer, moved);
         }
     }
 
     /// One batch's answer in a Produce response: delivered, sent again
-    /// (after a new epoch, or split in two when too large), or failed.
+    /// (after a new epoch, or split in two when too large; at once when
+    /// the answer `moved` its leader, KIP-951), or failed.
     fn handle_partition_answer(
         &mut self,
         now: Instant,
         batch: ProducerBatch,
         answer: PartitionProduceResponse,
+        moved: bool,
     ) {
         let code = ErrorCode::from_code(answer.error_code);
         match code {
@@ -248,7 +305,7 @@ impl ProducerCore {
                     );
                     self.bump_epoch();
                 }
-                self.retry(now, batch, code.to_string(), false);
+                self.retry(now, batch, code.to_string(), Leader::Same);
             }
             // Too large for the broker (its `message.max.bytes`, or
             // the topic's `max.message.bytes`): split in two and sent
@@ -258,12 +315,18 @@ impl ProducerCore {
                 self.split(now, batch);
             }
             c if retriable(c) => {
-                let refresh = leader_moved(c);
+                let leader = if moved {
+                    Leader::Moved
+                } else if leader_moved(c) {
+                    Leader::Unknown
+                } else {
+                    Leader::Same
+                };
                 let why = match &answer.error_message {
                     Some(m) => format!("{c} ({m})"),
                     None => c.to_string(),
                 };
-                self.retry(now, batch, why, refresh);
+                self.retry(now, batch, why, leader);
             }
             c => {
                 log::warn!(
@@ -370,9 +433,15 @@ impl ProducerCore {
         }
     }
 
-    pub(super) fn retry(&mut self, now: Instant, batch: ProducerBatch, why: String, refresh: bool) {
+    pub(super) fn retry(
+        &mut self,
+        now: Instant,
+        batch: ProducerBatch,
+        why: String,
+        leader: Leader,
+    ) {
         self.counters.entry(batch.tp.clone()).or_default().errors += 1;
-        if refresh {
+        if leader == Leader::Unknown {
             self.cluster.request_metadata_refresh(now);
         }
         let timed_out =
@@ -414,12 +483,20 @@ impl ProducerCore {
             );
             run.mark_reported(now);
         }
-        let unit = self.rng.unit();
-        let delay = self.backoff.entry(batch.tp.clone()).or_default().failed(
-            now,
-            &self.settings.retry_backoff,
-            unit,
-        );
+        // To a leader the answer named (KIP-951), at once: the backoff is
+        // for a retry to the same place (as the Java producer, which skips
+        // it when the leader changed). Only a newer leader epoch is taken,
+        // so this cannot repeat without the leadership moving each time.
+        let delay = if leader == Leader::Moved {
+            Duration::ZERO
+        } else {
+            let unit = self.rng.unit();
+            self.backoff.entry(batch.tp.clone()).or_default().failed(
+                now,
+                &self.settings.retry_backoff,
+                unit,
+            )
+        };
         self.last_failure.insert(batch.tp.clone(), why);
         self.acc.reenqueue(batch, now + delay);
     }
