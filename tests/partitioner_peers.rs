@@ -1,4 +1,6 @@
-//! Keyed placement judged by librdkafka: its producer, with
+//! Keyed placement judged by librdkafka. Each value of the `partitioner`
+//! property (`BuiltinPartitioner`) against librdkafka's producer with the
+//! same value, on 10,000 keys. And the default placement: its producer, with
 //! `partitioner=murmur2_random` (the Java client's murmur2 placement; its
 //! default, `consistent_random`, hashes with CRC-32), produces keyed
 //! records to topics of several partition counts on librdkafka's mock
@@ -10,7 +12,7 @@
 #[allow(dead_code)]
 mod mock;
 
-use lazykafka::producer::partition_for_key;
+use lazykafka::producer::{partition_for_key, BuiltinPartitioner, Placement};
 use mock::RawMock;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
@@ -41,6 +43,155 @@ fn keys() -> Vec<Vec<u8>> {
         keys.push(key);
     }
     keys
+}
+
+/// 10,000 keys: text, binary of every length up to 40, the empty key, and
+/// (index 0) the null key.
+fn ten_thousand_keys() -> Vec<Option<Vec<u8>>> {
+    let mut keys: Vec<Option<Vec<u8>>> = vec![None, Some(Vec::new())];
+    keys.extend((0..5_000).map(|i| Some(format!("order-{i}").into_bytes())));
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    while keys.len() < 10_000 {
+        let len = 1 + keys.len() % 40;
+        let key = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        keys.push(Some(key));
+    }
+    keys
+}
+
+/// Where librdkafka's producer with `partitioner` put each of `keys`
+/// (key index -> partition) in a topic of `n` partitions: produced, then
+/// read back by its consumer.
+fn librdkafka_placements(
+    mock: &RawMock,
+    partitioner: &str,
+    n: i32,
+    keys: &[Option<Vec<u8>>],
+) -> BTreeMap<usize, i32> {
+    let bootstrap = mock.bootstraps().join(",");
+    let topic = format!("placed-{partitioner}-{n}");
+    mock.create_topic(&topic, n);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("partitioner", partitioner)
+        .set("linger.ms", "5")
+        .create()
+        .expect("librdkafka producer");
+    for (i, key) in keys.iter().enumerate() {
+        let value = i.to_string();
+        let mut record = BaseRecord::<[u8], _>::to(&topic).payload(&value);
+        if let Some(key) = key {
+            record = record.key(&key[..]);
+        }
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, back)) => {
+                    // A full queue: let it drain.
+                    assert!(
+                        matches!(
+                            e,
+                            rdkafka::error::KafkaError::MessageProduction(
+                                rdkafka::types::RDKafkaErrorCode::QueueFull
+                            )
+                        ),
+                        "send: {e}"
+                    );
+                    producer.poll(Duration::from_millis(10));
+                    record = back;
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(WAIT).expect("flush");
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "unused")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("librdkafka consumer");
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..n {
+        assignment
+            .add_partition_offset(&topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut landed = BTreeMap::new();
+    let deadline = Instant::now() + WAIT;
+    while landed.len() < keys.len() && Instant::now() < deadline {
+        let Some(m) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let m = m.expect("librdkafka consumer error");
+        let i: usize = std::str::from_utf8(m.payload().unwrap())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            landed.insert(i, m.partition()).is_none(),
+            "{partitioner}: key {i} read twice"
+        );
+    }
+    assert_eq!(landed.len(), keys.len(), "{partitioner}: every record read");
+    landed
+}
+
+/// The `partitioner` property's values, each judged by librdkafka's own
+/// producer with the same value on 10,000 keys (the empty and null keys
+/// among them) and topics of 7 and 61 partitions: every record our
+/// `BuiltinPartitioner` places on a partition (keys, and null keys under
+/// `consistent`, `murmur2` and `fnv1a`) landed there with librdkafka. What
+/// either client places at random (null keys under the `_random` values,
+/// the empty key under `consistent_random`, every key under `random`) is
+/// not compared.
+#[test]
+fn every_builtin_partitioner_places_keys_where_librdkafka_does() {
+    let mock = RawMock::new(3);
+    let keys = ten_thousand_keys();
+    for partitioner in BuiltinPartitioner::ALL {
+        if partitioner == BuiltinPartitioner::Random {
+            continue;
+        }
+        for n in [7, 61] {
+            let landed = librdkafka_placements(&mock, partitioner.name(), n, &keys);
+            let mut compared = 0;
+            let mut wrong = Vec::new();
+            let mut spread = std::collections::BTreeSet::new();
+            for (i, key) in keys.iter().enumerate() {
+                match partitioner.placement(key.as_deref(), n) {
+                    Placement::Partition(p) => {
+                        compared += 1;
+                        spread.insert(p);
+                        if landed[&i] != p {
+                            wrong.push((i, key.clone(), landed[&i], p));
+                        }
+                    }
+                    Placement::Sticky | Placement::Random => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert!(
+                wrong.is_empty(),
+                "{partitioner}, {n} partitions: (key index, key, librdkafka's, ours) {:?}",
+                &wrong[..wrong.len().min(10)]
+            );
+            assert!(compared >= 9_998, "{partitioner}: {compared} compared");
+            assert_eq!(
+                spread.len(),
+                n as usize,
+                "{partitioner}: every partition hit"
+            );
+        }
+    }
 }
 
 #[test]

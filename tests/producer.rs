@@ -426,6 +426,7 @@ on_both_mocks!(
     records_follow_a_leader_that_moves,
     records_wait_out_a_broker_restart,
     keys_land_where_librdkafka_puts_them,
+    keys_land_where_librdkafkas_default_puts_them,
     records_fail_after_the_delivery_timeout,
     clones_share_one_producer,
     a_batch_refused_for_good_leaves_no_gap,
@@ -567,20 +568,39 @@ async fn tansu_keeps_what_the_producer_writes() {
 /// placement) and this one write the same keys to one topic: each key's
 /// records are all on one partition, the same for both.
 async fn keys_land_where_librdkafka_puts_them<C: TestCluster>() {
+    same_keys_same_partitions::<C>(Some("murmur2_random"), &[]).await;
+}
+
+/// A producer moving from librdkafka keeps its keys' partitions: librdkafka
+/// with its default partitioner (`consistent_random`, nothing set) and
+/// ours with `partitioner=consistent_random` put each key on the same
+/// partition.
+async fn keys_land_where_librdkafkas_default_puts_them<C: TestCluster>() {
+    same_keys_same_partitions::<C>(None, &[("partitioner", "consistent_random")]).await;
+}
+
+/// librdkafka's producer (with `rd_partitioner` when given) and ours (with
+/// `properties`) write the same 200 keys to one topic: each key's records
+/// are all on one partition, the same for both.
+async fn same_keys_same_partitions<C: TestCluster>(
+    rd_partitioner: Option<&str>,
+    properties: &[(&str, &str)],
+) {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
     let mock: C = standard();
     let bootstrap = mock.bootstrap();
-    let rd: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("partitioner", "murmur2_random")
-        .create()
-        .unwrap();
+    let mut rd_config = ClientConfig::new();
+    rd_config.set("bootstrap.servers", &bootstrap);
+    if let Some(partitioner) = rd_partitioner {
+        rd_config.set("partitioner", partitioner);
+    }
+    let rd: BaseProducer = rd_config.create().unwrap();
     for i in 0..200 {
         let key = format!("key-{i}");
         common::peers::send(&rd, BaseRecord::to("t").key(&key).payload("rd"));
     }
     rd.flush(WAIT).unwrap();
-    let ours = producer(&bootstrap, &[]);
+    let ours = producer(&bootstrap, properties);
     let mut deliveries = Vec::new();
     for i in 0..200 {
         let record = ProducerRecord::new("t")

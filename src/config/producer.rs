@@ -27,6 +27,7 @@ use super::{
     EndpointIdentification, SecurityProtocol,
 };
 use crate::error::Error;
+use crate::producer::BuiltinPartitioner;
 use crate::sasl::Secret;
 use properties::producer_table;
 use serde::de::{self, Deserialize, Deserializer};
@@ -163,6 +164,16 @@ fn parse_compression(property: &str, s: &str) -> Result<Compression, Error> {
     }
 }
 
+fn parse_partitioner(property: &str, s: &str) -> Result<BuiltinPartitioner, Error> {
+    BuiltinPartitioner::from_name(s).ok_or_else(|| {
+        invalid(
+            property,
+            s,
+            "expected murmur2_random, murmur2, consistent_random, consistent, fnv1a_random, fnv1a or random",
+        )
+    })
+}
+
 /// The configuration of a producer.
 ///
 /// Every value has been validated, as the Java producer validates it; read
@@ -243,6 +254,7 @@ impl ProducerConfig {
         RETRIES,
         MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
         PARTITIONER_IGNORE_KEYS,
+        PARTITIONER,
         METADATA_MAX_AGE_MS,
         METADATA_MAX_IDLE_MS,
         TRANSACTIONAL_ID,

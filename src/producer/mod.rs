@@ -20,13 +20,17 @@
 //! 1. a partition the record names is taken as it is;
 //! 2. else a custom [`Partitioner`], when there is one, chooses;
 //! 3. else a record with a key (unless `partitioner.ignore.keys`) goes to
-//!    `toPositive(murmur2(key)) % partitions` ([`partition_for_key`]);
+//!    `toPositive(murmur2(key)) % partitions` ([`partition_for_key`]), or
+//!    where the `partitioner` property ([`BuiltinPartitioner`], librdkafka's
+//!    values) puts it;
 //! 4. else the topic's [`StickyPartitioner`] chooses (KIP-794).
 //!
 //! [`place`] does steps 1-3 and says when step 4 is needed
-//! ([`Placement::Sticky`]). Keyed placement is the same as librdkafka's with
-//! `partitioner=murmur2_random` (librdkafka's default, `consistent_random`,
-//! hashes with CRC-32 and places keys elsewhere).
+//! ([`Placement::Sticky`]). The default keyed placement is the Java
+//! client's, the same as librdkafka's with `partitioner=murmur2_random`;
+//! librdkafka's default, `consistent_random`, hashes with CRC-32 and
+//! places keys elsewhere: `partitioner=consistent_random` keeps them where
+//! librdkafka (rust-rdkafka) put them.
 //!
 //! Everything here is pure: the sticky partitioner takes its random numbers
 //! from a [`RandomSource`] it is handed (the runtime seeds a generator of
@@ -68,6 +72,6 @@ pub use api::{
 };
 pub use delivery::{DeliveryError, RecordMetadata};
 pub use partitioner::{
-    murmur2, partition_for_key, place, to_positive, Partitioner, PartitionerError, Placement,
-    RandomSource, RecordToPlace, StickyPartitioner, TopicPartitions,
+    fnv1a, murmur2, partition_for_key, place, to_positive, BuiltinPartitioner, Partitioner,
+    PartitionerError, Placement, RandomSource, RecordToPlace, StickyPartitioner, TopicPartitions,
 };

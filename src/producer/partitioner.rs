@@ -65,6 +65,117 @@ pub fn partition_for_key(key: &[u8], partition_count: i32) -> Result<i32, Partit
     Ok(to_positive(murmur2(key)) % partition_count)
 }
 
+/// librdkafka's FNV-1a hash of `data` (`rd_fnv1a`): 32-bit FNV-1a, then
+/// the absolute value of the result read as a signed number (as Sarama's
+/// hash partitioner takes it; `i32::MIN` stays as it is).
+pub fn fnv1a(data: &[u8]) -> u32 {
+    const PRIME: u32 = 0x0100_0193;
+    const OFFSET: u32 = 0x811c_9dc5;
+    let h = data
+        .iter()
+        .fold(OFFSET, |h, b| (h ^ u32::from(*b)).wrapping_mul(PRIME)) as i32;
+    h.wrapping_abs() as u32
+}
+
+/// How records without a partition of their own are placed by key: the
+/// values of librdkafka's `partitioner` property, so that a producer moving
+/// from librdkafka (rust-rdkafka) keeps each key on the partition it was
+/// on. The default, [`Murmur2Random`](Self::Murmur2Random), is the Java
+/// producer's placement; librdkafka's default is
+/// [`ConsistentRandom`](Self::ConsistentRandom).
+///
+/// "Sticky" below is the topic's [`StickyPartitioner`] (KIP-794);
+/// librdkafka places those records on a sticky partition too (chosen at
+/// random every `sticky.partitioning.linger.ms`), so they land on no
+/// partition in particular with either client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum BuiltinPartitioner {
+    /// `murmur2_random` (the default): `toPositive(murmur2(key)) %
+    /// partitions` ([`partition_for_key`]), the Java producer's placement;
+    /// a null key: sticky.
+    #[default]
+    Murmur2Random,
+    /// `murmur2`: the same hash; a null key hashes as an empty one (one
+    /// partition for all).
+    Murmur2,
+    /// `consistent_random`, librdkafka's default: `crc32(key) % partitions`
+    /// (CRC-32 as zlib's); a null or empty key: sticky.
+    ConsistentRandom,
+    /// `consistent`: `crc32(key) % partitions`; a null or empty key goes
+    /// to partition 0 (the CRC-32 of nothing is 0).
+    Consistent,
+    /// `fnv1a_random`: `fnv1a(key) % partitions` ([`fnv1a`]); a null key:
+    /// sticky.
+    Fnv1aRandom,
+    /// `fnv1a`: the same; a null key hashes as an empty one.
+    Fnv1a,
+    /// `random`: each keyed record on a partition chosen at random; a null
+    /// key: sticky.
+    Random,
+}
+
+impl BuiltinPartitioner {
+    /// Every value, in the order of librdkafka's documentation.
+    pub const ALL: [BuiltinPartitioner; 7] = [
+        BuiltinPartitioner::Random,
+        BuiltinPartitioner::Consistent,
+        BuiltinPartitioner::ConsistentRandom,
+        BuiltinPartitioner::Murmur2,
+        BuiltinPartitioner::Murmur2Random,
+        BuiltinPartitioner::Fnv1a,
+        BuiltinPartitioner::Fnv1aRandom,
+    ];
+
+    /// The property value (`murmur2_random`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinPartitioner::Murmur2Random => "murmur2_random",
+            BuiltinPartitioner::Murmur2 => "murmur2",
+            BuiltinPartitioner::ConsistentRandom => "consistent_random",
+            BuiltinPartitioner::Consistent => "consistent",
+            BuiltinPartitioner::Fnv1aRandom => "fnv1a_random",
+            BuiltinPartitioner::Fnv1a => "fnv1a",
+            BuiltinPartitioner::Random => "random",
+        }
+    }
+
+    /// The value named `name` (as librdkafka spells it; any case).
+    pub fn from_name(name: &str) -> Option<BuiltinPartitioner> {
+        let name = name.trim().to_ascii_lowercase();
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Where a record with `key` (`None`: null) goes in a topic of
+    /// `partition_count` partitions (at least 1), as librdkafka's
+    /// `rd_kafka_msg_partitioner` places it.
+    pub fn placement(self, key: Option<&[u8]>, partition_count: i32) -> Placement {
+        use BuiltinPartitioner as B;
+        let count = partition_count.max(1);
+        let modulo = |h: u32| Placement::Partition((h % count as u32) as i32);
+        match (self, key) {
+            (B::Murmur2Random | B::Fnv1aRandom | B::ConsistentRandom | B::Random, None) => {
+                Placement::Sticky
+            }
+            (B::ConsistentRandom, Some([])) => Placement::Sticky,
+            (B::Murmur2Random | B::Murmur2, key) => {
+                Placement::Partition(to_positive(murmur2(key.unwrap_or_default())) % count)
+            }
+            (B::ConsistentRandom | B::Consistent, key) => {
+                modulo(crc32fast::hash(key.unwrap_or_default()))
+            }
+            (B::Fnv1aRandom | B::Fnv1a, key) => modulo(fnv1a(key.unwrap_or_default())),
+            (B::Random, Some(_)) => Placement::Random,
+        }
+    }
+}
+
+impl fmt::Display for BuiltinPartitioner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Why no partition could be chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -201,16 +312,21 @@ pub enum Placement {
     Partition(i32),
     /// The partition the topic's [`StickyPartitioner`] is on.
     Sticky,
+    /// A partition chosen at random for this record
+    /// ([`BuiltinPartitioner::Random`]).
+    Random,
 }
 
 /// Where a record goes, given its topic's `partition_count`, the producer's
-/// `partitioner.ignore.keys` and its custom partitioner if any: the steps
-/// of `KafkaProducer.partition` (see the module's documentation).
+/// `partitioner.ignore.keys`, its custom partitioner if any, and its
+/// `partitioner` (`builtin`): the steps of `KafkaProducer.partition` (see
+/// the module's documentation), with the key placed as `builtin` says.
 pub fn place(
     record: &RecordToPlace<'_>,
     partition_count: i32,
     ignore_keys: bool,
     custom: Option<&dyn Partitioner>,
+    builtin: BuiltinPartitioner,
 ) -> Result<Placement, PartitionerError> {
     if partition_count <= 0 {
         return Err(PartitionerError::NoPartitions {
@@ -239,12 +355,10 @@ pub fn place(
         }
         return Ok(Placement::Partition(partition));
     }
-    match record.key {
-        Some(key) if !ignore_keys => {
-            partition_for_key(key, partition_count).map(Placement::Partition)
-        }
-        _ => Ok(Placement::Sticky),
+    if ignore_keys {
+        return Ok(Placement::Sticky);
     }
+    Ok(builtin.placement(record.key, partition_count))
 }
 
 /// Random numbers for the sticky partitioner: any generator (the crate's
@@ -477,6 +591,58 @@ mod tests {
     // does not shadow it.
     use crate::cluster::Rng;
     use proptest::prelude::*;
+
+    /// The default keyed placement, the Java producer's.
+    const B: BuiltinPartitioner = BuiltinPartitioner::Murmur2Random;
+
+    /// librdkafka's placements of null, empty and plain keys under each
+    /// `partitioner` value (`rd_kafka_msg_partitioner`); the hashes are
+    /// zlib's CRC-32 ("123456789" gives 0xcbf43926) and FNV-1a with
+    /// Sarama's absolute value. tests/partitioner_peers.rs checks 10,000
+    /// keys against librdkafka's producer itself.
+    #[test]
+    fn builtin_partitioners_place_keys_as_librdkafka() {
+        use BuiltinPartitioner as P;
+        assert_eq!(crc32fast::hash(b"123456789"), 0xcbf4_3926);
+        // FNV-1a 32 of "a" is 0xe40c292c: negative as an i32, so negated.
+        assert_eq!(fnv1a(b"a"), 0xe40c_292cu32.wrapping_neg());
+        assert_eq!(fnv1a(b""), 0x811c_9dc5u32.wrapping_neg());
+        let n = 7;
+        let part = |p: P, key: Option<&[u8]>| p.placement(key, n);
+        let at = |h: u32| Placement::Partition((h % n as u32) as i32);
+        let k: &[u8] = b"123456789";
+        assert_eq!(part(P::Consistent, Some(k)), at(0xcbf4_3926));
+        assert_eq!(part(P::ConsistentRandom, Some(k)), at(0xcbf4_3926));
+        assert_eq!(part(P::Consistent, None), Placement::Partition(0));
+        assert_eq!(part(P::Consistent, Some(b"")), Placement::Partition(0));
+        assert_eq!(part(P::ConsistentRandom, None), Placement::Sticky);
+        assert_eq!(part(P::ConsistentRandom, Some(b"")), Placement::Sticky);
+        let murmur = |key: &[u8]| Placement::Partition(to_positive(murmur2(key)) % n);
+        assert_eq!(part(P::Murmur2Random, Some(k)), murmur(k));
+        assert_eq!(part(P::Murmur2, Some(k)), murmur(k));
+        assert_eq!(part(P::Murmur2Random, Some(b"")), murmur(b""));
+        assert_eq!(part(P::Murmur2Random, None), Placement::Sticky);
+        assert_eq!(part(P::Murmur2, None), murmur(b""));
+        assert_eq!(part(P::Fnv1a, Some(b"a")), at(fnv1a(b"a")));
+        assert_eq!(part(P::Fnv1aRandom, Some(b"")), at(fnv1a(b"")));
+        assert_eq!(part(P::Fnv1a, None), at(fnv1a(b"")));
+        assert_eq!(part(P::Fnv1aRandom, None), Placement::Sticky);
+        assert_eq!(part(P::Random, Some(k)), Placement::Random);
+        assert_eq!(part(P::Random, None), Placement::Sticky);
+        for p in P::ALL {
+            assert_eq!(P::from_name(&p.name().to_uppercase()), Some(p));
+            // The key is ignored with partitioner.ignore.keys.
+            let keyed = RecordToPlace {
+                topic: "t",
+                partition: None,
+                key: Some(k),
+                value: None,
+            };
+            assert_eq!(place(&keyed, n, true, None, p), Ok(Placement::Sticky));
+        }
+        assert_eq!(P::from_name("crc32"), None);
+        assert_eq!(P::default(), P::Murmur2Random);
+    }
 
     /// apache/kafka `clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java`,
     /// `testMurmur2`: the Java client's own vectors.
@@ -803,28 +969,34 @@ mod tests {
         let by_key = Placement::Partition(479470107 % 10);
         // A named partition wins over everything.
         assert_eq!(
-            place(&record(Some(3), Some(b"abc")), 10, false, Some(&Fixed(7))),
+            place(
+                &record(Some(3), Some(b"abc")),
+                10,
+                false,
+                Some(&Fixed(7)),
+                B
+            ),
             Ok(Placement::Partition(3))
         );
         // Then a custom partitioner, keyed or not, ignore.keys or not.
         assert_eq!(
-            place(&keyed, 10, true, Some(&Fixed(7))),
+            place(&keyed, 10, true, Some(&Fixed(7)), B),
             Ok(Placement::Partition(7))
         );
         assert_eq!(
-            place(&record(None, None), 10, false, Some(&Fixed(7))),
+            place(&record(None, None), 10, false, Some(&Fixed(7)), B),
             Ok(Placement::Partition(7))
         );
         // Then the key.
-        assert_eq!(place(&keyed, 10, false, None), Ok(by_key));
+        assert_eq!(place(&keyed, 10, false, None, B), Ok(by_key));
         assert_eq!(
-            place(&record(None, Some(b"")), 10, false, None),
+            place(&record(None, Some(b"")), 10, false, None, B),
             Ok(Placement::Partition(to_positive(0x106e08d9) % 10))
         );
         // partitioner.ignore.keys, or no key: the sticky partitioner.
-        assert_eq!(place(&keyed, 10, true, None), Ok(Placement::Sticky));
+        assert_eq!(place(&keyed, 10, true, None, B), Ok(Placement::Sticky));
         assert_eq!(
-            place(&record(None, None), 10, false, None),
+            place(&record(None, None), 10, false, None, B),
             Ok(Placement::Sticky)
         );
     }
@@ -832,16 +1004,16 @@ mod tests {
     #[test]
     fn partitions_out_of_range_are_refused() {
         assert_eq!(
-            place(&record(Some(10), None), 10, false, None),
+            place(&record(Some(10), None), 10, false, None, B),
             Err(PartitionerError::RecordPartitionOutOfRange {
                 topic: "t".into(),
                 partition: 10,
                 partition_count: 10
             })
         );
-        assert!(place(&record(Some(-1), None), 10, false, None).is_err());
+        assert!(place(&record(Some(-1), None), 10, false, None, B).is_err());
         for bad in [-1, 10, i32::MIN] {
-            let err = place(&record(None, None), 10, false, Some(&Fixed(bad))).unwrap_err();
+            let err = place(&record(None, None), 10, false, Some(&Fixed(bad)), B).unwrap_err();
             assert_eq!(
                 err,
                 PartitionerError::CustomPartitionOutOfRange {
@@ -853,7 +1025,7 @@ mod tests {
             assert!(err.to_string().contains("custom partitioner"), "{err}");
         }
         assert_eq!(
-            place(&record(None, Some(b"k")), 0, false, None),
+            place(&record(None, Some(b"k")), 0, false, None, B),
             Err(PartitionerError::NoPartitions {
                 topic: Some("t".into()),
                 partition_count: 0

@@ -263,6 +263,26 @@ macro_rules! producer_table {
                         "`true`/`false`"
                     ];
                 }
+                PARTITIONER = "partitioner" {
+                    partitioner: BuiltinPartitioner = BuiltinPartitioner::Murmur2Random;
+                    parse: parse_partitioner;
+                    render: shown;
+                    get
+                        /// `partitioner` (librdkafka's property): how keyed records are
+                        /// placed (default [`BuiltinPartitioner::Murmur2Random`], the Java
+                        /// producer's placement; `consistent_random` is librdkafka's
+                        /// default, and keeps keys where rust-rdkafka put them).
+                        -> BuiltinPartitioner;
+                    set
+                        /// `partitioner`.
+                        (partitioner: BuiltinPartitioner);
+                    docs [
+                        "`BuiltinPartitioner`",
+                        "`murmur2_random`",
+                        "how keyed records are placed: the Java producer's murmur2 by default; librdkafka's default is `consistent_random` (CRC-32), which a producer moving from librdkafka sets to keep each key's partition (`lazykafka::producer::BuiltinPartitioner`)",
+                        "`murmur2_random`, `murmur2`, `consistent_random`, `consistent`, `fnv1a_random`, `fnv1a`, `random` (any case)"
+                    ];
+                }
                 METADATA_MAX_IDLE_MS = "metadata.max.idle.ms" {
                     metadata_max_idle: Duration = Duration::from_millis(300_000);
                     parse: parse_ms;

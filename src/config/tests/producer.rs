@@ -156,6 +156,13 @@ const PRODUCER_CASES: &[Case] = &[
         invalid: &[("1", "partitioner.ignore.keys", &["true or false"])],
     },
     Case {
+        property: "partitioner",
+        default: Some("murmur2_random"),
+        valid: "Consistent_Random",
+        valid_rendered: "consistent_random",
+        invalid: &[("crc32", "partitioner", &["\"crc32\"", "consistent_random"])],
+    },
+    Case {
         property: "metadata.max.idle.ms",
         default: Some("300000"),
         valid: "5000",

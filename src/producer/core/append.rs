@@ -112,11 +112,37 @@ impl ProducerCore {
             count,
             self.settings.ignore_keys,
             self.partitioner.as_deref(),
+            self.settings.builtin_partitioner,
         )
         .map_err(|e| Refused::Invalid(Error::Partitioner(e)))?;
         match placement {
             Placement::Partition(p) => Ok((p, false)),
             Placement::Sticky => Ok((self.sticky_partition(&record.topic, count)?, true)),
+            Placement::Random => Ok((self.random_partition(&record.topic, count), false)),
+        }
+    }
+
+    /// A partition of `topic` chosen at random, among those with a leader
+    /// when there are some (librdkafka's `random` partitioner draws again
+    /// once when its first draw has none).
+    fn random_partition(&mut self, topic: &str, count: i32) -> i32 {
+        let available: Vec<i32> = self
+            .cluster
+            .metadata()
+            .topics
+            .get(topic)
+            .map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|(i, p)| p.leader >= 0 && **i < count)
+                    .map(|(i, _)| *i)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if available.is_empty() {
+            self.rng.below(count.max(1) as usize) as i32
+        } else {
+            available[self.rng.below(available.len())]
         }
     }
 

@@ -64,6 +64,8 @@ pub(crate) struct ProducerSettings {
     pub metadata_max_idle: Duration,
     /// `partitioner.ignore.keys`.
     pub ignore_keys: bool,
+    /// `partitioner`: how keyed records are placed.
+    pub builtin_partitioner: crate::producer::BuiltinPartitioner,
     /// `batch.size` (the sticky partitioner switches after it).
     pub batch_size: usize,
 }
@@ -301,6 +303,7 @@ impl ProducerCore {
             max_in_flight: config.max_in_flight_requests_per_connection().max(1) as usize,
             metadata_max_idle: config.metadata_max_idle(),
             ignore_keys: config.partitioner_ignore_keys(),
+            builtin_partitioner: config.partitioner(),
             batch_size: config.batch_size() as usize,
         };
         ProducerCore::new(cluster, acc, settings, None, now, seeds.next_u64())
