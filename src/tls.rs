@@ -147,6 +147,11 @@ impl TlsConnector {
         if !config.security_protocol().uses_tls() {
             return Ok(None);
         }
+        // rustls 0.23.48 deprecates its *ring* provider (no post-quantum key
+        // exchange); *ring* stays the choice, since aws-lc-rs needs cmake and a
+        // C toolchain to build (Cargo.toml). No warning for those who depend on
+        // this crate.
+        #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let (verifier, verification): (Arc<dyn ServerCertVerifier>, _) = if !config
             .enable_ssl_certificate_verification()

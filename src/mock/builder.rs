@@ -50,6 +50,11 @@ impl MockTls {
         }
         let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
             .map_err(|_| MockError::Tls("no PEM private key given".into()))?;
+        // rustls 0.23.48 deprecates its *ring* provider (no post-quantum key
+        // exchange); *ring* stays the choice, since aws-lc-rs needs cmake and a
+        // C toolchain to build (Cargo.toml). No warning for those who depend on
+        // this crate.
+        #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
