@@ -8,7 +8,7 @@
 use super::conn::{Conn, Phase, Queued};
 use super::metadata::Metadata;
 use super::requests::{Origin, Waiting};
-use super::{Action, Cluster, RequestBody, RequestError, Target};
+use super::{Action, Cluster, Problem, RequestBody, RequestError, Target};
 use crate::events::{
     BrokerCounters, CloseReason, ConnectionError, ConnectionEvent, ConnectionId, EventKind,
     Purpose,
@@ -431,9 +431,22 @@ impl Cluster {
     /// back it off and say what to report. Returns the backoff.
     fn failed(&mut self, now: Instant, c: &Conn, error: &ConnectionError) -> Duration {
         let any_ready = self.any_ready();
-        let (delay, problem) =
+        let (delay, mut problem) =
             self.failures
                 .failed(now, c, error, &self.config, &mut self.rng, any_ready);
+        // One report per address: a broker that is the group coordinator
+        // is named as that, whichever of its connections failed first (its
+        // leader connection, often), since the group's traffic stops with
+        // it.
+        let coordinator = self.coordinator.known().map(|b| b.id);
+        if let Some(Problem::BrokerUnreachable {
+            broker, purpose, ..
+        }) = &mut problem
+        {
+            if broker.is_some() && *broker == coordinator {
+                *purpose = Purpose::Coordinator;
+            }
+        }
         self.problems.extend(problem);
         delay
     }

@@ -1581,6 +1581,40 @@ fn a_known_broker_is_reported_from_its_second_failure_in_a_row() {
     assert_eq!(problems(&mut sim).len(), 1);
 }
 
+/// The group coordinator's broker going away is named as the coordinator,
+/// whichever of its connections fails first (here its leader connection):
+/// one report per address, and the group's traffic is what stops.
+#[test]
+fn the_coordinators_broker_is_named_as_the_coordinator() {
+    let mut sim = Sim::new(config(&["b1:9092"], Some("g")));
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    sim.request(Target::Coordinator);
+    assert_eq!(sim.c.coordinator().map(|b| b.id), Some(2));
+    assert!(problems(&mut sim).is_empty());
+    sim.refused.insert("b2:9092".into());
+    sim.request(Target::Broker(2));
+    sim.advance(Duration::from_millis(70));
+    let reported = problems(&mut sim);
+    assert!(
+        matches!(
+            reported.as_slice(),
+            [Problem::BrokerUnreachable {
+                broker: Some(2),
+                purpose: Purpose::Coordinator,
+                ..
+            }]
+        ),
+        "{reported:?}"
+    );
+    let error = crate::Error::from_problem(reported[0].clone());
+    assert!(
+        error.to_string().starts_with("broker 2 (coordinator connection"),
+        "{error}"
+    );
+}
+
 /// Every bootstrap address refused: one report naming each address with
 /// its cause (a bootstrap connection's failure is no known broker's).
 #[test]
