@@ -459,6 +459,14 @@ impl<'de> Visitor<'de> for PropertyValueVisitor {
 /// name is a known one's misspelling, librdkafka's name for one (the
 /// shared [`common::ALIASES`] and the client's `aliases`), or a Java
 /// property this client deliberately lacks (`refused`, with the reason).
+/// A property of the other client (`owner`'s) given to this one
+/// (`client`): accepted and ignored, with one `warn` line naming it, as the
+/// Java client ("supplied but isn't a known config") and librdkafka do,
+/// so that one property map serves both clients.
+fn other_clients_property(property: &str, owner: &str, client: &str) {
+    log::warn!("configuration property {property}: a {owner} property; the {client} ignores it");
+}
+
 fn unknown_property(
     property: &str,
     known: &[&str],

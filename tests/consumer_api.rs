@@ -447,3 +447,24 @@ async fn the_stream_yields_every_record() {
     }
     consumer.close().await.unwrap();
 }
+
+/// One property map for both clients: a producer property given to the
+/// consumer is accepted, changes nothing, and is named in one `warn` line.
+#[test]
+fn a_producer_property_is_ignored_with_a_warn_line() {
+    logs::capture();
+    let base = || lazykafka::ConsumerConfig::builder().bootstrap_servers("localhost:9092");
+    let config = base()
+        .set("queue.buffering.max.ms", "5")
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(config, base().build().unwrap());
+    let lines = logs::find(log::Level::Warn, "queue.buffering.max.ms");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("a producer property; the consumer ignores it"),
+        "{}",
+        lines[0]
+    );
+}

@@ -1117,3 +1117,32 @@ async fn every_codec_is_read_back_by_librdkafka<C: TestCluster>() {
         .collect();
     assert_eq!(got, expected, "{}", mock.name());
 }
+
+/// One property map for both clients (as rust-rdkafka users keep one
+/// `ClientConfig`): a consumer property given to the producer is accepted,
+/// changes nothing, and is named in one `warn` line; a misspelt one is
+/// still refused, with a hint.
+#[test]
+fn a_consumer_property_is_ignored_with_a_warn_line() {
+    common::peers::logs::capture();
+    let base = || ProducerConfig::builder().bootstrap_servers("localhost:9092");
+    let config = base()
+        .set("session.timeout.ms", "10000")
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(config, base().build().unwrap());
+    let lines = common::peers::logs::find(log::Level::Warn, "session.timeout.ms");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("a consumer property; the producer ignores it"),
+        "{}",
+        lines[0]
+    );
+    let err = base().set("session.timeout.m", "10000").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("did you mean \"session.timeout.ms\""),
+        "{err}"
+    );
+}

@@ -376,6 +376,10 @@ impl ConsumerConfigBuilder {
             Some(result) => result,
             None => match self.common.set(property, value) {
                 Some(result) => result,
+                None if super::producer::producer_only(property) => {
+                    super::other_clients_property(property, "producer", "consumer");
+                    Ok(())
+                }
                 None => return Err(unknown_consumer_property(property)),
             },
         };
@@ -604,12 +608,28 @@ fn validate_group_instance_id(id: &str) -> Result<(), Error> {
 }
 
 /// The error for a property the consumer does not know.
+/// Whether `property` is the consumer's and not the producer's (a Java or
+/// a librdkafka name): a producer given one ignores it.
+pub(super) fn consumer_only(property: &str) -> bool {
+    (ConsumerConfig::PROPERTIES.contains(&property)
+        && !super::ProducerConfig::PROPERTIES.contains(&property))
+        || librdkafka::CONSUMER_ALIASES
+            .iter()
+            .any(|(alias, _)| *alias == property)
+}
+
 fn unknown_consumer_property(property: &str) -> Error {
     const DESERIALIZERS: &str =
         "records are handed out as bytes; deserialize them in the application";
+    // A misspelt producer property is named too: one map may serve both.
+    let known: Vec<&str> = ConsumerConfig::PROPERTIES
+        .iter()
+        .chain(super::ProducerConfig::PROPERTIES)
+        .copied()
+        .collect();
     unknown_property(
         property,
-        ConsumerConfig::PROPERTIES,
+        &known,
         librdkafka::CONSUMER_ALIASES,
         &[
             ("key.deserializer", DESERIALIZERS),

@@ -47,6 +47,26 @@ const MESSAGE_SEND_MAX_RETRIES: &str = "message.send.max.retries";
 const QUEUE_BUFFERING_MAX_KBYTES: &str = "queue.buffering.max.kbytes";
 const MESSAGE_TIMEOUT_MS: &str = "message.timeout.ms";
 
+/// librdkafka's names of producer-only properties (beside the Java ones in
+/// [`ProducerConfig::PROPERTIES`]): a consumer given one ignores it.
+const LIBRDKAFKA_PRODUCER_NAMES: &[&str] = &[
+    REQUEST_REQUIRED_ACKS,
+    QUEUE_BUFFERING_MAX_MS,
+    COMPRESSION_CODEC,
+    MESSAGE_SEND_MAX_RETRIES,
+    QUEUE_BUFFERING_MAX_KBYTES,
+    MESSAGE_TIMEOUT_MS,
+];
+
+/// Whether `property` is the producer's and not the consumer's (a Java or
+/// a librdkafka name): one property map for both clients works, as in
+/// Java and librdkafka.
+pub(super) fn producer_only(property: &str) -> bool {
+    (ProducerConfig::PROPERTIES.contains(&property)
+        && !ConsumerConfig::PROPERTIES.contains(&property))
+        || LIBRDKAFKA_PRODUCER_NAMES.contains(&property)
+}
+
 /// The most batches a broker keeps the sequence numbers of, per producer
 /// and partition: more requests in flight than this cannot be idempotent
 /// (Java's `MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE`).
@@ -484,6 +504,9 @@ impl ProducerConfigBuilder {
                 Some(result) => result?,
                 None => match self.common.set(property, value) {
                     Some(result) => result?,
+                    None if super::consumer::consumer_only(property) => {
+                        super::other_clients_property(property, "consumer", "producer")
+                    }
                     None => return Err(unknown_producer_property(property)),
                 },
             },
@@ -644,12 +667,15 @@ fn unknown_producer_property(property: &str) -> Error {
     const SERIALIZERS: &str = "records are given as bytes; serialize them in the application";
     const LEVELS: &str = "compression levels are not configurable: each codec compresses at a \
                           fixed level (zstd's is 3, the Java client's default)";
-    if ConsumerConfig::PROPERTIES.contains(&property) {
-        return config_error(property, "a consumer property; a producer does not take it");
-    }
+    // A misspelt consumer property is named too: one map may serve both.
+    let known: Vec<&str> = ProducerConfig::PROPERTIES
+        .iter()
+        .chain(ConsumerConfig::PROPERTIES)
+        .copied()
+        .collect();
     unknown_property(
         property,
-        ProducerConfig::PROPERTIES,
+        &known,
         &[],
         &[
             ("key.serializer", SERIALIZERS),

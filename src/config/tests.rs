@@ -1415,7 +1415,7 @@ fn unknown_properties_are_errors_with_hints() {
         ("sasl.kerberos.service.name", "Kerberos"),
         ("sasl.usernme", "did you mean \"sasl.username\"?"),
         ("value.deserializer", "as bytes"),
-        ("linger.ms", "unknown property"),
+        ("linger.mss", "did you mean \"linger.ms\"?"),
     ];
     for (property, hint) in cases {
         assert_config_error(with(&[(property, "1")]), property, &[hint]);
@@ -1424,8 +1424,27 @@ fn unknown_properties_are_errors_with_hints() {
         Err(Error::Config { reason, .. }) => assert_eq!(reason, "unknown property"),
         other => panic!("{other:?}"),
     }
-    let err = with(&[("linger.ms", "5")]).unwrap_err();
+    let err = with(&[("lingr.ms", "5")]).unwrap_err();
     assert!(!err.is_retriable());
+}
+
+/// One property map for both clients: the producer's properties (Java and
+/// librdkafka names) are accepted by the consumer and change nothing (a
+/// `warn` line names each).
+#[test]
+fn the_producers_properties_are_ignored() {
+    let plain = with(&[]).unwrap();
+    for (property, value) in [
+        ("linger.ms", "5"),
+        ("acks", "all"),
+        ("batch.size", "1000"),
+        ("queue.buffering.max.ms", "5"),
+        ("message.timeout.ms", "1000"),
+        ("transactional.id", "t"),
+        ("partitioner", "consistent_random"),
+    ] {
+        assert_eq!(with(&[(property, value)]).unwrap(), plain, "{property}");
+    }
 }
 
 #[test]
@@ -1473,10 +1492,10 @@ fn serde_from_json() {
         "{err}"
     );
     let err =
-        serde_json::from_str::<ConsumerConfig>(r#"{"bootstrap.servers": "a:1", "linger.ms": 5}"#)
+        serde_json::from_str::<ConsumerConfig>(r#"{"bootstrap.servers": "a:1", "lingr.ms": 5}"#)
             .unwrap_err();
     assert!(
-        err.to_string().contains("linger.ms: unknown property"),
+        err.to_string().contains("lingr.ms: unknown property"),
         "{err}"
     );
     let err = serde_json::from_str::<ConsumerConfig>(
