@@ -145,7 +145,9 @@ const NAMED_BUT_NOT_READ: &[&str] = &[
     "transaction.partition.verification",
     "transaction.version",
     // librdkafka's and the Java client's, which no client here has.
+    "batch.num.messages",
     "enable.sparse.connections",
+    "metadata.recovery.strategy",
     "partitioner.adaptive.partitioning.enable",
     "partitioner.availability.timeout.ms",
     "queue.buffering.max.messages",
