@@ -99,6 +99,57 @@ fn hash<D: EagerHash>(data: &[u8]) -> Vec<u8> {
     D::digest(data).to_vec()
 }
 
+/// How many salted passwords [`salted_password_cached`] keeps.
+const SALTED_KEPT: usize = 16;
+
+/// The salted passwords computed so far, newest last, each under a digest
+/// of what it was computed from (the hash's output size, the password,
+/// the salt, the iterations): see [`salted_password_cached`].
+static SALTED: std::sync::Mutex<Vec<([u8; 32], Vec<u8>)>> = std::sync::Mutex::new(Vec::new());
+
+/// The key of a salted password in [`SALTED`].
+fn salted_key<D: EagerHash>(password: &[u8], salt: &[u8], iterations: u32) -> [u8; 32] {
+    use sha2::Digest;
+    let mut key = sha2::Sha256::new();
+    let size = <D as hmac::digest::OutputSizeUser>::output_size() as u64;
+    key.update(size.to_be_bytes());
+    key.update((password.len() as u64).to_be_bytes());
+    key.update(password);
+    key.update((salt.len() as u64).to_be_bytes());
+    key.update(salt);
+    key.update(iterations.to_be_bytes());
+    key.finalize().into()
+}
+
+/// [`salted_password`], computed once per credential: PBKDF2 costs as many
+/// HMACs as the server asks iterations (4,096 and up), milliseconds of an
+/// executor thread in a release build and far more in a debug one, and
+/// every connection of a client (bootstrap, coordinator, each leader) asks
+/// with the same salt. The result is kept (the last [`SALTED_KEPT`], in
+/// this process) under a digest of its inputs, never the password itself.
+fn salted_password_cached<D: EagerHash>(
+    password: &[u8],
+    salt: &[u8],
+    iterations: u32,
+) -> Vec<u8> {
+    let key = salted_key::<D>(password, salt, iterations);
+    let cache = || SALTED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, salted)) = cache().iter().find(|(k, _)| *k == key) {
+        return salted.clone();
+    }
+    // Computed outside the lock: two connections at once may both compute
+    // it; neither waits for the other.
+    let salted = salted_password::<D>(password, salt, iterations);
+    let mut kept = cache();
+    if !kept.iter().any(|(k, _)| *k == key) {
+        if kept.len() == SALTED_KEPT {
+            kept.remove(0);
+        }
+        kept.push((key, salted.clone()));
+    }
+    salted
+}
+
 /// `Hi(password, salt, i)` of RFC 5802 §2.2: PBKDF2 with HMAC-H.
 fn salted_password<D: EagerHash>(password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
     let mut out = vec![0u8; <D as hmac::digest::OutputSizeUser>::output_size()];
@@ -207,7 +258,7 @@ impl<D: EagerHash> ScramClient<D> {
         }
         let without_proof = format!("c={},r={nonce}", b64(GS2_HEADER.as_bytes()));
         let auth_message = format!("{},{message},{without_proof}", self.client_first_bare);
-        let salted = salted_password::<D>(&self.password, &salt, iterations);
+        let salted = salted_password_cached::<D>(&self.password, &salt, iterations);
         let client_key = hmac::<D>(&salted, b"Client Key");
         let stored_key = hash::<D>(&client_key);
         let client_signature = hmac::<D>(&stored_key, auth_message.as_bytes());
@@ -419,6 +470,40 @@ impl<D: EagerHash> ScramServer<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A credential's salted password is computed once and then reused
+    /// (each connection of a client authenticates with the same salt), kept
+    /// apart per hash, password, salt and iteration count.
+    #[test]
+    fn a_salted_password_is_computed_once_per_credential() {
+        let salt = b"a salt of this test alone";
+        let key = salted_key::<sha2::Sha256>(b"pencil", salt, 4096);
+        let kept = || {
+            SALTED
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| *k == key)
+                .count()
+        };
+        assert_eq!(kept(), 0);
+        let first = salted_password_cached::<sha2::Sha256>(b"pencil", salt, 4096);
+        assert_eq!(first, salted_password::<sha2::Sha256>(b"pencil", salt, 4096));
+        assert_eq!(kept(), 1);
+        assert_eq!(
+            salted_password_cached::<sha2::Sha256>(b"pencil", salt, 4096),
+            first
+        );
+        assert_eq!(kept(), 1, "reused, not computed again");
+        for other in [
+            salted_key::<sha2::Sha512>(b"pencil", salt, 4096),
+            salted_key::<sha2::Sha256>(b"pencil!", salt, 4096),
+            salted_key::<sha2::Sha256>(b"pencil", b"another salt", 4096),
+            salted_key::<sha2::Sha256>(b"pencil", salt, 4097),
+        ] {
+            assert_ne!(other, key);
+        }
+    }
 
     /// RFC 7677 §3: the SCRAM-SHA-256 example (user "user", password
     /// "pencil").
