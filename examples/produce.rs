@@ -76,8 +76,9 @@
 //! `error: record 3: t-0: Produce refused with TOPIC_AUTHORIZATION_FAILED (29)`.
 //! A record `send` refuses is named as `error: record I: T: WHY` (`T-P`
 //! with `--partition`); unless the refusal is the record's own (larger
-//! than `max.request.size`), it ends the input: the topic's metadata not
-//! had within `max.block.ms` (a cluster unreachable), the topic refused,
+//! than `max.request.size`), it ends the input: a cluster unreachable or
+//! refusing us (named within seconds), the topic's metadata not had within
+//! `max.block.ms`, the topic refused,
 //! a partition the topic does not have. What was sent before is still
 //! delivered, or named.
 //!

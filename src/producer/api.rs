@@ -485,11 +485,17 @@ impl Producer {
         let marker = link.shared().lock().flush();
         let answer = link
             .wait(timeout, None, move |core, _| {
-                core.flush_done(marker).then_some(())
+                if core.flush_done(marker) {
+                    Some(Ok(()))
+                } else {
+                    // Refused by the cluster: said now, not after
+                    // `timeout`; the records stay queued.
+                    core.refusal().map(Err)
+                }
             })
             .await;
         match answer {
-            Some(Ok(())) => Ok(()),
+            Some(Ok(result)) => result,
             Some(Err(_)) => Err(Error::Closed),
             None => Err(Error::Timeout {
                 what: "flush",
@@ -516,7 +522,10 @@ impl Producer {
                         topic: wanted.clone(),
                         code,
                     })),
-                    _ => core.partitions(&wanted).map(Ok),
+                    _ => core
+                        .partitions(&wanted)
+                        .map(Ok)
+                        .or_else(|| core.refusal().map(Err)),
                 }
             })
             .await;
@@ -642,7 +651,8 @@ async fn wait_for_topic(
                     topic: wanted.clone(),
                     code,
                 })),
-                _ => None,
+                // Refused by the cluster: said now, not after max.block.ms.
+                _ => core.refusal().map(Err),
             }
         })
         .await;

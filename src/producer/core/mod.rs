@@ -29,11 +29,11 @@ mod send;
 
 use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker, ProducerBatch, RecordId};
 use super::delivery::DeliveryError;
-use super::partitioner::{Partitioner, StickyPartitioner};
+use super::partitioner::{BuiltinPartitioner, Partitioner, StickyPartitioner};
 use crate::cluster::{Cluster, ExponentialBackoff, Problem, RequestId, Retry, Rng};
 use crate::config::{Acks, ProducerConfig};
 use crate::error::Error;
-use crate::events::ConnectionEvent;
+use crate::events::{ConnectionEvent, ConnectionState};
 use crate::group::TopicPartition;
 use crate::protocol::ErrorCode;
 use bytes::Bytes;
@@ -65,7 +65,7 @@ pub(crate) struct ProducerSettings {
     /// `partitioner.ignore.keys`.
     pub ignore_keys: bool,
     /// `partitioner`: how keyed records are placed.
-    pub builtin_partitioner: crate::producer::BuiltinPartitioner,
+    pub builtin_partitioner: BuiltinPartitioner,
     /// `batch.size` (the sticky partitioner switches after it).
     pub batch_size: usize,
 }
@@ -211,6 +211,11 @@ pub(crate) struct ProducerCore {
     /// The last connection problem (a refused connection, failed
     /// authentication), for the errors of calls that time out.
     last_problem: Option<String>,
+    /// A refusal that lasts ([`ProducerCore::refusal`]): the cluster
+    /// refused us (credentials, a certificate, a broker that breaks the
+    /// protocol) or every bootstrap address failed, and no connection has
+    /// been ready since.
+    refusal: Option<Problem>,
     /// Delivered and failed records so far.
     delivered: u64,
     failed: u64,
@@ -263,6 +268,7 @@ impl ProducerCore {
             outstanding: 0,
             outcomes: Vec::new(),
             last_problem: None,
+            refusal: None,
             counters: BTreeMap::new(),
             delivered: 0,
             failed: 0,
@@ -500,14 +506,43 @@ impl ProducerCore {
     }
 
     fn collect_problems(&mut self) {
+        if self.refusal.is_some()
+            && self
+                .cluster
+                .connections(self.now)
+                .iter()
+                .any(|c| c.state == ConnectionState::Ready)
+        {
+            // A connection got through: whatever refused us is fixed, or
+            // was one broker's.
+            self.refusal = None;
+        }
         while let Some(problem) = self.cluster.poll_problem() {
             // The producer has no group: no coordinator is looked up.
             if matches!(problem, Problem::CoordinatorRefused { .. }) {
                 continue;
             }
+            let refusal = match &problem {
+                Problem::AuthenticationFailed { .. } | Problem::BootstrapUnreachable { .. } => true,
+                Problem::BrokerUnreachable { cause, .. } => cause.is_refusal(),
+                _ => false,
+            };
+            if refusal {
+                self.refusal = Some(problem.clone());
+            }
             let error = Error::from_problem(problem);
             log::warn!("{error}; the producer goes on trying");
             self.last_problem = Some(error.to_string());
         }
+    }
+
+    /// What refuses the producer now, if anything: its credentials or a
+    /// certificate refused, a broker breaking the protocol, or every
+    /// bootstrap address failing, with no connection ready since. A call
+    /// waiting on the cluster (`send` for a topic's metadata, `flush`,
+    /// `close`, `partitions_for`) returns it at once instead of waiting
+    /// out its timeout; the producer goes on trying meanwhile.
+    pub fn refusal(&self) -> Option<Error> {
+        self.refusal.clone().map(Error::from_problem)
     }
 }
