@@ -506,17 +506,7 @@ impl ProducerCore {
     }
 
     fn collect_problems(&mut self) {
-        if self.refusal.is_some()
-            && self
-                .cluster
-                .connections(self.now)
-                .iter()
-                .any(|c| c.state == ConnectionState::Ready)
-        {
-            // A connection got through: whatever refused us is fixed, or
-            // was one broker's.
-            self.refusal = None;
-        }
+        let mut refused = None;
         while let Some(problem) = self.cluster.poll_problem() {
             // The producer has no group: no coordinator is looked up.
             if matches!(problem, Problem::CoordinatorRefused { .. }) {
@@ -528,11 +518,25 @@ impl ProducerCore {
                 _ => false,
             };
             if refusal {
-                self.refusal = Some(problem.clone());
+                refused = Some(problem.clone());
             }
             let error = Error::from_problem(problem);
             log::warn!("{error}; the producer goes on trying");
             self.last_problem = Some(error.to_string());
+        }
+        if refused.is_some() {
+            self.refusal = refused;
+        }
+        if self.refusal.is_some()
+            && self
+                .cluster
+                .connections(self.now)
+                .iter()
+                .any(|c| c.state == ConnectionState::Ready)
+        {
+            // A connection gets through: whatever refused us is fixed, or
+            // is one broker's, not the cluster's.
+            self.refusal = None;
         }
     }
 
