@@ -21,6 +21,7 @@ use crate::protocol::messages::fetch::{
 };
 use crate::protocol::{ApiKey, DecodeError, ErrorCode};
 use crate::records::{self, PartialTail};
+use crate::streak::Streak;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -491,7 +492,13 @@ impl Fetcher {
                 // is validated against it before fetching on (KIP-320).
                 log::debug!("fetch of {tp} from broker {broker}: {code}; validating the position against the next leader epoch");
                 st.checked_epoch = None;
-                outcome.refresh_metadata |= !hinted;
+                // UNKNOWN_LEADER_EPOCH: the broker is behind our epoch;
+                // the metadata is asked for only if it stays behind.
+                let behind = code == ErrorCode::UnknownLeaderEpoch
+                    && Streak::note(&mut st.retry.streak, code, now, self.backoff.max_gap())
+                        .failures()
+                        == 1;
+                outcome.refresh_metadata |= !hinted && !behind;
                 self.backoff.failed(&mut st.retry, now);
             }
             ErrorCode::OffsetOutOfRange if policy == OffsetReset::None => {

@@ -176,7 +176,11 @@ impl Reports {
         } else {
             log::debug!("{api} of {tp} from broker {broker}: {code}; retrying");
         }
-        leader
+        // UNKNOWN_LEADER_EPOCH: the broker has not yet seen the leader
+        // epoch we know (a leader change it learns a moment later, as
+        // after a KIP-951 hint); the metadata cannot be newer than ours,
+        // so it is asked for only if the broker stays behind.
+        leader && (code != ErrorCode::UnknownLeaderEpoch || streak.failures() > 1)
     }
 
     /// A Fetch answer from `target` with the whole-response error `code`:

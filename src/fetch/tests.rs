@@ -2080,7 +2080,6 @@ fn leader_errors_ask_for_metadata_and_back_off() {
     for code in [
         ErrorCode::NotLeaderOrFollower,
         ErrorCode::FencedLeaderEpoch,
-        ErrorCode::UnknownLeaderEpoch,
         ErrorCode::UnknownTopicOrPartition,
         ErrorCode::KafkaStorageError,
     ] {
@@ -2090,6 +2089,17 @@ fn leader_errors_ask_for_metadata_and_back_off() {
         assert_eq!(outcome.errors, 0, "{code}");
         assert!(f.next_deadline().is_some(), "{code}");
     }
+    // UNKNOWN_LEADER_EPOCH: the broker is behind the epoch we know; it is
+    // asked again after the backoff, and the metadata only if it answers
+    // the same again.
+    let mut g = fetcher(config(), &[(tp("t", 0), 0)]);
+    let unknown = || vec![("t", vec![error(0, ErrorCode::UnknownLeaderEpoch)])];
+    let outcome = fetch_once(&mut g, now, &md, unknown());
+    assert!(!outcome.refresh_metadata && outcome.errors == 0);
+    let due = g.next_deadline().expect("backed off");
+    assert!(due > now);
+    let outcome = fetch_once(&mut g, due, &md, unknown());
+    assert!(outcome.refresh_metadata, "the broker stays behind");
 
     let outcome = fetch_once(
         &mut f,
@@ -3327,6 +3337,31 @@ fn an_epoch_the_leader_does_not_know_resets_per_policy() {
     );
 }
 
+/// A new leader that has not yet learned its own epoch (it answers
+/// UNKNOWN_LEADER_EPOCH to the epoch a KIP-951 hint gave us) is asked
+/// again after the backoff; the metadata only if it stays behind.
+#[test]
+fn a_leader_behind_our_epoch_is_asked_again_before_the_metadata() {
+    let (mut f, now) = consumed_ten(OffsetReset::Earliest);
+    let (_, _, token) = validation(&f.poll_requests(now, &led(2, 8)));
+    let behind = epoch_end(ErrorCode::UnknownLeaderEpoch, -1, -1);
+    let outcome = f.handle_response(now, token, &behind);
+    assert!(!outcome.refresh_metadata && outcome.errors == 0);
+    let due = f.next_deadline().expect("backing off");
+    assert!(f.poll_requests(now, &led(2, 8)).is_empty());
+    let (_, parts, token) = validation(&f.poll_requests(due, &led(2, 8)));
+    assert_eq!(parts, [("t".into(), 0, 8, 3)]);
+    let outcome = f.handle_response(due, token, &behind);
+    assert!(outcome.refresh_metadata, "the broker stays behind");
+    let due = f.next_deadline().expect("backing off");
+    let (_, _, token) = validation(&f.poll_requests(due, &led(2, 8)));
+    f.handle_response(due, token, &epoch_end(ErrorCode::None, 3, 10));
+    assert_eq!(
+        fetches(&f.poll_requests(due, &led(2, 8)))[0].1,
+        [("t".into(), 0, 10)]
+    );
+}
+
 #[test]
 fn validation_errors_refresh_metadata_and_retry_after_backoff() {
     let (mut f, now) = consumed_ten(OffsetReset::Earliest);
@@ -3389,7 +3424,12 @@ fn fenced_or_unknown_leader_epoch_in_a_fetch_validates_the_position() {
     for code in [ErrorCode::FencedLeaderEpoch, ErrorCode::UnknownLeaderEpoch] {
         let (mut f, now) = consumed_ten(OffsetReset::Earliest);
         let outcome = fetch_once(&mut f, now, &led(1, 7), vec![("t", vec![error(0, code)])]);
-        assert!(outcome.refresh_metadata, "{code}");
+        // A broker behind our epoch is asked again before the metadata.
+        assert_eq!(
+            outcome.refresh_metadata,
+            code == ErrorCode::FencedLeaderEpoch,
+            "{code}"
+        );
         let due = f.next_deadline().unwrap();
         // Even if the metadata still says epoch 7.
         let (broker, parts, _) = validation(&f.poll_requests(due, &led(1, 7)));
@@ -3877,7 +3917,8 @@ fn an_unknown_leader_epoch_at_the_replica_keeps_it() {
         Target::Replica(2),
         vec![("t", vec![error(0, ErrorCode::UnknownLeaderEpoch)])],
     );
-    assert!(outcome.refresh_metadata);
+    // The replica is behind the epoch we know: asked again, no metadata.
+    assert!(!outcome.refresh_metadata);
     assert_eq!(f.read_replica(&tp("t", 0)), Some(2));
 }
 
