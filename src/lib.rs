@@ -153,6 +153,10 @@ unstable! {
     #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
     pub mod tls;
 }
+// The clients' statistics streams (one implementation for both; the
+// stream's type is public through `consumer` and `producer`).
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+mod statistics;
 // A run of failures and when it was last reported, shared by the layers
 // that report failures which go on (crate-internal in every build).
 mod streak;

@@ -433,6 +433,7 @@ on_both_mocks!(
     a_batch_too_large_is_split_and_sent_again,
     retries_bound_the_sends_of_a_batch,
     a_closed_producer_still_reports,
+    statistics_come_every_interval_and_end_with_the_producer,
     an_idle_producer_asks_nothing_and_holds_no_socket,
     every_codec_is_read_back_by_librdkafka
 );
@@ -927,6 +928,59 @@ async fn a_closed_producer_still_reports<C: TestCluster>() {
     assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
 }
 
+/// Statistics every interval (`statistics.interval.ms`), before the first
+/// `send` too, with no connection opened for them: each item comes at its
+/// beat of the interval (never before), a stream not polled for several
+/// intervals yields one item and keeps the beat from there (no burst for
+/// the intervals missed), an item shows what the producer did (as
+/// serde's JSON), and the stream ends with the producer.
+async fn statistics_come_every_interval_and_end_with_the_producer<C: TestCluster>() {
+    const INTERVAL: Duration = Duration::from_millis(100);
+    let mock: C = standard();
+    let producer = producer(&mock.bootstrap(), &[("statistics.interval.ms", "100")]);
+    let asked = Instant::now();
+    let mut statistics = producer.statistics().unwrap();
+    for beat in 1..=3 {
+        let idle = timeout(WAIT, statistics.next())
+            .await
+            .expect("statistics within the deadline")
+            .expect("the producer is open");
+        assert!(
+            asked.elapsed() >= INTERVAL * beat,
+            "item {beat} before its beat"
+        );
+        assert_eq!(idle.records_delivered, 0);
+        assert!(idle.connections.is_empty(), "{:?}", idle.connections);
+    }
+    assert!(producer.connections().is_empty(), "statistics open nothing");
+
+    let delivery = timeout(WAIT, send_to_0(&producer, 0).await).await.unwrap();
+    delivery.unwrap();
+    // Not polled for five intervals: one item, then the next a whole
+    // interval later, not one per interval missed.
+    common::sleep(INTERVAL * 5).await;
+    let resumed = Instant::now();
+    let first = timeout(WAIT, statistics.next()).await.unwrap().unwrap();
+    let second = timeout(WAIT, statistics.next()).await.unwrap().unwrap();
+    assert!(
+        resumed.elapsed() >= INTERVAL,
+        "two items within one interval after a pause"
+    );
+    for m in [first, second] {
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["records_delivered"], 1, "{json}");
+        assert_eq!(json["partitions"][0]["topic"], "t", "{json}");
+    }
+
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let ended = timeout(WAIT, statistics.next()).await;
+    assert!(
+        matches!(ended, Some(None)),
+        "the stream ends with the producer ({})",
+        mock.name()
+    );
+}
+
 /// `acks=0` to `topic` at `bootstrap`: 100 records, each delivered as soon
 /// as its request is written (offset -1, no answer waited for), all read
 /// back in order by librdkafka's consumer.
@@ -1120,6 +1174,19 @@ async fn every_codec_is_read_back_by_librdkafka<C: TestCluster>() {
         .map(|r| (r.2.unwrap(), r.3.unwrap(), r.4))
         .collect();
     assert_eq!(got, expected, "{}", mock.name());
+}
+
+/// Without `statistics.interval.ms` (0, the default), asking a producer
+/// for statistics is a configuration error naming the property.
+#[test]
+fn producer_statistics_need_an_interval() {
+    let producer = producer("127.0.0.1:9", &[("statistics.interval.ms", "0")]);
+    let e = producer.statistics().unwrap_err();
+    assert!(
+        matches!(&e, Error::Config { property, .. } if property == "statistics.interval.ms"),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("statistics.interval.ms"), "{e}");
 }
 
 /// One property map for both clients (as rust-rdkafka users keep one

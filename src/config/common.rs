@@ -181,6 +181,11 @@ impl CommonBuilder {
 }
 
 /// `connections.max.idle.ms`: `-1` (never close) or milliseconds.
+/// `statistics.interval.ms`: 0 is none.
+pub(in crate::config) fn non_zero(d: Duration) -> Option<Duration> {
+    (!d.is_zero()).then_some(d)
+}
+
 fn parse_idle(property: &str, value: &str) -> Result<Option<Duration>, Error> {
     if value == "-1" {
         return Ok(None);

@@ -16,7 +16,7 @@ use super::common::{
     SECURITY_PROTOCOL, SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS, SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
     SOCKET_KEEPALIVE_ENABLE, SSL_CA_LOCATION, SSL_CA_PEM, SSL_CERTIFICATE_LOCATION,
     SSL_CERTIFICATE_PEM, SSL_ENDPOINT_IDENTIFICATION_ALGORITHM, SSL_KEY_LOCATION, SSL_KEY_PASSWORD,
-    SSL_KEY_PEM,
+    SSL_KEY_PEM, STATISTICS_INTERVAL_MS,
 };
 use super::table::{property_getters, property_setters, property_values};
 use super::values::{
@@ -363,7 +363,7 @@ impl ConsumerConfigBuilder {
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
     pub fn set(self, property: &str, value: &str) -> Result<Self, Error> {
-        if librdkafka::only_librdkafka(property, value, true)? {
+        if librdkafka::only_librdkafka(property, value)? {
             return Ok(self);
         }
         let known = librdkafka::canonical(property, true);
@@ -585,10 +585,6 @@ fn check_receive_limit(property: &str, limit: &Option<u32>) -> Result<(), Error>
     }
 }
 
-/// `statistics.interval.ms`: 0 is none.
-fn non_zero(d: Duration) -> Option<Duration> {
-    (!d.is_zero()).then_some(d)
-}
 /// Java's `JoinGroupRequest.validateGroupInstanceId`: the rules of topic
 /// names.
 fn validate_group_instance_id(id: &str) -> Result<(), Error> {

@@ -32,9 +32,7 @@ pub(super) fn canonical(property: &str, consumer: bool) -> &str {
 /// For librdkafka's own properties: `Ok(true)` when `value` is accepted
 /// (it asks for what this crate does anyway), an error saying what to use
 /// instead when it is not; `Ok(false)` for any other property.
-/// `consumer`: the client is a consumer (which has
-/// `statistics.interval.ms` as its own property).
-pub(super) fn only_librdkafka(property: &str, value: &str, consumer: bool) -> Result<bool, Error> {
+pub(super) fn only_librdkafka(property: &str, value: &str) -> Result<bool, Error> {
     let v = value.trim();
     let p = property;
     let is = |want: &str| v.eq_ignore_ascii_case(want);
@@ -53,14 +51,6 @@ pub(super) fn only_librdkafka(property: &str, value: &str, consumer: bool) -> Re
             v,
             "every address a broker's name resolves to is tried in turn; to use one family, \
              give its addresses in bootstrap.servers",
-        )),
-        // The consumer has it as its own property.
-        "statistics.interval.ms" if !consumer && v == "0" => Ok(true),
-        "statistics.interval.ms" if !consumer => Err(invalid(
-            p,
-            v,
-            "the producer does not push statistics: call Producer::metrics() when you want \
-             them (they are serde-serializable, e.g. to JSON)",
         )),
         _ => Ok(false),
     }

@@ -15,7 +15,7 @@ use super::common::{
     SECURITY_PROTOCOL, SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS, SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
     SOCKET_KEEPALIVE_ENABLE, SSL_CA_LOCATION, SSL_CA_PEM, SSL_CERTIFICATE_LOCATION,
     SSL_CERTIFICATE_PEM, SSL_ENDPOINT_IDENTIFICATION_ALGORITHM, SSL_KEY_LOCATION, SSL_KEY_PASSWORD,
-    SSL_KEY_PEM,
+    SSL_KEY_PEM, STATISTICS_INTERVAL_MS,
 };
 use super::table::{property_getters, property_setters, property_values};
 use super::values::{
@@ -277,6 +277,7 @@ impl ProducerConfig {
         PARTITIONER,
         METADATA_MAX_AGE_MS,
         METADATA_MAX_IDLE_MS,
+        STATISTICS_INTERVAL_MS,
         TRANSACTIONAL_ID,
         CONNECTIONS_MAX_IDLE_MS,
         RECONNECT_BACKOFF_MS,
@@ -461,7 +462,7 @@ impl ProducerConfigBuilder {
     /// # Ok::<(), lazykafka::Error>(())
     /// ```
     pub fn set(self, property: &str, value: &str) -> Result<Self, Error> {
-        if super::librdkafka::only_librdkafka(property, value, false)? {
+        if super::librdkafka::only_librdkafka(property, value)? {
             return Ok(self);
         }
         let known = super::librdkafka::canonical(property, false);

@@ -9,6 +9,10 @@ use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, 
 use crate::runtime::background_task;
 use crate::runtime::rt::Runtime;
 use crate::runtime::SocketOptions;
+use crate::statistics::Source;
+/// The stream [`Producer::statistics`] returns: the consumer's, of
+/// [`ProducerMetrics`].
+pub use crate::statistics::StatisticsStream;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -578,6 +582,55 @@ impl Producer {
         self.inner.events.subscribe(EVENT_BUFFER)
     }
 
+    /// The producer's [metrics](Producer::metrics) every
+    /// `statistics.interval.ms`, as librdkafka's statistics callback gives
+    /// them (and as [`Consumer::statistics`](crate::Consumer::statistics)
+    /// does): a stream that yields a [`ProducerMetrics`]
+    /// (serde-serializable, e.g. to JSON) at each interval, from the call
+    /// on, and ends when the producer is closed. Poll it in a task of its
+    /// own, beside the code that sends. Taking statistics opens no
+    /// connection and wakes nothing in the producer (before the first
+    /// `send` too): each item is a look at its state.
+    ///
+    /// ```
+    /// # // The same body on whichever runtime feature is enabled.
+    /// # let body = async {
+    /// # let mock = lazykafka::mock::MockCluster::new(1).unwrap();
+    /// # mock.create_topic("invoices", 1).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use futures::StreamExt;
+    /// use lazykafka::{Producer, ProducerConfig, ProducerRecord};
+    /// use std::time::Duration;
+    ///
+    /// let config = ProducerConfig::builder()
+    ///     .bootstrap_servers(&bootstrap)
+    ///     .statistics_interval(Duration::from_millis(100))
+    ///     .build()?;
+    /// let producer = Producer::new(config)?;
+    /// let mut statistics = producer.statistics()?;
+    /// producer.send(ProducerRecord::new("invoices").value("paid")).await?.await?;
+    /// let metrics = statistics.next().await.expect("the producer is open");
+    /// let json = serde_json::to_string(&metrics).unwrap();
+    /// assert!(json.contains("\"records_delivered\":1"));
+    /// producer.close(Duration::from_secs(5)).await?;
+    /// assert!(statistics.next().await.is_none()); // closed: the stream ends
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(not(feature = "runtime-async-std"))]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming `statistics.interval.ms` when it is 0 (the
+    /// default: no statistics), or, built with `runtime-tokio` alone, when
+    /// called outside a tokio runtime (its timers need one).
+    pub fn statistics(&self) -> Result<StatisticsStream<ProducerMetrics>, Error> {
+        StatisticsStream::start(self.clone(), self.inner.config.statistics_interval())
+    }
+
     /// A snapshot for monitoring: per partition written to its records,
     /// batches, bytes, compression ratio, queue time, request latency,
     /// retries and errors; per broker requests, bytes, round trips,
@@ -629,6 +682,24 @@ impl Producer {
                 leader_hints,
             }
         })
+    }
+}
+
+/// What the shared statistics stream looks at: the producer's state,
+/// through a clone of its handle.
+impl Source for Producer {
+    type Metrics = ProducerMetrics;
+
+    fn closed(&self) -> bool {
+        self.inner.closed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn metrics(&self) -> ProducerMetrics {
+        Producer::metrics(self)
+    }
+
+    fn runtime(&self) -> &Arc<dyn Runtime> {
+        &self.inner.runtime
     }
 }
 

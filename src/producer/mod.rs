@@ -69,6 +69,7 @@ mod api;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use api::{
     DeliveryFuture, Producer, ProducerMetrics, ProducerPartitionMetrics, ProducerRecord,
+    StatisticsStream,
 };
 pub use delivery::{DeliveryError, RecordMetadata};
 pub use partitioner::{

@@ -106,6 +106,31 @@ macro_rules! common_table {
                         "0 and up"
                     ];
                 }
+                STATISTICS_INTERVAL_MS = "statistics.interval.ms" {
+                    statistics_interval: Duration = Duration::ZERO;
+                    parse: parse_ms;
+                    // librdkafka's bound: a day.
+                    check ms(0, 86_400_000);
+                    render: ms;
+                    get
+                        /// `statistics.interval.ms` (librdkafka's name; default 0, none):
+                        /// how often the client's statistics stream
+                        /// ([`Consumer::statistics`](crate::Consumer::statistics),
+                        /// [`Producer::statistics`](crate::Producer::statistics)) yields its
+                        /// metrics. `None` when 0.
+                        -> Option<Duration> = crate::config::common::non_zero;
+                    set
+                        /// `statistics.interval.ms`: how often the client's statistics
+                        /// stream (`Consumer::statistics`, `Producer::statistics`) yields
+                        /// its metrics; zero for never.
+                        (interval: Duration);
+                    docs [
+                        "`Duration`",
+                        "0 (none; librdkafka's name)",
+                        "how often `statistics()` yields the client's metrics (`ConsumerMetrics`, `ProducerMetrics`; serde-serializable) ([consumer.md](consumer.md#metrics), [producer.md](producer.md#metrics))",
+                        "0-86400000"
+                    ];
+                }
                 RECONNECT_BACKOFF_MS = "reconnect.backoff.ms" {
                     reconnect_backoff: Option<Duration> => Duration = None;
                     parse: optional(parse_ms);

@@ -490,30 +490,6 @@ macro_rules! consumer_table {
                         "`true`/`false`"
                     ];
                 }
-                STATISTICS_INTERVAL_MS = "statistics.interval.ms" {
-                    statistics_interval: Duration = Duration::ZERO;
-                    parse: parse_ms;
-                    // librdkafka's bound: a day.
-                    check ms(0, 86_400_000);
-                    render: ms;
-                    get
-                        /// `statistics.interval.ms` (librdkafka's name; default 0, none):
-                        /// how often [`Consumer::statistics`](crate::Consumer::statistics)
-                        /// yields the consumer's [metrics](crate::ConsumerMetrics). `None`
-                        /// when 0.
-                        -> Option<Duration> = non_zero;
-                    set
-                        /// `statistics.interval.ms`: how often
-                        /// [`Consumer::statistics`](crate::Consumer::statistics) yields the
-                        /// metrics; zero for never.
-                        (interval: Duration);
-                    docs [
-                        "`Duration`",
-                        "0 (none; librdkafka's name)",
-                        "how often `Consumer::statistics()` yields the consumer's metrics (`ConsumerMetrics`, serde-serializable) ([consumer.md](consumer.md#metrics))",
-                        "0-86400000"
-                    ];
-                }
                 FETCH_SESSIONS_ENABLE = "fetch.sessions.enable" {
                     fetch_sessions: bool = true;
                     parse: parse_bool;

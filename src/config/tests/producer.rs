@@ -850,8 +850,8 @@ mod round_trip {
     }
 }
 
-/// The shared librdkafka names work for a producer too; the consumer's
-/// partition EOF does not.
+/// The shared librdkafka names work for a producer too (with
+/// `statistics.interval.ms`); the consumer's partition EOF does not.
 #[test]
 fn librdkafka_names_are_read_by_a_producer() {
     let by_alias = with(&[("socket.timeout.ms", "23456"), ("debug", "msg")]).unwrap();
@@ -859,12 +859,19 @@ fn librdkafka_names_are_read_by_a_producer() {
         rendered(&by_alias, "request.timeout.ms").as_deref(),
         Some("23456")
     );
-    assert_config_error(
-        with(&[("statistics.interval.ms", "500")]),
-        "statistics.interval.ms",
-        &["Producer::metrics()"],
+    // librdkafka's statistics interval is the producer's too, with the
+    // consumer's limits.
+    let every = with(&[("statistics.interval.ms", "500")]).unwrap();
+    assert_eq!(
+        every.statistics_interval(),
+        Some(Duration::from_millis(500))
     );
-    assert!(with(&[("statistics.interval.ms", "0")]).is_ok());
+    assert_eq!(with(&[]).unwrap().statistics_interval(), None);
+    assert_config_error(
+        with(&[("statistics.interval.ms", "86400001")]),
+        "statistics.interval.ms",
+        &["at most 86400000"],
+    );
     // A consumer property: ignored (one map for both clients).
     assert!(with(&[("enable.partition.eof", "false")]).is_ok());
     // A bad value under librdkafka's name is named as written.

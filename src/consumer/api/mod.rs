@@ -29,8 +29,9 @@ mod lookups;
 mod poll;
 mod streams;
 
+pub use crate::statistics::StatisticsStream;
 pub use listener::{RebalanceListener, Revocation};
-pub use streams::{RecordStream, StatisticsStream};
+pub use streams::RecordStream;
 
 use super::core::{CommitId, ConsumerCore, Mode};
 use super::metrics::ConsumerMetrics;

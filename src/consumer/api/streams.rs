@@ -1,16 +1,20 @@
 //! The consumer's streams: its records one at a time ([`RecordStream`],
 //! from `Consumer::stream`) and its metrics every `statistics.interval.ms`
-//! ([`StatisticsStream`], from `Consumer::statistics`).
+//! ([`StatisticsStream`], from `Consumer::statistics`: the stream both
+//! clients share, over the consumer as its [`Source`]).
 
 use super::Consumer;
 use crate::consumer::metrics::ConsumerMetrics;
 use crate::error::Error;
 use crate::fetch::ConsumerRecord;
+use crate::runtime::rt::Runtime;
+use crate::statistics::{Source, StatisticsStream};
 use futures::{FutureExt, Stream};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long one `poll` of a [`RecordStream`] waits before it polls again
 /// (an empty batch is not yielded).
@@ -78,58 +82,21 @@ impl Stream for RecordStream {
     }
 }
 
-/// The consumer's [metrics](ConsumerMetrics) every
-/// `statistics.interval.ms`, as a [`Stream`]: see
-/// [`Consumer::statistics`]. It holds a clone of the consumer and is
-/// `Unpin`.
-pub struct StatisticsStream {
-    consumer: Consumer,
-    interval: Duration,
-    next: Instant,
-    sleeping: Option<crate::runtime::rt::BoxFuture<()>>,
-}
+/// What the shared statistics stream looks at: the consumer's state,
+/// through a clone of its handle.
+impl Source for Consumer {
+    type Metrics = ConsumerMetrics;
 
-impl std::fmt::Debug for StatisticsStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StatisticsStream")
-            .field("interval", &self.interval)
-            .finish_non_exhaustive()
+    fn closed(&self) -> bool {
+        self.local().closed
     }
-}
 
-impl Stream for StatisticsStream {
-    type Item = ConsumerMetrics;
+    fn metrics(&self) -> ConsumerMetrics {
+        Consumer::metrics(self)
+    }
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        loop {
-            if this.consumer.local().closed {
-                return Poll::Ready(None);
-            }
-            match &mut this.sleeping {
-                Some(sleeping) => {
-                    std::task::ready!(sleeping.poll_unpin(cx));
-                    this.sleeping = None;
-                    let now = Instant::now();
-                    if now < this.next {
-                        // A timer that fired early (a coarse clock): wait on.
-                        continue;
-                    }
-                    // One item per interval, on the interval's beat; a
-                    // stream not polled for a while yields once, not once
-                    // per interval missed.
-                    this.next += this.interval;
-                    if this.next <= now {
-                        this.next = now + this.interval;
-                    }
-                    return Poll::Ready(Some(this.consumer.metrics()));
-                }
-                None => {
-                    let left = this.next.saturating_duration_since(Instant::now());
-                    this.sleeping = Some(this.consumer.inner.runtime.sleep(left));
-                }
-            }
-        }
+    fn runtime(&self) -> &Arc<dyn Runtime> {
+        &self.inner.runtime
     }
 }
 
@@ -246,18 +213,6 @@ impl Consumer {
     /// default: no statistics), or, built with `runtime-tokio` alone, when
     /// called outside a tokio runtime (its timers need one).
     pub fn statistics(&self) -> Result<StatisticsStream, Error> {
-        let Some(interval) = self.inner.config.statistics_interval() else {
-            return Err(Error::Config {
-                property: "statistics.interval.ms".to_owned(),
-                reason: "is 0: no statistics are taken; set an interval to have them".to_owned(),
-            });
-        };
-        self.inner.runtime.ready()?;
-        Ok(StatisticsStream {
-            consumer: self.clone(),
-            interval,
-            next: Instant::now() + interval,
-            sleeping: None,
-        })
+        StatisticsStream::start(self.clone(), self.inner.config.statistics_interval())
     }
 }
