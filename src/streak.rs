@@ -91,6 +91,11 @@ impl<W: PartialEq> Streak<W> {
         now.saturating_duration_since(self.since)
     }
 
+    /// How long from its first failure to its last.
+    pub(crate) fn span(&self) -> Duration {
+        self.last.saturating_duration_since(self.since)
+    }
+
     /// Notes that it was reported at `now`: it is due again
     /// [`REPORT_AGAIN_AFTER`] later.
     pub(crate) fn mark_reported(&mut self, now: Instant) {
@@ -159,6 +164,7 @@ mod tests {
         );
         assert_eq!(run.since(), t0);
         assert_eq!(run.failures(), 2);
+        assert_eq!(run.span(), SECOND);
         assert_eq!(run.lasted(t0 + 3 * SECOND), 3 * SECOND);
         assert_eq!(*run.what(), ErrorCode::NotLeaderOrFollower);
     }

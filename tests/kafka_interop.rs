@@ -34,6 +34,10 @@
 //!   by reassignment and election while our producer and consumer use
 //!   it; both follow the leader the refusing broker names, with no
 //!   Metadata request.
+//! - A topic that does not exist (auto-creation off for our producer):
+//!   `send` names it with UNKNOWN_TOPIC_OR_PARTITION within seconds
+//!   rather than after `max.block.ms`, a bad name with
+//!   INVALID_TOPIC_EXCEPTION at once; once created, it is written to.
 //!
 //! Every test makes its own topics and groups ([`Kafka::unique`]), so it
 //! runs beside the others on the shared cluster. Waits are conditions
@@ -48,10 +52,11 @@ mod common;
 use common::kafka::Kafka;
 use futures::{FutureExt, StreamExt};
 use lazykafka::config::{Compression, ConsumerConfigBuilder, GroupProtocol, IsolationLevel};
+use lazykafka::error::ErrorCode;
 use lazykafka::events::{BrokerCounters, ConnectionEvent, ConnectionEvents, EventKind, Purpose};
 use lazykafka::producer::partition_for_key;
 use lazykafka::{
-    Acks, Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, Producer, ProducerConfig,
+    Acks, Consumer, ConsumerConfig, ConsumerRecord, Error, OffsetReset, Producer, ProducerConfig,
     ProducerRecord, TopicPartition,
 };
 use rdkafka::config::ClientConfig;
@@ -1335,7 +1340,61 @@ async fn new_leaders_named_in_answers_are_used_without_metadata() {
     producer.close(Duration::from_secs(10)).await.unwrap();
 }
 
+/// A topic that does not exist, asked for with the producer's
+/// `allow.auto.create.topics=false` (the brokers would create it
+/// otherwise: `auto.create.topics.enable` is on): Kafka answers
+/// UNKNOWN_TOPIC_OR_PARTITION, and `send` fails within seconds, well
+/// before `max.block.ms` (60 s, where the Java producer's
+/// `waitOnMetadata` gives up with "Topic not present in metadata"), not
+/// before `topic.metadata.propagation.max.ms` (1 s), naming the topic and
+/// the code, not retriable; Kafka did not create the topic. A name Kafka
+/// refuses is INVALID_TOPIC_EXCEPTION, at once. Once the topic is created
+/// (the Java Admin client), a later `send` on the same producer is
+/// written.
+async fn an_unknown_topic_fails_send_within_seconds_then_is_written_once_created() {
+    let Some(kafka) = Kafka::get("an_unknown_topic_fails_send_within_seconds") else {
+        return;
+    };
+    let topic = kafka.unique("interop-absent");
+    let producer = Producer::new(
+        ProducerConfig::builder()
+            .bootstrap_servers(&kafka.bootstrap)
+            .allow_auto_create_topics(false)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    common::producing::unknown_topic_named_by_send(&producer, &topic).await;
+    assert!(kafka.try_describe(&topic).is_err(), "Kafka created {topic}");
+
+    let refused = common::timeout(
+        Duration::from_secs(20),
+        producer.send(ProducerRecord::new("no spaces allowed").value("x")),
+    )
+    .await
+    .expect("a bad name is refused at once");
+    match refused {
+        Err(ref e @ Error::Topic { ref topic, code }) => {
+            assert_eq!(
+                (topic.as_str(), code),
+                ("no spaces allowed", ErrorCode::InvalidTopicException)
+            );
+            assert!(!e.is_retriable(), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    kafka.create_topic(&topic, 3, 3, &[]);
+    let written = common::producing::send_once_created(&producer, &topic).await;
+    assert_eq!(
+        (written.topic.as_str(), written.offset),
+        (topic.as_str(), 0)
+    );
+    producer.close(Duration::from_secs(10)).await.unwrap();
+}
+
 on_apache_kafka!(
+    an_unknown_topic_fails_send_within_seconds_then_is_written_once_created,
     new_leaders_named_in_answers_are_used_without_metadata,
     our_uncompressed_records_read_by_java_and_librdkafka,
     our_gzip_records_read_by_java_and_librdkafka,

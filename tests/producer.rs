@@ -287,6 +287,52 @@ async fn a_refused_topic_is_named_by_send<C: TestCluster>() {
     }
 }
 
+/// A topic that does not exist, with auto-creation off (the producer's
+/// `allow.auto.create.topics=false`: librdkafka's mock, like Kafka, creates
+/// a topic a Metadata request allows it to): `send` gives up well before
+/// `max.block.ms` (60 s), once the Metadata answers said so for
+/// `topic.metadata.propagation.max.ms` (1 s, not before), with an error
+/// naming the topic and UNKNOWN_TOPIC_OR_PARTITION that is not retriable
+/// (the record is not kept); a `warn` line names the topic; `flush` has
+/// nothing of it to wait for; `partitions_for` gives up on it too. Once
+/// the topic is created, a later `send` is delivered.
+async fn an_unknown_topic_is_named_by_send_within_seconds<C: TestCluster>() {
+    common::peers::logs::capture();
+    let mock: C = standard();
+    // One name per cluster: the two run side by side and share the log.
+    let topic = format!("absent-{}", mock.name().split(' ').next().unwrap());
+    let producer = producer(
+        &mock.bootstrap(),
+        &[("allow.auto.create.topics", "false"), ("linger.ms", "0")],
+    );
+    common::producing::unknown_topic_named_by_send(&producer, &topic).await;
+    let named = common::peers::logs::find(log::Level::Warn, &format!("topic {topic:?}"));
+    assert!(!named.is_empty(), "a warn line names {topic}");
+    timeout(WAIT, producer.flush(WAIT)).await.unwrap().unwrap();
+    // partitions_for gives up under the same rule.
+    match timeout(WAIT, producer.partitions_for(&topic))
+        .await
+        .unwrap()
+    {
+        Err(Error::Topic { topic: t, code }) => {
+            assert_eq!(
+                (t, code),
+                (topic.clone(), ErrorCode::UnknownTopicOrPartition)
+            )
+        }
+        other => panic!("{other:?} ({})", mock.name()),
+    }
+
+    // Created now: a later send goes through.
+    mock.create_topic(&topic, &[1]);
+    let written = common::producing::send_once_created(&producer, &topic).await;
+    assert_eq!(
+        (written.topic.as_str(), written.partition),
+        (topic.as_str(), 0)
+    );
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+}
+
 /// A step that undoes a disruption.
 type Restore<'a, C> = Box<dyn FnOnce(&C) + 'a>;
 
@@ -423,6 +469,7 @@ on_both_mocks!(
     a_producer_connects_to_the_leaders_it_writes_to,
     retried_batches_arrive_once_in_order,
     a_refused_topic_is_named_by_send,
+    an_unknown_topic_is_named_by_send_within_seconds,
     records_follow_a_leader_that_moves,
     records_wait_out_a_broker_restart,
     keys_land_where_librdkafka_puts_them,

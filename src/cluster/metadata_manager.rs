@@ -53,6 +53,11 @@ impl MetadataManager {
         self.generation
     }
 
+    /// When the regular request's last answer came, if one did.
+    pub fn answered_at(&self) -> Option<Instant> {
+        self.fetched_at
+    }
+
     /// Metadata requests sent, and leader hints taken (KIP-951).
     pub fn counts(&self) -> (u64, u64) {
         (self.requests_sent, self.hints_taken)

@@ -604,6 +604,14 @@ impl Cluster {
         self.metadata.generation()
     }
 
+    /// When the last answer to the regular Metadata request (the topics
+    /// kept, or every topic) came, if one did: a new value means a new
+    /// look at the cluster, unlike a generation that leader hints or a
+    /// lookup by topic id also move.
+    pub fn metadata_answered_at(&self) -> Option<Instant> {
+        self.metadata.answered_at()
+    }
+
     /// The group coordinator, once found.
     pub fn coordinator(&self) -> Option<&BrokerAddress> {
         self.coordinator.known()

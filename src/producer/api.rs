@@ -2,9 +2,9 @@
 //! task that drives it.
 
 use super::core::{OutRecord, ProducerCore, Refused, TopicState};
-use super::delivery::BatchOutcome;
+use super::delivery::{BatchOutcome, DeliveryError};
 use super::partitioner::Partitioner;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
 use crate::runtime::background_task;
 use crate::runtime::rt::Runtime;
@@ -412,11 +412,32 @@ impl Producer {
     /// others of its partition once `linger.ms` passed or `batch.size`
     /// filled.
     ///
+    /// A topic that does not exist and that the cluster does not create
+    /// (the brokers' `auto.create.topics.enable` off, or
+    /// `allow.auto.create.topics=false`) fails the `send` within seconds,
+    /// not after `max.block.ms`: once a Metadata answer that came at least
+    /// `topic.metadata.propagation.max.ms` (1 s) after the first one that
+    /// said UNKNOWN_TOPIC_OR_PARTITION for it says so too, every answer in
+    /// between having said the same. The answers are asked for on the
+    /// retry policy's backoff (`retry.backoff.ms` doubling to
+    /// `retry.backoff.max.ms`, ±20%): with the defaults the fifth answer
+    /// decides, 1.2 to 1.8 s after the first. A topic created a moment ago
+    /// has that long to reach the broker that answers; later `send`s fail
+    /// at once while the answers go on saying so, and one after the topic
+    /// appears is queued as usual.
+    ///
     /// # Errors
     ///
-    /// [`Error::Topic`] for a topic the cluster refuses (unknown and not
-    /// created, not authorised); [`Error::Timeout`] when `max.block.ms`
-    /// passed before the metadata came or room was made;
+    /// [`Error::Topic`] for a topic the cluster refuses for good (not
+    /// authorised: TOPIC_AUTHORIZATION_FAILED; a name Kafka refuses:
+    /// INVALID_TOPIC_EXCEPTION), as soon as a Metadata answer says so;
+    /// [`Error::Delivery`] with [`DeliveryError::UnknownTopic`] (the topic,
+    /// the code) for a topic that does not exist (above): not retriable,
+    /// the record is not queued; [`Error::Authentication`],
+    /// [`Error::Connection`] or [`Error::BrokersUnreachable`] when the
+    /// cluster refuses the producer or no bootstrap address answers (said
+    /// within seconds); [`Error::Timeout`] when `max.block.ms` passed before the
+    /// metadata came or room was made;
     /// [`Error::Partitioner`] for a partition outside the topic;
     /// [`Error::Config`] for a record larger than `max.request.size`;
     /// [`Error::Closed`] after [`Producer::close`].
@@ -514,6 +535,15 @@ impl Producer {
 
     /// The partitions of `topic`, waiting up to `max.block.ms` for its
     /// metadata (which may open a connection).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Topic`] with the code for a topic the cluster refuses
+    /// (at once for TOPIC_AUTHORIZATION_FAILED or INVALID_TOPIC_EXCEPTION)
+    /// or that does not exist (UNKNOWN_TOPIC_OR_PARTITION in every
+    /// Metadata answer for `topic.metadata.propagation.max.ms`, as for
+    /// [`Producer::send`]); the refusals `send` names; [`Error::Timeout`]
+    /// when `max.block.ms` passed first; [`Error::Closed`] after `close`.
     pub async fn partitions_for(&self, topic: &str) -> Result<Vec<i32>, Error> {
         let link = self.start()?;
         let max_block = self.inner.config.max_block();
@@ -521,16 +551,9 @@ impl Producer {
         let answer = link
             .wait(max_block, None, move |core, now| {
                 core.use_topic(now, &wanted);
-                match core.topic_state(&wanted) {
-                    TopicState::Failed(code) if !code.is_retriable() => Some(Err(Error::Topic {
-                        topic: wanted.clone(),
-                        code,
-                    })),
-                    _ => core
-                        .partitions(&wanted)
-                        .map(Ok)
-                        .or_else(|| core.refusal().map(Err)),
-                }
+                core.partitions(&wanted).map(Ok).or_else(|| {
+                    gives_up(core, &wanted, |topic, code, _| Error::Topic { topic, code }).map(Err)
+                })
             })
             .await;
         match answer {
@@ -716,30 +739,58 @@ async fn wait_for_topic(
     let answer = link
         .wait(left, None, move |core, now| {
             core.use_topic(now, &wanted);
-            match core.topic_state(&wanted) {
-                TopicState::Known(_) => Some(Ok(())),
-                TopicState::Failed(code) if !code.is_retriable() => Some(Err(Error::Topic {
-                    topic: wanted.clone(),
-                    code,
-                })),
-                // Refused by the cluster: said now, not after max.block.ms.
-                _ => core.refusal().map(Err),
+            if let TopicState::Known(_) = core.topic_state(&wanted) {
+                return Some(Ok(()));
             }
+            // Not there for topic.metadata.propagation.max.ms: the record
+            // is not kept.
+            gives_up(core, &wanted, |topic, code, after| {
+                Error::Delivery(DeliveryError::UnknownTopic { topic, code, after })
+            })
+            .map(Err)
         })
         .await;
     match answer {
         Some(Ok(result)) => result,
         Some(Err(_stopped)) => Err(Error::Closed),
         None => {
-            let last = link.shared().lock().last_problem();
+            let (state, last) = {
+                let core = link.shared().lock();
+                (core.topic_state(topic), core.last_problem())
+            };
+            let last = match state {
+                TopicState::Failed(code) => format!("topic {topic:?}: {code} in the metadata"),
+                _ => last.unwrap_or_else(|| format!("no partitions known for topic {topic}")),
+            };
             Err(Error::Timeout {
                 what: "send (the topic's metadata)",
                 after: max_block,
-                last_error: Some(
-                    last.unwrap_or_else(|| format!("no partitions known for topic {topic}")),
-                ),
+                last_error: Some(last),
             })
         }
+    }
+}
+
+/// Why a call waiting for `topic`'s metadata gives up now, if it does: the
+/// cluster refuses the topic for good (TOPIC_AUTHORIZATION_FAILED,
+/// INVALID_TOPIC_EXCEPTION: [`Error::Topic`], as soon as an answer says
+/// so), every Metadata answer for `topic.metadata.propagation.max.ms` said
+/// it does not exist (the error `missing` makes of the topic, the code and
+/// how long), or the cluster refuses the producer
+/// ([`ProducerCore::refusal`]).
+fn gives_up(
+    core: &ProducerCore,
+    topic: &str,
+    missing: impl FnOnce(String, ErrorCode, Duration) -> Error,
+) -> Option<Error> {
+    match core.topic_state(topic) {
+        TopicState::Failed(code) if !code.is_retriable() => Some(Error::Topic {
+            topic: topic.to_owned(),
+            code,
+        }),
+        TopicState::Missing { code, after } => Some(missing(topic.to_owned(), code, after)),
+        // Refused by the cluster: said now, not after max.block.ms.
+        _ => core.refusal(),
     }
 }
 

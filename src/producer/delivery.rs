@@ -67,6 +67,23 @@ pub enum DeliveryError {
         /// The partition (-1 when none was chosen yet).
         partition: i32,
     },
+    /// The record's topic does not exist: every Metadata answer for at
+    /// least `topic.metadata.propagation.max.ms` said so (`code`,
+    /// UNKNOWN_TOPIC_OR_PARTITION), so the cluster does not create it (the
+    /// brokers' `auto.create.topics.enable` is off, or
+    /// `allow.auto.create.topics=false`). `send` returns it, in an
+    /// [`Error::Delivery`](crate::Error::Delivery): the record was not
+    /// queued (no partition was chosen: [`DeliveryError::partition`] is
+    /// -1). A `send` once the topic exists is produced to as usual.
+    UnknownTopic {
+        /// The topic.
+        topic: String,
+        /// The code the Metadata answers gave for it.
+        code: ErrorCode,
+        /// From the first Metadata answer that lacked the topic to the
+        /// last (at least `topic.metadata.propagation.max.ms`).
+        after: Duration,
+    },
 }
 
 impl DeliveryError {
@@ -76,7 +93,8 @@ impl DeliveryError {
             DeliveryError::Broker { topic, .. }
             | DeliveryError::TimedOut { topic, .. }
             | DeliveryError::Encode { topic, .. }
-            | DeliveryError::Closed { topic, .. } => topic,
+            | DeliveryError::Closed { topic, .. }
+            | DeliveryError::UnknownTopic { topic, .. } => topic,
         }
     }
 
@@ -87,6 +105,7 @@ impl DeliveryError {
             | DeliveryError::TimedOut { partition, .. }
             | DeliveryError::Encode { partition, .. }
             | DeliveryError::Closed { partition, .. } => *partition,
+            DeliveryError::UnknownTopic { .. } => -1,
         }
     }
 }
@@ -135,6 +154,11 @@ impl fmt::Display for DeliveryError {
                     "{topic}-{partition}: the producer closed before delivering"
                 )
             }
+            DeliveryError::UnknownTopic { topic, code, after } => write!(
+                f,
+                "topic {topic:?} does not exist: {code} in every Metadata answer for {after:?}; \
+                 the record was not queued"
+            ),
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod kafka;
 pub mod mock;
 pub mod mock216;
 pub mod peers;
+pub mod producing;
 pub mod raw;
 pub mod threads;
 pub mod tls;

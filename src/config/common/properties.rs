@@ -106,6 +106,60 @@ macro_rules! common_table {
                         "0 and up"
                     ];
                 }
+                TOPIC_METADATA_PROPAGATION_MAX_MS = "topic.metadata.propagation.max.ms" {
+                    topic_metadata_propagation_max: Duration = Duration::from_millis(1_000);
+                    parse: parse_ms;
+                    check ms(0, INT_MAX);
+                    render: ms;
+                    get
+                        /// `topic.metadata.propagation.max.ms` (as librdkafka names it): how
+                        /// long a topic may be missing from the cluster's metadata before
+                        /// the client says so (default 1 s: a new topic reaches every broker
+                        /// within it on a healthy cluster; librdkafka waits 30 s).
+                        ///
+                        /// A consumer's `poll` then reports a subscribed or assigned topic
+                        /// (or partition) with [`Error::Topic`](crate::Error::Topic) or
+                        /// [`Error::UnknownPartition`](crate::Error::UnknownPartition), and
+                        /// its `partitions_for` gives up on it; a partition being fetched
+                        /// whose metadata names no leader is reported
+                        /// ([`Error::NoLeader`](crate::Error::NoLeader)) after the same time.
+                        /// A producer's `send` fails for a topic that every Metadata answer
+                        /// for this long said does not exist (UNKNOWN_TOPIC_OR_PARTITION:
+                        /// [`DeliveryError::UnknownTopic`](crate::producer::DeliveryError::UnknownTopic)),
+                        /// and its `partitions_for` with [`Error::Topic`](crate::Error::Topic).
+                        -> Duration;
+                    set
+                        /// `topic.metadata.propagation.max.ms`.
+                        (max: Duration);
+                    docs [
+                        "`Duration`",
+                        "1000",
+                        "how long a topic may be missing from the metadata before the client says so: a consumer's `poll` reports a subscribed or assigned topic (or partition) (`Error::Topic`, `Error::UnknownPartition`), and a fetched partition without a leader (`Error::NoLeader`); a producer's `send` fails once every Metadata answer for this long said the topic does not exist (`DeliveryError::UnknownTopic`, [producer.md](producer.md#a-topic-that-does-not-exist)); `partitions_for` of either gives up on it; librdkafka's name, whose default is 30000",
+                        "0 to 2147483647"
+                    ];
+                }
+                ALLOW_AUTO_CREATE_TOPICS = "allow.auto.create.topics" {
+                    allow_auto_create_topics: bool = true;
+                    parse: parse_bool;
+                    render: shown;
+                    get
+                        /// `allow.auto.create.topics`: let Metadata requests create topics
+                        /// that do not exist (those a consumer subscribes to, those a
+                        /// producer sends to), where the broker allows it (its
+                        /// `auto.create.topics.enable`). Default `true`, as the Java
+                        /// consumer's and librdkafka's producer's (the Java producer always
+                        /// allows it).
+                        -> bool;
+                    set
+                        /// `allow.auto.create.topics`.
+                        (allow: bool);
+                    docs [
+                        "`bool`",
+                        "`true`",
+                        "let Metadata create missing topics (subscribed, or produced to), where the broker allows it (`auto.create.topics.enable`); a producer's `send` to a topic that is not created fails after `topic.metadata.propagation.max.ms`",
+                        "`true`/`false`"
+                    ];
+                }
                 STATISTICS_INTERVAL_MS = "statistics.interval.ms" {
                     statistics_interval: Duration = Duration::ZERO;
                     parse: parse_ms;

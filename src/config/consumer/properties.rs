@@ -402,31 +402,6 @@ macro_rules! consumer_table {
                         "0-2147483647"
                     ];
                 }
-                TOPIC_METADATA_PROPAGATION_MAX_MS = "topic.metadata.propagation.max.ms" {
-                    topic_metadata_propagation_max: Duration = Duration::from_millis(1_000);
-                    parse: parse_ms;
-                    check ms(0, INT_MAX);
-                    render: ms;
-                    get
-                        /// `topic.metadata.propagation.max.ms` (as librdkafka names it): how
-                        /// long a subscribed or assigned topic (or partition) may be missing
-                        /// from the cluster's metadata before `poll` reports it with
-                        /// [`Error::Topic`] or [`Error::UnknownPartition`], and
-                        /// `partitions_for` gives up on it (default 1 s: a new topic reaches
-                        /// every broker within it on a healthy cluster; librdkafka waits 30 s).
-                        /// A partition being fetched whose metadata names no leader is
-                        /// reported ([`Error::NoLeader`]) after the same time.
-                        -> Duration;
-                    set
-                        /// `topic.metadata.propagation.max.ms`.
-                        (max: Duration);
-                    docs [
-                        "`Duration`",
-                        "1000",
-                        "how long a subscribed or assigned topic (or partition) may be missing from the metadata before `poll` reports it (`Error::Topic`, `Error::UnknownPartition`) and `partitions_for` gives up on it, and how long a fetched partition may have no leader before `poll` reports `Error::NoLeader`; librdkafka's name, whose default is 30000",
-                        "0 to 2147483647"
-                    ];
-                }
                 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = "max.in.flight.requests.per.connection" {
                     max_in_flight_requests_per_connection: u32 = 5;
                     parse: parse_u32;
@@ -508,25 +483,6 @@ macro_rules! consumer_table {
                         "`bool`",
                         "`true`",
                         "incremental fetch sessions (KIP-227), one per leader connection: after a full Fetch only changed partitions are listed and only changed partitions come back; `false`: every Fetch is a full one outside any session (`session_epoch` -1). On by default, as in the Java client (see docs/fetching.md)",
-                        "`true`/`false`"
-                    ];
-                }
-                ALLOW_AUTO_CREATE_TOPICS = "allow.auto.create.topics" {
-                    allow_auto_create_topics: bool = true;
-                    parse: parse_bool;
-                    render: shown;
-                    get
-                        /// `allow.auto.create.topics`: let Metadata requests create subscribed
-                        /// topics that do not exist, where the broker allows it (default
-                        /// `true`).
-                        -> bool;
-                    set
-                        /// `allow.auto.create.topics`.
-                        (allow: bool);
-                    docs [
-                        "`bool`",
-                        "`true`",
-                        "let Metadata create missing subscribed topics, where the broker allows it",
                         "`true`/`false`"
                     ];
                 }

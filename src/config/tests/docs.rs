@@ -127,6 +127,7 @@ fn every_property_is_in_a_table_once() {
 /// does not outlive the text).
 const NAMED_BUT_NOT_READ: &[&str] = &[
     // Brokers' and topics' settings.
+    "auto.create.topics.enable",
     "broker.rack",
     "connections.max.reauth.ms",
     "group.consumer.heartbeat.interval.ms",

@@ -12,9 +12,10 @@ use super::{OutRecord, ProducerCore, Refused, TopicState};
 use crate::error::Error;
 use crate::group::TopicPartition;
 use crate::protocol::ErrorCode;
+use crate::streak::Streak;
 use bytes::Bytes;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Where `append` queued a record: what its future reads its outcome from.
 #[derive(Debug)]
@@ -46,9 +47,64 @@ impl ProducerCore {
         }
         match self.cluster.metadata().topics.get(topic) {
             None => TopicState::Unknown,
-            Some(t) if t.error != ErrorCode::None => TopicState::Failed(t.error),
+            Some(t) if t.error != ErrorCode::None => {
+                match self.missing.get(topic).and_then(Option::as_ref) {
+                    Some(run) if run.span() >= self.settings.topic_propagation => {
+                        TopicState::Missing {
+                            code: *run.what(),
+                            after: run.span(),
+                        }
+                    }
+                    _ => TopicState::Failed(t.error),
+                }
+            }
             Some(t) if t.partitions.is_empty() => TopicState::Unknown,
             Some(t) => TopicState::Known(t.partitions.len() as i32),
+        }
+    }
+
+    /// Notes, at each new answer to the Metadata request, which topics
+    /// produced to it says do not exist (UNKNOWN_TOPIC_OR_PARTITION): such
+    /// an answer goes on with the topic's run, any other word on the topic
+    /// ends it (an answer that does not name the topic, asked before it
+    /// was produced to, says nothing of it). Once a run spans
+    /// `topic.metadata.propagation.max.ms` (an answer at least that long
+    /// after the first still says so), [`ProducerCore::topic_state`] says
+    /// `Missing`: a topic created a moment ago, not yet known to the
+    /// broker that answered, has that long to reach it. A `warn` line
+    /// names the topic then, and again every `REPORT_AGAIN_AFTER` while it
+    /// lasts.
+    pub(super) fn watch_missing_topics(&mut self) {
+        let answered = self.cluster.metadata_answered_at();
+        if answered == self.answer_seen {
+            return;
+        }
+        self.answer_seen = answered;
+        let Some(at) = answered else {
+            return;
+        };
+        let grace = self.settings.topic_propagation;
+        let metadata = self.cluster.metadata();
+        for topic in self.topics.keys() {
+            let Some(info) = metadata.topics.get(topic) else {
+                continue;
+            };
+            if info.error != ErrorCode::UnknownTopicOrPartition {
+                self.missing.remove(topic);
+                continue;
+            }
+            let slot = self.missing.entry(topic.clone()).or_default();
+            let run = Streak::note(slot, info.error, at, Duration::MAX);
+            if run.due(at, grace) {
+                run.mark_reported(at);
+                log::warn!(
+                    "topic {topic:?}: {} in every Metadata answer for {:?}: it does not exist and \
+                     the cluster does not create it (the brokers' auto.create.topics.enable, or \
+                     allow.auto.create.topics=false); send fails for it until it exists",
+                    info.error,
+                    run.span()
+                );
+            }
         }
     }
 

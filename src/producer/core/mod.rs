@@ -36,6 +36,7 @@ use crate::error::Error;
 use crate::events::{ConnectionEvent, ConnectionState};
 use crate::group::TopicPartition;
 use crate::protocol::ErrorCode;
+use crate::streak::Streak;
 use bytes::Bytes;
 use outcomes::{BuildIdHasher, Outcomes, Slot};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -68,6 +69,9 @@ pub(crate) struct ProducerSettings {
     pub builtin_partitioner: BuiltinPartitioner,
     /// `batch.size` (the sticky partitioner switches after it).
     pub batch_size: usize,
+    /// `topic.metadata.propagation.max.ms`: how long the Metadata answers
+    /// must say a topic does not exist before `send` gives up on it.
+    pub topic_propagation: Duration,
 }
 
 /// A record as `send` gives it.
@@ -88,6 +92,10 @@ pub(crate) enum TopicState {
     Unknown,
     /// The broker answered with an error for it.
     Failed(ErrorCode),
+    /// Every Metadata answer for at least `topic.metadata.propagation.max.ms`
+    /// said it does not exist (`code`: UNKNOWN_TOPIC_OR_PARTITION), from the
+    /// first that did to the last (`after`).
+    Missing { code: ErrorCode, after: Duration },
     /// Its partition count.
     Known(i32),
 }
@@ -179,6 +187,12 @@ pub(crate) struct ProducerCore {
     partitioner: Option<Arc<dyn Partitioner>>,
     /// Topics produced to, and when last.
     topics: BTreeMap<String, Instant>,
+    /// Topics produced to that the Metadata answers say do not exist: the
+    /// run of such answers, from the first to the last (`append`'s
+    /// `watch_missing_topics`).
+    missing: BTreeMap<String, Option<Streak<ErrorCode>>>,
+    /// When the Metadata answer last looked at for `missing` came.
+    answer_seen: Option<Instant>,
     sticky: BTreeMap<String, StickyPartitioner>,
     pid: Pid,
     pid_retry: Retry,
@@ -253,6 +267,8 @@ impl ProducerCore {
             rng: Rng::new(seed),
             partitioner,
             topics: BTreeMap::new(),
+            missing: BTreeMap::new(),
+            answer_seen: None,
             sticky: BTreeMap::new(),
             pid: Pid::None,
             pid_retry: Retry::default(),
@@ -283,8 +299,9 @@ impl ProducerCore {
         let mut cc = config.common().cluster_config();
         cc.max_in_flight = config.max_in_flight_requests_per_connection().max(1) as usize;
         // Metadata for the topics produced to only; a topic the cluster
-        // does not know is created only where the broker does so itself.
-        cc.allow_auto_create_topics = true;
+        // does not know is created where the broker does so itself, unless
+        // `allow.auto.create.topics=false`.
+        cc.allow_auto_create_topics = config.allow_auto_create_topics();
         let cluster = Cluster::new(cc, now, seeds.next_u64());
         let acc = Accumulator::new(AccumulatorConfig {
             batch_size: config.batch_size() as usize,
@@ -311,6 +328,7 @@ impl ProducerCore {
             ignore_keys: config.partitioner_ignore_keys(),
             builtin_partitioner: config.partitioner(),
             batch_size: config.batch_size() as usize,
+            topic_propagation: config.topic_metadata_propagation_max(),
         };
         ProducerCore::new(cluster, acc, settings, None, now, seeds.next_u64())
     }
@@ -400,6 +418,7 @@ impl ProducerCore {
         self.cluster.handle_timeout(now);
         self.route_responses(now);
         self.forget_idle_topics(now);
+        self.watch_missing_topics();
         self.expire(now);
         self.producer_id(now);
         self.send_ready(now);
@@ -482,6 +501,7 @@ impl ProducerCore {
             .retain(|t, last| busy.contains(t) || now.saturating_duration_since(*last) < idle);
         if self.topics.len() != before {
             self.sticky.retain(|t, _| self.topics.contains_key(t));
+            self.missing.retain(|t, _| self.topics.contains_key(t));
             self.cluster.set_topics(self.topics.keys().cloned());
         }
     }
