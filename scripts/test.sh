@@ -39,8 +39,10 @@
 #    (tests/kafka_faults.rs and tests/kafka_truncation.rs, marked
 #    `#[ignore]` so that the main runs leave them out) run one at a time
 #    on a second cluster of their own (.kafka/run-faults), beside the rest
-#    of the command: on async-std once the main run is through, then on
-#    tokio;
+#    of the command: on async-std as soon as its tests are built, then on
+#    tokio; the tests for tokio alone and for no runtime are built in the
+#    background (a target directory of their own, the lowest CPU
+#    priority) while the first suite runs;
 # 4. stops tansu by its PID and the Kafka cluster, whether the tests passed
 #    or not.
 #
@@ -50,7 +52,7 @@
 # Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
 # the checkout, so repeated runs from fresh clones reuse the build); set
 # CARGO_TARGET_DIR to override. Each clone's path makes builds of its own
-# there, so when the disk holding the default one has less than 15 GiB
+# there, so when the disk holding the default one has less than 20 GiB
 # free it is emptied first. Debug builds keep line tables only (file and
 # line in backtraces, no variables): linking the ~60 test binaries of each
 # feature set is most of the build time.
@@ -63,8 +65,8 @@ if [ -z "${CARGO_TARGET_DIR:-}" ]; then
     export CARGO_TARGET_DIR=$HOME/.cache/lazykafka/target
     mkdir -p "$CARGO_TARGET_DIR"
     free_kib=$(df -Pk "$CARGO_TARGET_DIR" | awk 'NR == 2 { print $4 }')
-    if [ "${free_kib:-0}" -lt $((15 * 1024 * 1024)) ]; then
-        echo "test.sh: less than 15 GiB free; emptying $CARGO_TARGET_DIR" >&2
+    if [ "${free_kib:-0}" -lt $((20 * 1024 * 1024)) ]; then
+        echo "test.sh: less than 20 GiB free; emptying $CARGO_TARGET_DIR" >&2
         rm -rf "${CARGO_TARGET_DIR:?}"/*
     fi
 fi
@@ -146,6 +148,7 @@ faults_dir="$root/.kafka/run-faults"
 LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" start >"$run_dir/kafka-faults.log" 2>&1 &
 faults_start_pid=$!
 faults_pid=
+build_other_pid=
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr="127.0.0.1:$port"
@@ -161,7 +164,7 @@ tansu_pid=$!
 echo "$tansu_pid" >"$run_dir/tansu.pid"
 
 stop_peers() {
-    for pid in "$kafka_start_pid" "$faults_start_pid" $faults_pid; do
+    for pid in "$kafka_start_pid" "$faults_start_pid" $faults_pid $build_other_pid; do
         if kill -0 "$pid" 2>/dev/null; then
             kill "$pid" 2>/dev/null || true
             wait "$pid" 2>/dev/null || true
@@ -307,6 +310,54 @@ faults() {
     )
 }
 
+# On tokio alone: everything but the group scenarios (consumer_group,
+# consumer_tansu_group, consume_example, group_example, lifecycle_example:
+# examples built for async-std, and minutes of
+# rebalances whose runtime-dependent part, the driver loop, the tests
+# below exercise too) and the pure layers (protocol, records: no runtime);
+# runtime_threads needs both runtimes and ran above.
+# user_path runs its in-process scenarios here; its child-process ones
+# (the examples) are compiled out on tokio.
+tokio_targets=(--lib
+    --test consumer --test consumer_api --test cluster_lifecycle --test faults
+    --test consumer_group_kip848 --test consumer_pattern
+    --test one_thread --test many_threads --test promises --test tokio_threads --test timer_thread --test task_thread --test bad_input --test mock_cluster
+    --test failures --test truncation --test fetch_sessions --test nearest_replica
+    --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch
+    --test records_peers --test tls --test sasl
+    --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path
+    --test shared_consumer --test runtime_choice --test producer --test partition_eof
+    --test kafka_connections --test kafka_interop --test kafka_security --test kafka_groups)
+fault_targets=(--test kafka_faults --test kafka_truncation)
+no_runtime_features=(--no-default-features --features mock,gzip,snappy,lz4,zstd)
+# The builds for tokio alone and for no runtime go to a target directory of
+# their own, made in the background (at the lowest CPU priority) while the
+# first suite runs: cargo holds a target directory's lock for a whole
+# build, so a build in the shared one would hold up the suites' own
+# (no-op) builds.
+other_target="$CARGO_TARGET_DIR/tokio-alone"
+
+step "building the tests ${all_features[*]}"
+cargo test --no-run "${all_features[@]}"
+
+# The broker-stopping tests on the second cluster, beside the rest of the
+# command: with every feature (built above), then on tokio alone (waiting
+# for the background build below).
+step "tests that stop brokers, ${all_features[*]}, then ${tokio_features[*]}: in the background (logs: .test-run/faults-async-std.log, .test-run/faults-tokio.log)"
+(
+    faults "${all_features[@]}" >"$run_dir/faults-async-std.log" 2>&1 || exit 1
+    CARGO_TARGET_DIR="$other_target" faults "${tokio_features[@]}" >"$run_dir/faults-tokio.log" 2>&1 || exit 2
+) &
+faults_pid=$!
+step "building the tests ${tokio_features[*]} and ${no_runtime_features[*]} in the background (log: .test-run/build-other.log)"
+(
+    export CARGO_TARGET_DIR="$other_target"
+    nice -n 19 cargo test --no-run "${tokio_features[@]}" "${tokio_targets[@]}" "${fault_targets[@]}" &&
+        nice -n 19 cargo clippy "${no_runtime_features[@]}" --lib --tests -- -D warnings &&
+        nice -n 19 cargo test --no-run "${no_runtime_features[@]}" --lib
+) >"$run_dir/build-other.log" 2>&1 &
+build_other_pid=$!
+
 # Both runtimes built; the tests' clients (and the doc-tests') run on
 # async-std, but for the tests of the runtime choice, which run clients on
 # tokio beside it.
@@ -316,17 +367,6 @@ if ! suite "${all_features[@]}"; then
     show_kafka_logs
     exit 1
 fi
-# The broker-stopping tests with these features (built by now), on the
-# second cluster, while the rest goes on.
-# Then the same on tokio alone (the same cluster, one run after the
-# other), still in the background: the tokio build it needs is the one the
-# foreground makes next (cargo's lock makes either wait for the other).
-step "tests that stop brokers, ${all_features[*]}, then ${tokio_features[*]}: in the background (logs: .test-run/faults-async-std.log, .test-run/faults-tokio.log)"
-(
-    faults "${all_features[@]}" >"$run_dir/faults-async-std.log" 2>&1 || exit 1
-    faults "${tokio_features[@]}" >"$run_dir/faults-tokio.log" 2>&1 || exit 2
-) &
-faults_pid=$!
 step "doc-tests ${all_features[*]}"
 doc_tests "${all_features[@]}"
 # async-std alone (the default features): the connection lifecycle and
@@ -337,36 +377,27 @@ step "tests ${async_std_features[*]} (async-std alone; lifecycle and faults with
 ASYNC_STD_THREAD_COUNT=1 suite "${async_std_features[@]}" \
     --test cluster_lifecycle --test faults --test runtime_choice
 
-# On tokio alone: everything but the group scenarios (consumer_group,
-# consumer_tansu_group, consume_example, group_example, lifecycle_example:
-# examples built for async-std, and minutes of
-# rebalances whose runtime-dependent part, the driver loop, the tests
-# below exercise too) and the pure layers (protocol, records: no runtime);
-# runtime_threads needs both runtimes and ran above.
-# user_path runs its in-process scenarios here; its child-process ones
-# (the examples) are compiled out on tokio.
+step "waiting for the background build (.test-run/build-other.log)"
+build_status=0
+wait "$build_other_pid" || build_status=$?
+build_other_pid=
+if [ "$build_status" -ne 0 ]; then
+    cat "$run_dir/build-other.log" >&2
+    exit 1
+fi
+export CARGO_TARGET_DIR="$other_target"
 step "tests ${tokio_features[*]} (tokio alone)"
-if ! suite "${tokio_features[@]}" --lib \
-    --test consumer --test consumer_api --test cluster_lifecycle --test faults \
-    --test consumer_group_kip848 --test consumer_pattern \
-    --test one_thread --test many_threads --test promises --test tokio_threads --test timer_thread --test task_thread --test bad_input --test mock_cluster \
-    --test failures --test truncation --test fetch_sessions --test nearest_replica \
-    --test api_versions --test protocol_peers --test fd_leak --test corrupt_batch \
-    --test records_peers --test tls --test sasl \
-    --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path \
-    --test shared_consumer --test runtime_choice --test producer --test partition_eof \
-    --test kafka_connections --test kafka_interop --test kafka_security --test kafka_groups; then
+if ! suite "${tokio_features[@]}" "${tokio_targets[@]}"; then
     show_tansu_log
     exit 1
 fi
 step "doc-tests ${tokio_features[*]} (tokio alone)"
 cargo test "${tokio_features[@]}" --doc
 # Without a runtime feature (the codecs on, as the tests expect every
-# codec): the sans-IO layers and the clients' cores build alone, and the
-# in-memory tests run.
-step "cargo clippy and lib tests with no runtime feature"
-cargo clippy --no-default-features --features mock,gzip,snappy,lz4,zstd --lib --tests -- -D warnings
-suite --no-default-features --features mock,gzip,snappy,lz4,zstd --lib
+# codec): the sans-IO layers and the clients' cores build alone (clippy
+# ran on them in the background build), and the in-memory tests run.
+step "lib tests with no runtime feature (clippy: in the background build)"
+suite "${no_runtime_features[@]}" --lib
 # The broker-stopping tests, both runtimes, from the background run.
 step "tests that stop brokers, ${all_features[*]} then ${tokio_features[*]} (waiting for the background run)"
 faults_status=0
