@@ -50,7 +50,7 @@ INF = 0x7FFF
 # batches v2 start there; OffsetForLeaderEpoch 2 is Kafka 2.1).
 CLIENT_RANGES = [
     ("api_versions", "ApiVersions", 0, 4),
-    ("metadata", "Metadata", 1, 12),
+    ("metadata", "Metadata", 1, 13),
     ("find_coordinator", "FindCoordinator", 0, 6),
     ("join_group", "JoinGroup", 2, 9),
     ("sync_group", "SyncGroup", 0, 5),
@@ -82,7 +82,8 @@ SUMMARIES = {
         "KIP-4 (controller id, racks, internal topics, null for all topics), "
         "KIP-78 (cluster id), KIP-320 (leader epochs), KIP-430 (authorized "
         "operations), KIP-482 (flexible versions), KIP-516 (topic ids), KIP-700 "
-        "(cluster authorized operations moved to DescribeCluster).",
+        "(cluster authorized operations moved to DescribeCluster), KIP-1102 "
+        "(the top-level error code: REBOOTSTRAP_REQUIRED).",
     ),
     "FindCoordinator": (
         "which broker coordinates a consumer group (or a transaction). Versions "

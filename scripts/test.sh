@@ -305,6 +305,10 @@ faults() {
         ignored=(-- --ignored --test-threads 1)
     fi
     (
+        # The main cluster, for the test that moves the clients from this
+        # cluster to another (tests/kafka_faults.rs, Kafka::other).
+        export LAZYKAFKA_KAFKA_OTHER_BOOTSTRAP="$LAZYKAFKA_KAFKA_BOOTSTRAP"
+        export LAZYKAFKA_KAFKA_OTHER_BROKERS="$LAZYKAFKA_KAFKA_BROKERS"
         eval "$(LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" env)"
         suite "$@" --test kafka_faults --test kafka_truncation "${ignored[@]}"
     )
@@ -327,7 +331,7 @@ tokio_targets=(--lib
     --test records_peers --test tls --test sasl
     --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path
     --test shared_consumer --test runtime_choice --test producer --test partition_eof
-    --test kafka_connections --test kafka_interop --test kafka_security --test kafka_groups)
+    --test kafka_connections --test kafka_interop --test kafka_security --test kafka_groups --test rebootstrap)
 fault_targets=(--test kafka_faults --test kafka_truncation)
 no_runtime_features=(--no-default-features --features mock,gzip,snappy,lz4,zstd)
 # The builds for tokio alone and for no runtime go to a target directory of

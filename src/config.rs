@@ -26,7 +26,8 @@ mod values;
 
 pub use crate::records::Compression;
 use common::{
-    BOOTSTRAP_SERVERS, CLIENT_RUNTIME, SECURITY_PROTOCOL, SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
+    BOOTSTRAP_SERVERS, CLIENT_RUNTIME, METADATA_RECOVERY_STRATEGY, SECURITY_PROTOCOL,
+    SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
 };
 pub use consumer::{ConsumerConfig, ConsumerConfigBuilder};
 use consumer::{AUTO_OFFSET_RESET, ISOLATION_LEVEL};
@@ -214,6 +215,56 @@ impl FromStr for EndpointIdentification {
                 SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
                 s,
                 "expected https or none",
+            )),
+        }
+    }
+}
+
+/// What a client does when the brokers it knows can no longer give it
+/// metadata (`metadata.recovery.strategy`, KIP-899).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum MetadataRecoveryStrategy {
+    /// Go back to the bootstrap addresses (resolved again) when no known
+    /// broker can be reached, when a broker answers REBOOTSTRAP_REQUIRED
+    /// (KIP-1102), or when no metadata came for
+    /// `metadata.recovery.rebootstrap.trigger.ms` (`rebootstrap`, the
+    /// default, as in the Java client 4.x).
+    #[default]
+    Rebootstrap,
+    /// Once the cluster is known, ask only the brokers of the last
+    /// metadata, never the bootstrap addresses again (`none`).
+    None,
+}
+
+impl MetadataRecoveryStrategy {
+    /// The property value: `rebootstrap` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetadataRecoveryStrategy::Rebootstrap => "rebootstrap",
+            MetadataRecoveryStrategy::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for MetadataRecoveryStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for MetadataRecoveryStrategy {
+    type Err = Error;
+
+    /// Parses `rebootstrap` or `none` (any case).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "rebootstrap" => Ok(MetadataRecoveryStrategy::Rebootstrap),
+            "none" => Ok(MetadataRecoveryStrategy::None),
+            _ => Err(invalid(
+                METADATA_RECOVERY_STRATEGY,
+                s,
+                "expected rebootstrap or none",
             )),
         }
     }

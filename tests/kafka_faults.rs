@@ -689,7 +689,94 @@ async fn a_quota_throttles_the_producer() {
     assert_log_has_each_once(&kafka, &topic, &written, "quota");
 }
 
+/// Starts every broker of a cluster whose brokers were all stopped, and
+/// waits until it serves again, when dropped (a failed test too leaves the
+/// cluster up for the next).
+struct StartAgain<'a>(&'a Kafka);
+
+impl Drop for StartAgain<'_> {
+    fn drop(&mut self) {
+        self.0.start(1);
+        self.0.start(2);
+        self.0.restart(3);
+    }
+}
+
+/// Rebootstrap (KIP-899) between two Apache Kafka clusters: our producer
+/// and consumer reach cluster A (this one) through a bootstrap address (a
+/// forwarder standing for a load balancer or a DNS name); every broker of A
+/// is killed, and the address now reaches cluster B (the test command's
+/// main cluster). The producer writes to B and the consumer reads there,
+/// from its group's start on B (the positions of A mean nothing on B), with
+/// no error the README's loop would stop on; each is then connected to B's
+/// brokers only, the bootstrap connection retired; the change is said in a
+/// `warn` line.
+async fn the_clients_follow_the_bootstrap_address_to_another_cluster() {
+    use common::rebootstrap::{consume_all, consumer, producer, send_all, values, Forwarder};
+    const TEST: &str = "the_clients_follow_the_bootstrap_address_to_another_cluster";
+    logs::capture();
+    let Some(a) = Kafka::get(TEST) else {
+        return;
+    };
+    let Some(b) = a.other(TEST) else {
+        return;
+    };
+    let topic = a.unique("rebootstrap");
+    let group = a.unique("rebootstrap-group");
+    a.create_topic(&topic, 3, 3, &[]);
+    b.create_topic(&topic, 3, 3, &[]);
+    let fwd = Forwarder::start(a.address(1));
+    let producer = producer(fwd.addr(), "rebootstrap");
+    let consumer = consumer(fwd.addr(), "rebootstrap", &topic, &group);
+    let on_a = values("a");
+    send_all(&producer, &topic, &on_a).await;
+    consume_all(&consumer, &on_a.iter().cloned().collect()).await;
+
+    let _start_again = StartAgain(&a);
+    for id in 1..=3 {
+        a.kill(id);
+    }
+    fwd.retarget(b.address(1));
+    let on_b = values("b");
+    send_all(&producer, &topic, &on_b).await;
+    consume_all(&consumer, &on_b.iter().cloned().collect()).await;
+
+    let b_addrs: BTreeSet<String> = b
+        .brokers
+        .iter()
+        .map(|(_, addr)| addr.clone())
+        .chain([fwd.addr().to_owned()])
+        .collect();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let conns: Vec<_> = producer
+            .connections()
+            .into_iter()
+            .chain(consumer.connections())
+            .collect();
+        if conns
+            .iter()
+            .all(|c| b_addrs.contains(&c.addr) && c.purpose != Purpose::Bootstrap)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "connections off cluster B's brokers, or a bootstrap connection kept: {conns:?}"
+        );
+        sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        !logs::find(log::Level::Warn, "cluster changed").is_empty()
+            || !logs::find(log::Level::Warn, "now answer for cluster").is_empty(),
+        "the change of cluster was said in a warn line"
+    );
+    drop(consumer);
+    drop(producer);
+}
+
 on_apache_kafka_alone!(
+    the_clients_follow_the_bootstrap_address_to_another_cluster,
     a_broker_killed_and_restarted,
     a_broker_shut_down_cleanly_and_restarted,
     leaders_move_by_reassignment_and_election,

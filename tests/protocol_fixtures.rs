@@ -286,9 +286,38 @@ mod metadata {
                 unknown_tagged_fields: vec![],
             }],
             cluster_authorized_operations: i32::MIN,
+            // v13+ only: the default below it.
+            error_code: 0,
             unknown_tagged_fields: vec![tag(5, &[0xaa])],
         };
         check(&bytes, 12, &expected);
+    }
+
+    // Built by hand from MetadataResponse.json, version 13 (KIP-1102): the
+    // top-level error code after the topics, here REBOOTSTRAP_REQUIRED
+    // (129) with nothing else, as a broker that wants the client to go
+    // back to its bootstrap addresses answers.
+    #[test]
+    fn response_v13_rebootstrap_required() {
+        let bytes = cat(&[
+            &[0, 0, 0, 0],             // throttle_time_ms 0
+            &[1],                      // brokers: compact array of 0
+            &[0],                      // cluster_id: null
+            &[0xff, 0xff, 0xff, 0xff], // controller_id -1
+            &[1],                      // topics: compact array of 0
+            &[0, 129],                 // error_code 129 (REBOOTSTRAP_REQUIRED)
+            &[0],                      // no tagged fields
+        ]);
+        let expected = MetadataResponse {
+            controller_id: -1,
+            error_code: 129,
+            ..Default::default()
+        };
+        check(&bytes, 13, &expected);
+        assert_eq!(
+            lazykafka::ErrorCode::from_code(129),
+            lazykafka::ErrorCode::RebootstrapRequired
+        );
     }
 }
 

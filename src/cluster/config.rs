@@ -33,6 +33,13 @@ pub struct ClusterConfig {
     pub retry_backoff: ExponentialBackoff,
     /// `metadata.max.age.ms`.
     pub metadata_max_age: Duration,
+    /// `metadata.recovery.strategy=rebootstrap` (KIP-899) with its
+    /// `metadata.recovery.rebootstrap.trigger.ms` (KIP-1102): the
+    /// bootstrap addresses are asked again when no known broker can be
+    /// reached, on REBOOTSTRAP_REQUIRED, or when metadata was wanted this
+    /// long without an answer. `None` (`none`): once the cluster is known,
+    /// only the brokers of the last metadata are asked.
+    pub rebootstrap: Option<Duration>,
     /// `max.in.flight.requests.per.connection`.
     pub max_in_flight: usize,
     /// The largest response frame accepted.
@@ -78,6 +85,7 @@ impl ClusterConfig {
                 jitter: 0.2,
             },
             metadata_max_age: Duration::from_millis(300_000),
+            rebootstrap: Some(Duration::from_millis(300_000)),
             max_in_flight: 5,
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             allow_auto_create_topics: true,

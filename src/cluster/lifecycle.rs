@@ -448,6 +448,15 @@ impl Cluster {
             }
         }
         self.problems.extend(problem);
+        // A known broker that cannot be reached may have left the cluster,
+        // or the cluster moved: the metadata is asked again (after the
+        // retry backoff, as the Java client asks for an update on a
+        // disconnect), from a broker that answers, else from a bootstrap
+        // address (docs/connections.md, "Rebootstrap").
+        if c.broker.is_some() {
+            self.metadata
+                .broker_missing(now, &self.config.retry_backoff, &mut self.rng);
+        }
         delay
     }
 

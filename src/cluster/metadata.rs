@@ -246,8 +246,9 @@ impl RequestBody for MetadataByTopicId {
     }
 }
 
-/// Reads a Metadata response into the cache's form.
-pub(crate) fn parse(version: i16, body: Bytes) -> Result<Metadata, DecodeError> {
+/// Reads a Metadata response into the cache's form, with its top-level
+/// error code (v13, KIP-1102: REBOOTSTRAP_REQUIRED; `None` before).
+pub(crate) fn parse(version: i16, body: Bytes) -> Result<(Metadata, ErrorCode), DecodeError> {
     let (resp, _) = decode_response_body::<MetadataResponse>(body, version)?;
     let brokers: BTreeMap<i32, BrokerAddress> = resp
         .brokers
@@ -310,12 +311,13 @@ pub(crate) fn parse(version: i16, body: Bytes) -> Result<Metadata, DecodeError> 
             ))
         })
         .collect();
-    Ok(Metadata {
+    let metadata = Metadata {
         brokers,
         topics,
         cluster_id: resp.cluster_id,
         controller: resp.controller_id,
-    })
+    };
+    Ok((metadata, ErrorCode::from_code(resp.error_code)))
 }
 
 #[cfg(test)]
@@ -355,7 +357,7 @@ mod tests {
         for version in [1, 9, 12] {
             let mut w = Writer::new();
             response.encode(&mut w, version).unwrap();
-            let md = parse(version, w.into_inner().freeze()).unwrap();
+            let (md, _) = parse(version, w.into_inner().freeze()).unwrap();
             assert_eq!(md.leader("t", 0), None, "v{version}");
             assert_eq!(md.leader("t", 1), Some(2), "v{version}");
             assert_eq!(md.leader("t", 2), None, "v{version}");
@@ -481,7 +483,7 @@ mod tests {
         };
         let mut w = Writer::new();
         response.encode(&mut w, 9).unwrap();
-        let md = parse(9, w.into_inner().freeze()).unwrap();
+        let (md, _) = parse(9, w.into_inner().freeze()).unwrap();
         assert_eq!(md.leader("t", 0), None);
         assert_eq!(md.topics["t"].error, ErrorCode::LeaderNotAvailable);
         assert!(md.topics["t"].partitions.is_empty());

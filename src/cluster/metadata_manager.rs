@@ -40,6 +40,13 @@ pub(crate) struct MetadataManager {
     requests_sent: u64,
     /// Leader hints taken (KIP-951).
     hints_taken: u64,
+    /// Since when the regular request has been asked without an answer
+    /// (KIP-1102's trigger: the bootstrap addresses are asked again once
+    /// it lasts `metadata.recovery.rebootstrap.trigger.ms`).
+    unanswered_since: Option<Instant>,
+    /// A broker answered REBOOTSTRAP_REQUIRED (KIP-1102): the next regular
+    /// request goes to a bootstrap address.
+    rebootstrap_required: bool,
 }
 
 impl MetadataManager {
@@ -198,6 +205,7 @@ impl MetadataManager {
         self.refresh.sent();
         self.wanted = false;
         self.requests_sent += 1;
+        self.unanswered_since.get_or_insert(now);
         Some(metadata::request(
             &self.topics,
             self.all_topics,
@@ -250,6 +258,7 @@ impl MetadataManager {
         rng: &mut Rng,
     ) {
         let complete = md.covers(&self.topics) && self.leaders_known(&md);
+        self.unanswered_since = None;
         self.replace(now, md);
         if complete {
             self.refresh.succeeded();
@@ -262,6 +271,49 @@ impl MetadataManager {
             self.wanted = true;
             self.refresh.failed(now, backoff, rng);
         }
+    }
+
+    /// Why the next regular request should go to a bootstrap address
+    /// rather than to a known broker (KIP-899, KIP-1102), if it should: a
+    /// broker answered REBOOTSTRAP_REQUIRED, or the request has gone
+    /// unanswered for longer than `trigger`.
+    pub fn rebootstrap_reason(&self, now: Instant, trigger: Duration) -> Option<String> {
+        if self.rebootstrap_required {
+            return Some("a broker answered REBOOTSTRAP_REQUIRED".to_owned());
+        }
+        let since = self.unanswered_since?;
+        let waited = now.saturating_duration_since(since);
+        (waited > trigger).then(|| {
+            format!(
+                "no metadata for {waited:?} (metadata.recovery.rebootstrap.trigger.ms is {}), so the brokers known cannot give it",
+                trigger.as_millis()
+            )
+        })
+    }
+
+    /// The regular request goes to a bootstrap address now: the trigger
+    /// starts again from `now` (as the Java client's `rebootstrap`).
+    pub fn rebootstrapping(&mut self, now: Instant) {
+        self.rebootstrap_required = false;
+        self.unanswered_since = Some(now);
+    }
+
+    /// A broker answered with REBOOTSTRAP_REQUIRED (KIP-1102): the next
+    /// regular request (after the retry backoff the failed answer set: a
+    /// cluster that keeps answering so is not asked in a loop) goes to a
+    /// bootstrap address.
+    pub fn rebootstrap_required(&mut self) {
+        self.rebootstrap_required = true;
+        self.wanted = true;
+    }
+
+    /// The cluster behind the addresses is another one (its id changed):
+    /// the cache of the old one is dropped whole, leader epochs included
+    /// (the new cluster counts its own from 0), before its answer is
+    /// taken.
+    pub fn forget_cluster(&mut self) {
+        self.cache = Metadata::default();
+        self.generation += 1;
     }
 
     /// The answer to the request by topic id: merged into the cache; ids
@@ -303,9 +355,9 @@ impl MetadataManager {
         self.fetched_at = Some(now);
     }
 
-    /// A request of `origin`'s could not be decoded: it failed, and is
-    /// tried again after the retry backoff.
-    pub fn answer_undecodable(
+    /// A request of `origin`'s got an answer that could not be decoded or
+    /// taken: it failed, and is tried again after the retry backoff.
+    pub fn answer_failed(
         &mut self,
         origin: Origin,
         now: Instant,
@@ -313,7 +365,10 @@ impl MetadataManager {
         rng: &mut Rng,
     ) {
         match origin {
-            Origin::Metadata => self.refresh.failed(now, backoff, rng),
+            Origin::Metadata => {
+                self.refresh.failed(now, backoff, rng);
+                self.wanted = true;
+            }
             Origin::MetadataById => self.by_id_refresh.failed(now, backoff, rng),
             _ => {}
         }

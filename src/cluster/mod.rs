@@ -84,7 +84,7 @@ use crate::events::{
     Purpose,
 };
 use address_failures::AddressFailures;
-use crate::protocol::ApiKey;
+use crate::protocol::{ApiKey, ErrorCode};
 use bytes::Bytes;
 use conn::{Conn, Phase, Queued};
 use coordinator::CoordinatorLookup;
@@ -759,7 +759,25 @@ impl Cluster {
     ) {
         let backoff = self.config.retry_backoff;
         match metadata::parse(version, body) {
-            Ok(md) => {
+            Ok((_, ErrorCode::RebootstrapRequired)) => {
+                // Nothing of such an answer is taken (its brokers and
+                // topics may be empty).
+                self.metadata
+                    .answer_failed(origin, now, &backoff, &mut self.rng);
+                if self.config.rebootstrap.is_some() {
+                    log::warn!(
+                        "a broker answered Metadata with REBOOTSTRAP_REQUIRED (KIP-1102): asking the bootstrap addresses ({}) again",
+                        self.config.bootstrap.join(",")
+                    );
+                    self.metadata.rebootstrap_required();
+                } else {
+                    log::warn!(
+                        "a broker answered Metadata with REBOOTSTRAP_REQUIRED (KIP-1102), but metadata.recovery.strategy is none: asking the known brokers again after the retry backoff"
+                    );
+                }
+            }
+            Ok((md, _)) => {
+                self.forget_replaced_cluster(now, conn, &md);
                 self.name_brokers(&md);
                 if origin == Origin::MetadataById {
                     self.metadata
@@ -770,9 +788,41 @@ impl Cluster {
             }
             Err(e) => {
                 self.metadata
-                    .answer_undecodable(origin, now, &backoff, &mut self.rng);
+                    .answer_failed(origin, now, &backoff, &mut self.rng);
                 self.close_undecodable(now, conn, api, &e);
             }
+        }
+    }
+
+    /// An answer from a cluster other than the one cached (its cluster id
+    /// changed: the bootstrap addresses now reach another cluster, KIP-899)
+    /// drops everything learned from the old one before it is taken: its
+    /// brokers and leader epochs (the new cluster counts its own), its
+    /// coordinator, and every connection but `conn` (the ones to the old
+    /// cluster's brokers are retired; `conn` becomes a bootstrap
+    /// connection).
+    fn forget_replaced_cluster(&mut self, now: Instant, conn: ConnectionId, md: &Metadata) {
+        let (Some(old), Some(new)) = (self.metadata.cache().cluster_id.as_deref(), md.cluster_id.as_deref()) else {
+            return;
+        };
+        if old == new {
+            return;
+        }
+        log::warn!(
+            "the brokers now answer for cluster {new}, not {old}: the old cluster's metadata, coordinator and connections are dropped"
+        );
+        self.metadata.forget_cluster();
+        self.coordinator.forget();
+        let others: Vec<ConnectionId> = self.conns.keys().copied().filter(|id| *id != conn).collect();
+        for id in others {
+            self.close(now, id, CloseReason::Retired, None);
+        }
+        // The answering connection reaches the new cluster, but not as the
+        // broker it was opened for: it serves as a bootstrap connection
+        // (promoted if it reaches a needed broker, retired otherwise).
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.purpose = Purpose::Bootstrap;
+            c.broker = None;
         }
     }
 

@@ -18,23 +18,49 @@ impl Cluster {
         let max_age = self.config.metadata_max_age;
         let auto_create = self.config.allow_auto_create_topics;
         if let Some(body) = self.metadata.request_due(now, max_age, auto_create) {
-            self.queue_internal(now, Origin::Metadata, body);
+            let target = self.metadata_target(now);
+            self.queue_internal(now, target, Origin::Metadata, body);
         }
         if let Some(body) = self.metadata.by_id_request_due(now) {
-            self.queue_internal(now, Origin::MetadataById, body);
+            self.queue_internal(now, Target::AnyBroker, Origin::MetadataById, body);
         }
         let needed = self.coordinator_needed();
         let group = self.config.group_id.as_deref();
         if let Some(body) = self.coordinator.request_due(now, group, needed) {
-            self.queue_internal(now, Origin::FindCoordinator, body);
+            self.queue_internal(now, Target::AnyBroker, Origin::FindCoordinator, body);
         }
     }
 
-    /// Queues a request the connection manager makes on its own, for any
-    /// broker.
-    fn queue_internal(&mut self, now: Instant, origin: Origin, body: Box<dyn RequestBody>) {
+    /// Where the regular Metadata request goes: the least-loaded broker,
+    /// or a bootstrap address when the client rebootstraps
+    /// (`metadata.recovery.strategy=rebootstrap`, docs/connections.md,
+    /// "Rebootstrap"): a broker answered REBOOTSTRAP_REQUIRED, or no answer
+    /// came for `metadata.recovery.rebootstrap.trigger.ms`.
+    fn metadata_target(&mut self, now: Instant) -> Target {
+        let Some(trigger) = self.config.rebootstrap else {
+            return Target::AnyBroker;
+        };
+        let Some(reason) = self.metadata.rebootstrap_reason(now, trigger) else {
+            return Target::AnyBroker;
+        };
+        log::warn!(
+            "rebootstrapping: {reason}; asking the bootstrap addresses ({}) for metadata",
+            self.config.bootstrap.join(",")
+        );
+        self.metadata.rebootstrapping(now);
+        Target::Bootstrap
+    }
+
+    /// Queues a request the connection manager makes on its own.
+    fn queue_internal(
+        &mut self,
+        now: Instant,
+        target: Target,
+        origin: Origin,
+        body: Box<dyn RequestBody>,
+    ) {
         self.waiting.push_back(Waiting {
-            target: Target::AnyBroker,
+            target,
             queued: Queued {
                 origin,
                 body,
@@ -215,7 +241,38 @@ impl Cluster {
         {
             return Some(id);
         }
+        if self.config.rebootstrap.is_none() && !self.metadata.cache().brokers.is_empty() {
+            // `metadata.recovery.strategy=none`: once the cluster is known,
+            // only its brokers are asked (as the Java client's least-loaded
+            // node among those of its last metadata).
+            return self.open_known_broker(now);
+        }
         self.open_bootstrap(now)
+    }
+
+    /// A connection to the next broker of the last metadata not in
+    /// backoff, if any (`metadata.recovery.strategy=none`): one for
+    /// metadata and lookups, as a bootstrap connection is (promoted if the
+    /// broker turns out to be a needed leader, retired otherwise).
+    fn open_known_broker(&mut self, now: Instant) -> Option<ConnectionId> {
+        let brokers: Vec<(i32, String)> = self
+            .metadata
+            .cache()
+            .brokers
+            .values()
+            .map(|b| (b.id, b.addr()))
+            .collect();
+        let n = brokers.len();
+        for step in 0..n {
+            let i = (self.bootstrap_cursor + step) % n;
+            let (id, addr) = brokers[i].clone();
+            if self.failures.in_backoff(now, &addr) {
+                continue;
+            }
+            self.bootstrap_cursor = (i + 1) % n;
+            return self.open(now, addr, Some(id), Purpose::Bootstrap);
+        }
+        None
     }
 
     /// A connection to the next bootstrap address not in backoff, if any.

@@ -67,6 +67,12 @@ struct Sim {
     /// When each [`Action::FetchOAuthToken`] came (the test answers them
     /// with `handle_oauth_token`).
     token_asks: Vec<Instant>,
+    /// The cluster id Metadata answers carry.
+    cluster_id: Option<String>,
+    /// The top-level error code of Metadata answers (v13, KIP-1102).
+    metadata_error: ErrorCode,
+    /// The leader epoch of every partition of "t".
+    leader_epoch: i32,
 }
 
 /// A topic a Metadata request names: (name, id).
@@ -145,6 +151,9 @@ impl Sim {
             split_answers: false,
             unwritten: false,
             token_asks: Vec::new(),
+            cluster_id: Some("sim".into()),
+            metadata_error: ErrorCode::None,
+            leader_epoch: 0,
         }
     }
 
@@ -514,11 +523,14 @@ impl Sim {
                     .map(|(p, leader)| MetadataResponsePartition {
                         partition_index: *p,
                         leader_id: *leader,
+                        leader_epoch: self.leader_epoch,
                         ..MetadataResponsePartition::default()
                     })
                     .collect(),
                 ..MetadataResponseTopic::default()
             }],
+            cluster_id: self.cluster_id.clone(),
+            error_code: self.metadata_error.code(),
             ..MetadataResponse::default()
         }
     }
@@ -1233,12 +1245,12 @@ fn unknown_topic_ids_are_looked_up_by_id_and_kept_while_wanted() {
     assert!(!sim.c.metadata().topics.contains_key("u"));
     let generation = sim.c.metadata_generation();
 
-    // A KIP-848 assignment names U: looked up at once, by id (v12).
+    // A KIP-848 assignment names U: looked up at once, by id (v12+).
     sim.c.set_topic_ids([U]);
     sim.c.handle_timeout(sim.now);
     sim.pump();
     assert_eq!(sim.metadata_asked.len(), 2);
-    assert_eq!(sim.metadata_asked[1], (12, Some(vec![(None, U)])));
+    assert_eq!(sim.metadata_asked[1], (13, Some(vec![(None, U)])));
     assert_eq!(sim.c.metadata().topics["u"].topic_id, U);
     assert!(
         sim.c.metadata().topics.contains_key("t"),
@@ -2776,4 +2788,194 @@ fn an_unanswered_request_not_yet_written_is_not_done_and_fails_with_its_connecti
         "{:?}",
         sim.responses[&id]
     );
+}
+
+/// The Metadata requests sent after the first `from` entries of the log:
+/// the address each went to.
+fn metadata_sent_to(sim: &Sim, from: usize) -> Vec<String> {
+    sim.log[from..]
+        .iter()
+        .filter(|(_, _, api)| *api == ApiKey::Metadata)
+        .map(|(_, addr, _)| addr.clone())
+        .collect()
+}
+
+/// How many connections were opened to `addr`.
+fn connects_to(sim: &Sim, addr: &str) -> usize {
+    sim.events
+        .iter()
+        .filter(|e| e.addr == addr && e.kind == EventKind::Connecting)
+        .count()
+}
+
+/// KIP-1102: an answer whose top-level error is REBOOTSTRAP_REQUIRED is
+/// not taken, and the next regular request goes, after the retry backoff,
+/// to a bootstrap address although a leader connection is ready; that
+/// bootstrap connection is retired again once it answered. With
+/// `metadata.recovery.strategy=none` the known broker is asked again.
+#[test]
+fn rebootstrap_required_sends_the_next_metadata_to_a_bootstrap_address() {
+    for rebootstrap in [true, false] {
+        let mut cfg = config(&["boot:9092"], None);
+        if !rebootstrap {
+            cfg.rebootstrap = None;
+        }
+        let mut sim = Sim::new(cfg);
+        sim.c.set_topics(["t".to_owned()]);
+        sim.c.handle_timeout(sim.now);
+        sim.request(Target::Broker(1));
+        assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+
+        sim.metadata_error = ErrorCode::RebootstrapRequired;
+        // What the refusing answer lists beside its error is not taken.
+        sim.leaders.insert(0, 3);
+        let from = sim.log.len();
+        sim.c.request_metadata_refresh(sim.now);
+        sim.pump();
+        assert_eq!(metadata_sent_to(&sim, from), ["b1:9092"]);
+        assert_eq!(sim.c.metadata().leader("t", 0), Some(1));
+
+        sim.metadata_error = ErrorCode::None;
+        // Not asked again before the retry backoff (100 ms, jitter 0.2).
+        sim.advance(Duration::from_millis(70));
+        assert_eq!(metadata_sent_to(&sim, from).len(), 1);
+        sim.advance(Duration::from_millis(100));
+        let expected = if rebootstrap { "boot:9092" } else { "b1:9092" };
+        assert_eq!(metadata_sent_to(&sim, from), ["b1:9092", expected]);
+        assert_eq!(sim.c.metadata().leader("t", 0), Some(3));
+        assert_eq!(connects_to(&sim, "boot:9092"), 1 + usize::from(rebootstrap));
+        // Then metadata flows over the leader connection again: the
+        // bootstrap connection is retired.
+        assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+        sim.c.request_metadata_refresh(sim.now);
+        sim.pump();
+        assert_eq!(metadata_sent_to(&sim, from).last().unwrap(), "b1:9092");
+    }
+}
+
+/// KIP-1102's trigger: once the regular request has gone unanswered for
+/// `metadata.recovery.rebootstrap.trigger.ms`, the next one goes to a
+/// bootstrap address instead of another known broker; under the trigger,
+/// the other known broker is asked.
+#[test]
+fn metadata_unanswered_past_the_trigger_goes_to_a_bootstrap_address() {
+    for trigger in [Duration::from_secs(5), Duration::from_secs(300)] {
+        let mut cfg = config(&["boot:9092"], None);
+        cfg.rebootstrap = Some(trigger);
+        // Broker 3's connection stays through the wait.
+        cfg.connections_max_idle = None;
+        let mut sim = Sim::new(cfg);
+        sim.c.set_topics(["t".to_owned()]);
+        sim.c.handle_timeout(sim.now);
+        sim.request(Target::Broker(1));
+        sim.request(Target::Broker(3));
+        assert_eq!(
+            sim.census(),
+            vec![(Purpose::Leader, Some(1)), (Purpose::Leader, Some(3))]
+        );
+        let from = sim.log.len();
+        sim.held.insert(ApiKey::Metadata);
+        sim.c.request_metadata_refresh(sim.now);
+        sim.pump();
+        let first = metadata_sent_to(&sim, from);
+        assert_eq!(first.len(), 1);
+        sim.held.clear();
+        // The request times out (30 s): its connection closes, and the
+        // request goes out again.
+        sim.advance(Duration::from_secs(31));
+        let sent = metadata_sent_to(&sim, from);
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        if trigger < Duration::from_secs(30) {
+            assert_eq!(sent[1], "boot:9092");
+        } else {
+            assert_ne!(sent[1], first[0]);
+            assert!(sent[1].starts_with('b') && sent[1] != "boot:9092", "{sent:?}");
+        }
+        // Answered: the trigger starts again; the next request goes to a
+        // known broker.
+        sim.c.request_metadata_refresh(sim.now);
+        sim.pump();
+        assert_eq!(metadata_sent_to(&sim, from).last().unwrap(), "b3:9092");
+        assert_eq!(sim.census(), vec![(Purpose::Leader, Some(3))]);
+    }
+}
+
+/// KIP-899: when the addresses reach another cluster (its id changed), the
+/// old cluster's metadata goes whole, leader epochs included (the new
+/// cluster counts its own), and so do the connections to its brokers; the
+/// connection that answered serves as a bootstrap connection.
+#[test]
+fn another_cluster_behind_the_addresses_replaces_the_old_one_whole() {
+    let mut sim = Sim::new(config(&["boot:9092"], None));
+    sim.leader_epoch = 7;
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.request(Target::Broker(1));
+    sim.request(Target::Broker(3));
+    let epoch = |sim: &Sim| sim.c.metadata().topics["t"].partitions[&0].leader_epoch;
+    assert_eq!(epoch(&sim), 7);
+
+    sim.cluster_id = Some("another".into());
+    sim.brokers = (1..=3).map(|id| (id, format!("c{id}:9092"))).collect();
+    sim.leader_epoch = 0;
+    sim.c.request_metadata_refresh(sim.now);
+    sim.pump();
+    assert_eq!(epoch(&sim), 0);
+    assert_eq!(sim.c.metadata().cluster_id.as_deref(), Some("another"));
+    assert_eq!(sim.c.metadata().brokers[&1].addr(), "c1:9092");
+    let kinds = sim.kinds();
+    assert!(
+        kinds
+            .iter()
+            .any(|(k, p, a)| k == "closed:retired" && *p == Purpose::Leader && a.starts_with('b')),
+        "{kinds:?}"
+    );
+    // Broker 1 of the new cluster gets a connection of its own; the old
+    // address's connection is retired.
+    sim.request(Target::Broker(1));
+    assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+    assert_eq!(sim.sockets.values().collect::<Vec<_>>(), ["c1:9092"]);
+}
+
+/// A known broker's connection that breaks asks for the metadata again,
+/// after the retry backoff. With `metadata.recovery.strategy=none`, once
+/// the cluster is known, a client left without connections asks a broker
+/// of its last metadata, never the bootstrap addresses; with `rebootstrap`
+/// (the default) it dials a bootstrap address.
+#[test]
+fn strategy_none_never_dials_a_bootstrap_address_again() {
+    for rebootstrap in [true, false] {
+        let mut cfg = config(&["boot:9092"], None);
+        if !rebootstrap {
+            cfg.rebootstrap = None;
+        }
+        let mut sim = Sim::new(cfg);
+        sim.c.set_topics(["t".to_owned()]);
+        sim.c.handle_timeout(sim.now);
+        sim.request(Target::Broker(1));
+        assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+        let conn = *sim.sockets.keys().next().unwrap();
+        sim.c
+            .handle_closed(sim.now, conn, ConnectionError::ClosedByBroker);
+        sim.pump();
+        assert!(sim.sockets.is_empty());
+        // The known broker's failure asks for the metadata again, after
+        // the retry backoff (100 ms, jitter 0.2).
+        let from = sim.log.len();
+        sim.advance(Duration::from_millis(70));
+        assert!(metadata_sent_to(&sim, from).is_empty());
+        sim.advance(Duration::from_millis(60));
+        let sent = metadata_sent_to(&sim, from);
+        assert_eq!(sent.len(), 1);
+        if rebootstrap {
+            assert_eq!(sent[0], "boot:9092");
+            assert_eq!(connects_to(&sim, "boot:9092"), 2);
+        } else {
+            assert!(
+                ["b1:9092", "b2:9092", "b3:9092"].contains(&sent[0].as_str()),
+                "{sent:?}"
+            );
+            assert_eq!(connects_to(&sim, "boot:9092"), 1);
+        }
+    }
 }

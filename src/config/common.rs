@@ -23,7 +23,10 @@ use super::values::{
     parsed, path_if_set, path_or_none, secret, secret_or_none, shown, shown_if_set, some_secret,
     some_text, text, text_or_none, INT_MAX, LONG_MAX,
 };
-use super::{BrokerAddress, ClientRuntime, EndpointIdentification, SecurityProtocol};
+use super::{
+    BrokerAddress, ClientRuntime, EndpointIdentification, MetadataRecoveryStrategy,
+    SecurityProtocol,
+};
 use crate::error::Error;
 use crate::sasl::{OAuthTokenProvider, SaslConfig, Secret};
 use std::path::PathBuf;
@@ -255,6 +258,12 @@ impl Common {
         );
         cc.retry_backoff = self.retry_policy();
         cc.metadata_max_age = self.metadata_max_age;
+        cc.rebootstrap = match self.metadata_recovery_strategy {
+            MetadataRecoveryStrategy::Rebootstrap => {
+                Some(self.metadata_recovery_rebootstrap_trigger)
+            }
+            MetadataRecoveryStrategy::None => None,
+        };
         cc.sasl = self.sasl_config();
         cc
     }

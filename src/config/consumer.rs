@@ -11,7 +11,8 @@ use super::common::{
     common_getters, common_setters, common_table, sort_properties, Common, CommonBuilder,
     ALLOW_AUTO_CREATE_TOPICS, BOOTSTRAP_SERVERS, CLIENT_DNS_LOOKUP, CLIENT_ID, CLIENT_RUNTIME,
     CONNECTIONS_MAX_IDLE_MS, ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT,
-    ENABLE_SSL_CERTIFICATE_VERIFICATION, METADATA_MAX_AGE_MS, RECONNECT_BACKOFF_MAX_MS,
+    ENABLE_SSL_CERTIFICATE_VERIFICATION, METADATA_MAX_AGE_MS,
+    METADATA_RECOVERY_REBOOTSTRAP_TRIGGER_MS, METADATA_RECOVERY_STRATEGY, RECONNECT_BACKOFF_MAX_MS,
     RECONNECT_BACKOFF_MS, REQUEST_TIMEOUT_MS, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS,
     SASL_MECHANISM, SASL_OAUTHBEARER_CONFIG, SASL_PASSWORD, SASL_USERNAME, SECURITY_PROTOCOL,
     SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS, SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
@@ -26,8 +27,8 @@ use super::values::{
 };
 use super::{
     librdkafka, serde_properties, unknown_property, AssignmentStrategy, BrokerAddress,
-    ClientRuntime, EndpointIdentification, GroupProtocol, IsolationLevel, OffsetReset,
-    RebalanceProtocol, RemoteAssignor, SecurityProtocol,
+    ClientRuntime, EndpointIdentification, GroupProtocol, IsolationLevel, MetadataRecoveryStrategy,
+    OffsetReset, RebalanceProtocol, RemoteAssignor, SecurityProtocol,
 };
 use crate::error::Error;
 use crate::sasl::Secret;
@@ -147,6 +148,8 @@ impl ConsumerConfig {
         REQUEST_TIMEOUT_MS,
         DEFAULT_API_TIMEOUT_MS,
         METADATA_MAX_AGE_MS,
+        METADATA_RECOVERY_STRATEGY,
+        METADATA_RECOVERY_REBOOTSTRAP_TRIGGER_MS,
         TOPIC_METADATA_PROPAGATION_MAX_MS,
         RECONNECT_BACKOFF_MS,
         RECONNECT_BACKOFF_MAX_MS,

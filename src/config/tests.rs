@@ -304,6 +304,28 @@ const CASES: &[Case] = &[
         invalid: &[("-1", "metadata.max.age.ms", &["\"-1\"", "negative"])],
     },
     Case {
+        property: "metadata.recovery.strategy",
+        default: Some("rebootstrap"),
+        valid: "NONE",
+        valid_rendered: "none",
+        invalid: &[(
+            "sometimes",
+            "metadata.recovery.strategy",
+            &["\"sometimes\"", "rebootstrap", "none"],
+        )],
+    },
+    Case {
+        property: "metadata.recovery.rebootstrap.trigger.ms",
+        default: Some("300000"),
+        valid: "60000",
+        valid_rendered: "60000",
+        invalid: &[(
+            "-1",
+            "metadata.recovery.rebootstrap.trigger.ms",
+            &["\"-1\"", "negative"],
+        )],
+    },
+    Case {
         property: "topic.metadata.propagation.max.ms",
         default: Some("1000"),
         valid: "30000",

@@ -1043,7 +1043,7 @@ fn a_kip_848_regex_member_names_a_topic_created_later_by_its_id() {
         .filter(|m| m.0 >= created && m.2.as_ref().is_some_and(|t| t.iter().any(|e| e.1 == id)))
         .collect();
     assert_eq!(by_id.len(), 1, "{:?}", pair.metadata_asked);
-    assert_eq!(by_id[0].1, 12);
+    assert_eq!(by_id[0].1, 13);
     assert_eq!(by_id[0].2, Some(vec![(None, id)]));
     // Leaders of it: a connection to broker 2 for its fetches.
     assert!(pair.connected_brokers().contains(&2));

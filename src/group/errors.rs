@@ -64,6 +64,8 @@ pub fn classify(code: ErrorCode) -> GroupErrorClass {
         ErrorCode::RebalanceInProgress
         | ErrorCode::IllegalGeneration
         | ErrorCode::UnknownMemberId
+        // A member's group the coordinator does not hold: join again.
+        | ErrorCode::GroupIdNotFound
         | ErrorCode::FencedMemberEpoch
         | ErrorCode::StaleMemberEpoch
         | ErrorCode::MemberIdRequired => GroupErrorClass::Rebalance,
@@ -85,6 +87,7 @@ mod tests {
             ErrorCode::RebalanceInProgress,
             ErrorCode::IllegalGeneration,
             ErrorCode::UnknownMemberId,
+            ErrorCode::GroupIdNotFound,
             ErrorCode::FencedMemberEpoch,
             ErrorCode::StaleMemberEpoch,
             ErrorCode::CoordinatorLoadInProgress,

@@ -788,8 +788,11 @@ impl Membership {
                 self.state = MemberState::Joining;
                 ResponseOutcome::default()
             }
-            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration => {
-                if code == ErrorCode::UnknownMemberId {
+            // GROUP_ID_NOT_FOUND: the coordinator holds no such group (a
+            // cluster other than the one joined is behind the addresses,
+            // or the group was deleted): nor this member, then.
+            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration | ErrorCode::GroupIdNotFound => {
+                if code != ErrorCode::IllegalGeneration {
                     self.member_id.clear();
                 }
                 self.lose_partitions();
@@ -836,8 +839,11 @@ impl Membership {
                 self.prepare_rejoin();
                 ResponseOutcome::default()
             }
-            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration => {
-                if code == ErrorCode::UnknownMemberId {
+            // GROUP_ID_NOT_FOUND: the coordinator holds no such group (a
+            // cluster other than the one joined is behind the addresses,
+            // or the group was deleted): nor this member, then.
+            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration | ErrorCode::GroupIdNotFound => {
+                if code != ErrorCode::IllegalGeneration {
                     self.member_id.clear();
                 }
                 self.lose_partitions();

@@ -108,7 +108,9 @@ impl State {
             .collect();
         State {
             started,
-            cluster_id: "lazykafka-mock".into(),
+            // Each cluster an id of its own, as Kafka's (a client told
+            // another cluster is behind its addresses sees it change).
+            cluster_id: format!("lazykafka-mock-{}", next_cluster_number()),
             brokers,
             topics: BTreeMap::new(),
             coordinators: HashMap::new(),
@@ -293,4 +295,11 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// A number no other mock cluster of this process has.
+fn next_cluster_number() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }

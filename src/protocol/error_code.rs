@@ -271,6 +271,8 @@ pub enum ErrorCode {
     VoterNotFound,
     /// `INVALID_REGULAR_EXPRESSION` (128).
     InvalidRegularExpression,
+    /// `REBOOTSTRAP_REQUIRED` (129).
+    RebootstrapRequired,
     /// A code missing from this client's table.
     Unknown(i16),
 }
@@ -408,6 +410,7 @@ impl ErrorCode {
             126 => ErrorCode::DuplicateVoter,
             127 => ErrorCode::VoterNotFound,
             128 => ErrorCode::InvalidRegularExpression,
+            129 => ErrorCode::RebootstrapRequired,
             other => ErrorCode::Unknown(other),
         }
     }
@@ -544,6 +547,7 @@ impl ErrorCode {
             ErrorCode::DuplicateVoter => 126,
             ErrorCode::VoterNotFound => 127,
             ErrorCode::InvalidRegularExpression => 128,
+            ErrorCode::RebootstrapRequired => 129,
             ErrorCode::Unknown(code) => code,
         }
     }
@@ -684,6 +688,7 @@ impl ErrorCode {
             ErrorCode::DuplicateVoter => "DUPLICATE_VOTER",
             ErrorCode::VoterNotFound => "VOTER_NOT_FOUND",
             ErrorCode::InvalidRegularExpression => "INVALID_REGULAR_EXPRESSION",
+            ErrorCode::RebootstrapRequired => "REBOOTSTRAP_REQUIRED",
             ErrorCode::Unknown(_) => "UNKNOWN",
         }
     }

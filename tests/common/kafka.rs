@@ -126,6 +126,38 @@ impl Kafka {
         })
     }
 
+    /// The other cluster of the test command (its main one, when this is
+    /// the cluster of the broker-stopping tests), from
+    /// `LAZYKAFKA_KAFKA_OTHER_BOOTSTRAP` and `LAZYKAFKA_KAFKA_OTHER_BROKERS`
+    /// (as `scripts/test.sh` exports them there): its PLAINTEXT listeners
+    /// only, and this cluster's tools and peers. Skipped or failed as
+    /// [`Kafka::get`].
+    pub fn other(&self, test: &str) -> Option<Kafka> {
+        let Some(bootstrap) = var("LAZYKAFKA_KAFKA_OTHER_BOOTSTRAP") else {
+            assert!(
+                var("LAZYKAFKA_REQUIRE_KAFKA").as_deref() != Some("1"),
+                "{test}: LAZYKAFKA_REQUIRE_KAFKA=1 but LAZYKAFKA_KAFKA_OTHER_BOOTSTRAP is not set"
+            );
+            eprintln!(
+                "{test}: skipped (no second cluster: set LAZYKAFKA_KAFKA_OTHER_BOOTSTRAP and LAZYKAFKA_KAFKA_OTHER_BROKERS to another cluster's)"
+            );
+            return None;
+        };
+        let brokers = var("LAZYKAFKA_KAFKA_OTHER_BROKERS")
+            .expect("LAZYKAFKA_KAFKA_OTHER_BROKERS is not set")
+            .split_whitespace()
+            .map(|entry| {
+                let (id, addr) = entry.split_once('=').expect("id=host:port");
+                (id.parse().expect("node id"), addr.to_owned())
+            })
+            .collect();
+        Some(Kafka {
+            bootstrap,
+            brokers,
+            ..self.clone()
+        })
+    }
+
     /// The PLAINTEXT ports, in node-id order.
     pub fn ports(&self) -> Vec<u16> {
         self.brokers.iter().map(|(_, a)| port_of(a)).collect()
@@ -378,6 +410,13 @@ impl Kafka {
     /// its leaders away first) and waits for it to exit.
     pub fn shutdown(&self, id: i32) {
         self.script(&["shutdown", &id.to_string()]);
+    }
+
+    /// Starts broker `id` again, without waiting for anything (with every
+    /// broker down, one alone has no quorum: start them all, then
+    /// [`Kafka::restart`] the last).
+    pub fn start(&self, id: i32) {
+        self.script(&["restart", &id.to_string()]);
     }
 
     /// Starts broker `id` again, waits until the cluster lists it and it

@@ -16,6 +16,7 @@
 pub mod clusters;
 pub mod cpu;
 pub mod examples;
+pub mod rebootstrap;
 #[macro_use]
 pub mod kafka;
 pub mod mock;

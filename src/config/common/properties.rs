@@ -185,6 +185,46 @@ macro_rules! common_table {
                         "0-86400000"
                     ];
                 }
+                METADATA_RECOVERY_STRATEGY = "metadata.recovery.strategy" {
+                    metadata_recovery_strategy: MetadataRecoveryStrategy =
+                        MetadataRecoveryStrategy::Rebootstrap;
+                    parse: parsed;
+                    render: shown;
+                    get
+                        /// `metadata.recovery.strategy` (KIP-899): whether the client goes
+                        /// back to the bootstrap addresses when the brokers it knows cannot
+                        /// give it metadata (default `rebootstrap`).
+                        -> MetadataRecoveryStrategy;
+                    set
+                        /// `metadata.recovery.strategy`.
+                        (strategy: MetadataRecoveryStrategy);
+                    docs [
+                        "`MetadataRecoveryStrategy`",
+                        "`rebootstrap`",
+                        "`rebootstrap`: back to the bootstrap addresses (resolved again) when no known broker can be reached, on REBOOTSTRAP_REQUIRED (KIP-1102), or after `metadata.recovery.rebootstrap.trigger.ms` without metadata; `none`: only the brokers of the last metadata",
+                        "`rebootstrap`, `none`"
+                    ];
+                }
+                METADATA_RECOVERY_REBOOTSTRAP_TRIGGER_MS = "metadata.recovery.rebootstrap.trigger.ms" {
+                    metadata_recovery_rebootstrap_trigger: Duration = Duration::from_millis(300_000);
+                    parse: parse_ms;
+                    check ms(0, LONG_MAX);
+                    render: ms;
+                    get
+                        /// `metadata.recovery.rebootstrap.trigger.ms` (KIP-1102): how long
+                        /// metadata may be wanted without an answer before the client goes
+                        /// back to the bootstrap addresses (default 5 min).
+                        -> Duration;
+                    set
+                        /// `metadata.recovery.rebootstrap.trigger.ms`.
+                        (trigger: Duration);
+                    docs [
+                        "`Duration`",
+                        "300000",
+                        "with `rebootstrap`: how long metadata may be wanted without an answer before the bootstrap addresses are asked again",
+                        "0 and up"
+                    ];
+                }
                 RECONNECT_BACKOFF_MS = "reconnect.backoff.ms" {
                     reconnect_backoff: Option<Duration> => Duration = None;
                     parse: optional(parse_ms);

@@ -148,7 +148,6 @@ const NAMED_BUT_NOT_READ: &[&str] = &[
     // librdkafka's and the Java client's, which no client here has.
     "batch.num.messages",
     "enable.sparse.connections",
-    "metadata.recovery.strategy",
     "partitioner.adaptive.partitioning.enable",
     "partitioner.availability.timeout.ms",
     "queue.buffering.max.messages",

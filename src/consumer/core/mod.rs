@@ -96,6 +96,8 @@ pub(crate) struct ConsumerCore {
     cluster: Cluster,
     membership: Option<GroupMembership>,
     fetcher: Fetcher,
+    /// The id of the cluster the positions belong to (from its metadata).
+    cluster_id: Option<String>,
     mode: Mode,
     group_id: Option<String>,
     join_timeout: Duration,
@@ -249,6 +251,7 @@ impl ConsumerCore {
             last_rebalance: None,
             exclude_internal_topics: true,
             matched_generation: None,
+            cluster_id: None,
             retry_policy: ExponentialBackoff {
                 base: Duration::from_millis(100),
                 max: Duration::from_millis(1000),
@@ -538,6 +541,7 @@ impl ConsumerCore {
         if self.closing {
             return;
         }
+        self.follow_cluster_replacement();
         // Fetch sessions end with their connection (KIP-227): a leader's,
         // or a read replica's (KIP-392).
         self.fetcher
@@ -553,6 +557,38 @@ impl ConsumerCore {
         for (target, body, token) in requests {
             let id = self.cluster.request(now, target, body);
             self.in_flight.insert(id, Pending::Fetch(token));
+        }
+    }
+}
+
+impl ConsumerCore {
+    /// The bootstrap addresses now reach another cluster (its id changed:
+    /// docs/connections.md, "Rebootstrap"): positions and records fetched
+    /// from the old one mean nothing there. Every assigned partition starts
+    /// again from its committed offset on the new cluster (else
+    /// `auto.offset.reset`), and a group member joins the new cluster's
+    /// group.
+    fn follow_cluster_replacement(&mut self) {
+        let current = self.cluster.metadata().cluster_id.as_deref();
+        if current.is_none() || current == self.cluster_id.as_deref() {
+            return;
+        }
+        let replaced = self.cluster_id.is_some();
+        let old = std::mem::replace(&mut self.cluster_id, current.map(str::to_owned));
+        if !replaced {
+            return;
+        }
+        log::warn!(
+            "the consumer's cluster changed from {} to {}: every assigned partition starts again from its committed offset there (else auto.offset.reset){}",
+            old.unwrap_or_default(),
+            self.cluster_id.as_deref().unwrap_or_default(),
+            if self.membership.is_some() { ", and the member joins the group there" } else { "" }
+        );
+        let assigned = self.fetcher.assignment();
+        self.fetcher.assign(std::iter::empty());
+        self.fetcher.assign(assigned);
+        if let Some(m) = self.membership.as_mut() {
+            m.request_rejoin();
         }
     }
 }

@@ -18,7 +18,7 @@ impl ApiKey {
             ApiKey::Produce => VersionRange::new(3, 11),
             ApiKey::Fetch => VersionRange::new(4, 17),
             ApiKey::ListOffsets => VersionRange::new(1, 10),
-            ApiKey::Metadata => VersionRange::new(1, 12),
+            ApiKey::Metadata => VersionRange::new(1, 13),
             ApiKey::OffsetCommit => VersionRange::new(2, 9),
             ApiKey::OffsetFetch => VersionRange::new(1, 9),
             ApiKey::FindCoordinator => VersionRange::new(0, 6),

@@ -5,13 +5,14 @@
 //! Metadata (key 3): the brokers of the cluster, and for each topic its
 //! partitions, their leaders and replicas.
 //!
-//! Schemas: `MetadataRequest.json`, `MetadataResponse.json`. Versions 1-12
-//! are implemented (the schemas define 0-12); flexible from version 9.
+//! Schemas: `MetadataRequest.json`, `MetadataResponse.json`. Versions 1-13
+//! are implemented (the schemas define 0-13); flexible from version 9.
 //!
 //! References: KIP-4 (controller id, racks, internal topics, null for all
 //! topics), KIP-78 (cluster id), KIP-320 (leader epochs), KIP-430 (authorized
 //! operations), KIP-482 (flexible versions), KIP-516 (topic ids), KIP-700
-//! (cluster authorized operations moved to DescribeCluster).
+//! (cluster authorized operations moved to DescribeCluster), KIP-1102 (the
+//! top-level error code: REBOOTSTRAP_REQUIRED).
 //!
 //! Version history, from the comments of `MetadataRequest.json`:
 //!
@@ -29,7 +30,7 @@
 //!   should not use the topicId field or set topic name to null.
 //! - Version 11 deprecates IncludeClusterAuthorizedOperations field. This is
 //!   now exposed by the DescribeCluster API (KIP-700). Version 12 supports
-//!   topic Id.
+//!   topic Id. Version 13 supports top-level error code in the response.
 //!
 //! Version history, from the comments of `MetadataResponse.json`:
 //!
@@ -49,6 +50,7 @@
 //! - Version 10 adds topicId.
 //! - Version 11 deprecates ClusterAuthorizedOperations. This is now exposed
 //!   by the DescribeCluster API (KIP-700). Version 12 supports topicId.
+//!   Version 13 supports top-level error code in the response.
 
 use super::{
     check_decode_version, check_encode_version, not_in_version, refuse_null, Message, Request,
@@ -94,7 +96,7 @@ impl Default for MetadataRequest {
 
 impl Message for MetadataRequest {
     const API_KEY: ApiKey = ApiKey::Metadata;
-    const VERSIONS: VersionRange = VersionRange::new(1, 12);
+    const VERSIONS: VersionRange = VersionRange::new(1, 13);
 
     fn encode(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
         check_encode_version::<Self>(version)?;
@@ -259,6 +261,9 @@ pub struct MetadataResponse {
     /// Versions 8-10. Default `i32::MIN`. Encoding at other versions fails
     /// unless it holds its default.
     pub cluster_authorized_operations: i32,
+    /// The top-level error code, or 0 if there was no error. Added in version
+    /// 13. Ignorable: dropped at other versions.
+    pub error_code: i16,
     /// Tagged fields this client does not know, kept to be written back.
     pub unknown_tagged_fields: Vec<RawTaggedField>,
 }
@@ -272,6 +277,7 @@ impl Default for MetadataResponse {
             controller_id: -1,
             topics: Vec::new(),
             cluster_authorized_operations: i32::MIN,
+            error_code: 0,
             unknown_tagged_fields: Vec::new(),
         }
     }
@@ -279,7 +285,7 @@ impl Default for MetadataResponse {
 
 impl Message for MetadataResponse {
     const API_KEY: ApiKey = ApiKey::Metadata;
-    const VERSIONS: VersionRange = VersionRange::new(1, 12);
+    const VERSIONS: VersionRange = VersionRange::new(1, 13);
 
     fn encode(&self, w: &mut Writer, version: i16) -> Result<(), EncodeError> {
         check_encode_version::<Self>(version)?;
@@ -314,6 +320,9 @@ impl Message for MetadataResponse {
                 "MetadataResponse.cluster_authorized_operations",
                 version,
             ));
+        }
+        if version >= 13 {
+            w.i16(self.error_code);
         }
         if flexible {
             w.tagged_fields(&[], &self.unknown_tagged_fields);
@@ -352,6 +361,11 @@ impl Message for MetadataResponse {
         } else {
             i32::MIN
         };
+        let error_code = if version >= 13 {
+            r.i16("MetadataResponse.error_code")?
+        } else {
+            0
+        };
         let unknown_tagged_fields = if flexible {
             r.unknown_tagged_fields()?
         } else {
@@ -364,6 +378,7 @@ impl Message for MetadataResponse {
             controller_id,
             topics,
             cluster_authorized_operations,
+            error_code,
             unknown_tagged_fields,
         })
     }
@@ -771,6 +786,11 @@ impl MetadataResponse {
         } else {
             Just(i32::MIN).boxed()
         };
+        let error_code = if version >= 13 {
+            any::<i16>().boxed()
+        } else {
+            Just(0).boxed()
+        };
         let unknown_tagged_fields = if version >= 9 {
             testing::unknown_tagged_fields()
         } else {
@@ -785,7 +805,7 @@ impl MetadataResponse {
                 topics,
                 cluster_authorized_operations,
             ),
-            (unknown_tagged_fields,),
+            (error_code, unknown_tagged_fields),
         )
             .prop_map(
                 |(
@@ -797,7 +817,7 @@ impl MetadataResponse {
                         topics,
                         cluster_authorized_operations,
                     ),
-                    (unknown_tagged_fields,),
+                    (error_code, unknown_tagged_fields),
                 )| MetadataResponse {
                     throttle_time_ms,
                     brokers,
@@ -805,6 +825,7 @@ impl MetadataResponse {
                     controller_id,
                     topics,
                     cluster_authorized_operations,
+                    error_code,
                     unknown_tagged_fields,
                 },
             )
