@@ -307,18 +307,25 @@ fn a_session_without_successful_heartbeats_loses_the_partitions() {
 
 #[test]
 fn unknown_member_id_resets_the_member_and_loses_partitions() {
-    let t0 = Instant::now();
-    let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
-    events(&mut m);
-    let t1 = t0 + Duration::from_secs(3);
-    let (kind, _) = m.poll_request(t1, &counts()).unwrap();
-    let fenced = HeartbeatResponse {
-        error_code: ErrorCode::UnknownMemberId.code(),
-        ..HeartbeatResponse::default()
-    };
-    m.handle_response(t1, kind, response(&fenced, 4));
-    assert_eq!(m.member_id(), "");
-    assert!(matches!(events(&mut m)[..], [GroupEvent::Lost(_)]));
+    // GROUP_ID_NOT_FOUND: the coordinator (another cluster's, after a
+    // rebootstrap) holds no such group, nor this member.
+    for code in [ErrorCode::UnknownMemberId, ErrorCode::GroupIdNotFound] {
+        let t0 = Instant::now();
+        let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+        events(&mut m);
+        let t1 = t0 + Duration::from_secs(3);
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        let fenced = HeartbeatResponse {
+            error_code: code.code(),
+            ..HeartbeatResponse::default()
+        };
+        m.handle_response(t1, kind, response(&fenced, 4));
+        assert_eq!(m.member_id(), "", "{code}");
+        assert!(matches!(events(&mut m)[..], [GroupEvent::Lost(_)]), "{code}");
+        assert!(m.take_failure().is_none(), "{code}: the member goes on");
+        let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+        assert_eq!(kind, GroupRequestKind::Join, "{code}: joins again");
+    }
 }
 
 #[test]
