@@ -169,6 +169,13 @@ pub struct GroupMetrics {
     /// Rebalances completed (assignments received) since the consumer
     /// started.
     pub rebalances: u64,
+    /// JoinGroup requests sent since the consumer started, by reason
+    /// (`first join`, `a heartbeat answered REBALANCE_IN_PROGRESS`,
+    /// `MEMBER_ID_REQUIRED: ...`, `the subscription changed`, ...; the
+    /// same reason goes in the request, KIP-800, and in a debug line).
+    /// Empty under the `consumer` protocol, whose member joins by
+    /// heartbeat.
+    pub joins: BTreeMap<String, u64>,
     /// When the last one completed, in milliseconds since the Unix epoch.
     pub last_rebalance_ms: Option<u64>,
     /// How long ago it completed, in milliseconds.

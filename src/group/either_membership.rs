@@ -140,10 +140,23 @@ impl GroupMembership {
     /// generation or epoch): the classic member joins again; the consumer
     /// member heartbeats at once, and the answer brings the current epoch
     /// (KIP-848: the coordinator, not the member, starts rebalances).
-    pub fn request_rejoin(&mut self) {
+    pub fn request_rejoin(&mut self, reason: &'static str) {
         match self {
-            GroupMembership::Classic(m) => m.request_rejoin(),
+            GroupMembership::Classic(m) => m.request_rejoin(reason),
             GroupMembership::Consumer(m) => m.heartbeat_now(),
+        }
+    }
+
+    /// JoinGroup requests sent, by reason (the classic protocol; none under
+    /// KIP-848, whose member joins by heartbeat).
+    pub fn joins(&self) -> BTreeMap<String, u64> {
+        match self {
+            GroupMembership::Classic(m) => m
+                .joins()
+                .iter()
+                .map(|(reason, n)| ((*reason).to_owned(), *n))
+                .collect(),
+            GroupMembership::Consumer(_) => BTreeMap::new(),
         }
     }
 

@@ -177,7 +177,13 @@ pub struct Membership {
     failure: Option<GroupFailure>,
     next_heartbeat: Option<Instant>,
     last_heartbeat_ok: Option<Instant>,
-    rejoin_requested: bool,
+    /// A rejoin asked for while stable, with why.
+    rejoin_requested: Option<&'static str>,
+    /// Why the next JoinGroup goes out (in a debug line, in its `reason`
+    /// field from v8 on, KIP-800, and counted in [`Membership::joins`]).
+    join_reason: &'static str,
+    /// JoinGroup requests sent, by reason.
+    joins: BTreeMap<&'static str, u64>,
     events: VecDeque<GroupEvent>,
     /// The generation and member id given up by [`Membership::leave`].
     left_generation: Option<(i32, String)>,
@@ -203,7 +209,9 @@ impl Membership {
             failure: None,
             next_heartbeat: None,
             last_heartbeat_ok: None,
-            rejoin_requested: false,
+            rejoin_requested: None,
+            join_reason: "first join",
+            joins: BTreeMap::new(),
             events: VecDeque::new(),
             left_generation: None,
         }
@@ -297,7 +305,7 @@ impl Membership {
         if topics != self.topics {
             self.topics = topics;
             if self.state != MemberState::Unjoined {
-                self.rejoin_requested = true;
+                self.rejoin_requested = Some("the subscription changed");
             }
         }
     }
@@ -307,12 +315,17 @@ impl Membership {
         &self.topics
     }
 
-    /// Asks for a rejoin (for instance after the partition count of a
-    /// subscribed topic changed, which the leader must notice).
-    pub fn request_rejoin(&mut self) {
+    /// Asks for a rejoin, for `reason` (for instance after the partition
+    /// count of a subscribed topic changed, which the leader must notice).
+    pub fn request_rejoin(&mut self, reason: &'static str) {
         if self.state != MemberState::Unjoined {
-            self.rejoin_requested = true;
+            self.rejoin_requested = Some(reason);
         }
+    }
+
+    /// JoinGroup requests sent since the member was made, by reason.
+    pub fn joins(&self) -> &BTreeMap<&'static str, u64> {
+        &self.joins
     }
 
     /// The next group request to send to the coordinator, if any.
@@ -334,9 +347,12 @@ impl Membership {
         if self.topics.is_empty() {
             return None;
         }
-        if self.rejoin_requested && matches!(self.state, MemberState::Stable) {
-            self.rejoin_requested = false;
-            self.prepare_rejoin();
+        if let Some(reason) = self
+            .rejoin_requested
+            .filter(|_| matches!(self.state, MemberState::Stable))
+        {
+            self.rejoin_requested = None;
+            self.prepare_rejoin(reason);
             if !self.events.is_empty() {
                 // Let the caller act on the revocation (commit, listener)
                 // before JoinGroup goes out.
@@ -348,6 +364,13 @@ impl Membership {
             MemberState::Unjoined | MemberState::Joining => {
                 self.left_generation = None;
                 self.state = MemberState::Joining;
+                *self.joins.entry(self.join_reason).or_default() += 1;
+                log::debug!(
+                    "group {}: JoinGroup ({}; member id {:?})",
+                    self.config.group_id,
+                    self.join_reason,
+                    self.member_id
+                );
                 (GroupRequestKind::Join, Box::new(self.join_request()))
             }
             MemberState::AwaitingMetadata(_) | MemberState::Syncing => {
@@ -503,7 +526,7 @@ impl Membership {
                     self.config.group_id
                 );
                 self.lose_partitions();
-                self.state = MemberState::Joining;
+                self.rejoin("no successful heartbeat for the session timeout");
             }
         }
     }
@@ -512,14 +535,20 @@ impl Membership {
         RebalanceProtocol::for_strategies(&self.config.strategies)
     }
 
-    /// Before joining again from a stable group: the eager protocol gives
-    /// up everything first.
-    fn prepare_rejoin(&mut self) {
+    /// Before joining again from a stable group, for `reason`: the eager
+    /// protocol gives up everything first.
+    fn prepare_rejoin(&mut self, reason: &'static str) {
         if self.protocol_kind() == RebalanceProtocol::Eager && !self.owned.is_empty() {
             let owned = std::mem::take(&mut self.owned);
             self.events.push_back(GroupEvent::Revoked(owned));
         }
+        self.rejoin(reason);
+    }
+
+    /// The next request is a JoinGroup, for `reason`.
+    fn rejoin(&mut self, reason: &'static str) {
         self.state = MemberState::Joining;
+        self.join_reason = reason;
     }
 
     fn lose_partitions(&mut self) {
@@ -540,7 +569,8 @@ impl Membership {
         self.pending_assignment = None;
         self.next_heartbeat = None;
         self.last_heartbeat_ok = None;
-        self.rejoin_requested = false;
+        self.rejoin_requested = None;
+        self.join_reason = "joining after leaving the group";
     }
 
     fn coordinator_trouble(&mut self, now: Instant, kind: GroupRequestKind) -> ResponseOutcome {
@@ -603,7 +633,8 @@ impl Membership {
                         })
                 })
                 .collect(),
-            reason: None,
+            // KIP-800 (v8+): the broker logs it.
+            reason: Some(self.join_reason.to_owned()),
             ..JoinGroupRequest::default()
         }
     }
@@ -640,16 +671,16 @@ impl Membership {
             ErrorCode::MemberIdRequired => {
                 // KIP-394: join again at once with the id just given.
                 self.member_id = r.member_id;
-                self.state = MemberState::Joining;
+                self.rejoin("MEMBER_ID_REQUIRED: again with the member id given (KIP-394)");
                 ResponseOutcome::default()
             }
             ErrorCode::UnknownMemberId => {
                 self.member_id.clear();
-                self.state = MemberState::Joining;
+                self.rejoin("JoinGroup answered UNKNOWN_MEMBER_ID");
                 ResponseOutcome::default()
             }
             ErrorCode::RebalanceInProgress | ErrorCode::IllegalGeneration => {
-                self.state = MemberState::Joining;
+                self.rejoin("JoinGroup answered REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION");
                 ResponseOutcome::default()
             }
             _ => self.handle_common_error(now, code, GroupRequestKind::Join),
@@ -780,12 +811,13 @@ impl Membership {
                 // KIP-429: partitions given up must reach their new owner in
                 // a follow-up rebalance.
                 if self.protocol_kind() == RebalanceProtocol::Cooperative && !revoked.is_empty() {
-                    self.rejoin_requested = true;
+                    self.rejoin_requested =
+                        Some("partitions given up: the follow-up rebalance (KIP-429)");
                 }
                 ResponseOutcome::default()
             }
             ErrorCode::RebalanceInProgress => {
-                self.state = MemberState::Joining;
+                self.rejoin("SyncGroup answered REBALANCE_IN_PROGRESS");
                 ResponseOutcome::default()
             }
             // GROUP_ID_NOT_FOUND: the coordinator holds no such group (a
@@ -796,7 +828,7 @@ impl Membership {
                     self.member_id.clear();
                 }
                 self.lose_partitions();
-                self.state = MemberState::Joining;
+                self.rejoin("SyncGroup: the member or its generation is unknown");
                 ResponseOutcome::default()
             }
             // An answer this member cannot act on (INVALID_REQUEST,
@@ -816,7 +848,7 @@ impl Membership {
                     self.config.group_id
                 );
                 self.retry_later(now);
-                self.state = MemberState::Joining;
+                self.rejoin("SyncGroup refused");
                 ResponseOutcome::default()
             }
             _ => self.handle_common_error(now, code, GroupRequestKind::Sync),
@@ -836,7 +868,7 @@ impl Membership {
             }
             ErrorCode::RebalanceInProgress => {
                 self.last_heartbeat_ok = Some(now);
-                self.prepare_rejoin();
+                self.prepare_rejoin("a heartbeat answered REBALANCE_IN_PROGRESS");
                 ResponseOutcome::default()
             }
             // GROUP_ID_NOT_FOUND: the coordinator holds no such group (a
@@ -847,7 +879,7 @@ impl Membership {
                     self.member_id.clear();
                 }
                 self.lose_partitions();
-                self.state = MemberState::Joining;
+                self.rejoin("a heartbeat: the member or its generation is unknown");
                 ResponseOutcome::default()
             }
             _ => self.handle_common_error(now, code, GroupRequestKind::Heartbeat),
@@ -880,7 +912,7 @@ impl Membership {
                 if kind == GroupRequestKind::Heartbeat {
                     self.next_heartbeat = Some(now + delay);
                 } else {
-                    self.state = MemberState::Joining;
+                    self.rejoin("a retriable error");
                 }
                 ResponseOutcome::default()
             }

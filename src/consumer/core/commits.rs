@@ -396,7 +396,7 @@ impl ConsumerCore {
                 // rejoining (a commit of revoked partitions) would otherwise
                 // rejoin once more after this round, and again, forever.
                 if let Some(m) = self.membership.as_mut().filter(|m| m.is_stable()) {
-                    m.request_rejoin();
+                    m.request_rejoin("a commit was refused for a rebalance");
                 }
             }
             GroupErrorClass::Transient | GroupErrorClass::Refused => {}

@@ -588,7 +588,7 @@ impl ConsumerCore {
         self.fetcher.assign(std::iter::empty());
         self.fetcher.assign(assigned);
         if let Some(m) = self.membership.as_mut() {
-            m.request_rejoin();
+            m.request_rejoin("the cluster changed");
         }
     }
 }

@@ -84,6 +84,7 @@ impl ConsumerCore {
                 member_id: m.member_id().to_owned(),
                 generation: m.generation_or_epoch(),
                 rebalances,
+                joins: m.joins(),
                 last_rebalance_ms: last.map(|at| {
                     let ago = now.saturating_duration_since(at);
                     metrics::unix_ms(wall_now.checked_sub(ago).unwrap_or(UNIX_EPOCH))

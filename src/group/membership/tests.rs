@@ -463,3 +463,37 @@ fn leave_group_encodes_at_every_version() {
         assert_eq!(member, "m1", "v{version}");
     }
 }
+
+/// Each JoinGroup is counted under why it went out, and carries that
+/// reason (JoinGroup v8+, KIP-800): the first join, the KIP-394 round, and
+/// a heartbeat that answered REBALANCE_IN_PROGRESS.
+#[test]
+fn each_join_is_counted_and_sent_with_its_reason() {
+    use crate::protocol::messages::join_group::JoinGroupRequest;
+    let t0 = Instant::now();
+    let mut m = stable_leader(vec![AssignmentStrategy::Range], t0);
+    assert_eq!(
+        m.joins().iter().map(|(r, n)| (*r, *n)).collect::<Vec<_>>(),
+        [
+            ("MEMBER_ID_REQUIRED: again with the member id given (KIP-394)", 1),
+            ("first join", 1)
+        ]
+    );
+    let t1 = t0 + Duration::from_secs(3);
+    let (kind, _) = m.poll_request(t1, &counts()).unwrap();
+    let rebalance = HeartbeatResponse {
+        error_code: ErrorCode::RebalanceInProgress.code(),
+        ..HeartbeatResponse::default()
+    };
+    m.handle_response(t1, kind, response(&rebalance, 4));
+    events(&mut m);
+    let (kind, body) = m.poll_request(t1, &counts()).unwrap();
+    assert_eq!(kind, GroupRequestKind::Join);
+    let reason = "a heartbeat answered REBALANCE_IN_PROGRESS";
+    assert_eq!(m.joins().get(reason), Some(&1));
+    let mut w = crate::protocol::Writer::new();
+    body.encode_body(&mut w, 9).unwrap();
+    let mut r = crate::protocol::Reader::new(w.into_inner().freeze());
+    let sent = <JoinGroupRequest as crate::protocol::Message>::decode(&mut r, 9).unwrap();
+    assert_eq!(sent.reason.as_deref(), Some(reason));
+}
