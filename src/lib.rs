@@ -162,8 +162,8 @@ mod statistics;
 mod streak;
 
 pub use config::{
-    Acks, ConsumerConfig, IsolationLevel, OffsetReset, ProducerConfig, ProducerConfigBuilder,
-    SecurityProtocol,
+    Acks, ConsumerConfig, ConsumerConfigBuilder, IsolationLevel, OffsetReset, ProducerConfig,
+    ProducerConfigBuilder, SecurityProtocol,
 };
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use consumer::{Consumer, ConsumerMetrics, RebalanceListener, RecordStream, Revocation};

@@ -670,15 +670,6 @@ impl Cluster {
         id
     }
 
-    /// The versions negotiated with broker `broker` on its leader connection,
-    /// if that connection is ready.
-    pub fn leader_versions(&self, broker: i32) -> Option<&crate::protocol::ApiVersionTable> {
-        self.conns
-            .values()
-            .find(|c| c.purpose == Purpose::Leader && c.broker == Some(broker))
-            .and_then(|c| c.versions())
-    }
-
     /// When no connection is ready and every bootstrap address failed
     /// since one last answered, each with a cause waiting does not cure
     /// soon (refused, a name that does not resolve, authentication, TLS,

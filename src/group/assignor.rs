@@ -225,11 +225,6 @@ impl GroupMember {
         self
     }
 
-    /// Sets `client.rack`.
-    pub fn with_rack(mut self, rack: impl Into<String>) -> Self {
-        self.rack = Some(rack.into());
-        self
-    }
 }
 
 /// The result of an assignment: for every member id, its partitions, sorted.

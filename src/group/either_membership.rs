@@ -5,7 +5,7 @@
 //! adapts their inputs (the classic leader needs partition counts, the
 //! consumer member topic ids).
 
-use super::consumer_membership::{ConsumerMemberState, ConsumerMembership, HeartbeatBody};
+use super::consumer_membership::{ConsumerMembership, HeartbeatBody};
 use super::membership::{
     GroupEvent, GroupFailure, GroupRequestKind, MemberState, Membership, ResponseOutcome,
 };
@@ -203,14 +203,6 @@ impl GroupMembership {
         match self {
             GroupMembership::Classic(_) => BTreeSet::new(),
             GroupMembership::Consumer(m) => m.unresolved_topic_ids().clone(),
-        }
-    }
-
-    /// Whether the member stopped for good.
-    pub fn is_failed(&self) -> bool {
-        match self {
-            GroupMembership::Classic(m) => matches!(m.state(), MemberState::Failed(_)),
-            GroupMembership::Consumer(m) => matches!(m.state(), ConsumerMemberState::Failed(_)),
         }
     }
 
