@@ -20,7 +20,7 @@
 #    `cargo clippy --lib` for each runtime alone (without it, as an
 #    application builds the crate), `cargo doc --all-features` and `cargo
 #    doc` as an application builds it, the whole suite (under
-#    cargo-nextest, eight tests at once, then the doc-tests;
+#    cargo-nextest, twelve tests at once, then the doc-tests;
 #    tests/public_api.rs checks the public API against
 #    docs/public-api.txt) with every feature, where the tests run their
 #    clients on async-std (a client made outside a tokio runtime runs
@@ -39,10 +39,8 @@
 #    (tests/kafka_faults.rs and tests/kafka_truncation.rs, marked
 #    `#[ignore]` so that the main runs leave them out) run one at a time
 #    on a second cluster of their own (.kafka/run-faults), beside the rest
-#    of the command: on async-std as soon as its tests are built, then on
-#    tokio; the tests for tokio alone and for no runtime are built in the
-#    background (a target directory of their own, the lowest CPU
-#    priority) while the first suite runs;
+#    of the command: on async-std as soon as its tests are built (beside
+#    the first suite), then on tokio;
 # 4. stops tansu by its PID and the Kafka cluster, whether the tests passed
 #    or not.
 #
@@ -52,7 +50,7 @@
 # Cargo's target directory defaults to ~/.cache/lazykafka/target (outside
 # the checkout, so repeated runs from fresh clones reuse the build); set
 # CARGO_TARGET_DIR to override. Each clone's path makes builds of its own
-# there, so when the disk holding the default one has less than 20 GiB
+# there, so when the disk holding the default one has less than 15 GiB
 # free it is emptied first. Debug builds keep line tables only (file and
 # line in backtraces, no variables): linking the ~60 test binaries of each
 # feature set is most of the build time.
@@ -65,8 +63,8 @@ if [ -z "${CARGO_TARGET_DIR:-}" ]; then
     export CARGO_TARGET_DIR=$HOME/.cache/lazykafka/target
     mkdir -p "$CARGO_TARGET_DIR"
     free_kib=$(df -Pk "$CARGO_TARGET_DIR" | awk 'NR == 2 { print $4 }')
-    if [ "${free_kib:-0}" -lt $((20 * 1024 * 1024)) ]; then
-        echo "test.sh: less than 20 GiB free; emptying $CARGO_TARGET_DIR" >&2
+    if [ "${free_kib:-0}" -lt $((15 * 1024 * 1024)) ]; then
+        echo "test.sh: less than 15 GiB free; emptying $CARGO_TARGET_DIR" >&2
         rm -rf "${CARGO_TARGET_DIR:?}"/*
     fi
 fi
@@ -148,7 +146,6 @@ faults_dir="$root/.kafka/run-faults"
 LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" start >"$run_dir/kafka-faults.log" 2>&1 &
 faults_start_pid=$!
 faults_pid=
-build_other_pid=
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr="127.0.0.1:$port"
@@ -164,7 +161,7 @@ tansu_pid=$!
 echo "$tansu_pid" >"$run_dir/tansu.pid"
 
 stop_peers() {
-    for pid in "$kafka_start_pid" "$faults_start_pid" $faults_pid $build_other_pid; do
+    for pid in "$kafka_start_pid" "$faults_start_pid" $faults_pid; do
         if kill -0 "$pid" 2>/dev/null; then
             kill "$pid" 2>/dev/null || true
             wait "$pid" 2>/dev/null || true
@@ -248,7 +245,7 @@ step "cargo doc --no-deps --features runtime-tokio,mock (without unstable-intern
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features runtime-tokio,mock
 
 # The suites run under cargo-nextest when it is installed (it is on this
-# kind of machine): each test in a process of its own, eight at once
+# kind of machine): each test in a process of its own, twelve at once
 # (.config/nextest.toml), the longest scenarios first; the doc-tests,
 # which nextest does not run, with `cargo test --doc`. Without it, `cargo
 # test` runs the same tests, one binary at a time.
@@ -332,35 +329,21 @@ tokio_targets=(--lib
     --test cancel_safety --test metrics --test offset_store --test retry_policy --test user_path
     --test shared_consumer --test runtime_choice --test producer --test partition_eof
     --test kafka_connections --test kafka_interop --test kafka_security --test kafka_groups --test rebootstrap)
-fault_targets=(--test kafka_faults --test kafka_truncation)
 no_runtime_features=(--no-default-features --features mock,gzip,snappy,lz4,zstd)
-# The builds for tokio alone and for no runtime go to a target directory of
-# their own, made in the background (at the lowest CPU priority) while the
-# first suite runs: cargo holds a target directory's lock for a whole
-# build, so a build in the shared one would hold up the suites' own
-# (no-op) builds.
-other_target="$CARGO_TARGET_DIR/tokio-alone"
 
 step "building the tests ${all_features[*]}"
 cargo test --no-run "${all_features[@]}"
 
 # The broker-stopping tests on the second cluster, beside the rest of the
-# command: with every feature (built above), then on tokio alone (waiting
-# for the background build below).
+# command: with every feature (built above), then on tokio alone (built by
+# the foreground after the first suite: cargo's lock makes either wait for
+# the other).
 step "tests that stop brokers, ${all_features[*]}, then ${tokio_features[*]}: in the background (logs: .test-run/faults-async-std.log, .test-run/faults-tokio.log)"
 (
     faults "${all_features[@]}" >"$run_dir/faults-async-std.log" 2>&1 || exit 1
-    CARGO_TARGET_DIR="$other_target" faults "${tokio_features[@]}" >"$run_dir/faults-tokio.log" 2>&1 || exit 2
+    faults "${tokio_features[@]}" >"$run_dir/faults-tokio.log" 2>&1 || exit 2
 ) &
 faults_pid=$!
-step "building the tests ${tokio_features[*]} and ${no_runtime_features[*]} in the background (log: .test-run/build-other.log)"
-(
-    export CARGO_TARGET_DIR="$other_target"
-    nice -n 19 cargo test --no-run "${tokio_features[@]}" "${tokio_targets[@]}" "${fault_targets[@]}" &&
-        nice -n 19 cargo clippy "${no_runtime_features[@]}" --lib --tests -- -D warnings &&
-        nice -n 19 cargo test --no-run "${no_runtime_features[@]}" --lib
-) >"$run_dir/build-other.log" 2>&1 &
-build_other_pid=$!
 
 # Both runtimes built; the tests' clients (and the doc-tests') run on
 # async-std, but for the tests of the runtime choice, which run clients on
@@ -381,15 +364,6 @@ step "tests ${async_std_features[*]} (async-std alone; lifecycle and faults with
 ASYNC_STD_THREAD_COUNT=1 suite "${async_std_features[@]}" \
     --test cluster_lifecycle --test faults --test runtime_choice
 
-step "waiting for the background build (.test-run/build-other.log)"
-build_status=0
-wait "$build_other_pid" || build_status=$?
-build_other_pid=
-if [ "$build_status" -ne 0 ]; then
-    cat "$run_dir/build-other.log" >&2
-    exit 1
-fi
-export CARGO_TARGET_DIR="$other_target"
 step "tests ${tokio_features[*]} (tokio alone)"
 if ! suite "${tokio_features[@]}" "${tokio_targets[@]}"; then
     show_tansu_log
@@ -398,9 +372,10 @@ fi
 step "doc-tests ${tokio_features[*]} (tokio alone)"
 cargo test "${tokio_features[@]}" --doc
 # Without a runtime feature (the codecs on, as the tests expect every
-# codec): the sans-IO layers and the clients' cores build alone (clippy
-# ran on them in the background build), and the in-memory tests run.
-step "lib tests with no runtime feature (clippy: in the background build)"
+# codec): the sans-IO layers and the clients' cores build alone, and the
+# in-memory tests run.
+step "cargo clippy and lib tests with no runtime feature"
+cargo clippy "${no_runtime_features[@]}" --lib --tests -- -D warnings
 suite "${no_runtime_features[@]}" --lib
 # The broker-stopping tests, both runtimes, from the background run.
 step "tests that stop brokers, ${all_features[*]} then ${tokio_features[*]} (waiting for the background run)"
