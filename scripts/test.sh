@@ -20,7 +20,7 @@
 #    `cargo clippy --lib` for each runtime alone (without it, as an
 #    application builds the crate), `cargo doc --all-features` and `cargo
 #    doc` as an application builds it, the whole suite (under
-#    cargo-nextest, twelve tests at once, then the doc-tests;
+#    cargo-nextest, eight tests at once, then the doc-tests;
 #    tests/public_api.rs checks the public API against
 #    docs/public-api.txt) with every feature, where the tests run their
 #    clients on async-std (a client made outside a tokio runtime runs
@@ -245,7 +245,7 @@ step "cargo doc --no-deps --features runtime-tokio,mock (without unstable-intern
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features runtime-tokio,mock
 
 # The suites run under cargo-nextest when it is installed (it is on this
-# kind of machine): each test in a process of its own, twelve at once
+# kind of machine): each test in a process of its own, eight at once
 # (.config/nextest.toml), the longest scenarios first; the doc-tests,
 # which nextest does not run, with `cargo test --doc`. Without it, `cargo
 # test` runs the same tests, one binary at a time.

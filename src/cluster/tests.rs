@@ -2808,6 +2808,22 @@ fn connects_to(sim: &Sim, addr: &str) -> usize {
         .count()
 }
 
+/// A client bootstrapped from `boot:9092` (with
+/// `metadata.recovery.strategy=rebootstrap`, or `none`) that ends with a
+/// leader connection to broker 1 alone, the bootstrap one retired.
+fn leader_1_through_boot(rebootstrap: bool) -> Sim {
+    let mut cfg = config(&["boot:9092"], None);
+    if !rebootstrap {
+        cfg.rebootstrap = None;
+    }
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.request(Target::Broker(1));
+    assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+    sim
+}
+
 /// KIP-1102: an answer whose top-level error is REBOOTSTRAP_REQUIRED is
 /// not taken, and the next regular request goes, after the retry backoff,
 /// to a bootstrap address although a leader connection is ready; that
@@ -2816,15 +2832,7 @@ fn connects_to(sim: &Sim, addr: &str) -> usize {
 #[test]
 fn rebootstrap_required_sends_the_next_metadata_to_a_bootstrap_address() {
     for rebootstrap in [true, false] {
-        let mut cfg = config(&["boot:9092"], None);
-        if !rebootstrap {
-            cfg.rebootstrap = None;
-        }
-        let mut sim = Sim::new(cfg);
-        sim.c.set_topics(["t".to_owned()]);
-        sim.c.handle_timeout(sim.now);
-        sim.request(Target::Broker(1));
-        assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+        let mut sim = leader_1_through_boot(rebootstrap);
 
         sim.metadata_error = ErrorCode::RebootstrapRequired;
         // What the refusing answer lists beside its error is not taken.
@@ -2945,15 +2953,7 @@ fn another_cluster_behind_the_addresses_replaces_the_old_one_whole() {
 #[test]
 fn strategy_none_never_dials_a_bootstrap_address_again() {
     for rebootstrap in [true, false] {
-        let mut cfg = config(&["boot:9092"], None);
-        if !rebootstrap {
-            cfg.rebootstrap = None;
-        }
-        let mut sim = Sim::new(cfg);
-        sim.c.set_topics(["t".to_owned()]);
-        sim.c.handle_timeout(sim.now);
-        sim.request(Target::Broker(1));
-        assert_eq!(sim.census(), vec![(Purpose::Leader, Some(1))]);
+        let mut sim = leader_1_through_boot(rebootstrap);
         let conn = *sim.sockets.keys().next().unwrap();
         sim.c
             .handle_closed(sim.now, conn, ConnectionError::ClosedByBroker);

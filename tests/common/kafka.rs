@@ -88,6 +88,17 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// `1=host:port 2=host:port ...` (`LAZYKAFKA_KAFKA_BROKERS`): each broker's
+/// address by node id.
+fn brokers(list: &str) -> Vec<(i32, String)> {
+    list.split_whitespace()
+        .map(|entry| {
+            let (id, addr) = entry.split_once('=').expect("id=host:port");
+            (id.parse().expect("node id"), addr.to_owned())
+        })
+        .collect()
+}
+
 impl Kafka {
     /// The cluster, from `LAZYKAFKA_KAFKA_*`. Without it the calling test
     /// is skipped and says so on stderr; but when
@@ -105,13 +116,7 @@ impl Kafka {
             return None;
         };
         let need = |name: &str| var(name).unwrap_or_else(|| panic!("{name} is not set"));
-        let brokers = need("LAZYKAFKA_KAFKA_BROKERS")
-            .split_whitespace()
-            .map(|entry| {
-                let (id, addr) = entry.split_once('=').expect("id=host:port");
-                (id.parse().expect("node id"), addr.to_owned())
-            })
-            .collect();
+        let brokers = brokers(&need("LAZYKAFKA_KAFKA_BROKERS"));
         Some(Kafka {
             bootstrap,
             sasl_ssl: need("LAZYKAFKA_KAFKA_SASL_SSL_BOOTSTRAP"),
@@ -143,14 +148,10 @@ impl Kafka {
             );
             return None;
         };
-        let brokers = var("LAZYKAFKA_KAFKA_OTHER_BROKERS")
-            .expect("LAZYKAFKA_KAFKA_OTHER_BROKERS is not set")
-            .split_whitespace()
-            .map(|entry| {
-                let (id, addr) = entry.split_once('=').expect("id=host:port");
-                (id.parse().expect("node id"), addr.to_owned())
-            })
-            .collect();
+        let brokers = brokers(
+            &var("LAZYKAFKA_KAFKA_OTHER_BROKERS")
+                .expect("LAZYKAFKA_KAFKA_OTHER_BROKERS is not set"),
+        );
         Some(Kafka {
             bootstrap,
             brokers,
