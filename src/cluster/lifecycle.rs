@@ -448,12 +448,16 @@ impl Cluster {
             }
         }
         self.problems.extend(problem);
-        // A known broker that cannot be reached may have left the cluster,
-        // or the cluster moved: the metadata is asked again (after the
-        // retry backoff, as the Java client asks for an update on a
-        // disconnect), from a broker that answers, else from a bootstrap
-        // address (docs/connections.md, "Rebootstrap").
-        if c.broker.is_some() {
+        // A known broker that cannot be reached (a connect that failed, a
+        // connection that broke before it answered a request) may have
+        // left the cluster, or the cluster moved: the metadata is asked
+        // again (after the retry backoff, as the Java client asks for an
+        // update on a disconnect), from a broker that answers, else from a
+        // bootstrap address (docs/connections.md, rule 14). A connection
+        // that had answered and is closed by its broker (its idle limit,
+        // say) asks nothing: the next request that needs the broker
+        // connects again, and asks then if that fails.
+        if c.broker.is_some() && !c.answered {
             self.metadata
                 .broker_missing(now, &self.config.retry_backoff, &mut self.rng);
         }

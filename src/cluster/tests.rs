@@ -2945,8 +2945,7 @@ fn another_cluster_behind_the_addresses_replaces_the_old_one_whole() {
     assert_eq!(sim.sockets.values().collect::<Vec<_>>(), ["c1:9092"]);
 }
 
-/// A known broker's connection that breaks asks for the metadata again,
-/// after the retry backoff. With `metadata.recovery.strategy=none`, once
+/// With `metadata.recovery.strategy=none`, once
 /// the cluster is known, a client left without connections asks a broker
 /// of its last metadata, never the bootstrap addresses; with `rebootstrap`
 /// (the default) it dials a bootstrap address.
@@ -2959,12 +2958,14 @@ fn strategy_none_never_dials_a_bootstrap_address_again() {
             .handle_closed(sim.now, conn, ConnectionError::ClosedByBroker);
         sim.pump();
         assert!(sim.sockets.is_empty());
-        // The known broker's failure asks for the metadata again, after
-        // the retry backoff (100 ms, jitter 0.2).
+        // A connection that had answered, closed by its broker, asks
+        // nothing by itself (an idle broker-side close opens nothing).
         let from = sim.log.len();
-        sim.advance(Duration::from_millis(70));
+        sim.advance(Duration::from_secs(1));
         assert!(metadata_sent_to(&sim, from).is_empty());
-        sim.advance(Duration::from_millis(60));
+        assert!(sim.sockets.is_empty());
+        sim.c.request_metadata_refresh(sim.now);
+        sim.pump();
         let sent = metadata_sent_to(&sim, from);
         assert_eq!(sent.len(), 1);
         if rebootstrap {
@@ -2978,4 +2979,29 @@ fn strategy_none_never_dials_a_bootstrap_address_again() {
             assert_eq!(connects_to(&sim, "boot:9092"), 1);
         }
     }
+}
+
+/// A known broker that cannot be reached (its connect refused) asks for the
+/// metadata again after the retry backoff, and the metadata then goes to
+/// a bootstrap address when no known broker is connected
+/// (docs/connections.md, rules 13 and 14).
+#[test]
+fn a_known_broker_that_cannot_be_reached_asks_for_the_metadata_again() {
+    let mut sim = leader_1_through_boot(true);
+    let conn = *sim.sockets.keys().next().unwrap();
+    sim.refused.insert("b1:9092".into());
+    sim.c
+        .handle_closed(sim.now, conn, ConnectionError::ClosedByBroker);
+    sim.pump();
+    let from = sim.log.len();
+    // A request for broker 1 dials it again (after the reconnect backoff),
+    // and is refused.
+    sim.advance(Duration::from_millis(70));
+    sim.request(Target::Broker(1));
+    assert!(connects_to(&sim, "b1:9092") >= 2);
+    assert!(metadata_sent_to(&sim, from).is_empty());
+    // After the retry backoff (100 ms, jitter 0.2), Metadata goes out, to
+    // the bootstrap address: nothing known is connected.
+    sim.advance(Duration::from_millis(130));
+    assert_eq!(metadata_sent_to(&sim, from), ["boot:9092"]);
 }
