@@ -209,6 +209,12 @@ impl Kafka {
     ) {
         let partitions = partitions.to_string();
         let replication = replication.to_string();
+        // `--if-not-exists`: on a loaded machine the Java Admin client may
+        // retry a CreateTopics whose answer came after its own timeout, and
+        // the retry then meets the topic its first attempt created
+        // (TopicExistsException, seen in the test command). The names
+        // tests give ([`Kafka::unique`]) are theirs alone, and the wait
+        // below checks the partitions.
         let mut args = vec![
             "create-topic",
             "--topic",
@@ -217,6 +223,7 @@ impl Kafka {
             &partitions,
             "--replication",
             &replication,
+            "--if-not-exists",
         ];
         let configs: Vec<String> = configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
         for c in &configs {
