@@ -135,16 +135,52 @@ EOF
 }
 
 # --- the cluster -------------------------------------------------------------
+# free_ports N: N loopback ports that bind now, chosen below the kernel's
+# ephemeral range (ip_local_port_range), so that no outgoing connection (the
+# brokers' own, among them) takes one as its local port before its broker
+# binds it, and none that another cluster of this checkout has chosen (two
+# start at once; the choice is made under a lock and kept in $run/ports).
 free_ports() {
-    python3 - "$1" <<'PY'
-import socket, sys
+    mkdir -p "$home"
+    exec 8>"$home/.ports.lock"
+    flock 8
+    python3 - "$1" "$home" "$run" <<'PY' | tee "$run/ports"
+import glob, os, random, socket, sys
+count, home, run = int(sys.argv[1]), sys.argv[2], os.path.realpath(sys.argv[3])
+taken = set()
+for f in glob.glob(os.path.join(home, "*", "ports")) + glob.glob(os.path.join(os.path.dirname(run), "*", "ports")):
+    if os.path.realpath(os.path.dirname(f)) != run:
+        taken.update(int(p) for p in open(f).read().split())
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 0
+candidates = list(range(10000, low)) if low > 12000 else []
+random.shuffle(candidates)
+chosen = []
+for port in candidates:
+    if len(chosen) == count:
+        break
+    if port in taken:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        chosen.append(port)
+    except OSError:
+        pass
+    finally:
+        s.close()
 socks = []
-for _ in range(int(sys.argv[1])):
+while len(chosen) < count:  # no range below the ephemeral one: the kernel's choice
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
+    chosen.append(s.getsockname()[1])
+print(" ".join(map(str, chosen)))
 PY
+    flock -u 8
+    exec 8>&-
 }
 
 make_tls() {
@@ -262,17 +298,36 @@ wait_for_brokers() {
             return 0
         fi
         for n in 1 2 3; do
-            kill -0 "$(cat "$run/broker$n.pid")" 2>/dev/null ||
-                { tail -n 40 "$run/broker$n.log" >&2; die "broker $n exited (log above: $run/broker$n.log)"; }
+            if ! kill -0 "$(cat "$run/broker$n.pid")" 2>/dev/null; then
+                # Its errors, not the shutdown lines that follow them.
+                grep -E '( ERROR |Exception|Caused by)' "$run/broker$n.log" | head -n 20 >&2 ||
+                    tail -n 20 "$run/broker$n.log" >&2
+                say "broker $n exited (log: $run/broker$n.log)"
+                return 2
+            fi
         done
         [ $SECONDS -lt "$deadline" ] || die "the cluster did not list 3 brokers in time (logs: $run/broker*.log)"
         sleep 1
     done
 }
 
+# Starts the cluster; a broker that exits while the cluster forms (a port
+# taken after all, say) makes it try once more on other ports.
 start() {
     command -v openssl >/dev/null || die "openssl is not installed"
     install
+    local attempt status
+    for attempt in 1 2; do
+        status=0
+        start_once || status=$?
+        [ "$status" -eq 2 ] || return "$status"
+        [ "$attempt" -eq 2 ] || say "starting again on other ports"
+    done
+    stop_all
+    die "the cluster did not start (logs: $run/broker*.log)"
+}
+
+start_once() {
     stop_all
     rm -rf "$run"
     mkdir -p "$run"
@@ -322,7 +377,7 @@ EOF
     done
     say "starting 3 brokers (Apache Kafka $KAFKA_VERSION) on $bootstrap"
     for n in 1 2 3; do start_broker "$n"; done
-    wait_for_brokers 180
+    wait_for_brokers 180 || return
     # The restricted user: read and describe topics and groups named allowed-*.
     "$bin/kafka-acls" --bootstrap-server "$bootstrap" --add --allow-principal User:restricted \
         --operation Read --operation Describe --topic allowed- --group allowed- \
