@@ -40,9 +40,16 @@ fn root() -> PathBuf {
 
 /// rustdoc's JSON for the library built with `features` (and no others).
 fn rustdoc_json(features: &str) -> Value {
-    // A target directory of its own: the JSON build must not wait on, or
-    // be overwritten by, the build running the tests.
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("public-api");
+    // The tests' own target directory (the parent of their scratch
+    // directory): the dependencies are already checked there with these
+    // features (by `cargo clippy` and `cargo doc`, in the test command), so
+    // only the library is documented again; a directory of its own would
+    // check every dependency twice more. Cargo holds its lock only while it
+    // builds, not while tests run.
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is <target>/tmp")
+        .to_path_buf();
     let out = Command::new(env!("CARGO"))
         .current_dir(root())
         .env("RUSTC_BOOTSTRAP", "1")
