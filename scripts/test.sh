@@ -73,7 +73,7 @@ run_dir="$root/.test-run"
 nextest_version=0.9.148
 mkdir -p "$run_dir"
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> [%ss] %s\n' "$SECONDS" "$*"; }
 
 # --- 0. generated code ----------------------------------------------------
 step "generated code is up to date (scripts/check_generated.sh)"

@@ -330,16 +330,8 @@ impl Kafka {
     /// As [`Kafka::describe`]; `Err` with the peer's output when it fails
     /// (the topic does not exist, say).
     pub fn try_describe(&self, topic: &str) -> Result<Vec<PartitionInfo>, String> {
-        let out = self
-            .peer_command(&["admin", "describe-topic", "--topic", topic])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run the Java peer");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !out.status.success() {
-            return Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)));
-        }
-        let mut out: Vec<PartitionInfo> = parse_lines(&text)
+        let events = self.try_peer(&["admin", "describe-topic", "--topic", topic])?;
+        let mut out: Vec<PartitionInfo> = events
             .into_iter()
             .filter(|e| e["event"] == "partition")
             .map(|e| PartitionInfo {
@@ -356,6 +348,19 @@ impl Kafka {
     /// Runs the Java peer to its end on the PLAINTEXT listeners; panics,
     /// with its output, when it fails.
     pub fn peer(&self, args: &[&str]) -> Vec<Value> {
+        self.try_peer(args)
+            .unwrap_or_else(|e| panic!("Java peer {args:?} failed: {e}"))
+    }
+
+    /// As [`Kafka::peer`]; `Err` with its output when it fails. The admin
+    /// steps and `create-topic` go to this process's serving peer
+    /// ([`AdminServer`]) when it is free, without a JVM of their own.
+    pub fn try_peer(&self, args: &[&str]) -> Result<Vec<Value>, String> {
+        if matches!(args.first(), Some(&"admin") | Some(&"create-topic")) {
+            if let Some(answer) = AdminServer::run(&self.peer, &self.peer_args(args)) {
+                return answer;
+            }
+        }
         // Its input stays open until it exits: a consumer stops at the end
         // of its input.
         let mut child = self
@@ -369,26 +374,36 @@ impl Kafka {
         let out = child.wait_with_output().expect("run the Java peer");
         drop(stdin);
         let events = parse_lines(&String::from_utf8_lossy(&out.stdout));
-        assert!(
-            out.status.success(),
-            "Java peer {args:?} failed ({}): {events:?}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        events
+        if out.status.success() {
+            Ok(events)
+        } else {
+            Err(format!(
+                "{}: {events:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    /// The Java peer's arguments for `args`: `--bootstrap` set to the
+    /// PLAINTEXT listeners (a later `--bootstrap` in `args` wins).
+    fn peer_args(&self, args: &[&str]) -> Vec<String> {
+        // The mode (and an admin action) first, then the options.
+        let split = if args.first() == Some(&"admin") { 2 } else { 1 };
+        let split = split.min(args.len());
+        let mut out: Vec<String> = args[..split].iter().map(|a| a.to_string()).collect();
+        if !args.contains(&"--bootstrap") {
+            out.extend(["--bootstrap".to_owned(), self.bootstrap.clone()]);
+        }
+        out.extend(args[split..].iter().map(|a| a.to_string()));
+        out
     }
 
     /// The Java peer's command, with `--bootstrap` set to the PLAINTEXT
     /// listeners (a later `--bootstrap` in `args` wins).
     pub fn peer_command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.peer);
-        // The mode (and an admin action) first, then the options.
-        let split = if args.first() == Some(&"admin") { 2 } else { 1 };
-        cmd.args(&args[..split.min(args.len())]);
-        if !args.contains(&"--bootstrap") {
-            cmd.args(["--bootstrap", &self.bootstrap]);
-        }
-        cmd.args(&args[split.min(args.len())..]);
+        cmd.args(self.peer_args(args));
         super::examples::close_inherited_fds(&mut cmd);
         cmd
     }
@@ -493,6 +508,122 @@ pub fn java_hash(s: &str) -> i32 {
 
 fn port_of(addr: &str) -> u16 {
     addr.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The Java peer serving admin steps (`Peer serve`) for this process:
+/// started at the first step, one at a time, its stdin closed (and so its
+/// end) when the process ends. A JVM's start costs more CPU than most
+/// admin steps (about 1.5 s of a core here), and tests take several.
+struct AdminServer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    stderr: Arc<Mutex<String>>,
+}
+
+static ADMIN_SERVER: Mutex<Option<AdminServer>> = Mutex::new(None);
+
+impl AdminServer {
+    fn start(peer: &std::path::Path) -> Option<AdminServer> {
+        let mut cmd = Command::new(peer);
+        cmd.arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        super::examples::close_inherited_fds(&mut cmd);
+        let mut child = cmd.spawn().ok()?;
+        let stdin = child.stdin.take()?;
+        let stdout = BufReader::new(child.stdout.take()?);
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take()?;
+        let collected = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut err, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut all = collected.lock().unwrap_or_else(|e| e.into_inner());
+                all.push_str(&String::from_utf8_lossy(&buf[..n]));
+                let excess = all.len().saturating_sub(64 * 1024);
+                if excess > 0 {
+                    let cut = (excess..all.len())
+                        .find(|&i| all.is_char_boundary(i))
+                        .unwrap_or(0);
+                    all.drain(..cut);
+                }
+            }
+        });
+        Some(AdminServer {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Runs one step on the process's server: `None` when it is busy with
+    /// another thread's step or cannot run (the caller then starts a peer
+    /// of its own), else the step's events or its failure.
+    fn run(peer: &std::path::Path, args: &[String]) -> Option<Result<Vec<Value>, String>> {
+        if args.iter().any(|a| a.contains(['\t', '\n'])) {
+            return None;
+        }
+        let mut slot = match ADMIN_SERVER.try_lock() {
+            Ok(slot) => slot,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        if slot.is_none() {
+            *slot = AdminServer::start(peer);
+        }
+        let server = slot.as_mut()?;
+        let answer = server.step(args);
+        if answer.is_none() {
+            // It died: the next step starts another.
+            let mut dead = slot.take()?;
+            let _ = dead.child.kill();
+            let _ = dead.child.wait();
+        }
+        answer
+    }
+
+    fn step(&mut self, args: &[String]) -> Option<Result<Vec<Value>, String>> {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        writeln!(self.stdin, "{}", args.join("\t")).ok()?;
+        self.stdin.flush().ok()?;
+        let mut events = Vec::new();
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            if !line.starts_with('{') {
+                continue;
+            }
+            let event: Value = serde_json::from_str(line.trim_end()).ok()?;
+            if event["event"] == "served" {
+                return Some(if event["ok"] == true {
+                    Ok(events)
+                } else {
+                    // Its stack trace, if any, was written before this line:
+                    // give the collecting thread a moment (for the message
+                    // only).
+                    std::thread::sleep(Duration::from_millis(100));
+                    let stderr = self
+                        .stderr
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone();
+                    Err(format!("(served) {events:?}\n{stderr}"))
+                });
+            }
+            events.push(event);
+        }
+    }
 }
 
 fn parse_lines(text: &str) -> Vec<Value> {

@@ -115,6 +115,7 @@ public class Peer {
         "          [--pattern literal|prefixed] [--permission allow|deny] [--host H]",
         "  admin list-offsets --topic T [--isolation read_committed|read_uncommitted]",
         "  admin describe-group --group G",
+        "  serve   (admin steps and create-topic from stdin, one per line, arguments tab-separated)",
         "  census-consumer --topic T --count N [--group G] [--timeout-ms T]   (pauses: see censusConsumer)",
         "  census-producer --topic T --count N [--partitions P] [--value-bytes B]   (pauses: see censusProducer)");
 
@@ -166,6 +167,9 @@ public class Peer {
             case "admin":
                 admin(argv);
                 break;
+            case "serve":
+                serve();
+                break;
             case "census-consumer":
                 censusConsumer(parse(argv, 1, mode, "topic group count timeout-ms", ""));
                 break;
@@ -178,6 +182,39 @@ public class Peer {
     }
 
     // ---------------------------------------------------------------- modes
+
+    /**
+     * serve: the admin steps and create-topic, one per line of stdin (the arguments of the one-shot
+     * command, separated by tabs), each answered by its events and then {"event":"served","ok":...};
+     * ends at the end of stdin. One JVM for all of a test process's admin steps: a JVM's start costs
+     * more CPU than most steps.
+     */
+    static void serve() throws IOException {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] args = line.split("\t", -1);
+            boolean ok = true;
+            try {
+                if (!args[0].equals("admin") && !args[0].equals("create-topic")) {
+                    throw new Failure("serve runs admin steps and create-topic only, not " + args[0]);
+                }
+                run(args);
+            } catch (Throwable t) {
+                Throwable cause = unwrap(t);
+                if (!(cause instanceof Failure)) {
+                    cause.printStackTrace(System.err);
+                }
+                emit("event", "error", "message", describe(cause));
+                ok = false;
+            }
+            System.err.flush();
+            emit("event", "served", "ok", ok);
+        }
+    }
 
     static void waitCluster(Opts o) throws Exception {
         int want = o.intOf("brokers", null);
@@ -538,6 +575,21 @@ public class Peer {
             }
             if (timedOut && count != null) {
                 emit("event", "timeout", "seen", seen);
+            }
+            if (group != null) {
+                // The group's own counters (JoinGroups, rebalances), for
+                // `cargo bench --bench rebalance`.
+                List<Object> counters = new ArrayList<>(List.of("event", "group-metrics"));
+                for (var e : consumer.metrics().entrySet()) {
+                    String name = e.getKey().name();
+                    if (e.getKey().group().equals("consumer-coordinator-metrics")
+                            && (name.equals("join-total") || name.equals("rebalance-total")
+                                || name.equals("sync-total"))) {
+                        counters.add(name);
+                        counters.add(((Number) e.getValue().metricValue()).longValue());
+                    }
+                }
+                emit(counters.toArray());
             }
         } finally {
             consumer.close();
