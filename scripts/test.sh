@@ -38,9 +38,9 @@
 #    LAZYKAFKA_REQUIRE_KAFKA=1; the tests that stop brokers
 #    (tests/kafka_faults.rs and tests/kafka_truncation.rs, marked
 #    `#[ignore]` so that the main runs leave them out) run one at a time
-#    on a second cluster of their own (.kafka/run-faults), beside the rest
-#    of the command: on async-std as soon as its tests are built (beside
-#    the first suite), then on tokio;
+#    beside the rest of the command as soon as their tests are built, on
+#    async-std and on tokio at the same time, each runtime on a cluster of
+#    its own (.kafka/run-faults, .kafka/run-faults-tokio);
 # 4. stops tansu by its PID and the Kafka cluster, whether the tests passed
 #    or not.
 #
@@ -137,15 +137,20 @@ fi
 # --- 2. start them ----------------------------------------------------------
 # Apache Kafka starts in the background (half a minute, mostly the JVMs
 # waiting on each other) while the checks below build.
-step "starting two Apache Kafka clusters in the background (scripts/kafka.sh start; logs: .test-run/kafka*.log)"
+step "starting three Apache Kafka clusters in the background (scripts/kafka.sh start; logs: .test-run/kafka*.log)"
 "$root/scripts/kafka.sh" start >"$run_dir/kafka.log" 2>&1 &
 kafka_start_pid=$!
-# The second one is for the tests that stop brokers: they run beside the
-# rest of the command, and nothing else sees its brokers go.
+# The other two are for the tests that stop brokers, one per runtime: they
+# run beside the rest of the command, at the same time, and nothing else
+# sees their brokers go.
 faults_dir="$root/.kafka/run-faults"
 LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" start >"$run_dir/kafka-faults.log" 2>&1 &
 faults_start_pid=$!
+faults_tokio_dir="$root/.kafka/run-faults-tokio"
+LAZYKAFKA_KAFKA_RUN_DIR="$faults_tokio_dir" "$root/scripts/kafka.sh" start >"$run_dir/kafka-faults-tokio.log" 2>&1 &
+faults_tokio_start_pid=$!
 faults_pid=
+faults_tokio_pid=
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr="127.0.0.1:$port"
@@ -161,7 +166,7 @@ tansu_pid=$!
 echo "$tansu_pid" >"$run_dir/tansu.pid"
 
 stop_peers() {
-    for pid in "$kafka_start_pid" "$faults_start_pid" $faults_pid; do
+    for pid in "$kafka_start_pid" "$faults_start_pid" "$faults_tokio_start_pid" $faults_pid $faults_tokio_pid; do
         if kill -0 "$pid" 2>/dev/null; then
             kill "$pid" 2>/dev/null || true
             wait "$pid" 2>/dev/null || true
@@ -169,6 +174,7 @@ stop_peers() {
     done
     "$root/scripts/kafka.sh" stop || true
     LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" stop || true
+    LAZYKAFKA_KAFKA_RUN_DIR="$faults_tokio_dir" "$root/scripts/kafka.sh" stop || true
     stop_tansu
 }
 stop_tansu() {
@@ -273,7 +279,8 @@ doc_tests() {
 }
 
 step "waiting for Apache Kafka"
-for started in "$kafka_start_pid:kafka.log" "$faults_start_pid:kafka-faults.log"; do
+for started in "$kafka_start_pid:kafka.log" "$faults_start_pid:kafka-faults.log" \
+    "$faults_tokio_start_pid:kafka-faults-tokio.log"; do
     if ! wait "${started%%:*}"; then
         cat "$run_dir/${started#*:}" >&2
         echo "test.sh: Apache Kafka did not start (above)" >&2
@@ -284,7 +291,7 @@ eval "$("$root/scripts/kafka.sh" env)"
 export LAZYKAFKA_REQUIRE_KAFKA=1
 show_kafka_logs() {
     local dir
-    for dir in "$root/.kafka/run" "$faults_dir"; do
+    for dir in "$root/.kafka/run" "$faults_dir" "$faults_tokio_dir"; do
         for n in 1 2 3; do
             echo "--- last lines of broker $n's log ($dir/broker$n.log) ---" >&2
             grep -E ' (ERROR|WARN) ' "$dir/broker$n.log" | tail -n 15 >&2 || true
@@ -293,9 +300,10 @@ show_kafka_logs() {
 }
 # The tests that stop and start brokers (tests/kafka_faults.rs,
 # tests/kafka_truncation.rs, `#[ignore]`d in the other runs), one at a
-# time, on the second cluster: `faults FEATURES...`.
+# time, on the cluster kept in DIR: `faults DIR FEATURES...`.
 faults() {
-    local ignored
+    local ignored dir=$1
+    shift
     if [ -n "$have_nextest" ]; then
         ignored=(--run-ignored only --test-threads 1)
     else
@@ -306,7 +314,7 @@ faults() {
         # cluster to another (tests/kafka_faults.rs, Kafka::other).
         export LAZYKAFKA_KAFKA_OTHER_BOOTSTRAP="$LAZYKAFKA_KAFKA_BOOTSTRAP"
         export LAZYKAFKA_KAFKA_OTHER_BROKERS="$LAZYKAFKA_KAFKA_BROKERS"
-        eval "$(LAZYKAFKA_KAFKA_RUN_DIR="$faults_dir" "$root/scripts/kafka.sh" env)"
+        eval "$(LAZYKAFKA_KAFKA_RUN_DIR="$dir" "$root/scripts/kafka.sh" env)"
         suite "$@" --test kafka_faults --test kafka_truncation "${ignored[@]}"
     )
 }
@@ -331,19 +339,21 @@ tokio_targets=(--lib
     --test kafka_connections --test kafka_interop --test kafka_security --test kafka_groups --test rebootstrap)
 no_runtime_features=(--no-default-features --features mock,gzip,snappy,lz4,zstd)
 
-step "building the tests ${all_features[*]}"
+# The broker-stopping tests on tokio alone are built here too (the
+# library's tokio build, which the tokio suite below reuses), so that both
+# runtimes' runs of them start now.
+step "building the tests ${all_features[*]}, and the broker-stopping ones ${tokio_features[*]}"
 cargo test --no-run "${all_features[@]}"
+cargo test --no-run "${tokio_features[@]}" --test kafka_faults --test kafka_truncation
 
-# The broker-stopping tests on the second cluster, beside the rest of the
-# command: with every feature (built above), then on tokio alone (built by
-# the foreground after the first suite: cargo's lock makes either wait for
-# the other).
-step "tests that stop brokers, ${all_features[*]}, then ${tokio_features[*]}: in the background (logs: .test-run/faults-async-std.log, .test-run/faults-tokio.log)"
-(
-    faults "${all_features[@]}" >"$run_dir/faults-async-std.log" 2>&1 || exit 1
-    faults "${tokio_features[@]}" >"$run_dir/faults-tokio.log" 2>&1 || exit 2
-) &
+# The broker-stopping tests, beside the rest of the command, each runtime
+# on a cluster of its own: most of their time is brokers stopping and
+# starting again, not CPU.
+step "tests that stop brokers, ${all_features[*]} and ${tokio_features[*]}: in the background (logs: .test-run/faults-async-std.log, .test-run/faults-tokio.log)"
+faults "$faults_dir" "${all_features[@]}" >"$run_dir/faults-async-std.log" 2>&1 &
 faults_pid=$!
+faults "$faults_tokio_dir" "${tokio_features[@]}" >"$run_dir/faults-tokio.log" 2>&1 &
+faults_tokio_pid=$!
 
 # Both runtimes built; the tests' clients (and the doc-tests') run on
 # async-std, but for the tests of the runtime choice, which run clients on
@@ -378,14 +388,13 @@ step "cargo clippy and lib tests with no runtime feature"
 cargo clippy "${no_runtime_features[@]}" --lib --tests -- -D warnings
 suite "${no_runtime_features[@]}" --lib
 # The broker-stopping tests, both runtimes, from the background run.
-step "tests that stop brokers, ${all_features[*]} then ${tokio_features[*]} (waiting for the background run)"
+step "tests that stop brokers, ${all_features[*]} and ${tokio_features[*]} (waiting for the background runs)"
 faults_status=0
 wait "$faults_pid" || faults_status=$?
 faults_pid=
-cat "$run_dir/faults-async-std.log"
-if [ -f "$run_dir/faults-tokio.log" ]; then
-    cat "$run_dir/faults-tokio.log"
-fi
+wait "$faults_tokio_pid" || faults_status=$?
+faults_tokio_pid=
+cat "$run_dir/faults-async-std.log" "$run_dir/faults-tokio.log"
 if [ "$faults_status" -ne 0 ]; then
     show_kafka_logs
     exit 1

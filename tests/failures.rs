@@ -18,7 +18,6 @@ use common::raw::broker_dropping_joins;
 use lazykafka::events::{ConnectionError, Purpose};
 use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, Error, ErrorCode, TopicPartition};
-use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -73,21 +72,14 @@ async fn records_and_errors(
     (offsets, errors)
 }
 
-/// A loopback port nothing listens on.
-fn closed_port() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    drop(l);
-    addr
-}
-
 #[cfg_attr(
     not(feature = "runtime-async-std"),
     tokio::test(flavor = "multi_thread")
 )]
 #[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
-    let addr = closed_port();
+    let closed = common::closed_port();
+    let addr = closed.addr.clone();
     let mut consumer = Consumer::new(
         config(&addr, Some("g"))
             .default_api_timeout(Duration::from_secs(2))
@@ -141,9 +133,9 @@ async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
 )]
 #[cfg_attr(feature = "runtime-async-std", async_std::test)]
 async fn every_waiting_call_names_an_unreachable_cluster_within_seconds() {
-    let closed = closed_port();
+    let closed = common::closed_port();
     for (addr, cause) in [
-        (closed.as_str(), "refused"),
+        (closed.addr.as_str(), "refused"),
         ("no-such-broker.invalid:9092", "no-such-broker.invalid"),
     ] {
         let p0 = TopicPartition::new("t", 0);

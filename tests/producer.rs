@@ -510,12 +510,8 @@ async fn a_thousand_bootstrap_addresses_open_one_bootstrap_connection() {
     use lazykafka::mock::MockCluster;
     let mock = MockCluster::new(8).unwrap();
     mock.create_topic_with_leaders("t", &[2, 7]).unwrap();
-    let mut addrs: Vec<String> = (0..992)
-        .map(|_| {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            listener.local_addr().unwrap().to_string()
-        })
-        .collect();
+    let closed: Vec<common::ClosedPort> = (0..992).map(|_| common::closed_port()).collect();
+    let mut addrs: Vec<String> = closed.iter().map(|c| c.addr.clone()).collect();
     addrs.extend(mock.bootstrap_servers().split(',').map(str::to_owned));
     // A fixed shuffle (xorshift), so that the mock's brokers are spread.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -230,12 +230,15 @@ impl Kafka {
             args.extend(["--config", c]);
         }
         self.peer(&args);
+        // The broker asked may not know the topic yet: UNKNOWN_TOPIC_OR_PARTITION
+        // until its metadata has it.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let parts = self.describe(topic);
-            if parts.len() == partitions.parse::<usize>().unwrap()
-                && parts.iter().all(|p| p.leader >= 0)
-            {
+            let parts = self.try_describe(topic);
+            if parts.as_ref().is_ok_and(|parts| {
+                parts.len() == partitions.parse::<usize>().unwrap()
+                    && parts.iter().all(|p| p.leader >= 0)
+            }) {
                 return;
             }
             assert!(
@@ -271,12 +274,14 @@ impl Kafka {
             "kafka-topics --create {topic}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // As in [`Kafka::create_topic`]: the broker asked may not know it yet.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let parts = self.describe(topic);
-            if parts.len() == replicas.len()
-                && parts.iter().zip(replicas).all(|(p, r)| p.leader == r[0])
-            {
+            let parts = self.try_describe(topic);
+            if parts.as_ref().is_ok_and(|parts| {
+                parts.len() == replicas.len()
+                    && parts.iter().zip(replicas).all(|(p, r)| p.leader == r[0])
+            }) {
                 return;
             }
             assert!(
@@ -323,8 +328,21 @@ impl Kafka {
     /// Each partition of `topic`: leader, replicas and ISR, as the Java
     /// Admin client describes them.
     pub fn describe(&self, topic: &str) -> Vec<PartitionInfo> {
-        self.try_describe(topic)
-            .unwrap_or_else(|e| panic!("describe {topic}: {e}"))
+        // A topic just made may be unknown for a moment to the broker the
+        // Admin client asks (its metadata follows the controller's).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.try_describe(topic) {
+                Ok(parts) => return parts,
+                Err(e)
+                    if e.contains("UnknownTopicOrPartitionException")
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("describe {topic}: {e}"),
+            }
+        }
     }
 
     /// As [`Kafka::describe`]; `Err` with the peer's output when it fails

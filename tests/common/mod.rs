@@ -47,6 +47,33 @@ pub fn tansu_addr(test: &str) -> Option<String> {
     }
 }
 
+/// A loopback port that refuses connections, and keeps refusing them
+/// while this lives: a socket bound to it that never listens. (A port
+/// bound and closed again may be taken meanwhile by another test's
+/// listener, and then answers.)
+pub struct ClosedPort {
+    _socket: socket2::Socket,
+    /// `127.0.0.1:<port>`.
+    pub addr: String,
+}
+
+pub fn closed_port() -> ClosedPort {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    socket.bind(&any.into()).expect("bind a loopback port");
+    let addr = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .expect("its address")
+        .to_string();
+    ClosedPort {
+        _socket: socket,
+        addr,
+    }
+}
+
 /// One TCP socket of this process, from `/proc/net/tcp{,6}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Socket {
