@@ -370,18 +370,7 @@ impl Member {
     fn assignment(&self) -> BTreeSet<i32> {
         match self {
             Member::Thread(s, _) => s.assignment.lock().unwrap().clone(),
-            Member::Java(peer) => {
-                let mut now = BTreeSet::new();
-                for e in peer.events() {
-                    let parts = java_partitions(&e["partitions"]);
-                    match e["event"].as_str() {
-                        Some("assigned") => now.extend(parts),
-                        Some("revoked") | Some("lost") => now.retain(|p| !parts.contains(p)),
-                        _ => {}
-                    }
-                }
-                now
-            }
+            Member::Java(peer) => peer.assignment(),
         }
     }
 
@@ -426,17 +415,6 @@ impl Member {
             }
         }
     }
-}
-
-fn java_partitions(list: &Value) -> BTreeSet<i32> {
-    list.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|tp| tp[1].as_i64())
-                .map(|p| p as i32)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Whether the members' assignments are disjoint, cover the partitions and
@@ -592,18 +570,19 @@ fn churn(cluster: &Cluster, client: Client, protocol: Protocol) -> Outcome {
     let mut seen = Vec::new();
     let mut own = Vec::new();
     let mut waited = Some(Duration::ZERO);
-    let mut names = (1..).map(|n| format!("m{n}"));
-    for _ in 0..3 {
+    let mut joined = 0;
+    // A new member joins, and the group settles.
+    let mut join = |live: &mut Vec<Member>, waited: &mut Option<Duration>| {
+        joined += 1;
         let since = Instant::now();
+        let name = format!("m{joined}");
         live.push(Member::start(
-            cluster,
-            client,
-            protocol,
-            &topic,
-            &group,
-            &names.next().unwrap(),
+            cluster, client, protocol, &topic, &group, &name,
         ));
-        add(settle(&live, since, CHURN_HOLD), &mut waited);
+        add(settle(live, since, CHURN_HOLD), waited);
+    };
+    for _ in 0..3 {
+        join(&mut live, &mut waited);
     }
     for leaving in [1, 0] {
         let since = Instant::now();
@@ -611,16 +590,7 @@ fn churn(cluster: &Cluster, client: Client, protocol: Protocol) -> Outcome {
         seen.extend(s);
         own.push(j);
         add(settle(&live, since, CHURN_HOLD), &mut waited);
-        let since = Instant::now();
-        live.push(Member::start(
-            cluster,
-            client,
-            protocol,
-            &topic,
-            &group,
-            &names.next().unwrap(),
-        ));
-        add(settle(&live, since, CHURN_HOLD), &mut waited);
+        join(&mut live, &mut waited);
     }
     let written = flow.stop();
     let before = seen.clone();

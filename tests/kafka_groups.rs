@@ -44,7 +44,7 @@
 #[macro_use]
 mod common;
 
-use common::kafka::{Kafka, Peer};
+use common::kafka::{java_partitions, Kafka, Peer};
 use common::peers::RdConsumer;
 use lazykafka::group::{AssignmentStrategy, GroupProtocol, RemoteAssignor};
 use lazykafka::{
@@ -154,32 +154,6 @@ struct Member {
     gone: Gone,
 }
 
-/// The topic's partitions in a list of the Java peer's `[topic, p]` pairs.
-fn java_partitions(list: &Value) -> BTreeSet<i32> {
-    list.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|tp| tp[1].as_i64())
-                .map(|p| p as i32)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The Java member's assignment from its callbacks, in order.
-fn java_assignment(peer: &Peer) -> BTreeSet<i32> {
-    let mut now = BTreeSet::new();
-    for e in peer.events() {
-        let parts = java_partitions(&e["partitions"]);
-        match e["event"].as_str() {
-            Some("assigned") => now.extend(parts),
-            Some("revoked") | Some("lost") => now.retain(|p| !parts.contains(p)),
-            _ => {}
-        }
-    }
-    now
-}
-
 impl Member {
     /// The partitions it says it holds (`None`: it does not say).
     fn assignment(&self) -> Option<BTreeSet<i32>> {
@@ -191,7 +165,7 @@ impl Member {
                     .map(|tp| tp.partition)
                     .collect(),
             ),
-            Client::Java(p) => Some(java_assignment(p)),
+            Client::Java(p) => Some(p.assignment()),
             Client::Rd(r) => Some(r.assignment()),
             #[cfg(all(feature = "runtime-async-std", feature = "runtime-tokio"))]
             Client::Example(c) => c.assignment(),

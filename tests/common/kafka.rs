@@ -644,6 +644,18 @@ impl AdminServer {
     }
 }
 
+/// The partitions in a list of the Java peer's `[topic, p]` pairs.
+pub fn java_partitions(list: &Value) -> std::collections::BTreeSet<i32> {
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|tp| tp[1].as_i64())
+                .map(|p| p as i32)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn parse_lines(text: &str) -> Vec<Value> {
     text.lines()
         .filter(|l| l.starts_with('{'))
@@ -796,6 +808,21 @@ impl Peer {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// A Java consumer's assignment, from its callbacks in order
+    /// (`assigned`, `revoked`, `lost`).
+    pub fn assignment(&self) -> std::collections::BTreeSet<i32> {
+        let mut now = std::collections::BTreeSet::new();
+        for e in self.events() {
+            let parts = java_partitions(&e["partitions"]);
+            match e["event"].as_str() {
+                Some("assigned") => now.extend(parts),
+                Some("revoked") | Some("lost") => now.retain(|p| !parts.contains(p)),
+                _ => {}
+            }
+        }
+        now
     }
 
     /// Its process id.

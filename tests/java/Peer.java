@@ -129,16 +129,21 @@ public class Peer {
         try {
             run(argv);
         } catch (Throwable t) {
-            Throwable cause = unwrap(t);
-            if (!(cause instanceof Failure)) {
-                cause.printStackTrace(System.err);
-            }
-            emit("event", "error", "message", describe(cause));
+            reportFailure(t);
             code = 1;
         }
         OUT.flush();
         System.err.flush();
         System.exit(code);
+    }
+
+    /** An error event for a failure (and its stack trace on stderr, unless it is a Failure). */
+    static void reportFailure(Throwable t) {
+        Throwable cause = unwrap(t);
+        if (!(cause instanceof Failure)) {
+            cause.printStackTrace(System.err);
+        }
+        emit("event", "error", "message", describe(cause));
     }
 
     static void run(String[] argv) throws Exception {
@@ -204,11 +209,7 @@ public class Peer {
                 }
                 run(args);
             } catch (Throwable t) {
-                Throwable cause = unwrap(t);
-                if (!(cause instanceof Failure)) {
-                    cause.printStackTrace(System.err);
-                }
-                emit("event", "error", "message", describe(cause));
+                reportFailure(t);
                 ok = false;
             }
             System.err.flush();
