@@ -138,7 +138,7 @@ EOF
 # free_ports N: N loopback ports that bind now, chosen below the kernel's
 # ephemeral range (ip_local_port_range), so that no outgoing connection (the
 # brokers' own, among them) takes one as its local port before its broker
-# binds it, and none that another cluster of this checkout has chosen (two
+# binds it, and none that another cluster under .kafka/ has chosen (they
 # start at once; the choice is made under a lock and kept in $run/ports).
 free_ports() {
     mkdir -p "$home"
@@ -148,7 +148,7 @@ free_ports() {
 import glob, os, random, socket, sys
 count, home, run = int(sys.argv[1]), sys.argv[2], os.path.realpath(sys.argv[3])
 taken = set()
-for f in glob.glob(os.path.join(home, "*", "ports")) + glob.glob(os.path.join(os.path.dirname(run), "*", "ports")):
+for f in glob.glob(os.path.join(home, "*", "ports")):
     if os.path.realpath(os.path.dirname(f)) != run:
         taken.update(int(p) for p in open(f).read().split())
 try:
@@ -319,7 +319,9 @@ start() {
     local attempt status
     for attempt in 1 2; do
         status=0
-        start_once || status=$?
+        # A command of its own, so that `set -e` holds inside it (a
+        # function called before `||` runs without it).
+        "$0" start-once || status=$?
         [ "$status" -eq 2 ] || return "$status"
         [ "$attempt" -eq 2 ] || say "starting again on other ports"
     done
@@ -430,6 +432,7 @@ node() {
 case "${1:-}" in
 install) install ;;
 start) start ;;
+start-once) start_once ;; # one attempt of `start` (its retry loop calls it)
 stop) stop_all ;;
 env)
     [ -f "$run/env" ] || die "no cluster: scripts/kafka.sh start"

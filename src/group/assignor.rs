@@ -224,7 +224,6 @@ impl GroupMember {
         self.generation = (generation >= 0).then_some(generation);
         self
     }
-
 }
 
 /// The result of an assignment: for every member id, its partitions, sorted.

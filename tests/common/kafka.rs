@@ -627,10 +627,18 @@ impl AdminServer {
                 return Some(if event["ok"] == true {
                     Ok(events)
                 } else {
-                    // Its stack trace, if any, was written before this line:
-                    // give the collecting thread a moment (for the message
-                    // only).
-                    std::thread::sleep(Duration::from_millis(100));
+                    // Its stack trace, if any, comes before the step's end
+                    // mark on stderr (`-- served --`): wait a little for it.
+                    let deadline = Instant::now() + Duration::from_secs(2);
+                    while !self
+                        .stderr
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains("-- served --")
+                        && Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
                     let stderr = self
                         .stderr
                         .lock()

@@ -194,6 +194,8 @@ public class Peer {
      * ends at the end of stdin. One JVM for all of a test process's admin steps: a JVM's start costs
      * more CPU than most steps.
      */
+    static final String SERVED_MARK = "-- served --";
+
     static void serve() throws IOException {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
@@ -212,6 +214,9 @@ public class Peer {
                 reportFailure(t);
                 ok = false;
             }
+            // The step's end on stderr too, so that its reader knows it has
+            // the step's stack trace, if any.
+            System.err.println(SERVED_MARK);
             System.err.flush();
             emit("event", "served", "ok", ok);
         }
