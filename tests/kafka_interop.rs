@@ -828,11 +828,21 @@ async fn read_committed_reads_exactly_the_committed_transactions() {
         all.extend(delivered);
     }
     let (committed, aborted): (Vec<Rec>, Vec<Rec>) = all.iter().cloned().partition(is_committed);
-    let hw = high_watermarks(&kafka, &topic);
     // Each partition's log ends with aborted records (the last producer's)
-    // and an abort marker after them.
+    // and an abort marker after them. The coordinator writes the markers
+    // after the producer's EndTxn is answered: the high watermarks are
+    // waited on (at most 30 s) until they are past the last records.
     let ends = ends_of(&all);
     let tails = ends_of(&aborted);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let hw = loop {
+        let hw = high_watermarks(&kafka, &topic);
+        let past = (0..TXN_PARTITIONS).all(|p| hw.get(&p) > ends.get(&p));
+        if past || Instant::now() >= deadline {
+            break hw;
+        }
+        common::sleep(Duration::from_millis(200)).await;
+    };
     for p in 0..TXN_PARTITIONS {
         assert!(
             tails.get(&p) == ends.get(&p) && hw[&p] > ends[&p],
