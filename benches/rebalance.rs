@@ -35,9 +35,13 @@
 //!   `LAZYKAFKA_KAFKA_BOOTSTRAP` and the rest of its variables are set),
 //!   both protocols, lazykafka, librdkafka and the Java client
 //!   (`tests/java/Peer.java`). JoinGroups come from the clients' own
-//!   counters: lazykafka's `GroupMetrics::joins`, Java's `join-total`;
-//!   librdkafka keeps none (`-`). The consumer protocol (KIP-848) has no
-//!   JoinGroup.
+//!   counters: lazykafka's `GroupMetrics::joins` (every request sent, the
+//!   KIP-394 member-id round included), Java's `join-total` (the JoinGroups
+//!   answered without error); librdkafka keeps none (`-`). The consumer
+//!   protocol (KIP-848) has no JoinGroup.
+//! - The rebalances each member completed (assignments received), where
+//!   the client counts them: lazykafka's `GroupMetrics::rebalances`, Java's
+//!   `rebalance-total`. That is the figure the two count alike.
 //!
 //! Environment: `LAZYKAFKA_BENCH_ROUNDS` (default 1);
 //! `LAZYKAFKA_BENCH_CLIENTS`, `LAZYKAFKA_BENCH_PROTOCOLS`,
@@ -47,6 +51,8 @@
 //! default both, Kafka when its variables are set); `LAZYKAFKA_BENCH_OUT`
 //! (default `target/bench-rebalance.json`): every run, as JSON. Medians are
 //! printed in a table (docs/reliability.md holds one).
+//! `LAZYKAFKA_BENCH_LOG=debug` (or `info`, `warn`): lazykafka's log lines on
+//! stderr, each with the time since the start and the member it comes from.
 
 #[path = "../tests/common/mod.rs"]
 #[allow(unused_macros, unused_imports)]
@@ -239,8 +245,15 @@ struct Shared {
     assignment: Mutex<BTreeSet<i32>>,
 }
 
-/// A member's JoinGroups by reason, when it counts them.
-type JoinCounts = Option<BTreeMap<String, u64>>;
+/// A member's own group counters, where its client keeps them.
+#[derive(Default)]
+struct JoinCounts {
+    /// JoinGroups by reason (lazykafka), or Java's `join-total`.
+    joins: Option<BTreeMap<String, u64>>,
+    /// Rebalances completed: lazykafka's `GroupMetrics::rebalances`,
+    /// Java's `rebalance-total`.
+    rebalances: Option<u64>,
+}
 
 /// One member of the group.
 enum Member {
@@ -277,7 +290,8 @@ impl Member {
                 };
                 let config = config.build().expect("consumer config");
                 let (topic, s) = (topic.to_owned(), shared.clone());
-                let thread = std::thread::spawn(move || {
+                let named = std::thread::Builder::new().name(name.to_owned());
+                let thread = named.spawn(move || {
                     common::block_on(async move {
                         let consumer = Consumer::new(config).expect("consumer");
                         consumer.subscribe([topic.as_str()]).expect("subscribe");
@@ -299,12 +313,17 @@ impl Member {
                                 .map(|tp| tp.partition)
                                 .collect();
                         }
-                        let joins = consumer.metrics().group.map(|g| g.joins);
+                        let group = consumer.metrics().group;
                         let _ = consumer.close().await;
-                        joins.filter(|_| protocol == Protocol::Classic)
+                        JoinCounts {
+                            rebalances: group.as_ref().map(|g| g.rebalances),
+                            joins: group
+                                .map(|g| g.joins)
+                                .filter(|_| protocol == Protocol::Classic),
+                        }
                     })
                 });
-                Member::Thread(shared, thread)
+                Member::Thread(shared, thread.expect("a member's thread"))
             }
             Client::Librdkafka => {
                 let mut cc = ClientConfig::new();
@@ -332,7 +351,7 @@ impl Member {
                             .unwrap_or_default();
                     }
                     drop(consumer); // closes: commits, leaves the group
-                    None
+                    JoinCounts::default()
                 });
                 Member::Thread(shared, thread)
             }
@@ -406,11 +425,13 @@ impl Member {
                     .into_iter()
                     .map(|(_, p, o, _, _)| (p, o))
                     .collect();
-                let joins = peer
-                    .events_of("group-metrics")
-                    .first()
-                    .and_then(|e| e["join-total"].as_u64())
-                    .map(|n| BTreeMap::from([("join-total".to_owned(), n)]));
+                let metrics = peer.events_of("group-metrics");
+                let counter = |name: &str| metrics.first().and_then(|e| e[name].as_u64());
+                let joins = JoinCounts {
+                    joins: counter("join-total")
+                        .map(|n| BTreeMap::from([("join-total".to_owned(), n)])),
+                    rebalances: counter("rebalance-total"),
+                };
                 (seen, joins)
             }
         }
@@ -476,6 +497,7 @@ struct Outcome {
     /// The members' own counts by reason, summed (lazykafka's reasons).
     reasons: BTreeMap<String, u64>,
     joins_per_member: Option<f64>,
+    rebalances_per_member: Option<f64>,
     written: usize,
     deliveries: usize,
     distinct: usize,
@@ -484,7 +506,7 @@ struct Outcome {
 impl Outcome {
     fn new(
         settle: Option<Duration>,
-        (joins, reasons): (Option<u64>, BTreeMap<String, u64>),
+        totals: Totals,
         members: usize,
         written: usize,
         seen: &[(i32, i64)],
@@ -492,8 +514,9 @@ impl Outcome {
         let distinct = seen.iter().collect::<BTreeSet<_>>().len();
         Outcome {
             settle_ms: settle.map(|d| d.as_secs_f64() * 1000.0),
-            reasons,
-            joins_per_member: joins.map(|j| j as f64 / members as f64),
+            reasons: totals.reasons,
+            joins_per_member: totals.joins.map(|j| j as f64 / members as f64),
+            rebalances_per_member: totals.rebalances.map(|r| r as f64 / members as f64),
             written,
             deliveries: seen.len(),
             distinct,
@@ -505,6 +528,7 @@ impl Outcome {
             "settle_ms": self.settle_ms,
             "join_reasons": self.reasons,
             "joins_per_member": self.joins_per_member,
+            "rebalances_per_member": self.rebalances_per_member,
             "written": self.written,
             "deliveries": self.deliveries,
             "extra_deliveries": self.deliveries - self.distinct,
@@ -513,19 +537,33 @@ impl Outcome {
     }
 }
 
-/// The JoinGroups of a run: the cluster's count, else the members' own
-/// (all of them, or none); and the members' counts by reason.
-fn joins(cluster: &Cluster, own: &[JoinCounts]) -> (Option<u64>, BTreeMap<String, u64>) {
+/// A run's group counters, summed over its members.
+struct Totals {
+    /// The JoinGroups: the cluster's count, else the members' own (all of
+    /// them, or none).
+    joins: Option<u64>,
+    /// The members' JoinGroups by reason.
+    reasons: BTreeMap<String, u64>,
+    /// The rebalances the members completed (all of them, or none).
+    rebalances: Option<u64>,
+}
+
+fn totals(cluster: &Cluster, own: &[JoinCounts]) -> Totals {
     let mut reasons = BTreeMap::new();
-    for (reason, n) in own.iter().flatten().flatten() {
+    for (reason, n) in own.iter().filter_map(|c| c.joins.as_ref()).flatten() {
         *reasons.entry(reason.clone()).or_default() += n;
     }
-    let total = cluster.join_groups().or_else(|| {
+    let joins = cluster.join_groups().or_else(|| {
         own.iter()
-            .map(|j| j.as_ref().map(|j| j.values().sum::<u64>()))
+            .map(|c| c.joins.as_ref().map(|j| j.values().sum::<u64>()))
             .sum::<Option<u64>>()
     });
-    (total, reasons)
+    let rebalances = own.iter().map(|c| c.rebalances).sum::<Option<u64>>();
+    Totals {
+        joins,
+        reasons,
+        rebalances,
+    }
 }
 
 fn split(cluster: &Cluster, client: Client, protocol: Protocol) -> Outcome {
@@ -552,7 +590,7 @@ fn split(cluster: &Cluster, client: Client, protocol: Protocol) -> Outcome {
         seen.extend(s);
         own.push(j);
     }
-    Outcome::new(settled, joins(cluster, &own), 2, written, &seen)
+    Outcome::new(settled, totals(cluster, &own), 2, written, &seen)
 }
 
 /// Adds a settling time to a total (`None`, a settling that never came,
@@ -610,7 +648,7 @@ fn churn(cluster: &Cluster, client: Client, protocol: Protocol) -> Outcome {
         seen.extend(s);
         own.push(j);
     }
-    Outcome::new(waited, joins(cluster, &own), members, written, &seen)
+    Outcome::new(waited, totals(cluster, &own), members, written, &seen)
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -625,7 +663,45 @@ fn cell(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
 }
 
+/// lazykafka's log lines on stderr: seconds since the start, the thread
+/// (the member's name), the level, the line.
+struct StderrLog {
+    start: Instant,
+    level: log::LevelFilter,
+}
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= self.level && m.target().starts_with("lazykafka")
+    }
+
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            eprintln!(
+                "{:9.3} {} {} {}",
+                self.start.elapsed().as_secs_f64(),
+                std::thread::current().name().unwrap_or("-"),
+                r.level(),
+                r.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 fn main() {
+    if let Some(level) = std::env::var("LAZYKAFKA_BENCH_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+    {
+        let logger = Box::leak(Box::new(StderrLog {
+            start: Instant::now(),
+            level,
+        }));
+        log::set_logger(logger).expect("the only logger");
+        log::set_max_level(level);
+    }
     // `cargo bench` passes `--bench`; nothing else is taken.
     let rounds: usize = std::env::var("LAZYKAFKA_BENCH_ROUNDS")
         .ok()
@@ -703,9 +779,9 @@ fn main() {
 /// One row per cluster, protocol and client: medians over the rounds.
 fn print_table(runs: &[Value]) {
     println!(
-        "\n| cluster | protocol | client | split settles (ms) | JoinGroups per member (split) | \
-         extra deliveries (split) | churn: time settling (ms) | JoinGroups per member (churn) | \
-         extra deliveries (churn) | not delivered |"
+        "\n| cluster | protocol | client | split settles (ms) | JoinGroups / rebalances per \
+         member (split) | extra deliveries (split) | churn: time settling (ms) | JoinGroups / \
+         rebalances per member (churn) | extra deliveries (churn) | not delivered |"
     );
     println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut rows: BTreeMap<(String, String, String), Vec<&Value>> = BTreeMap::new();
@@ -737,14 +813,21 @@ fn print_table(runs: &[Value]) {
                 )
             })
         };
+        let per_member = |scenario: &str| {
+            format!(
+                "{} / {}",
+                cell(of(scenario, "joins_per_member"), 1),
+                cell(of(scenario, "rebalances_per_member"), 1)
+            )
+        };
         let lost: f64 = rs.iter().filter_map(|r| r["not_delivered"].as_f64()).sum();
         println!(
             "| {cluster} | {protocol} | {client} | {} | {} | {} | {} | {} | {} | {lost:.0} |",
             cell(of("split", "settle_ms"), 0),
-            cell(of("split", "joins_per_member"), 1),
+            per_member("split"),
             extra("split").unwrap_or_else(|| "-".into()),
             cell(of("churn", "settle_ms"), 0),
-            cell(of("churn", "joins_per_member"), 1),
+            per_member("churn"),
             extra("churn").unwrap_or_else(|| "-".into()),
         );
     }

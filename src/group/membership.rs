@@ -49,6 +49,11 @@ use std::time::{Duration, Instant};
 /// accept newer versions by reading the fields they know.
 const CONSUMER_PROTOCOL_VERSION: i16 = 3;
 
+/// The reason of a JoinGroup sent again because the one before got no
+/// answer, or was answered by a coordinator that moved, is loading or is
+/// not available.
+const JOIN_AGAIN: &str = "the JoinGroup before failed (no answer, or the coordinator moved, is loading or unavailable)";
+
 /// Settings of the membership.
 #[derive(Debug, Clone)]
 pub struct MembershipConfig {
@@ -580,6 +585,11 @@ impl Membership {
             return ResponseOutcome::default();
         }
         let delay = self.retry_later(now);
+        if kind == GroupRequestKind::Join {
+            // The JoinGroup goes again, and is counted as sent again: its
+            // first reason was counted with the one that failed.
+            self.join_reason = JOIN_AGAIN;
+        }
         if kind == GroupRequestKind::Heartbeat {
             // Heartbeats are retried; the session expiry decides when the
             // partitions are lost.

@@ -497,3 +497,28 @@ fn each_join_is_counted_and_sent_with_its_reason() {
     let sent = <JoinGroupRequest as crate::protocol::Message>::decode(&mut r, 9).unwrap();
     assert_eq!(sent.reason.as_deref(), Some(reason));
 }
+
+/// A JoinGroup that the coordinator could not serve is sent again and
+/// counted under a reason of its own, not as a second first join.
+#[test]
+fn a_join_sent_again_after_coordinator_trouble_is_counted_as_such() {
+    let t0 = Instant::now();
+    let mut m = Membership::new(config(vec![AssignmentStrategy::Range]));
+    m.subscribe(BTreeSet::from(["t".to_owned()]));
+    let (kind, _) = m.poll_request(t0, &counts()).expect("the first JoinGroup");
+    assert_eq!(kind, GroupRequestKind::Join);
+    let loading = JoinGroupResponse {
+        error_code: ErrorCode::CoordinatorLoadInProgress.code(),
+        ..JoinGroupResponse::default()
+    };
+    m.handle_response(t0, kind, response(&loading, 5));
+    assert!(
+        m.poll_request(t0, &counts()).is_none(),
+        "the retry waits for the backoff"
+    );
+    let t1 = t0 + Duration::from_secs(2);
+    let (kind, _) = m.poll_request(t1, &counts()).expect("the JoinGroup again");
+    assert_eq!(kind, GroupRequestKind::Join);
+    let joins: Vec<_> = m.joins().iter().map(|(r, n)| (*r, *n)).collect();
+    assert_eq!(joins, [("first join", 1), (JOIN_AGAIN, 1)]);
+}
