@@ -52,7 +52,7 @@
 //! (default `target/bench-rebalance.json`): every run, as JSON. Medians are
 //! printed in a table (docs/reliability.md holds one).
 //! `LAZYKAFKA_BENCH_LOG=debug` (or `info`, `warn`): lazykafka's log lines on
-//! stderr, each with the time since the start and the member it comes from.
+//! stderr, each with the time since the start and the thread it comes from.
 
 #[path = "../tests/common/mod.rs"]
 #[allow(unused_macros, unused_imports)]
@@ -501,6 +501,9 @@ struct Outcome {
     written: usize,
     deliveries: usize,
     distinct: usize,
+    /// By partition, the records not delivered: how many, and the first
+    /// one's offset.
+    missing: BTreeMap<i32, (usize, i64)>,
 }
 
 impl Outcome {
@@ -511,8 +514,22 @@ impl Outcome {
         written: usize,
         seen: &[(i32, i64)],
     ) -> Outcome {
-        let distinct = seen.iter().collect::<BTreeSet<_>>().len();
+        let set = seen.iter().copied().collect::<BTreeSet<_>>();
+        let distinct = set.len();
+        // The flow writes a record to each partition in turn: each holds
+        // `written / PARTITIONS` of them, from offset 0.
+        let per_partition = (written / PARTITIONS as usize) as i64;
+        let mut missing = BTreeMap::new();
+        for p in 0..PARTITIONS {
+            let absent: Vec<i64> = (0..per_partition)
+                .filter(|o| !set.contains(&(p, *o)))
+                .collect();
+            if let Some(first) = absent.first() {
+                missing.insert(p, (absent.len(), *first));
+            }
+        }
         Outcome {
+            missing,
             settle_ms: settle.map(|d| d.as_secs_f64() * 1000.0),
             reasons: totals.reasons,
             joins_per_member: totals.joins.map(|j| j as f64 / members as f64),
@@ -533,6 +550,7 @@ impl Outcome {
             "deliveries": self.deliveries,
             "extra_deliveries": self.deliveries - self.distinct,
             "not_delivered": self.written.saturating_sub(self.distinct),
+            "missing_by_partition": self.missing,
         })
     }
 }
@@ -664,7 +682,7 @@ fn cell(v: Option<f64>, decimals: usize) -> String {
 }
 
 /// lazykafka's log lines on stderr: seconds since the start, the thread
-/// (the member's name), the level, the line.
+/// name, the level, the line.
 struct StderrLog {
     start: Instant,
     level: log::LevelFilter,

@@ -28,6 +28,9 @@
 //!   assignors (`group.remote.assignor` uniform and range);
 //! - `a_static_member_restarts_without_a_rebalance`: static membership
 //!   (KIP-345) under the classic protocol;
+//! - `a_split_sends_only_the_joingroups_the_protocol_needs`: two of ours
+//!   split a topic with no JoinGroup beyond those the classic protocol
+//!   needs (`GroupMetrics::joins`, by reason) and one rebalance each;
 //! - `a_commit_after_a_poll_lands_when_an_eager_rebalance_revokes_meanwhile`:
 //!   the README loop's commit after a batch, when an eager rebalance comes
 //!   between the batch and the commit (a bug these scenarios found);
@@ -1043,6 +1046,75 @@ async fn a_static_member_restarts_without_a_rebalance() {
     run.close().await;
 }
 
+// --- the JoinGroups a split needs, and no more --------------------------
+
+/// Why a classic member may send a JoinGroup in a split: its first join,
+/// the KIP-394 round with the member id the coordinator gave, a heartbeat
+/// answering REBALANCE_IN_PROGRESS (the member already there), and a
+/// JoinGroup sent again after coordinator trouble (a new group's
+/// coordinator may still be loading).
+const FIRST: &str = "first join";
+const KIP394: &str = "MEMBER_ID_REQUIRED: again with the member id given (KIP-394)";
+const HEARTBEAT_SAID: &str = "a heartbeat answered REBALANCE_IN_PROGRESS";
+const AGAIN: &str =
+    "the JoinGroup before failed (no answer, or the coordinator moved, is loading or unavailable)";
+
+/// Two of ours split six partitions (range, eager): the member already
+/// there rejoins once, when a heartbeat says the group rebalances; the new
+/// one joins once (with its KIP-394 round); one rebalance each beyond the
+/// first. Any other JoinGroup (a refused SyncGroup, a commit refused for
+/// the rebalance, a rejoin the protocol does not need) fails the test.
+async fn a_split_sends_only_the_joingroups_the_protocol_needs() {
+    let what = "split joins";
+    let Some(kafka) = Kafka::get(what) else {
+        return;
+    };
+    let mut run = Run::start(&kafka, "split-joins").await;
+    let config = |run: &Run, name: &str| {
+        our_config(run, name)
+            .session_timeout(SESSION)
+            .heartbeat_interval(HEARTBEAT)
+            .partition_assignment_strategy([AssignmentStrategy::Range])
+            .build()
+            .unwrap()
+    };
+    let client = subscribed(&run, ours(config(&run, "a")));
+    run.add("a", client);
+    run.settle("split joins: a alone").await;
+    let client = subscribed(&run, ours(config(&run, "b")));
+    run.add("b", client);
+    run.settle("split joins: b joined").await;
+    let report = run.finish(what).await;
+    report.check(what, true);
+    let group = |run: &Run, name: &str| {
+        let Client::Ours(o) = &run.members[run.index(name)].client else {
+            unreachable!("{name} is ours")
+        };
+        o.consumer.metrics().group.expect("a group member")
+    };
+    for (name, heartbeats, rebalances) in [("a", 1, 2), ("b", 0, 1)] {
+        let g = group(&run, name);
+        let mut joins = g.joins.clone();
+        joins.remove(AGAIN);
+        let expected: BTreeMap<String, u64> =
+            [(FIRST, 1), (KIP394, 1), (HEARTBEAT_SAID, heartbeats)]
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(reason, n)| (reason.to_owned(), n))
+                .collect();
+        assert_eq!(
+            joins, expected,
+            "{what}: {name}'s JoinGroups by reason (beside {AGAIN:?}): {:?}",
+            g.joins
+        );
+        assert_eq!(
+            g.rebalances, rebalances,
+            "{what}: {name}'s rebalances completed"
+        );
+    }
+    run.close().await;
+}
+
 // --- the commit after a poll, when a rebalance comes in between ---------
 
 /// The README's loop commits after processing each batch. An eager
@@ -1473,6 +1545,7 @@ on_apache_kafka!(
     kip848_uniform,
     kip848_range,
     a_static_member_restarts_without_a_rebalance,
+    a_split_sends_only_the_joingroups_the_protocol_needs,
     a_commit_after_a_poll_lands_when_an_eager_rebalance_revokes_meanwhile,
 );
 
