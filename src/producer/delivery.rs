@@ -191,8 +191,9 @@ struct OutcomeState {
     /// The parts decided: one for a whole batch, or one per part of a
     /// batch that was split.
     decided: Vec<Decided>,
-    /// The futures waiting: their place in the batch and their waker.
-    waiting: Vec<(u32, std::task::Waker)>,
+    /// The futures waiting, by their place in the batch (places are
+    /// dense from 0, so a poll finds its slot at once).
+    waiting: Vec<Option<std::task::Waker>>,
 }
 
 /// The outcome of the records of a batch from `start` up to `end` (places
@@ -242,7 +243,9 @@ impl BatchOutcome {
     /// Decides it for the records from place `start` up to `end` (a part
     /// of a split batch; `0..u32::MAX` for the whole batch), unless one of
     /// them was decided already (the first decision stands), and returns
-    /// the wakers of their futures, to wake once the caller holds no lock.
+    /// the wakers of their futures, to wake once the caller holds no lock:
+    /// one per task, when a run of records is awaited by one task (a loop
+    /// or a `join_all` over them), not one per record.
     pub(crate) fn decide_part(
         &self,
         start: u32,
@@ -258,14 +261,14 @@ impl BatchOutcome {
             end,
             outcome,
         });
-        let mut woken = Vec::new();
-        state.waiting.retain(|(i, w)| {
-            let this_part = (start..end).contains(i);
-            if this_part {
-                woken.push(w.clone());
+        let len = state.waiting.len();
+        let (from, to) = (len.min(start as usize), len.min(end as usize));
+        let mut woken: Vec<std::task::Waker> = Vec::new();
+        for waker in state.waiting[from..to].iter_mut().filter_map(Option::take) {
+            if !woken.last().is_some_and(|last| last.will_wake(&waker)) {
+                woken.push(waker);
             }
-            !this_part
-        });
+        }
         woken
     }
 
@@ -304,10 +307,15 @@ impl BatchOutcome {
             })),
             Some((_, Err(e))) => std::task::Poll::Ready(Err(e.clone())),
             None => {
-                match state.waiting.iter_mut().find(|(i, _)| *i == index) {
-                    Some((_, w)) if w.will_wake(waker) => {}
-                    Some((_, w)) => w.clone_from(waker),
-                    None => state.waiting.push((index, waker.clone())),
+                // A record's place is below the count of records appended
+                // to its batch: the slots grow with the batch, no further.
+                let i = index as usize;
+                if state.waiting.len() <= i {
+                    state.waiting.resize_with(i + 1, || None);
+                }
+                match &mut state.waiting[i] {
+                    Some(w) if w.will_wake(waker) => {}
+                    slot => *slot = Some(waker.clone()),
                 }
                 std::task::Poll::Pending
             }
@@ -342,9 +350,10 @@ mod tests {
             base_offset: 100,
             append_time: -1,
         }));
-        assert_eq!(wakers.len(), 2);
+        // One task awaits both records: it is woken once.
+        assert_eq!(wakers.len(), 1);
         wakers.into_iter().for_each(Waker::wake);
-        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
         let Poll::Ready(Ok(m)) = outcome.poll(2, 12, &waker) else {
             panic!("decided")
         };
@@ -360,6 +369,37 @@ mod tests {
             }))
             .is_empty());
         assert!(matches!(outcome.poll(1, 11, &waker), Poll::Ready(Ok(m)) if m.offset == 101));
+    }
+
+    /// Records awaited by tasks of their own (`FuturesUnordered`, a task
+    /// per record) wake each task once; a run of records awaited by one
+    /// task wakes it once.
+    #[test]
+    fn each_waiting_task_is_woken_once() {
+        let outcome = BatchOutcome::new("t", 0);
+        let counts: Vec<Arc<Count>> = (0..3)
+            .map(|_| Arc::new(Count(AtomicUsize::new(0))))
+            .collect();
+        let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(c.clone())).collect();
+        // Records 0..100 awaited by task 0, 100..102 by tasks 1 and 2 in
+        // turn, 102..1000 by task 0 again.
+        for i in 0..1000u32 {
+            let task = match i {
+                100 => 1,
+                101 => 2,
+                _ => 0,
+            };
+            assert!(outcome.poll(i, 10, &wakers[task]).is_pending());
+        }
+        let woken = outcome.decide(Ok(Written {
+            base_offset: 0,
+            append_time: -1,
+        }));
+        assert_eq!(woken.len(), 4, "task 0, task 1, task 2, task 0");
+        woken.into_iter().for_each(Waker::wake);
+        let times: Vec<usize> = counts.iter().map(|c| c.0.load(Ordering::SeqCst)).collect();
+        assert_eq!(times, [2, 1, 1]);
+        assert!(matches!(outcome.poll(999, 10, &wakers[0]), Poll::Ready(Ok(m)) if m.offset == 999));
     }
 
     #[test]
@@ -379,7 +419,7 @@ mod tests {
                 append_time: -1,
             }),
         );
-        assert_eq!(woken.len(), 2);
+        assert_eq!(woken.len(), 1, "one task awaits the part's records");
         assert!(matches!(outcome.poll(3, 10, &waker), Poll::Ready(Ok(m)) if m.offset == 51));
         assert!(outcome.poll(1, 10, &waker).is_pending());
         // A decision overlapping a decided part changes nothing.
@@ -398,7 +438,7 @@ mod tests {
                 append_time: -1,
             }),
         );
-        assert_eq!(woken.len(), 2);
+        assert_eq!(woken.len(), 1, "one task awaits the part's records");
         assert!(matches!(outcome.poll(0, 10, &waker), Poll::Ready(Ok(m)) if m.offset == 40));
         assert!(matches!(outcome.poll(1, 10, &waker), Poll::Ready(Ok(m)) if m.offset == 41));
         assert!(matches!(outcome.poll(2, 10, &waker), Poll::Ready(Ok(m)) if m.offset == 50));
