@@ -1396,10 +1396,7 @@ async fn an_unknown_topic_fails_send_within_seconds_then_is_written_once_created
 
     kafka.create_topic(&topic, 3, 3, &[]);
     let written = common::producing::send_once_created(&producer, &topic).await;
-    assert_eq!(
-        (written.topic.as_str(), written.offset),
-        (topic.as_str(), 0)
-    );
+    assert_eq!((&*written.topic, written.offset), (topic.as_str(), 0));
     producer.close(Duration::from_secs(10)).await.unwrap();
 }
 

@@ -255,7 +255,7 @@ async fn produce(producer: &Producer, topic: &str, range: std::ops::Range<usize>
             .await
             .unwrap_or_else(|| panic!("record {i} to {topic}: no delivery within {WAIT:?}"))
             .unwrap_or_else(|e| panic!("record {i} to {topic}: {e}"));
-        assert_eq!(written.topic, topic, "record {i}: {written:?}");
+        assert_eq!(&*written.topic, topic, "record {i}: {written:?}");
     }
 }
 

@@ -129,7 +129,7 @@ async fn keyed_records_arrive_in_order_where_murmur2_puts_them<C: TestCluster>()
             .await
             .expect("delivered in time")
             .unwrap();
-        assert_eq!(meta.topic, "t");
+        assert_eq!(&*meta.topic, "t");
         let key = format!("k{}", i % 17);
         let expected = lazykafka::producer::partition_for_key(key.as_bytes(), 2).unwrap();
         assert_eq!(meta.partition, expected, "{key} ({})", mock.name());
@@ -326,10 +326,7 @@ async fn an_unknown_topic_is_named_by_send_within_seconds<C: TestCluster>() {
     // Created now: a later send goes through.
     mock.create_topic(&topic, &[1]);
     let written = common::producing::send_once_created(&producer, &topic).await;
-    assert_eq!(
-        (written.topic.as_str(), written.partition),
-        (topic.as_str(), 0)
-    );
+    assert_eq!((&*written.topic, written.partition), (topic.as_str(), 0));
     timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
 }
 
@@ -482,7 +479,9 @@ on_both_mocks!(
     a_closed_producer_still_reports,
     statistics_come_every_interval_and_end_with_the_producer,
     an_idle_producer_asks_nothing_and_holds_no_socket,
-    every_codec_is_read_back_by_librdkafka
+    every_codec_is_read_back_by_librdkafka,
+    delivery_reports_name_each_reported_record_once_in_order,
+    a_failed_delivery_is_reported
 );
 
 // librdkafka 2.16's mock cluster (the newest), which checks idempotent
@@ -969,6 +968,126 @@ async fn a_closed_producer_still_reports<C: TestCluster>() {
     assert!(!producer.broker_counters().is_empty());
     let refused = producer.send(ProducerRecord::new("t").value("late")).await;
     assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
+}
+
+/// `send_reported`: each record reported once (and only those; the
+/// records of `send` mixed in are not), with its token, in send order
+/// within its partition; a record refused by `send_reported` itself is not
+/// reported; the stream ends once the producer is closed and every
+/// record is reported. Records are read back by librdkafka.
+async fn delivery_reports_name_each_reported_record_once_in_order<C: TestCluster>() {
+    const RECORDS: u64 = 3000;
+    let mock: C = standard();
+    let bootstrap = mock.bootstrap();
+    let producer = producer(&bootstrap, &[("linger.ms", "5")]);
+    let mut reports = producer.delivery_reports();
+    let mut futures = Vec::new();
+    for i in 0..RECORDS {
+        let record = ProducerRecord::new("t")
+            .partition((i % 2) as i32)
+            .value(format!("{i}"));
+        if i % 10 == 0 {
+            futures.push(producer.send(record).await.unwrap());
+        } else {
+            producer.send_reported(record, i).await.unwrap();
+        }
+    }
+    let refused = producer
+        .send_reported(ProducerRecord::new("t").partition(99).value("x"), RECORDS)
+        .await;
+    assert!(matches!(refused, Err(Error::Partitioner(_))), "{refused:?}");
+    // The first reports come before `close`.
+    let first = timeout(WAIT, reports.next())
+        .await
+        .expect("a report in time")
+        .expect("the stream goes on");
+    assert!(first.outcome.is_ok(), "{first:?}");
+    for f in futures {
+        timeout(WAIT, f).await.unwrap().unwrap();
+    }
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    let rest: Vec<_> = timeout(WAIT, reports.collect::<Vec<_>>())
+        .await
+        .expect("the stream ends after close");
+    let mut by_partition: BTreeMap<i32, Vec<(u64, i64)>> = BTreeMap::new();
+    for r in std::iter::once(first).chain(rest) {
+        let md = r
+            .outcome
+            .unwrap_or_else(|e| panic!("token {}: {e}", r.token));
+        assert_eq!((&*md.topic, md.partition), ("t", (r.token % 2) as i32));
+        by_partition
+            .entry(md.partition)
+            .or_default()
+            .push((r.token, md.offset));
+    }
+    let mut tokens: Vec<u64> = by_partition.values().flatten().map(|(t, _)| *t).collect();
+    tokens.sort_unstable();
+    let expected: Vec<u64> = (0..RECORDS).filter(|i| i % 10 != 0).collect();
+    assert_eq!(
+        tokens,
+        expected,
+        "each reported record once ({})",
+        mock.name()
+    );
+    for (p, reported) in &by_partition {
+        // In send order within the partition: tokens and offsets rise
+        // together, and arrive in that order.
+        assert!(
+            reported
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+            "partition {p}: {reported:?}"
+        );
+    }
+    let read = read_back(&bootstrap, "t", 2, RECORDS as usize);
+    for (p, reported) in &by_partition {
+        for (token, offset) in reported {
+            let r = read
+                .iter()
+                .find(|r| r.0 == *p && r.1 == *offset)
+                .unwrap_or_else(|| panic!("{p}@{offset} not read back"));
+            assert_eq!(r.3.as_deref(), Some(token.to_string().as_bytes()));
+        }
+    }
+}
+
+/// A record that cannot be delivered (its leader down past
+/// `delivery.timeout.ms`) is reported with its error, naming the
+/// partition; the stream then ends with the producer.
+async fn a_failed_delivery_is_reported<C: TestCluster>() {
+    let mock: C = standard();
+    let producer = producer(
+        &mock.bootstrap(),
+        &[
+            ("delivery.timeout.ms", "3000"),
+            ("request.timeout.ms", "1000"),
+            ("linger.ms", "0"),
+        ],
+    );
+    let mut reports = producer.delivery_reports();
+    producer
+        .send_reported(ProducerRecord::new("t").partition(0).value("first"), 1)
+        .await
+        .unwrap();
+    let first = timeout(WAIT, reports.next()).await.unwrap().unwrap();
+    assert_eq!(first.token, 1);
+    assert!(first.outcome.is_ok(), "{first:?}");
+    mock.broker_down(1);
+    producer
+        .send_reported(ProducerRecord::new("t").partition(0).value("lost"), 2)
+        .await
+        .unwrap();
+    let lost = timeout(WAIT, reports.next()).await.unwrap().unwrap();
+    assert_eq!(lost.token, 2);
+    match lost.outcome {
+        Err(lazykafka::producer::DeliveryError::TimedOut {
+            topic, partition, ..
+        }) => assert_eq!((topic.as_str(), partition), ("t", 0)),
+        other => panic!("{other:?} ({})", mock.name()),
+    }
+    mock.broker_up(1);
+    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    assert!(timeout(WAIT, reports.next()).await.unwrap().is_none());
 }
 
 /// Statistics every interval (`statistics.interval.ms`), before the first

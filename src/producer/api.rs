@@ -2,7 +2,7 @@
 //! task that drives it.
 
 use super::core::{OutRecord, ProducerCore, Refused, TopicState};
-use super::delivery::{BatchOutcome, DeliveryError};
+use super::delivery::{BatchOutcome, DeliveryError, DeliveryReport, ReportQueue};
 use super::partitioner::Partitioner;
 use crate::error::{Error, ErrorCode};
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
@@ -188,6 +188,31 @@ impl Future for DeliveryFuture {
     }
 }
 
+/// The stream of [`Producer::delivery_reports`]: each record given to
+/// [`Producer::send_reported`], reported once its batch is decided. Takes
+/// every report ready under one lock, then yields them one by one.
+#[derive(Debug)]
+pub struct DeliveryReports {
+    queue: Arc<ReportQueue>,
+    taken: std::collections::VecDeque<DeliveryReport>,
+}
+
+impl futures::Stream for DeliveryReports {
+    type Item = DeliveryReport;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<DeliveryReport>> {
+        let this = &mut *self;
+        if let Some(report) = this.taken.pop_front() {
+            return Poll::Ready(Some(report));
+        }
+        match this.queue.poll_take(&mut this.taken, cx.waker()) {
+            Poll::Ready(true) => Poll::Ready(this.taken.pop_front()),
+            Poll::Ready(false) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 /// An async Kafka producer: idempotent by default, careful with
 /// connections as the [`Consumer`](crate::Consumer) is. `Clone + Send +
 /// Sync`: clones share one producer (one background task, one set of
@@ -237,6 +262,8 @@ struct Inner {
     link: std::sync::OnceLock<Link>,
     /// Set by `close`, read by every call.
     closed: std::sync::atomic::AtomicBool,
+    /// The reports of the records given to `send_reported`.
+    reports: Arc<ReportQueue>,
 }
 
 struct Local {
@@ -265,6 +292,9 @@ impl Drop for Inner {
             task.stop();
         }
         self.events.close();
+        if let Some(waker) = self.reports.close() {
+            waker.wake();
+        }
     }
 }
 
@@ -353,6 +383,7 @@ impl Producer {
                 }),
                 link: std::sync::OnceLock::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),
+                reports: Arc::default(),
             }),
         })
     }
@@ -442,6 +473,91 @@ impl Producer {
     /// [`Error::Config`] for a record larger than `max.request.size`;
     /// [`Error::Closed`] after [`Producer::close`].
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, Error> {
+        let (batch, index, timestamp) = self.queue(record).await?;
+        Ok(DeliveryFuture {
+            batch,
+            index,
+            timestamp,
+        })
+    }
+
+    /// Queues `record` as [`Producer::send`] does, with no future of its
+    /// own: its outcome comes with `token` (any number the application
+    /// keys its records by) in the stream of
+    /// [`Producer::delivery_reports`]. The way to produce at high volume:
+    /// a record costs no allocation of its own, and each decided batch
+    /// adds its records' reports to the stream under one lock and one
+    /// wake, where awaiting a future per record (in a
+    /// `FuturesUnordered`, say) wakes each record's task. This is the
+    /// delivery-report queue librdkafka's producer is polled for, and
+    /// rust-rdkafka's `BaseProducer` delivers from.
+    ///
+    /// Reports come in the order batches are decided: in send order
+    /// within a partition, interleaved across partitions. The records of
+    /// `send` and `send_reported` may be mixed; only the latter are
+    /// reported.
+    ///
+    /// ```
+    /// # let body = async {
+    /// # let mock = lazykafka::mock::MockCluster::new(1).unwrap();
+    /// # mock.create_topic("clicks", 3).unwrap();
+    /// # let bootstrap = mock.bootstrap_servers();
+    /// use futures::StreamExt;
+    /// use lazykafka::{Producer, ProducerConfig, ProducerRecord};
+    ///
+    /// let config = ProducerConfig::builder().bootstrap_servers(&bootstrap).build()?;
+    /// let producer = Producer::new(config)?;
+    /// let mut reports = producer.delivery_reports();
+    /// for i in 0..1000u64 {
+    ///     let record = ProducerRecord::new("clicks").key(format!("user-{}", i % 7)).value("click");
+    ///     producer.send_reported(record, i).await?;
+    /// }
+    /// producer.close(std::time::Duration::from_secs(5)).await?;
+    /// // After `close`, the stream ends once every record is reported.
+    /// let mut delivered = 0;
+    /// while let Some(report) = reports.next().await {
+    ///     assert!(report.token < 1000);
+    ///     delivered += usize::from(report.outcome.is_ok());
+    /// }
+    /// assert_eq!(delivered, 1000);
+    /// # Ok::<(), lazykafka::Error>(())
+    /// # };
+    /// # #[cfg(feature = "runtime-async-std")]
+    /// # async_std::task::block_on(body).unwrap();
+    /// # #[cfg(not(feature = "runtime-async-std"))]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(body).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Producer::send`]'s: a record refused here is not queued and
+    /// not reported.
+    pub async fn send_reported(&self, record: ProducerRecord, token: u64) -> Result<(), Error> {
+        let (batch, index, timestamp) = self.queue(record).await?;
+        if let Some(waker) = batch.report(index, token, timestamp, &self.inner.reports) {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    /// The reports of the records given to [`Producer::send_reported`],
+    /// from now on: a stream that yields each record's
+    /// [`DeliveryReport`] once its batch is decided, and ends once the
+    /// producer is closed and every record given to `send_reported` has
+    /// been reported. Meant for one reader: the streams of two calls
+    /// share the reports (each goes to one of them). It opens nothing and
+    /// keeps the producer from nothing (its connections close when the
+    /// last `Producer` clone goes).
+    pub fn delivery_reports(&self) -> DeliveryReports {
+        DeliveryReports {
+            queue: self.inner.reports.clone(),
+            taken: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Queues `record` (what `send` and `send_reported` share): its batch's
+    /// outcome, its place in the batch and its timestamp.
+    async fn queue(&self, record: ProducerRecord) -> Result<(Arc<BatchOutcome>, u32, i64), Error> {
         let link = self.start()?;
         let mut now = Instant::now();
         let max_block = self.inner.config.max_block();
@@ -468,11 +584,7 @@ impl Producer {
                     if queued.news {
                         link.kick();
                     }
-                    return Ok(DeliveryFuture {
-                        batch: queued.outcome,
-                        index: queued.index,
-                        timestamp,
-                    });
+                    return Ok((queued.outcome, queued.index, timestamp));
                 }
                 Err(Refused::Invalid(e)) => return Err(e),
                 Err(Refused::Unknown(back)) => {
@@ -585,6 +697,10 @@ impl Producer {
         match &local.task {
             Some(task) => task.stop(),
             None => self.inner.events.close(),
+        }
+        drop(local);
+        if let Some(waker) = self.inner.reports.close() {
+            waker.wake();
         }
         flushed
     }

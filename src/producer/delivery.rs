@@ -2,15 +2,19 @@
 //! written, or why it was not.
 
 use crate::protocol::ErrorCode;
+use std::collections::VecDeque;
 use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
 use std::time::Duration;
 
 /// Where a record was written: its partition, offset and timestamp.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RecordMetadata {
-    /// The topic.
-    pub topic: String,
+    /// The topic (shared by the records of a batch: a record's metadata
+    /// costs no allocation of its own).
+    pub topic: Arc<str>,
     /// The partition.
     pub partition: i32,
     /// The record's offset; -1 when the broker did not say (a batch it had
@@ -181,9 +185,9 @@ pub(crate) struct Written {
 /// batch, not per record.
 #[derive(Debug)]
 pub(crate) struct BatchOutcome {
-    topic: String,
+    topic: Arc<str>,
     partition: i32,
-    state: std::sync::Mutex<OutcomeState>,
+    state: Mutex<OutcomeState>,
 }
 
 #[derive(Debug, Default)]
@@ -193,7 +197,11 @@ struct OutcomeState {
     decided: Vec<Decided>,
     /// The futures waiting, by their place in the batch (places are
     /// dense from 0, so a poll finds its slot at once).
-    waiting: Vec<Option<std::task::Waker>>,
+    waiting: Vec<Option<Waker>>,
+    /// The records given to `Producer::send_reported`: their place, token
+    /// and timestamp, in place order; and where their reports go.
+    reported: Vec<(u32, u64, i64)>,
+    reports: Option<Arc<ReportQueue>>,
 }
 
 /// The outcome of the records of a batch from `start` up to `end` (places
@@ -210,9 +218,9 @@ impl BatchOutcome {
     /// An undecided outcome for a batch of `topic`'s `partition`.
     pub(crate) fn new(topic: &str, partition: i32) -> BatchOutcome {
         BatchOutcome {
-            topic: topic.to_owned(),
+            topic: topic.into(),
             partition,
-            state: std::sync::Mutex::default(),
+            state: Mutex::default(),
         }
     }
 
@@ -226,10 +234,61 @@ impl BatchOutcome {
         self.partition
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, OutcomeState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn state(&self) -> MutexGuard<'_, OutcomeState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The metadata of the record at `index` (sent with `timestamp`) in the
+    /// part from `start` written as `w`.
+    fn metadata(&self, index: u32, timestamp: i64, start: u32, w: &Written) -> RecordMetadata {
+        RecordMetadata {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            offset: if w.base_offset >= 0 {
+                w.base_offset + i64::from(index - start)
+            } else {
+                -1
+            },
+            timestamp: if w.append_time >= 0 {
+                w.append_time
+            } else {
+                timestamp
+            },
+        }
+    }
+
+    /// The record at `index` (sent with `timestamp`) is reported to
+    /// `queue` with `token` once decided (at once, if it is already).
+    /// Returns a waker to wake once the caller holds no lock.
+    #[cfg_attr(
+        not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+        allow(dead_code)
+    )]
+    pub(crate) fn report(
+        &self,
+        index: u32,
+        token: u64,
+        timestamp: i64,
+        queue: &Arc<ReportQueue>,
+    ) -> Option<Waker> {
+        let mut state = self.state();
+        let decided = state
+            .decided
+            .iter()
+            .find(|d| (d.start..d.end).contains(&index))
+            .map(|d| match &d.outcome {
+                Ok(w) => Ok(self.metadata(index, timestamp, d.start, w)),
+                Err(e) => Err(e.clone()),
+            });
+        match decided {
+            Some(outcome) => queue.push([DeliveryReport { token, outcome }], false),
+            None => {
+                queue.expect_one();
+                state.reports.get_or_insert_with(|| queue.clone());
+                state.reported.push((index, token, timestamp));
+                None
+            }
+        }
     }
 
     /// Decides it for every record (the first decision stands) and
@@ -263,11 +322,29 @@ impl BatchOutcome {
         });
         let len = state.waiting.len();
         let (from, to) = (len.min(start as usize), len.min(end as usize));
-        let mut woken: Vec<std::task::Waker> = Vec::new();
+        let mut woken: Vec<Waker> = Vec::new();
         for waker in state.waiting[from..to].iter_mut().filter_map(Option::take) {
             if !woken.last().is_some_and(|last| last.will_wake(&waker)) {
                 woken.push(waker);
             }
+        }
+        if let Some(queue) = state.reports.clone() {
+            // The reported records of this part, in place order, go to the
+            // queue together: one lock and one wake for the part.
+            let outcome = &state.decided.last().expect("pushed above").outcome;
+            let reports = state
+                .reported
+                .iter()
+                .filter(|(i, _, _)| (start..end).contains(i))
+                .map(|&(index, token, timestamp)| DeliveryReport {
+                    token,
+                    outcome: match outcome {
+                        Ok(w) => Ok(self.metadata(index, timestamp, start, w)),
+                        Err(e) => Err(e.clone()),
+                    },
+                });
+            woken.extend(queue.push(reports, true));
+            state.reported.retain(|(i, _, _)| !(start..end).contains(i));
         }
         woken
     }
@@ -282,7 +359,7 @@ impl BatchOutcome {
         &self,
         index: u32,
         timestamp: i64,
-        waker: &std::task::Waker,
+        waker: &Waker,
     ) -> std::task::Poll<Result<RecordMetadata, DeliveryError>> {
         let mut state = self.state();
         let part = state
@@ -291,20 +368,9 @@ impl BatchOutcome {
             .find(|d| (d.start..d.end).contains(&index))
             .map(|d| (d.start, &d.outcome));
         match part {
-            Some((start, Ok(w))) => std::task::Poll::Ready(Ok(RecordMetadata {
-                topic: self.topic.clone(),
-                partition: self.partition,
-                offset: if w.base_offset >= 0 {
-                    w.base_offset + i64::from(index - start)
-                } else {
-                    -1
-                },
-                timestamp: if w.append_time >= 0 {
-                    w.append_time
-                } else {
-                    timestamp
-                },
-            })),
+            Some((start, Ok(w))) => {
+                std::task::Poll::Ready(Ok(self.metadata(index, timestamp, start, w)))
+            }
             Some((_, Err(e))) => std::task::Poll::Ready(Err(e.clone())),
             None => {
                 // A record's place is below the count of records appended
@@ -320,6 +386,106 @@ impl BatchOutcome {
                 std::task::Poll::Pending
             }
         }
+    }
+}
+
+/// The outcome of a record given to
+/// [`Producer::send_reported`](crate::Producer::send_reported), as
+/// [`DeliveryReports`](crate::producer::DeliveryReports) yields it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeliveryReport {
+    /// The token the record was sent with.
+    pub token: u64,
+    /// Where it was written, or why it was not.
+    pub outcome: Result<RecordMetadata, DeliveryError>,
+}
+
+/// Where a producer's delivery reports wait for their reader: filled a
+/// decided batch at a time, read by [`DeliveryReports`](crate::producer::DeliveryReports).
+#[derive(Debug, Default)]
+pub(crate) struct ReportQueue {
+    state: Mutex<ReportState>,
+}
+
+#[cfg_attr(
+    not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+    allow(dead_code)
+)]
+#[derive(Debug, Default)]
+struct ReportState {
+    ready: VecDeque<DeliveryReport>,
+    /// Records given to `send_reported` and not reported yet.
+    expected: u64,
+    /// The producer is closed: once nothing is expected, the reports end.
+    closed: bool,
+    /// The reader waiting.
+    waker: Option<Waker>,
+}
+
+#[cfg_attr(
+    not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
+    allow(dead_code)
+)]
+impl ReportQueue {
+    fn state(&self) -> MutexGuard<'_, ReportState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One more record will be reported.
+    fn expect_one(&self) {
+        self.state().expected += 1;
+    }
+
+    /// Adds `reports` (of records `expected` already, or not); returns the
+    /// reader's waker to wake once the caller holds no lock.
+    fn push(
+        &self,
+        reports: impl IntoIterator<Item = DeliveryReport>,
+        expected: bool,
+    ) -> Option<Waker> {
+        let mut state = self.state();
+        let before = state.ready.len();
+        state.ready.extend(reports);
+        let added = (state.ready.len() - before) as u64;
+        if expected {
+            state.expected = state.expected.saturating_sub(added);
+        }
+        if added > 0 {
+            state.waker.take()
+        } else {
+            None
+        }
+    }
+
+    /// The producer is closed; returns the reader's waker.
+    pub(crate) fn close(&self) -> Option<Waker> {
+        let mut state = self.state();
+        state.closed = true;
+        state.waker.take()
+    }
+
+    /// Moves every report ready into `into`; `Ready(false)` when there was
+    /// none and none will come (closed, nothing expected); `Pending` with
+    /// `waker` kept otherwise.
+    pub(crate) fn poll_take(
+        &self,
+        into: &mut VecDeque<DeliveryReport>,
+        waker: &Waker,
+    ) -> std::task::Poll<bool> {
+        let mut state = self.state();
+        if !state.ready.is_empty() {
+            into.append(&mut state.ready);
+            return std::task::Poll::Ready(true);
+        }
+        if state.closed && state.expected == 0 {
+            return std::task::Poll::Ready(false);
+        }
+        match &mut state.waker {
+            Some(w) if w.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        std::task::Poll::Pending
     }
 }
 
@@ -358,7 +524,7 @@ mod tests {
             panic!("decided")
         };
         assert_eq!(
-            (m.topic.as_str(), m.partition, m.offset, m.timestamp),
+            (&*m.topic, m.partition, m.offset, m.timestamp),
             ("t", 3, 102, 12)
         );
         // The first decision stands.

@@ -68,10 +68,10 @@ mod api;
 
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use api::{
-    DeliveryFuture, Producer, ProducerMetrics, ProducerPartitionMetrics, ProducerRecord,
-    StatisticsStream,
+    DeliveryFuture, DeliveryReports, Producer, ProducerMetrics, ProducerPartitionMetrics,
+    ProducerRecord, StatisticsStream,
 };
-pub use delivery::{DeliveryError, RecordMetadata};
+pub use delivery::{DeliveryError, DeliveryReport, RecordMetadata};
 pub use partitioner::{
     fnv1a, murmur2, partition_for_key, place, to_positive, BuiltinPartitioner, Partitioner,
     PartitionerError, Placement, RandomSource, RecordToPlace, StickyPartitioner, TopicPartitions,
