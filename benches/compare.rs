@@ -40,7 +40,7 @@
 //!   `100B,100B-lz4,10KiB,scale,sessions,sessions-rdmock,rebalance,tls,process`,
 //!   the producer
 //!   cases `produce-100B,produce-10KiB,produce-100B-keyed,produce-100B-lz4,
-//!   produce-scale`, `mock-lifecycle`, `kafka-lifecycle` (Apache Kafka,
+//!   produce-scale,produce-process`, `mock-lifecycle`, `kafka-lifecycle` (Apache Kafka,
 //!   below) and `kafka-broker-idle` (only when named);
 //! - `LAZYKAFKA_BENCH_JAVA=0`: no Java client in the lifecycle runs;
 //!   `LAZYKAFKA_BENCH_JAVA_OPTS`: JVM options for it (split at spaces;
@@ -156,6 +156,13 @@
 //! `--consume-librdkafka`), each reading 600,000 × scale records of 100 B
 //! from 24 partitions to the end (`--offset beginning --count N`, JSON
 //! lines to /dev/null); CPU time and peak RSS come from `wait4`.
+//! `produce-process` does the same for the `produce` example (built with
+//! `cargo build --release --example produce`) and its command line on
+//! librdkafka's `BaseProducer` (`--produce-librdkafka`): 300,000 × scale
+//! generated records of 100 B (`--generate N --size 100`) to 24
+//! partitions, idempotent, `acks=all`, `linger.ms` 5, with each client's
+//! default `batch.size`, then 16384 on both, then 1000000 on both; and
+//! 30,000 × scale of 10 KiB with lz4; records/s from the wall time.
 //!
 //! After the summary, each uncompressed data set's physical floor is
 //! measured on the same bytes and printed next to both clients' CPU per
@@ -188,7 +195,7 @@
 //! the cases (a module per case family) and reports; [`child`] is one
 //! measured client (or, with `LKB_LIFECYCLE`, a client pausing for the
 //! parent's census); [`twin`] is the `consume` example's command line on
-//! librdkafka. [`data`], [`client_config`] and [`measure`] are shared by
+//! librdkafka, [`twin_produce`] the `produce` example's. [`data`], [`client_config`] and [`measure`] are shared by
 //! both sides.
 
 #[path = "compare/child/mod.rs"]
@@ -210,6 +217,8 @@ mod parent;
 mod record_line;
 #[path = "compare/twin.rs"]
 mod twin;
+#[path = "compare/twin_produce.rs"]
+mod twin_produce;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -219,6 +228,9 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("--consume-librdkafka") {
         std::process::exit(twin::run(&args[2..]));
+    }
+    if args.get(1).map(String::as_str) == Some("--produce-librdkafka") {
+        std::process::exit(twin_produce::run(&args[2..]));
     }
     if !args.iter().any(|a| a == "--bench") {
         eprintln!("compare: a benchmark; run it with `cargo bench --bench compare`");

@@ -40,8 +40,11 @@
 //! `0000000042......`.
 //!
 //! Records are sent in input order without waiting for each delivery: up
-//! to 10000 deliveries are awaited at once (the next record then waits for
-//! one), and the producer batches them (`linger.ms`, `batch.size`). At
+//! to 10000 records are in flight at once (the next record then waits for
+//! one to be reported), and the producer batches them (`linger.ms`,
+//! `batch.size`). Each record is sent with `Producer::send_reported` and
+//! its outcome read from `Producer::delivery_reports` (no future per
+//! record: the way the producer's docs recommend at high volume). At
 //! the end of the input the producer is closed: what is in flight is
 //! delivered, within `delivery.timeout.ms` plus 5 s.
 //!
@@ -97,15 +100,17 @@
 //! pick another level).
 
 use bytes::Bytes;
-use futures::future::{poll_fn, BoxFuture};
-use futures::stream::{BoxStream, FuturesUnordered};
-use futures::{FutureExt, SinkExt, Stream, StreamExt};
+use futures::future::poll_fn;
+use futures::stream::BoxStream;
+use futures::{SinkExt, Stream, StreamExt};
 use lazykafka::events::{ConnectionEvent, EventKind};
+use lazykafka::producer::{DeliveryReport, DeliveryReports};
 use lazykafka::{Error, Producer, ProducerConfig, ProducerRecord};
 use serde::Serialize;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_async_std::Signals;
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io::{BufRead, BufWriter, Write};
 use std::pin::pin;
@@ -141,7 +146,7 @@ SIGINT/SIGTERM stop the input; what was sent is delivered.
 Exit codes: 0 all delivered, 1 a record failed, 2 bad flags or properties.
 ";
 
-/// The most deliveries awaited at once.
+/// The most records in flight (sent, not yet reported) at once.
 const IN_FLIGHT: usize = 10_000;
 /// Lines read ahead of the producer.
 const LINES_AHEAD: usize = 1024;
@@ -420,13 +425,11 @@ fn records(args: &Args) -> BoxStream<'static, std::io::Result<Input>> {
     }
 }
 
-/// A record's delivery, as its future resolves.
-struct Delivered {
-    index: u64,
-    topic: String,
+/// What a record's report line needs, kept from its `send` to its report
+/// (with `--report` only).
+struct Sent {
     key: Option<Bytes>,
     value: Bytes,
-    outcome: Result<lazykafka::producer::RecordMetadata, Error>,
 }
 
 /// One delivered record on stdout: exactly these keys.
@@ -441,7 +444,13 @@ struct ReportLine<'a> {
 
 /// What the run has seen of its deliveries.
 struct Deliveries {
-    in_flight: FuturesUnordered<BoxFuture<'static, Delivered>>,
+    reports: DeliveryReports,
+    /// Records sent and not yet reported.
+    in_flight: usize,
+    /// `--report`: the records from index `base` on, `None` once reported
+    /// (or refused by `send`).
+    sent: VecDeque<Option<Sent>>,
+    base: u64,
     /// `--report`: stdout, through a buffer flushed after each run of
     /// deliveries.
     report: Option<BufWriter<std::io::Stdout>>,
@@ -452,40 +461,72 @@ struct Deliveries {
 }
 
 impl Deliveries {
-    fn new(report: bool) -> Self {
+    fn new(report: bool, reports: DeliveryReports) -> Self {
         Deliveries {
-            in_flight: FuturesUnordered::new(),
+            reports,
+            in_flight: 0,
+            sent: VecDeque::new(),
+            base: 0,
             report: report.then(|| BufWriter::with_capacity(64 * 1024, std::io::stdout())),
             stdout_gone: false,
             failed: 0,
         }
     }
 
-    /// Reports every delivery that completed (the report lines written out
-    /// together); registers for the next one.
+    /// Record `index` was queued (`key` and `value` kept for its report
+    /// line), or refused (`None`).
+    fn sent(&mut self, index: u64, record: Option<Sent>) {
+        self.in_flight += usize::from(record.is_some());
+        if self.report.is_some() {
+            debug_assert_eq!(index, self.base + self.sent.len() as u64);
+            self.sent.push_back(record);
+            self.trim();
+        }
+    }
+
+    /// Drops the records reported or refused at the front.
+    fn trim(&mut self) {
+        while matches!(self.sent.front(), Some(None)) {
+            self.sent.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// Reports every delivery reported so far (the report lines written
+    /// out together); registers for the next one.
     fn poll_done(&mut self, cx: &mut std::task::Context<'_>) {
         let mut any = false;
-        while let Poll::Ready(Some(done)) = self.in_flight.poll_next_unpin(cx) {
+        while let Poll::Ready(Some(done)) = self.reports.poll_next_unpin(cx) {
             self.done(done);
             any = true;
         }
         if any {
+            self.trim();
             self.flush();
         }
     }
 
-    fn done(&mut self, d: Delivered) {
+    fn done(&mut self, d: DeliveryReport) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let sent = d
+            .token
+            .checked_sub(self.base)
+            .and_then(|i| self.sent.get_mut(i as usize))
+            .and_then(Option::take);
         match d.outcome {
             Ok(meta) => {
                 let Some(out) = self.report.as_mut().filter(|_| !self.stdout_gone) else {
+                    return;
+                };
+                let Some(sent) = sent else {
                     return;
                 };
                 let line = ReportLine {
                     topic: &meta.topic,
                     partition: meta.partition,
                     offset: meta.offset,
-                    key: d.key.as_deref().map(String::from_utf8_lossy),
-                    value: Some(String::from_utf8_lossy(&d.value)),
+                    key: sent.key.as_deref().map(String::from_utf8_lossy),
+                    value: Some(String::from_utf8_lossy(&sent.value)),
                 };
                 let written = serde_json::to_writer(&mut *out, &line)
                     .map_err(std::io::Error::from)
@@ -494,13 +535,9 @@ impl Deliveries {
                     self.stdout_gone = true;
                 }
             }
-            Err(Error::Delivery(e)) => {
-                self.failed += 1;
-                say(&format!("record {}: {e}", d.index));
-            }
             Err(e) => {
                 self.failed += 1;
-                say(&format!("record {}: {}: {e}", d.index, d.topic));
+                say(&format!("record {}: {e}", d.token));
             }
         }
     }
@@ -582,7 +619,7 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
     });
 
     let mut input = records(&args);
-    let mut deliveries = Deliveries::new(args.report);
+    let mut deliveries = Deliveries::new(args.report, producer.delivery_reports());
     // Something other than a delivery went wrong (already said).
     let mut troubled = false;
     let mut index: u64 = 0;
@@ -595,7 +632,7 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
             if deliveries.stdout_gone {
                 return Poll::Ready(Step::StdoutGone);
             }
-            if deliveries.in_flight.len() >= IN_FLIGHT {
+            if deliveries.in_flight >= IN_FLIGHT {
                 return Poll::Pending;
             }
             input.poll_next_unpin(cx).map(Step::Input)
@@ -617,7 +654,9 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
         if let Some(p) = args.partition {
             record = record.partition(p);
         }
-        let mut sending = pin!(producer.send(record));
+        let this = index;
+        index += 1;
+        let mut sending = pin!(producer.send_reported(record, this));
         // `send` may wait (for the topic's metadata, for room in
         // buffer.memory): deliveries are reported meanwhile.
         let sent = poll_fn(|cx| {
@@ -628,27 +667,18 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
             sending.as_mut().poll(cx).map(Some)
         })
         .await;
-        let this = index;
-        index += 1;
         match sent {
             // A signal: this record is dropped, as the ones not read yet.
             None => break,
-            Some(Ok(delivery)) => {
-                let topic = args.topic.clone();
-                deliveries.in_flight.push(
-                    async move {
-                        Delivered {
-                            index: this,
-                            topic,
-                            key: next.key,
-                            value: next.value,
-                            outcome: delivery.await,
-                        }
-                    }
-                    .boxed(),
-                );
-            }
+            Some(Ok(())) => deliveries.sent(
+                this,
+                Some(Sent {
+                    key: next.key,
+                    value: next.value,
+                }),
+            ),
             Some(Err(e)) => {
+                deliveries.sent(this, None);
                 let at = match args.partition {
                     Some(p) => format!("{}-{p}", args.topic),
                     None => args.topic.clone(),
@@ -694,7 +724,7 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
             return Poll::Ready(None);
         }
         deliveries.poll_done(cx);
-        if deliveries.in_flight.is_empty() {
+        if deliveries.in_flight == 0 {
             return Poll::Ready(Some(true));
         }
         after_close.as_mut().poll(cx).map(|()| Some(false))
@@ -707,7 +737,7 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
     if !resolved {
         say(&format!(
             "{} records without an outcome after close",
-            deliveries.in_flight.len()
+            deliveries.in_flight
         ));
         troubled = true;
     }

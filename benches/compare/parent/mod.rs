@@ -138,6 +138,9 @@ fn run_cases(
     if s.wants("process") {
         process::process_case(s, runs, notes);
     }
+    if s.wants("produce-process") {
+        process::produce_process_case(s, runs, notes);
+    }
     if s.wants("mock-lifecycle") {
         lifecycle::mock_lifecycle(s, java.as_ref(), runs);
     }

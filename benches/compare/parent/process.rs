@@ -1,6 +1,7 @@
-//! The `process` case: whole processes as a user runs them, the `consume`
-//! example and its librdkafka twin, measured from outside (`wait4` and
-//! the child's `VmHWM`). Prints its own table.
+//! The `process` and `produce-process` cases: whole processes as a user
+//! runs them, the `consume` and `produce` examples and their librdkafka
+//! twins, measured from outside (`wait4` and the child's `VmHWM`). Each
+//! prints its own table.
 
 use super::mock::Mock;
 use super::options::Settings;
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 /// mock to the end (`--offset beginning --count N`, JSON lines to
 /// /dev/null), alternated round by round.
 pub(crate) fn process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<String>) {
-    let example = match consume_example() {
+    let example = match example("consume") {
         Ok(bin) => bin,
         Err(why) => {
             let note = format!("process case skipped: {why}");
@@ -63,26 +64,126 @@ pub(crate) fn process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<
                 c
             };
             cmd.args(args);
-            let r = measure_run(&mut cmd, client, round, set.records);
+            let r = measure_run(&mut cmd, "process", client, round, set.records);
             runs.push(r);
         }
     }
-    print_table(&count, set.records, runs);
+    let title = format!(
+        "mock / process: `consume --offset beginning --count {count}` ({} × 100 B, 24 \
+         partitions), JSON lines to /dev/null",
+        set.records
+    );
+    print_table(&title, "process", runs);
+}
+
+/// The `produce` example and the same command line on librdkafka's
+/// `BaseProducer` (this binary with `--produce-librdkafka`, see
+/// [`twin_produce`](crate::twin_produce)), alternated round by round, on
+/// a 3-broker mock, 24 partitions: 300,000 × scale generated records of
+/// 100 B (`--generate N --size 100`: no key, each client's partitioner
+/// spreads them), idempotent, `acks=all`, `linger.ms` 5, with each
+/// client's default `batch.size` (lazykafka's 16384, librdkafka's
+/// 1000000), then 16384 on both, then 1000000 on both; and 30,000 ×
+/// scale of 10 KiB with lz4 and the defaults.
+pub(crate) fn produce_process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<String>) {
+    let example = match example("produce") {
+        Ok(bin) => bin,
+        Err(why) => {
+            let note = format!("produce-process case skipped: {why}");
+            println!("{note}");
+            notes.push(note);
+            return;
+        }
+    };
+    const PARTITIONS: i32 = 24;
+    let topic = "produce-process";
+    let mock = Mock::new(3);
+    mock.cluster
+        .create_topic(topic, PARTITIONS)
+        .expect("produce-process topic");
+    let bootstrap = mock.bootstrap();
+    let me = std::env::current_exe().expect("current exe");
+    let small = ((300_000.0 * s.scale).round() as usize).max(24);
+    let large = ((30_000.0 * s.scale).round() as usize).max(24);
+    let variants: [(&str, usize, usize, &[&str]); 4] = [
+        ("100B-defaults", small, 100, &[]),
+        ("100B-batch16384", small, 100, &["batch.size=16384"]),
+        ("100B-batch1000000", small, 100, &["batch.size=1000000"]),
+        ("10KiB-lz4", large, 10_240, &["compression.type=lz4"]),
+    ];
+    for (variant, records, size, extra) in variants {
+        let case = format!("produce-process-{variant}");
+        let (count, size_arg) = (records.to_string(), size.to_string());
+        let mut args: Vec<&str> = vec![
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            topic,
+            "--generate",
+            &count,
+            "--size",
+            &size_arg,
+        ];
+        for p in ["acks=all", "enable.idempotence=true", "linger.ms=5"]
+            .iter()
+            .chain(extra)
+        {
+            args.extend(["--property", p]);
+        }
+        for round in 0..s.rounds {
+            for client in ["lazykafka", "librdkafka"] {
+                let mut cmd = if client == "lazykafka" {
+                    Command::new(&example)
+                } else {
+                    let mut c = Command::new(&me);
+                    c.arg("--produce-librdkafka");
+                    c
+                };
+                cmd.args(&args);
+                let mut r = measure_run(&mut cmd, &case, client, round, records);
+                let written: i64 = (0..PARTITIONS)
+                    .filter_map(|p| mock.cluster.high_watermark(topic, p))
+                    .sum();
+                let forgotten: i64 = (0..PARTITIONS)
+                    .filter_map(|p| mock.cluster.log_start_offset(topic, p))
+                    .sum();
+                let here = written - forgotten;
+                assert_eq!(here, records as i64, "{case} {client}: records written");
+                r["records_per_s"] =
+                    json!(records as f64 / r["wall_s"].as_f64().unwrap_or(f64::NAN));
+                runs.push(r);
+                // Every record dropped, so that the mock's memory does not
+                // grow from run to run.
+                for p in 0..PARTITIONS {
+                    if let Some(end) = mock.cluster.high_watermark(topic, p) {
+                        let _ = mock.cluster.delete_records_before(topic, p, end);
+                    }
+                }
+            }
+        }
+        let title = format!(
+            "mock / {case}: `produce --generate {count} --size {size}` (24 partitions, \
+             acks=all, idempotent, linger.ms 5{}{})",
+            if extra.is_empty() { "" } else { ", " },
+            extra.join(", ")
+        );
+        print_table(&title, &case, runs);
+    }
 }
 
 /// Runs `cmd` (a client's round) to its end, and returns its figures with
 /// CPU per record, printed on one line.
-fn measure_run(cmd: &mut Command, client: &str, round: usize, records: usize) -> Value {
+fn measure_run(cmd: &mut Command, case: &str, client: &str, round: usize, records: usize) -> Value {
     let mut r = measure_process(cmd);
     assert_eq!(r["exit_ok"], true, "{client}: {r}");
     r["cpu_us_per_record"] = json!(r["cpu_s"].as_f64().unwrap_or(f64::NAN) * 1e6 / records as f64);
     r["broker"] = json!("mock");
-    r["case"] = json!("process");
+    r["case"] = json!(case);
     r["client"] = json!(client);
     r["round"] = json!(round);
     r["records"] = json!(records);
     eprintln!(
-        "  mock   process   {client:<10} round {round}: cpu {:.3} s ({:.3} user, \
+        "  mock   {case}   {client:<10} round {round}: cpu {:.3} s ({:.3} user, \
          {:.3} sys), peak RSS {:.1} MB, wall {:.2} s",
         r["cpu_s"].as_f64().unwrap_or(f64::NAN),
         r["user_s"].as_f64().unwrap_or(f64::NAN),
@@ -93,12 +194,11 @@ fn measure_run(cmd: &mut Command, client: &str, round: usize, records: usize) ->
     r
 }
 
-/// The medians of the `process` runs.
-fn print_table(count: &str, records: usize, runs: &[Value]) {
+/// The medians of the runs of `case`.
+fn print_table(title: &str, case: &str, runs: &[Value]) {
     println!(
-        "\nmock / process: `consume --offset beginning --count {count}` ({} × 100 B, 24 \
-         partitions), JSON lines to /dev/null\n  {:<32} {:>12} {:>12} {:>9}",
-        records, "median", "lazykafka", "librdkafka", "ratio"
+        "\n{title}\n  {:<32} {:>12} {:>12} {:>9}",
+        "median", "lazykafka", "librdkafka", "ratio"
     );
     for (metric, label) in [
         ("cpu_s", "CPU time, s"),
@@ -107,14 +207,18 @@ fn print_table(count: &str, records: usize, runs: &[Value]) {
         ("cpu_us_per_record", "CPU µs/record"),
         ("vmhwm_mb", "peak RSS, MB"),
         ("wall_s", "wall time, s"),
+        ("records_per_s", "records/s"),
     ] {
         let of = |client: &str| {
             median_of(
                 runs.iter()
-                    .filter(|r| r["case"] == "process" && r["client"] == client),
+                    .filter(|r| r["case"] == case && r["client"] == client),
                 metric,
             )
         };
+        if of("lazykafka").is_none() {
+            continue;
+        }
         let (a, b) = (of("lazykafka"), of("librdkafka"));
         println!(
             "  {label:<32} {:>12} {:>12} {:>9}",
@@ -125,11 +229,10 @@ fn print_table(count: &str, records: usize, runs: &[Value]) {
     }
 }
 
-/// The `consume` example, built in release mode next to this binary
-/// (`cargo build --release --example consume` is run first: the
-/// example needs the default runtime feature), or `None` with the
-/// reason.
-fn consume_example() -> Result<std::path::PathBuf, String> {
+/// The example `name`, built in release mode next to this binary
+/// (`cargo build --release --example NAME` is run first: the example
+/// needs the default runtime feature), or the reason there is none.
+fn example(name: &str) -> Result<std::path::PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     // target/release/deps/compare-… → target/release/examples/consume
     let release = exe
@@ -138,7 +241,7 @@ fn consume_example() -> Result<std::path::PathBuf, String> {
         .ok_or("no release directory")?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let built = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "--example", "consume"])
+        .args(["build", "--release", "--quiet", "--example", name])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env(
             "CARGO_TARGET_DIR",
@@ -147,12 +250,12 @@ fn consume_example() -> Result<std::path::PathBuf, String> {
         .status()
         .map_err(|e| format!("cargo: {e}"))?;
     if !built.success() {
-        return Err(format!("cargo build --example consume: {built}"));
+        return Err(format!("cargo build --example {name}: {built}"));
     }
-    let bin = release.join("examples").join("consume");
+    let bin = release.join("examples").join(name);
     bin.exists()
         .then_some(bin)
-        .ok_or_else(|| "no examples/consume after the build".to_owned())
+        .ok_or_else(|| format!("no examples/{name} after the build"))
 }
 
 /// CPU time (user + system) and wall time of one whole process, from
