@@ -163,6 +163,8 @@
 //! partitions, idempotent, `acks=all`, `linger.ms` 5, with each client's
 //! default `batch.size`, then 16384 on both, then 1000000 on both; and
 //! 30,000 × scale of 10 KiB with lz4; records/s from the wall time.
+//! `LAZYKAFKA_BENCH_PRODUCE_EXAMPLE=PATH` measures another build of the
+//! example instead (an older commit's, to compare).
 //!
 //! After the summary, each uncompressed data set's physical floor is
 //! measured on the same bytes and printed next to both clients' CPU per

@@ -602,8 +602,17 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
     let close_within = config.delivery_timeout() + CLOSE_SLACK;
     // Signals are caught from here on: the default action (exit without
     // delivering) no longer applies.
-    let mut signals = Signals::new([SIGINT, SIGTERM])
+    let caught = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| failure(format!("cannot catch signals: {e}")))?;
+    // Polling the signals' stream reads their pipe (a system call): the
+    // loop below looks once per record, so a task of its own waits on the
+    // pipe and passes each signal on through a channel, which costs the
+    // loop no system call to look at.
+    let (tell, mut signals) = futures::channel::mpsc::unbounded();
+    async_std::task::spawn(caught.for_each(move |signal| {
+        let _ = tell.unbounded_send(signal);
+        async {}
+    }));
     let producer = Producer::new(config).map_err(usage_error)?;
     // Events are printed from a thread of their own: a write to stderr
     // blocks while nobody reads the pipe, and must not hold an executor

@@ -86,7 +86,10 @@ pub(crate) fn process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<
 /// 1000000), then 16384 on both, then 1000000 on both; and 30,000 ×
 /// scale of 10 KiB with lz4 and the defaults.
 pub(crate) fn produce_process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<String>) {
-    let example = match example("produce") {
+    // LAZYKAFKA_BENCH_PRODUCE_EXAMPLE: another build of the example (an
+    // older commit's, to compare), measured instead of this one.
+    let other = std::env::var_os("LAZYKAFKA_BENCH_PRODUCE_EXAMPLE").map(std::path::PathBuf::from);
+    let example = match other.map_or_else(|| example("produce"), Ok) {
         Ok(bin) => bin,
         Err(why) => {
             let note = format!("produce-process case skipped: {why}");
