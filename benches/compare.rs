@@ -40,7 +40,7 @@
 //!   `100B,100B-lz4,10KiB,scale,sessions,sessions-rdmock,rebalance,tls,process`,
 //!   the producer
 //!   cases `produce-100B,produce-10KiB,produce-100B-keyed,produce-100B-lz4,
-//!   produce-scale,produce-process`, `mock-lifecycle`, `kafka-lifecycle` (Apache Kafka,
+//!   produce-scale,produce-process,produce-apis`, `mock-lifecycle`, `kafka-lifecycle` (Apache Kafka,
 //!   below) and `kafka-broker-idle` (only when named);
 //! - `LAZYKAFKA_BENCH_JAVA=0`: no Java client in the lifecycle runs;
 //!   `LAZYKAFKA_BENCH_JAVA_OPTS`: JVM options for it (split at spaces;
@@ -164,7 +164,11 @@
 //! default `batch.size`, then 16384 on both, then 1000000 on both; and
 //! 30,000 × scale of 10 KiB with lz4; records/s from the wall time.
 //! `LAZYKAFKA_BENCH_PRODUCE_EXAMPLE=PATH` measures another build of the
-//! example instead (an older commit's, to compare).
+//! example instead (an older commit's, to compare). `produce-apis` runs
+//! 1,000,000 × scale records of 100 B through lazykafka's two ways of
+//! awaiting deliveries, as a tokio program (`--produce-futures`: `send`
+//! and a `FuturesUnordered` of the futures; `--produce-reports`:
+//! `send_reported` and `delivery_reports()`), beside librdkafka's twin.
 //!
 //! After the summary, each uncompressed data set's physical floor is
 //! measured on the same bytes and printed next to both clients' CPU per
@@ -231,8 +235,15 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--consume-librdkafka") {
         std::process::exit(twin::run(&args[2..]));
     }
-    if args.get(1).map(String::as_str) == Some("--produce-librdkafka") {
-        std::process::exit(twin_produce::run(&args[2..]));
+    match args.get(1).map(String::as_str) {
+        Some("--produce-librdkafka") => std::process::exit(twin_produce::run(&args[2..])),
+        Some("--produce-futures") => {
+            std::process::exit(twin_produce::run_lazykafka(&args[2..], false))
+        }
+        Some("--produce-reports") => {
+            std::process::exit(twin_produce::run_lazykafka(&args[2..], true))
+        }
+        _ => {}
     }
     if !args.iter().any(|a| a == "--bench") {
         eprintln!("compare: a benchmark; run it with `cargo bench --bench compare`");

@@ -97,3 +97,109 @@ pub fn run(args: &[String]) -> i32 {
     }
     i32::from(producer.context().failed.load(Ordering::Relaxed) > 0)
 }
+
+/// `--produce-futures` and `--produce-reports`: the same flags and records
+/// on lazykafka, as a tokio program (`#[tokio::main]`'s multi-thread
+/// runtime) would write them: `send` with each record's `DeliveryFuture`
+/// in a `FuturesUnordered`, the ones done taken after each send and the
+/// rest awaited at the end (`futures`); or `send_reported` with the
+/// delivery reports read by a task of their own (`reports`). Exits 1 when
+/// a record was not delivered.
+pub fn run_lazykafka(args: &[String], reports: bool) -> i32 {
+    use futures::stream::FuturesUnordered;
+    use futures::{FutureExt, StreamExt};
+    use lazykafka::{Producer, ProducerConfig, ProducerRecord};
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let (Some(bootstrap), Some(topic), Some(count), Some(size)) = (
+        flag("--bootstrap"),
+        flag("--topic"),
+        flag("--generate").and_then(|n| n.parse::<u64>().ok()),
+        flag("--size").and_then(|n| n.parse::<usize>().ok()),
+    ) else {
+        eprintln!("error: --bootstrap, --topic, --generate N and --size B are required");
+        return 2;
+    };
+    let mut builder = ProducerConfig::builder().bootstrap_servers(&bootstrap);
+    for (i, a) in args.iter().enumerate() {
+        if a == "--property" {
+            let Some((k, v)) = args.get(i + 1).and_then(|p| p.split_once('=')) else {
+                eprintln!("error: --property KEY=VALUE");
+                return 2;
+            };
+            builder = match builder.set(k, v) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 2;
+                }
+            };
+        }
+    }
+    let config = match builder.build() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    runtime.block_on(async move {
+        let producer = Producer::new(config).expect("producer");
+        let value = |i: u64| {
+            let mut v = format!("{i:010}").into_bytes();
+            v.resize(size.max(10), b'.');
+            v
+        };
+        let mut failed = 0u64;
+        if reports {
+            let mut stream = producer.delivery_reports();
+            let reader = tokio::spawn(async move {
+                let mut failed = 0u64;
+                while let Some(r) = stream.next().await {
+                    failed += u64::from(r.outcome.is_err());
+                }
+                failed
+            });
+            for i in 0..count {
+                let record = ProducerRecord::new(&topic).value(value(i));
+                if let Err(e) = producer.send_reported(record, i).await {
+                    eprintln!("error: record {i}: {e}");
+                    return 1;
+                }
+            }
+            if let Err(e) = producer.close(Duration::from_secs(60)).await {
+                eprintln!("error: close: {e}");
+                return 1;
+            }
+            failed += reader.await.expect("the reader");
+        } else {
+            let mut inflight = FuturesUnordered::new();
+            for i in 0..count {
+                let record = ProducerRecord::new(&topic).value(value(i));
+                match producer.send(record).await {
+                    Ok(d) => inflight.push(d),
+                    Err(e) => {
+                        eprintln!("error: record {i}: {e}");
+                        return 1;
+                    }
+                }
+                while let Some(Some(r)) = inflight.next().now_or_never() {
+                    failed += u64::from(r.is_err());
+                }
+            }
+            while let Some(r) = inflight.next().await {
+                failed += u64::from(r.is_err());
+            }
+            if let Err(e) = producer.close(Duration::from_secs(60)).await {
+                eprintln!("error: close: {e}");
+                return 1;
+            }
+        }
+        i32::from(failed > 0)
+    })
+}

@@ -141,6 +141,9 @@ fn run_cases(
     if s.wants("produce-process") {
         process::produce_process_case(s, runs, notes);
     }
+    if s.wants("produce-apis") {
+        process::produce_apis_case(s, runs);
+    }
     if s.wants("mock-lifecycle") {
         lifecycle::mock_lifecycle(s, java.as_ref(), runs);
     }

@@ -174,6 +174,65 @@ pub(crate) fn produce_process_case(s: &Settings, runs: &mut Vec<Value>, notes: &
     }
 }
 
+/// The ways to await deliveries, as a tokio program: this binary with
+/// `--produce-futures` (`send`, each `DeliveryFuture` in a
+/// `FuturesUnordered`) and `--produce-reports` (`send_reported`, the
+/// delivery reports read by a task), beside `--produce-librdkafka`,
+/// alternated: 1,000,000 × scale generated records of 100 B to 24
+/// partitions of a 3-broker mock, idempotent, `acks=all`, `linger.ms` 5,
+/// each client's defaults otherwise (see
+/// [`twin_produce`](crate::twin_produce)).
+pub(crate) fn produce_apis_case(s: &Settings, runs: &mut Vec<Value>) {
+    const PARTITIONS: i32 = 24;
+    let topic = "produce-apis";
+    let case = "produce-apis";
+    let mock = Mock::new(3);
+    mock.cluster
+        .create_topic(topic, PARTITIONS)
+        .expect("produce-apis topic");
+    let bootstrap = mock.bootstrap();
+    let me = std::env::current_exe().expect("current exe");
+    let records = ((1_000_000.0 * s.scale).round() as usize).max(24);
+    let count = records.to_string();
+    let mut args: Vec<&str> = vec![
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        topic,
+        "--generate",
+        &count,
+        "--size",
+        "100",
+    ];
+    for p in ["acks=all", "enable.idempotence=true", "linger.ms=5"] {
+        args.extend(["--property", p]);
+    }
+    for round in 0..s.rounds {
+        for (client, flag) in [
+            ("futures", "--produce-futures"),
+            ("reports", "--produce-reports"),
+            ("librdkafka", "--produce-librdkafka"),
+        ] {
+            let mut cmd = Command::new(&me);
+            cmd.arg(flag).args(&args);
+            let mut r = measure_run(&mut cmd, case, client, round, records);
+            r["records_per_s"] = json!(records as f64 / r["wall_s"].as_f64().unwrap_or(f64::NAN));
+            runs.push(r);
+            for p in 0..PARTITIONS {
+                if let Some(end) = mock.cluster.high_watermark(topic, p) {
+                    let _ = mock.cluster.delete_records_before(topic, p, end);
+                }
+            }
+        }
+    }
+    let title = format!(
+        "mock / {case}: {records} generated records of 100 B (24 partitions, acks=all, \
+         idempotent, linger.ms 5), a tokio program"
+    );
+    print_pair(&title, case, runs, ["futures", "reports"]);
+    print_pair(&title, case, runs, ["reports", "librdkafka"]);
+}
+
 /// Runs `cmd` (a client's round) to its end, and returns its figures with
 /// CPU per record, printed on one line.
 fn measure_run(cmd: &mut Command, case: &str, client: &str, round: usize, records: usize) -> Value {
@@ -197,11 +256,16 @@ fn measure_run(cmd: &mut Command, case: &str, client: &str, round: usize, record
     r
 }
 
-/// The medians of the runs of `case`.
+/// The medians of the runs of `case`, lazykafka's beside librdkafka's.
 fn print_table(title: &str, case: &str, runs: &[Value]) {
+    print_pair(title, case, runs, ["lazykafka", "librdkafka"]);
+}
+
+/// The medians of the runs of `case`, client `a`'s beside `b`'s.
+fn print_pair(title: &str, case: &str, runs: &[Value], [a_name, b_name]: [&str; 2]) {
     println!(
         "\n{title}\n  {:<32} {:>12} {:>12} {:>9}",
-        "median", "lazykafka", "librdkafka", "ratio"
+        "median", a_name, b_name, "ratio"
     );
     for (metric, label) in [
         ("cpu_s", "CPU time, s"),
@@ -219,10 +283,10 @@ fn print_table(title: &str, case: &str, runs: &[Value]) {
                 metric,
             )
         };
-        if of("lazykafka").is_none() {
+        if of(a_name).is_none() {
             continue;
         }
-        let (a, b) = (of("lazykafka"), of("librdkafka"));
+        let (a, b) = (of(a_name), of(b_name));
         println!(
             "  {label:<32} {:>12} {:>12} {:>9}",
             cell(a, 3),
