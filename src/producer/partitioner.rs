@@ -471,6 +471,13 @@ impl StickyPartitioner {
         &self.topic
     }
 
+    /// The partition chosen for the records now, if one is (before the
+    /// first record and after a switch, none is until
+    /// [`StickyPartitioner::partition`] draws one).
+    pub fn current(&self) -> Option<i32> {
+        self.current.map(|c| c.partition)
+    }
+
     /// The partition the next record goes to: the current one, or (at the
     /// start and after a switch) a new one drawn from `rng`
     /// (`BuiltInPartitioner.peekCurrentPartitionInfo`).
@@ -749,12 +756,15 @@ mod tests {
     fn the_partition_holds_until_batch_size_bytes_then_moves() {
         let mut rng = Counting(0);
         let mut sticky = StickyPartitioner::new("a", 3);
+        assert_eq!(sticky.current(), None);
         let first = sticky.partition(&ALL3, &mut rng).unwrap();
+        assert_eq!(sticky.current(), Some(first));
         assert!(!sticky.appended(1, true));
         assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
         assert!(!sticky.appended(1, true));
         assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
         assert!(sticky.appended(1, true));
+        assert_eq!(sticky.current(), None, "switched: none until the next draw");
         assert_ne!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
 
         let one = TopicPartitions {

@@ -205,6 +205,11 @@ impl ProducerCore {
     /// The partition `topic`'s sticky partitioner (KIP-794) chooses among
     /// those with a leader.
     fn sticky_partition(&mut self, topic: &str, count: i32) -> Result<i32, Refused> {
+        // The usual case, for every record but the first of each run: the
+        // partition chosen stays, and nothing is looked up or allocated.
+        if let Some(current) = self.sticky.get(topic).and_then(StickyPartitioner::current) {
+            return Ok(current);
+        }
         let available: Vec<i32> = self
             .cluster
             .metadata()
