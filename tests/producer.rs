@@ -674,19 +674,25 @@ async fn same_keys_same_partitions<C: TestCluster>(
     }
 }
 
-/// Records for a partition whose leader stays down fail after
-/// `delivery.timeout.ms`, each naming its topic, partition and the last
-/// failure; nothing waits forever.
-async fn records_fail_after_the_delivery_timeout<C: TestCluster>() {
-    let mock: C = standard();
-    let producer = producer(
-        &mock.bootstrap(),
+/// A producer whose records give up after 3 s (`delivery.timeout.ms`),
+/// each sent at once.
+fn short_lived_producer(bootstrap: &str) -> Producer {
+    producer(
+        bootstrap,
         &[
             ("delivery.timeout.ms", "3000"),
             ("request.timeout.ms", "1000"),
             ("linger.ms", "0"),
         ],
-    );
+    )
+}
+
+/// Records for a partition whose leader stays down fail after
+/// `delivery.timeout.ms`, each naming its topic, partition and the last
+/// failure; nothing waits forever.
+async fn records_fail_after_the_delivery_timeout<C: TestCluster>() {
+    let mock: C = standard();
+    let producer = short_lived_producer(&mock.bootstrap());
     // Connections and the producer id first.
     let first = producer
         .send(ProducerRecord::new("t").partition(0).value("first"))
@@ -1056,14 +1062,7 @@ async fn delivery_reports_name_each_reported_record_once_in_order<C: TestCluster
 /// partition; the stream then ends with the producer.
 async fn a_failed_delivery_is_reported<C: TestCluster>() {
     let mock: C = standard();
-    let producer = producer(
-        &mock.bootstrap(),
-        &[
-            ("delivery.timeout.ms", "3000"),
-            ("request.timeout.ms", "1000"),
-            ("linger.ms", "0"),
-        ],
-    );
+    let producer = short_lived_producer(&mock.bootstrap());
     let mut reports = producer.delivery_reports();
     producer
         .send_reported(ProducerRecord::new("t").partition(0).value("first"), 1)

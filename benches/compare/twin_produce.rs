@@ -35,8 +35,17 @@ impl ProducerContext for Reports {
     }
 }
 
-/// Returns the exit code.
-pub fn run(args: &[String]) -> i32 {
+/// The command line the twins share with the `produce` example.
+struct Flags {
+    bootstrap: String,
+    topic: String,
+    count: u64,
+    size: usize,
+    properties: Vec<(String, String)>,
+}
+
+/// The flags, or the exit code of a usage error (said on standard error).
+fn flags(args: &[String]) -> Result<Flags, i32> {
     let flag = |name: &str| {
         args.iter()
             .position(|a| a == name)
@@ -50,18 +59,37 @@ pub fn run(args: &[String]) -> i32 {
         flag("--size").and_then(|n| n.parse::<usize>().ok()),
     ) else {
         eprintln!("error: --bootstrap, --topic, --generate N and --size B are required");
-        return 2;
+        return Err(2);
     };
-    let mut config = ClientConfig::new();
-    config.set("bootstrap.servers", &bootstrap);
+    let mut properties = Vec::new();
     for (i, a) in args.iter().enumerate() {
         if a == "--property" {
             let Some((k, v)) = args.get(i + 1).and_then(|p| p.split_once('=')) else {
                 eprintln!("error: --property KEY=VALUE");
-                return 2;
+                return Err(2);
             };
-            config.set(k, v);
+            properties.push((k.to_owned(), v.to_owned()));
         }
+    }
+    Ok(Flags {
+        bootstrap,
+        topic,
+        count,
+        size: size.max(10),
+        properties,
+    })
+}
+
+/// Returns the exit code.
+pub fn run(args: &[String]) -> i32 {
+    let f = match flags(args) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &f.bootstrap);
+    for (k, v) in &f.properties {
+        config.set(k, v);
     }
     let producer: BaseProducer<Reports> = match config.create_with_context(Reports::default()) {
         Ok(p) => p,
@@ -70,12 +98,12 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let mut value = Vec::with_capacity(size.max(10));
-    for i in 0..count {
+    let mut value = Vec::with_capacity(f.size);
+    for i in 0..f.count {
         value.clear();
         value.extend_from_slice(format!("{i:010}").as_bytes());
-        value.resize(size.max(10), b'.');
-        let mut record = BaseRecord::<(), [u8]>::to(&topic).payload(&value[..]);
+        value.resize(f.size, b'.');
+        let mut record = BaseRecord::<(), [u8]>::to(&f.topic).payload(&value[..]);
         loop {
             match producer.send(record) {
                 Ok(()) => break,
@@ -109,36 +137,19 @@ pub fn run_lazykafka(args: &[String], reports: bool) -> i32 {
     use futures::stream::FuturesUnordered;
     use futures::{FutureExt, StreamExt};
     use lazykafka::{Producer, ProducerConfig, ProducerRecord};
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
+    let f = match flags(args) {
+        Ok(f) => f,
+        Err(code) => return code,
     };
-    let (Some(bootstrap), Some(topic), Some(count), Some(size)) = (
-        flag("--bootstrap"),
-        flag("--topic"),
-        flag("--generate").and_then(|n| n.parse::<u64>().ok()),
-        flag("--size").and_then(|n| n.parse::<usize>().ok()),
-    ) else {
-        eprintln!("error: --bootstrap, --topic, --generate N and --size B are required");
-        return 2;
-    };
-    let mut builder = ProducerConfig::builder().bootstrap_servers(&bootstrap);
-    for (i, a) in args.iter().enumerate() {
-        if a == "--property" {
-            let Some((k, v)) = args.get(i + 1).and_then(|p| p.split_once('=')) else {
-                eprintln!("error: --property KEY=VALUE");
+    let mut builder = ProducerConfig::builder().bootstrap_servers(&f.bootstrap);
+    for (k, v) in &f.properties {
+        builder = match builder.set(k, v) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("error: {e}");
                 return 2;
-            };
-            builder = match builder.set(k, v) {
-                Ok(b) => b,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return 2;
-                }
-            };
-        }
+            }
+        };
     }
     let config = match builder.build() {
         Ok(c) => c,
@@ -147,12 +158,15 @@ pub fn run_lazykafka(args: &[String], reports: bool) -> i32 {
             return 2;
         }
     };
+    let Flags {
+        topic, count, size, ..
+    } = f;
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     runtime.block_on(async move {
         let producer = Producer::new(config).expect("producer");
         let value = |i: u64| {
             let mut v = format!("{i:010}").into_bytes();
-            v.resize(size.max(10), b'.');
+            v.resize(size, b'.');
             v
         };
         let mut failed = 0u64;

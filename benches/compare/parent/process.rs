@@ -53,16 +53,9 @@ pub(crate) fn process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<
         "--count",
         count.as_str(),
     ];
-    let me = std::env::current_exe().expect("current exe");
     for round in 0..s.rounds {
         for client in ["lazykafka", "librdkafka"] {
-            let mut cmd = if client == "lazykafka" {
-                Command::new(&example)
-            } else {
-                let mut c = Command::new(&me);
-                c.arg("--consume-librdkafka");
-                c
-            };
+            let mut cmd = client_command(client, &example, "--consume-librdkafka");
             cmd.args(args);
             let r = measure_run(&mut cmd, "process", client, round, set.records);
             runs.push(r);
@@ -98,14 +91,7 @@ pub(crate) fn produce_process_case(s: &Settings, runs: &mut Vec<Value>, notes: &
             return;
         }
     };
-    const PARTITIONS: i32 = 24;
-    let topic = "produce-process";
-    let mock = Mock::new(3);
-    mock.cluster
-        .create_topic(topic, PARTITIONS)
-        .expect("produce-process topic");
-    let bootstrap = mock.bootstrap();
-    let me = std::env::current_exe().expect("current exe");
+    let target = ProduceTarget::new("produce-process");
     let small = ((300_000.0 * s.scale).round() as usize).max(24);
     let large = ((30_000.0 * s.scale).round() as usize).max(24);
     let variants: [(&str, usize, usize, &[&str]); 4] = [
@@ -116,56 +102,16 @@ pub(crate) fn produce_process_case(s: &Settings, runs: &mut Vec<Value>, notes: &
     ];
     for (variant, records, size, extra) in variants {
         let case = format!("produce-process-{variant}");
-        let (count, size_arg) = (records.to_string(), size.to_string());
-        let mut args: Vec<&str> = vec![
-            "--bootstrap",
-            &bootstrap,
-            "--topic",
-            topic,
-            "--generate",
-            &count,
-            "--size",
-            &size_arg,
-        ];
-        for p in ["acks=all", "enable.idempotence=true", "linger.ms=5"]
-            .iter()
-            .chain(extra)
-        {
-            args.extend(["--property", p]);
-        }
+        let args = target.args(records, size, extra);
         for round in 0..s.rounds {
             for client in ["lazykafka", "librdkafka"] {
-                let mut cmd = if client == "lazykafka" {
-                    Command::new(&example)
-                } else {
-                    let mut c = Command::new(&me);
-                    c.arg("--produce-librdkafka");
-                    c
-                };
+                let mut cmd = client_command(client, &example, "--produce-librdkafka");
                 cmd.args(&args);
-                let mut r = measure_run(&mut cmd, &case, client, round, records);
-                let written: i64 = (0..PARTITIONS)
-                    .filter_map(|p| mock.cluster.high_watermark(topic, p))
-                    .sum();
-                let forgotten: i64 = (0..PARTITIONS)
-                    .filter_map(|p| mock.cluster.log_start_offset(topic, p))
-                    .sum();
-                let here = written - forgotten;
-                assert_eq!(here, records as i64, "{case} {client}: records written");
-                r["records_per_s"] =
-                    json!(records as f64 / r["wall_s"].as_f64().unwrap_or(f64::NAN));
-                runs.push(r);
-                // Every record dropped, so that the mock's memory does not
-                // grow from run to run.
-                for p in 0..PARTITIONS {
-                    if let Some(end) = mock.cluster.high_watermark(topic, p) {
-                        let _ = mock.cluster.delete_records_before(topic, p, end);
-                    }
-                }
+                runs.push(target.run(&mut cmd, &case, client, round, records));
             }
         }
         let title = format!(
-            "mock / {case}: `produce --generate {count} --size {size}` (24 partitions, \
+            "mock / {case}: `produce --generate {records} --size {size}` (24 partitions, \
              acks=all, idempotent, linger.ms 5{}{})",
             if extra.is_empty() { "" } else { ", " },
             extra.join(", ")
@@ -183,30 +129,11 @@ pub(crate) fn produce_process_case(s: &Settings, runs: &mut Vec<Value>, notes: &
 /// each client's defaults otherwise (see
 /// [`twin_produce`](crate::twin_produce)).
 pub(crate) fn produce_apis_case(s: &Settings, runs: &mut Vec<Value>) {
-    const PARTITIONS: i32 = 24;
-    let topic = "produce-apis";
     let case = "produce-apis";
-    let mock = Mock::new(3);
-    mock.cluster
-        .create_topic(topic, PARTITIONS)
-        .expect("produce-apis topic");
-    let bootstrap = mock.bootstrap();
+    let target = ProduceTarget::new(case);
     let me = std::env::current_exe().expect("current exe");
     let records = ((1_000_000.0 * s.scale).round() as usize).max(24);
-    let count = records.to_string();
-    let mut args: Vec<&str> = vec![
-        "--bootstrap",
-        &bootstrap,
-        "--topic",
-        topic,
-        "--generate",
-        &count,
-        "--size",
-        "100",
-    ];
-    for p in ["acks=all", "enable.idempotence=true", "linger.ms=5"] {
-        args.extend(["--property", p]);
-    }
+    let args = target.args(records, 100, &[]);
     for round in 0..s.rounds {
         for (client, flag) in [
             ("futures", "--produce-futures"),
@@ -215,14 +142,7 @@ pub(crate) fn produce_apis_case(s: &Settings, runs: &mut Vec<Value>) {
         ] {
             let mut cmd = Command::new(&me);
             cmd.arg(flag).args(&args);
-            let mut r = measure_run(&mut cmd, case, client, round, records);
-            r["records_per_s"] = json!(records as f64 / r["wall_s"].as_f64().unwrap_or(f64::NAN));
-            runs.push(r);
-            for p in 0..PARTITIONS {
-                if let Some(end) = mock.cluster.high_watermark(topic, p) {
-                    let _ = mock.cluster.delete_records_before(topic, p, end);
-                }
-            }
+            runs.push(target.run(&mut cmd, case, client, round, records));
         }
     }
     let title = format!(
@@ -231,6 +151,103 @@ pub(crate) fn produce_apis_case(s: &Settings, runs: &mut Vec<Value>) {
     );
     print_pair(&title, case, runs, ["futures", "reports"]);
     print_pair(&title, case, runs, ["reports", "librdkafka"]);
+}
+
+/// A topic of 24 partitions on a 3-broker mock of its own, written by the
+/// producer processes of a case.
+struct ProduceTarget {
+    mock: Mock,
+    topic: &'static str,
+    bootstrap: String,
+}
+
+impl ProduceTarget {
+    const PARTITIONS: i32 = 24;
+
+    fn new(topic: &'static str) -> ProduceTarget {
+        let mock = Mock::new(3);
+        mock.cluster
+            .create_topic(topic, Self::PARTITIONS)
+            .expect("the producers' topic");
+        let bootstrap = mock.bootstrap();
+        ProduceTarget {
+            mock,
+            topic,
+            bootstrap,
+        }
+    }
+
+    /// The command line of a run: `records` generated records of `size`
+    /// bytes, idempotent, `acks=all`, `linger.ms` 5, and `extra`
+    /// properties.
+    fn args(&self, records: usize, size: usize, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--bootstrap",
+            &self.bootstrap,
+            "--topic",
+            self.topic,
+            "--generate",
+            &records.to_string(),
+            "--size",
+            &size.to_string(),
+        ]
+        .map(str::to_owned)
+        .into();
+        for p in ["acks=all", "enable.idempotence=true", "linger.ms=5"]
+            .iter()
+            .chain(extra)
+        {
+            args.extend(["--property".to_owned(), (*p).to_owned()]);
+        }
+        args
+    }
+
+    /// Runs `cmd` and measures it; checks that the topic got its
+    /// `records`, then drops them, so that the mock's memory does not grow
+    /// from run to run.
+    fn run(
+        &self,
+        cmd: &mut Command,
+        case: &str,
+        client: &str,
+        round: usize,
+        records: usize,
+    ) -> Value {
+        let mut r = measure_run(cmd, case, client, round, records);
+        let partitions = 0..Self::PARTITIONS;
+        let end: i64 = partitions
+            .clone()
+            .filter_map(|p| self.mock.cluster.high_watermark(self.topic, p))
+            .sum();
+        let start: i64 = partitions
+            .clone()
+            .filter_map(|p| self.mock.cluster.log_start_offset(self.topic, p))
+            .sum();
+        assert_eq!(
+            end - start,
+            records as i64,
+            "{case} {client}: records written"
+        );
+        r["records_per_s"] = json!(records as f64 / r["wall_s"].as_f64().unwrap_or(f64::NAN));
+        for p in partitions {
+            if let Some(end) = self.mock.cluster.high_watermark(self.topic, p) {
+                let _ = self.mock.cluster.delete_records_before(self.topic, p, end);
+            }
+        }
+        r
+    }
+}
+
+/// The command of `client`: the example for lazykafka, else this binary
+/// with `twin` (its librdkafka twin).
+fn client_command(client: &str, example: &std::path::Path, twin: &str) -> Command {
+    if client == "lazykafka" {
+        Command::new(example)
+    } else {
+        let mut c = Command::new(std::env::current_exe().expect("current exe"));
+        c.arg(twin);
+        c
+    }
 }
 
 /// Runs `cmd` (a client's round) to its end, and returns its figures with
