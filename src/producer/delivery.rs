@@ -4,6 +4,7 @@
 use crate::protocol::ErrorCode;
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 use std::time::Duration;
@@ -406,6 +407,9 @@ pub struct DeliveryReport {
 #[derive(Debug, Default)]
 pub(crate) struct ReportQueue {
     state: Mutex<ReportState>,
+    /// Records given to `send_reported` and not reported yet (counted
+    /// without the lock: `send_reported` holds its batch's lock only).
+    expected: AtomicU64,
 }
 
 #[cfg_attr(
@@ -415,8 +419,6 @@ pub(crate) struct ReportQueue {
 #[derive(Debug, Default)]
 struct ReportState {
     ready: VecDeque<DeliveryReport>,
-    /// Records given to `send_reported` and not reported yet.
-    expected: u64,
     /// The producer is closed: once nothing is expected, the reports end.
     closed: bool,
     /// The reader waiting.
@@ -434,7 +436,7 @@ impl ReportQueue {
 
     /// One more record will be reported.
     fn expect_one(&self) {
-        self.state().expected += 1;
+        self.expected.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Adds `reports` (of records `expected` already, or not); returns the
@@ -449,7 +451,7 @@ impl ReportQueue {
         state.ready.extend(reports);
         let added = (state.ready.len() - before) as u64;
         if expected {
-            state.expected = state.expected.saturating_sub(added);
+            self.expected.fetch_sub(added, Ordering::SeqCst);
         }
         if added > 0 {
             state.waker.take()
@@ -478,7 +480,7 @@ impl ReportQueue {
             into.append(&mut state.ready);
             return std::task::Poll::Ready(true);
         }
-        if state.closed && state.expected == 0 {
+        if state.closed && self.expected.load(Ordering::SeqCst) == 0 {
             return std::task::Poll::Ready(false);
         }
         match &mut state.waker {
