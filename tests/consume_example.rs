@@ -673,7 +673,7 @@ async fn partitions_for_lists_every_partition_of_a_topic() {
             .collect::<Vec<_>>()
     );
     // A topic the cluster does not have: its error, naming it, once
-    // topic.metadata.propagation.max.ms (1 s) is up.
+    // topic.metadata.propagation.max.ms (5 s) is up.
     let started = Instant::now();
     match consumer.partitions_for("missing").await {
         Err(Error::Topic { topic, code }) => {

@@ -179,10 +179,14 @@ async fn a_broker_down_is_retried_with_backoff_and_consumption_resumes<C: TestCl
     let bootstrap = mock.bootstrap();
     let leader_addr = mock.bootstraps()[0].clone();
     produce(&bootstrap, "t", 0, 50);
+    // A leaderless partition is reported after
+    // `topic.metadata.propagation.max.ms`: 1 s here (5 s by default), so
+    // that the three seconds below see the report.
     let mut consumer = Consumer::new(
         config(&bootstrap)
             .reconnect_backoff(Duration::from_millis(50))
             .reconnect_backoff_max(Duration::from_millis(1000))
+            .topic_metadata_propagation_max(Duration::from_secs(1))
             .build()
             .unwrap(),
     )

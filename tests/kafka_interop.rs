@@ -1356,7 +1356,7 @@ async fn new_leaders_named_in_answers_are_used_without_metadata() {
 /// UNKNOWN_TOPIC_OR_PARTITION, and `send` fails within seconds, well
 /// before `max.block.ms` (60 s, where the Java producer's
 /// `waitOnMetadata` gives up with "Topic not present in metadata"), not
-/// before `topic.metadata.propagation.max.ms` (1 s), naming the topic and
+/// before `topic.metadata.propagation.max.ms` (5 s), naming the topic and
 /// the code, not retriable; Kafka did not create the topic. A name Kafka
 /// refuses is INVALID_TOPIC_EXCEPTION, at once. Once the topic is created
 /// (the Java Admin client), a later `send` on the same producer is

@@ -291,7 +291,7 @@ async fn a_refused_topic_is_named_by_send<C: TestCluster>() {
 /// `allow.auto.create.topics=false`: librdkafka's mock, like Kafka, creates
 /// a topic a Metadata request allows it to): `send` gives up well before
 /// `max.block.ms` (60 s), once the Metadata answers said so for
-/// `topic.metadata.propagation.max.ms` (1 s, not before), with an error
+/// `topic.metadata.propagation.max.ms` (5 s, not before), with an error
 /// naming the topic and UNKNOWN_TOPIC_OR_PARTITION that is not retriable
 /// (the record is not kept); a `warn` line names the topic; `flush` has
 /// nothing of it to wait for; `partitions_for` gives up on it too. Once

@@ -327,7 +327,7 @@ const CASES: &[Case] = &[
     },
     Case {
         property: "topic.metadata.propagation.max.ms",
-        default: Some("1000"),
+        default: Some("5000"),
         valid: "30000",
         valid_rendered: "30000",
         invalid: &[(

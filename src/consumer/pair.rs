@@ -1105,8 +1105,8 @@ fn a_partition_without_a_leader_is_reported_and_fetched_again_once_it_has_one() 
             })
             .count()
     };
-    // Not before `topic.metadata.propagation.max.ms` (1 s) has passed...
-    pair.poll_for(Duration::from_millis(900), Duration::from_millis(100));
+    // Not before `topic.metadata.propagation.max.ms` (5 s) has passed...
+    pair.poll_for(Duration::from_millis(4900), Duration::from_millis(100));
     assert_eq!(no_leader(&pair.errors), 0, "{:?}", pair.errors);
     // ...then once, within seconds, while the refused connection was
     // reported on its own.

@@ -447,12 +447,12 @@ impl Producer {
     /// (the brokers' `auto.create.topics.enable` off, or
     /// `allow.auto.create.topics=false`) fails the `send` within seconds,
     /// not after `max.block.ms`: once a Metadata answer that came at least
-    /// `topic.metadata.propagation.max.ms` (1 s) after the first one that
+    /// `topic.metadata.propagation.max.ms` (5 s) after the first one that
     /// said UNKNOWN_TOPIC_OR_PARTITION for it says so too, every answer in
     /// between having said the same. The answers are asked for on the
     /// retry policy's backoff (`retry.backoff.ms` doubling to
-    /// `retry.backoff.max.ms`, ±20%): with the defaults the fifth answer
-    /// decides, 1.2 to 1.8 s after the first. A topic created a moment ago
+    /// `retry.backoff.max.ms`, ±20%): with the defaults the ninth answer
+    /// or so decides, 5 to 6.6 s after the first. A topic created a moment ago
     /// has that long to reach the broker that answers; later `send`s fail
     /// at once while the answers go on saying so, and one after the topic
     /// appears is queued as usual.

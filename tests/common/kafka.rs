@@ -239,6 +239,7 @@ impl Kafka {
                 parts.len() == partitions.parse::<usize>().unwrap()
                     && parts.iter().all(|p| p.leader >= 0)
             }) {
+                self.wait_known_everywhere(topic, parts.unwrap().len(), deadline);
                 return;
             }
             assert!(
@@ -282,6 +283,7 @@ impl Kafka {
                 parts.len() == replicas.len()
                     && parts.iter().zip(replicas).all(|(p, r)| p.leader == r[0])
             }) {
+                self.wait_known_everywhere(topic, replicas.len(), deadline);
                 return;
             }
             assert!(
@@ -289,6 +291,37 @@ impl Kafka {
                 "{topic}: leaders not in place: {parts:?}"
             );
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until every running broker's Metadata answer names `topic`
+    /// with `partitions` partitions, each with a leader, as Apache Kafka's
+    /// own tests do after creating a topic (`waitForAllPartitionsMetadata`):
+    /// the controller tells the brokers of a new topic one by one, and on a
+    /// loaded machine a broker may learn of it seconds after another. A
+    /// broker that refuses the connection (stopped by a test) is passed
+    /// over: it reads the metadata log before it serves again.
+    fn wait_known_everywhere(&self, topic: &str, partitions: usize, deadline: Instant) {
+        for (id, addr) in &self.brokers {
+            loop {
+                let seen = raw_metadata(addr, topic);
+                match &seen {
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+                    Ok(t)
+                        if t.error_code == 0
+                            && t.partitions.len() == partitions
+                            && t.partitions.iter().all(|p| p.leader_id >= 0) =>
+                    {
+                        break
+                    }
+                    _ => {}
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{topic}: broker {id} ({addr}) does not know it yet: {seen:?}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     }
 
@@ -844,4 +877,47 @@ impl Drop for Peer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `topic` as the broker at `addr` alone knows it: one Metadata request
+/// (without creating topics) on a connection of its own.
+fn raw_metadata(
+    addr: &str,
+    topic: &str,
+) -> std::io::Result<lazykafka::protocol::messages::metadata::MetadataResponseTopic> {
+    use lazykafka::protocol::frame::{decode_response, encode_request};
+    use lazykafka::protocol::messages::metadata::{
+        MetadataRequest, MetadataRequestTopic, MetadataResponse,
+    };
+    use lazykafka::protocol::ApiKey;
+    use std::io::{Error, ErrorKind, Read};
+    let version = ApiKey::Metadata.client_versions().max;
+    let request = MetadataRequest {
+        topics: Some(vec![MetadataRequestTopic {
+            name: Some(topic.to_owned()),
+            ..MetadataRequestTopic::default()
+        }]),
+        allow_auto_topic_creation: false,
+        ..MetadataRequest::default()
+    };
+    let frame = encode_request(&request, version, 1, Some("lazykafka-tests"))
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("{e:?}")))?;
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(&frame)?;
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix)?;
+    let size = usize::try_from(i32::from_be_bytes(prefix))
+        .ok()
+        .filter(|n| *n < 64 << 20)
+        .ok_or_else(|| Error::new(ErrorKind::InvalidData, "absurd frame size"))?;
+    let mut body = vec![0u8; size];
+    s.read_exact(&mut body)?;
+    let (_, answer) = decode_response::<MetadataResponse>(body.into(), version)
+        .map_err(|e| Error::new(ErrorKind::InvalidData, format!("{e:?}")))?;
+    answer
+        .topics
+        .into_iter()
+        .find(|t| t.name.as_deref() == Some(topic))
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, "the answer does not name the topic"))
 }

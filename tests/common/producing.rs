@@ -13,7 +13,7 @@ const STEP: Duration = Duration::from_secs(20);
 
 /// Sends a record to `topic`, which does not exist and is not created,
 /// and returns the error: `send` gives up well before `max.block.ms`, not
-/// before `topic.metadata.propagation.max.ms` (1 s, the default), with
+/// before `topic.metadata.propagation.max.ms` (5 s, the default), with
 /// `DeliveryError::UnknownTopic` naming the topic and
 /// UNKNOWN_TOPIC_OR_PARTITION (in its text too), not retriable.
 pub async fn unknown_topic_named_by_send(producer: &Producer, topic: &str) -> Error {

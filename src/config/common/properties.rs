@@ -107,15 +107,17 @@ macro_rules! common_table {
                     ];
                 }
                 TOPIC_METADATA_PROPAGATION_MAX_MS = "topic.metadata.propagation.max.ms" {
-                    topic_metadata_propagation_max: Duration = Duration::from_millis(1_000);
+                    topic_metadata_propagation_max: Duration = Duration::from_millis(5_000);
                     parse: parse_ms;
                     check ms(0, INT_MAX);
                     render: ms;
                     get
                         /// `topic.metadata.propagation.max.ms` (as librdkafka names it): how
                         /// long a topic may be missing from the cluster's metadata before
-                        /// the client says so (default 1 s: a new topic reaches every broker
-                        /// within it on a healthy cluster; librdkafka waits 30 s).
+                        /// the client says so (default 5 s: Kafka's controller tells the
+                        /// brokers of a new topic one by one, and a loaded broker may learn
+                        /// of it more than a second after the topic was created; librdkafka
+                        /// waits 30 s).
                         ///
                         /// A consumer's `poll` then reports a subscribed or assigned topic
                         /// (or partition) with [`Error::Topic`](crate::Error::Topic) or
@@ -133,7 +135,7 @@ macro_rules! common_table {
                         (max: Duration);
                     docs [
                         "`Duration`",
-                        "1000",
+                        "5000",
                         "how long a topic may be missing from the metadata before the client says so: a consumer's `poll` reports a subscribed or assigned topic (or partition) (`Error::Topic`, `Error::UnknownPartition`), and a fetched partition without a leader (`Error::NoLeader`); a producer's `send` fails once every Metadata answer for this long said the topic does not exist (`DeliveryError::UnknownTopic`, [producer.md](producer.md#a-topic-that-does-not-exist)); `partitions_for` of either gives up on it; librdkafka's name, whose default is 30000",
                         "0 to 2147483647"
                     ];

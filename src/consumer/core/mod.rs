@@ -240,7 +240,7 @@ impl ConsumerCore {
             pending_leave: None,
             next_query: 1,
             closing: false,
-            propagation: Duration::from_secs(1),
+            propagation: Duration::from_secs(5),
             missing: BTreeMap::new(),
             watched_quiet: None,
             mode_generation: 0,
