@@ -121,6 +121,7 @@ pub mod config;
 pub mod consumer;
 pub mod error;
 pub mod events;
+pub mod metrics;
 unstable! {
     #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
     pub mod fetch;

@@ -7,7 +7,6 @@
 //! [`Consumer::statistics`]: crate::Consumer::statistics
 //! [`Producer::statistics`]: crate::Producer::statistics
 
-use crate::consumer::metrics::ConsumerMetrics;
 use crate::error::Error;
 use crate::runtime::rt::{BoxFuture, Runtime};
 use futures::{FutureExt, Stream};
@@ -29,7 +28,9 @@ pub(crate) trait Source: Send + 'static {
 }
 
 /// A client's metrics every `statistics.interval.ms`, as a [`Stream`]:
-/// `StatisticsStream` (of [`ConsumerMetrics`]) from
+/// `StatisticsStream` (of
+/// [`ConsumerMetrics`](crate::consumer::metrics::ConsumerMetrics), the
+/// consumer's name for it) from
 /// [`Consumer::statistics`](crate::Consumer::statistics),
 /// `StatisticsStream<ProducerMetrics>` from
 /// [`Producer::statistics`](crate::Producer::statistics).
@@ -41,7 +42,7 @@ pub(crate) trait Source: Send + 'static {
 /// already waiting ends at the next beat). It holds a clone of the client
 /// and is `Unpin`; taking an item opens no connection and wakes nothing in
 /// the client.
-pub struct StatisticsStream<M = ConsumerMetrics> {
+pub struct StatisticsStream<M> {
     source: Box<dyn Source<Metrics = M>>,
     interval: Duration,
     next: Instant,

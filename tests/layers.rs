@@ -1,10 +1,12 @@
 //! The layer order of docs/architecture.md, checked on the source: each
-//! pure or sans-IO layer names only the crate modules below it. `error`
-//! wraps the errors of these layers, so a layer that used `crate::error`
-//! (or `config`, whose parsing returns that `Error`) would form a cycle.
-//! The consumer's core sits above `error` and `config` but below the
-//! runtime, and every one of these layers is free of async, sockets,
-//! threads and clock reads (time is an argument).
+//! layer names only the crate modules below it. `error` wraps the errors
+//! of the layers under it, so none of those uses `crate::error` (or
+//! `config`, whose parsing returns that `Error`): that would form a cycle.
+//! The runtime-free producer, `config` and the runtime sit above `error`;
+//! the clients' cores sit above `error` and `config` but below the
+//! runtime, which drives them through `cluster::ClientCore` without naming
+//! them; every sans-IO layer is free of async, sockets, threads and clock
+//! reads (time is an argument).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,10 +29,45 @@ const LAYERS: &[(&str, &[&str])] = &[
             "protocol", "records", "cluster", "group", "events", "streak",
         ],
     ),
+    // What both clients and the runtime report: connection events and
+    // counters, and the metrics made of them.
+    ("events", &[]),
+    ("metrics", &["events"]),
+    // The crate's error wraps the errors of the layers under it, the
+    // producer's per-record ones included (they live in `error`, and
+    // `lazykafka::producer` names them too), so it uses nothing above.
+    (
+        "error",
+        &["protocol", "records", "cluster", "group", "fetch", "events"],
+    ),
     // The producer's runtime-free parts (its partitioners take
-    // `cluster::Rng` as their random source; its accumulator builds record
-    // batches for topic partitions). Its core and handle are below.
-    ("producer", &["protocol", "cluster", "records", "group"]),
+    // `cluster::Rng` as their random source and fail with
+    // `error::PartitionerError`; its accumulator builds record batches for
+    // topic partitions). Its core and handle are below.
+    (
+        "producer",
+        &["protocol", "cluster", "records", "group", "error"],
+    ),
+    // The properties: their values are types of the layers they configure
+    // (the producer's `partitioner` names a `BuiltinPartitioner` of the
+    // runtime-free producer above), never of a client's core or handle.
+    (
+        "config",
+        &[
+            "protocol", "records", "cluster", "group", "fetch", "error", "sasl", "producer",
+        ],
+    ),
+    ("tls", &["config", "sasl", "error"]),
+    // The runtime drives any client's core through `cluster::ClientCore`
+    // and names no client: neither `consumer` nor `producer`.
+    (
+        "runtime",
+        &[
+            "protocol", "cluster", "config", "error", "events", "sasl", "tls", "streak",
+        ],
+    ),
+    // The statistics stream both clients hand out, paced by the runtime.
+    ("statistics", &["error", "runtime"]),
 ];
 
 /// The files of a layer's directory that are not that layer: the
@@ -65,14 +102,14 @@ fn core_files(src: &Path) -> Vec<PathBuf> {
     files
 }
 const CORE_ALLOWED: &[&str] = &[
-    "protocol", "records", "cluster", "group", "fetch", "events", "error", "config", "producer",
-    "streak",
+    "protocol", "records", "cluster", "group", "fetch", "events", "metrics", "error", "config",
+    "producer", "streak",
 ];
 
 /// The layers with no IO at all (`sasl` is left out: an OAUTHBEARER token
 /// provider, called by the application's side, may read the wall clock).
 const SANS_IO: &[&str] = &[
-    "protocol", "streak", "records", "cluster", "group", "fetch", "producer",
+    "protocol", "streak", "records", "cluster", "group", "fetch", "producer", "metrics",
 ];
 
 /// What code without IO never contains: async code, sockets, threads and
@@ -184,9 +221,10 @@ fn io_uses(source: &str) -> Vec<(usize, &'static str)> {
     found
 }
 
-/// The dependency runs one way: the public handle (`consumer/api/`) uses
-/// the runtime, the runtime uses the consumer's core, and neither the core
-/// nor the runtime names the handle.
+/// The dependency runs one way: the public handles (`consumer/api/`,
+/// `producer/api.rs`) use the runtime and their cores, and neither a core
+/// nor the runtime names a handle (nor does the runtime name a core: see
+/// `LAYERS`).
 #[test]
 fn the_runtime_and_the_core_never_use_the_handle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

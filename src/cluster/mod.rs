@@ -61,6 +61,7 @@
 mod address_failures;
 mod authentication;
 mod backoff;
+mod client_core;
 mod config;
 mod conn;
 mod coordinator;
@@ -73,6 +74,7 @@ mod requests;
 mod routing;
 
 pub use backoff::{ExponentialBackoff, Retry, Rng};
+pub use client_core::{ClientCore, Deferred};
 pub use config::{ClusterConfig, REFUSAL_BACKOFF_MAX};
 pub use conn::RequestBody;
 pub use metadata::{BrokerAddress, LeaderHint, Metadata, PartitionInfo, TopicInfo};

@@ -2,8 +2,9 @@
 //! task that drives it.
 
 use super::core::{OutRecord, ProducerCore, Refused, TopicState};
-use super::delivery::{BatchOutcome, DeliveryError, DeliveryReport, ReportQueue};
+use super::delivery::{BatchOutcome, DeliveryReport, ReportQueue};
 use super::partitioner::Partitioner;
+use crate::error::DeliveryError;
 use crate::error::{Error, ErrorCode};
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
 use crate::runtime::background_task;
@@ -41,7 +42,7 @@ pub struct ProducerMetrics {
     /// Each partition written to, by topic then partition.
     pub partitions: Vec<ProducerPartitionMetrics>,
     /// Counters per broker address, kept for the producer's life.
-    pub brokers: BTreeMap<String, crate::consumer::metrics::BrokerMetrics>,
+    pub brokers: BTreeMap<String, crate::metrics::BrokerMetrics>,
     /// The live connections.
     pub connections: Vec<ConnectionInfo>,
     /// Produce answers that asked the producer to wait before it sends

@@ -66,13 +66,14 @@ mod partitioner;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 mod api;
 
+pub use crate::error::{DeliveryError, PartitionerError};
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub use api::{
     DeliveryFuture, DeliveryReports, Producer, ProducerMetrics, ProducerPartitionMetrics,
     ProducerRecord, StatisticsStream,
 };
-pub use delivery::{DeliveryError, DeliveryReport, RecordMetadata};
+pub use delivery::{DeliveryReport, RecordMetadata};
 pub use partitioner::{
     fnv1a, murmur2, partition_for_key, place, to_positive, BuiltinPartitioner, Partitioner,
-    PartitionerError, Placement, RandomSource, RecordToPlace, StickyPartitioner, TopicPartitions,
+    Placement, RandomSource, RecordToPlace, StickyPartitioner, TopicPartitions,
 };

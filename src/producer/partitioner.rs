@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::cluster::Rng;
+use crate::error::PartitionerError;
 
 /// Kafka's murmur2 hash of `data`: `org.apache.kafka.common.utils.Utils.murmur2`
 /// (32-bit MurmurHash2, seed `0x9747b28c`, the tail read little-endian), the
@@ -175,80 +176,6 @@ impl fmt::Display for BuiltinPartitioner {
         f.write_str(self.name())
     }
 }
-
-/// Why no partition could be chosen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PartitionerError {
-    /// The topic has no partitions to choose from (its metadata says
-    /// `partition_count`, zero or less).
-    NoPartitions {
-        /// The topic, where known.
-        topic: Option<String>,
-        /// The count that was given.
-        partition_count: i32,
-    },
-    /// The record named a partition the topic does not have (the Java
-    /// client's "Invalid partition given with record").
-    RecordPartitionOutOfRange {
-        /// The topic.
-        topic: String,
-        /// The partition the record named.
-        partition: i32,
-        /// How many partitions the topic has.
-        partition_count: i32,
-    },
-    /// A custom [`Partitioner`] chose a partition the topic does not have
-    /// (the Java client refuses a negative one, "The partitioner generated
-    /// an invalid partition number"; one at or past the count is refused
-    /// here too, before any batch is made for it).
-    CustomPartitionOutOfRange {
-        /// The topic.
-        topic: String,
-        /// The partition chosen.
-        partition: i32,
-        /// How many partitions the topic has.
-        partition_count: i32,
-    },
-}
-
-impl fmt::Display for PartitionerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PartitionerError::NoPartitions {
-                topic: Some(topic),
-                partition_count,
-            } => write!(
-                f,
-                "topic {topic:?} has no partitions to choose from ({partition_count})"
-            ),
-            PartitionerError::NoPartitions {
-                topic: None,
-                partition_count,
-            } => write!(f, "no partitions to choose from ({partition_count})"),
-            PartitionerError::RecordPartitionOutOfRange {
-                topic,
-                partition,
-                partition_count,
-            } => write!(
-                f,
-                "the record names partition {partition} of topic {topic:?}, \
-                 which has partitions 0..{partition_count}"
-            ),
-            PartitionerError::CustomPartitionOutOfRange {
-                topic,
-                partition,
-                partition_count,
-            } => write!(
-                f,
-                "the custom partitioner chose partition {partition} of topic {topic:?}, \
-                 which has partitions 0..{partition_count}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for PartitionerError {}
 
 /// A custom choice of partition, in place of the built-in one (the Java
 /// client's `partitioner.class`, `org.apache.kafka.clients.producer.Partitioner`).

@@ -12,91 +12,14 @@ use super::drive_pass::{pass, Driven, Machine, Wake};
 use super::rt::{BoxFuture, Runtime};
 use super::signal::Signal;
 use super::sockets::{Readers, SocketOptions, SocketTable, Sockets};
-use crate::cluster::Cluster;
-use crate::consumer::core::ConsumerCore;
-use crate::producer::core::ProducerCore;
-use crate::events::{ConnectionEvent, EventHub};
+use crate::cluster::{ClientCore as Core, Cluster};
+use crate::events::EventHub;
 use futures::channel::oneshot;
 use futures::FutureExt;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-
-/// A client's state machines, as its background task drives them: the
-/// connection manager, one step of everything else, and what they say.
-pub(crate) trait Core: Send + 'static {
-    /// The connection manager.
-    fn io(&mut self) -> &mut Cluster;
-    /// One step at `now` (after inputs, at deadlines).
-    fn drive(&mut self, now: Instant);
-    /// The earliest deadline, past ones included.
-    fn next_deadline(&self) -> Option<Instant>;
-    /// The earliest deadline after `now`.
-    fn next_deadline_after(&self, now: Instant) -> Option<Instant>;
-    /// What is left once a pass's actions are carried out.
-    fn after_actions(&mut self) {}
-    /// The next connection event for the client's listeners.
-    fn poll_event(&mut self) -> Option<ConnectionEvent>;
-    /// Closes every connection (the task stops).
-    fn shutdown(&mut self, now: Instant);
-    /// Work to do once the lock on the core is released (waking the
-    /// callers whose outcome was decided), if any.
-    fn take_deferred(&mut self) -> Option<Deferred> {
-        None
-    }
-}
-
-/// Work a core hands out to run outside its lock.
-pub(crate) type Deferred = Box<dyn FnOnce() + Send>;
-
-impl Core for ConsumerCore {
-    fn io(&mut self) -> &mut Cluster {
-        ConsumerCore::io(self)
-    }
-    fn drive(&mut self, now: Instant) {
-        ConsumerCore::drive(self, now);
-    }
-    fn next_deadline(&self) -> Option<Instant> {
-        ConsumerCore::next_deadline(self)
-    }
-    fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
-        ConsumerCore::next_deadline_after(self, now)
-    }
-    fn after_actions(&mut self) {
-        ConsumerCore::after_actions(self);
-    }
-    fn poll_event(&mut self) -> Option<ConnectionEvent> {
-        ConsumerCore::poll_event(self)
-    }
-    fn shutdown(&mut self, now: Instant) {
-        ConsumerCore::shutdown(self, now);
-    }
-}
-
-impl Core for ProducerCore {
-    fn io(&mut self) -> &mut Cluster {
-        ProducerCore::io(self)
-    }
-    fn drive(&mut self, now: Instant) {
-        ProducerCore::drive(self, now);
-    }
-    fn next_deadline(&self) -> Option<Instant> {
-        ProducerCore::next_deadline(self)
-    }
-    fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
-        ProducerCore::next_deadline_at(self, now)
-    }
-    fn poll_event(&mut self) -> Option<ConnectionEvent> {
-        ProducerCore::poll_event(self)
-    }
-    fn shutdown(&mut self, now: Instant) {
-        ProducerCore::shutdown(self, now);
-    }
-    fn take_deferred(&mut self) -> Option<Deferred> {
-        self.take_outcomes()
-    }
-}
 
 /// Evaluates a watch's condition (or, with `false`, only whether its call
 /// still waits); returns whether the watch is done.

@@ -29,7 +29,13 @@ mod lookups;
 mod poll;
 mod streams;
 
-pub use crate::statistics::StatisticsStream;
+/// A consumer's statistics stream: [`ConsumerMetrics`] every
+/// `statistics.interval.ms` ([`Consumer::statistics`]); the stream type
+/// both clients share, its metrics named.
+///
+/// [`ConsumerMetrics`]: crate::consumer::metrics::ConsumerMetrics
+pub type StatisticsStream<M = crate::consumer::metrics::ConsumerMetrics> =
+    crate::statistics::StatisticsStream<M>;
 pub use listener::{RebalanceListener, Revocation};
 pub use streams::RecordStream;
 

@@ -4,11 +4,12 @@
 //! clients share, over the consumer as its [`Source`]).
 
 use super::Consumer;
+use super::StatisticsStream;
 use crate::consumer::metrics::ConsumerMetrics;
 use crate::error::Error;
 use crate::fetch::ConsumerRecord;
 use crate::runtime::rt::Runtime;
-use crate::statistics::{Source, StatisticsStream};
+use crate::statistics::Source;
 use futures::{FutureExt, Stream};
 use std::future::Future;
 use std::pin::Pin;

@@ -626,3 +626,28 @@ fn fetch_config(config: &ConsumerConfig, seed: u64) -> FetchConfig {
         ..FetchConfig::default()
     }
 }
+
+/// How the background task drives the consumer.
+impl crate::cluster::ClientCore for ConsumerCore {
+    fn io(&mut self) -> &mut Cluster {
+        ConsumerCore::io(self)
+    }
+    fn drive(&mut self, now: Instant) {
+        ConsumerCore::drive(self, now);
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        ConsumerCore::next_deadline(self)
+    }
+    fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
+        ConsumerCore::next_deadline_after(self, now)
+    }
+    fn after_actions(&mut self) {
+        ConsumerCore::after_actions(self);
+    }
+    fn poll_event(&mut self) -> Option<ConnectionEvent> {
+        ConsumerCore::poll_event(self)
+    }
+    fn shutdown(&mut self, now: Instant) {
+        ConsumerCore::shutdown(self, now);
+    }
+}

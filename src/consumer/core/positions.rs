@@ -87,7 +87,7 @@ impl ConsumerCore {
                 joins: m.joins(),
                 last_rebalance_ms: last.map(|at| {
                     let ago = now.saturating_duration_since(at);
-                    metrics::unix_ms(wall_now.checked_sub(ago).unwrap_or(UNIX_EPOCH))
+                    crate::metrics::unix_ms(wall_now.checked_sub(ago).unwrap_or(UNIX_EPOCH))
                 }),
                 last_rebalance_age_ms: last.map(|at| {
                     u64::try_from(now.saturating_duration_since(at).as_millis()).unwrap_or(u64::MAX)
@@ -95,7 +95,7 @@ impl ConsumerCore {
             }
         });
         ConsumerMetrics {
-            at_ms: metrics::unix_ms(wall_now),
+            at_ms: crate::metrics::unix_ms(wall_now),
             total_lag: partitions.iter().filter_map(|p| p.lag).sum(),
             partitions,
             brokers: self

@@ -5,10 +5,10 @@
 //! (KIP-360).
 
 use super::super::accumulator::{ProducerBatch, Stamp};
-use super::super::delivery::DeliveryError;
 use super::outcomes::{Part, Slot};
 use super::{Pending, Pid, ProducerCore};
 use crate::cluster::{BrokerAddress, LeaderHint, RequestError};
+use crate::error::DeliveryError;
 use crate::group::TopicPartition;
 use crate::protocol::messages::init_producer_id::InitProducerIdResponse;
 use crate::protocol::messages::produce::{PartitionProduceResponse, ProduceResponse};

@@ -3,12 +3,13 @@
 //! does) and queues it in the accumulator.
 
 use super::super::accumulator::{AppendError, NewRecord, RecordId};
-use super::super::delivery::{BatchOutcome, DeliveryError};
+use super::super::delivery::BatchOutcome;
 use super::super::partitioner::{
     place, Placement, RecordToPlace, StickyPartitioner, TopicPartitions,
 };
 use super::outcomes::{Part, Slot};
 use super::{OutRecord, ProducerCore, Refused, TopicState};
+use crate::error::DeliveryError;
 use crate::error::Error;
 use crate::group::TopicPartition;
 use crate::protocol::ErrorCode;

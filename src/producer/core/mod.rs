@@ -28,10 +28,10 @@ mod outcomes;
 mod send;
 
 use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker, ProducerBatch, RecordId};
-use super::delivery::DeliveryError;
 use super::partitioner::{BuiltinPartitioner, Partitioner, StickyPartitioner};
 use crate::cluster::{Cluster, ExponentialBackoff, Problem, RequestId, Retry, Rng};
 use crate::config::{Acks, ProducerConfig};
+use crate::error::DeliveryError;
 use crate::error::Error;
 use crate::events::{ConnectionEvent, ConnectionState};
 use crate::group::TopicPartition;
@@ -568,5 +568,30 @@ impl ProducerCore {
     /// out its timeout; the producer goes on trying meanwhile.
     pub fn refusal(&self) -> Option<Error> {
         self.refusal.clone().map(Error::from_problem)
+    }
+}
+
+/// How the background task drives the producer.
+impl crate::cluster::ClientCore for ProducerCore {
+    fn io(&mut self) -> &mut Cluster {
+        ProducerCore::io(self)
+    }
+    fn drive(&mut self, now: Instant) {
+        ProducerCore::drive(self, now);
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        ProducerCore::next_deadline(self)
+    }
+    fn next_deadline_after(&self, now: Instant) -> Option<Instant> {
+        ProducerCore::next_deadline_at(self, now)
+    }
+    fn poll_event(&mut self) -> Option<ConnectionEvent> {
+        ProducerCore::poll_event(self)
+    }
+    fn shutdown(&mut self, now: Instant) {
+        ProducerCore::shutdown(self, now);
+    }
+    fn take_deferred(&mut self) -> Option<crate::cluster::Deferred> {
+        self.take_outcomes()
     }
 }

@@ -3,8 +3,9 @@
 //! the lock, handed to the records' futures once it is released.
 
 use super::super::accumulator::ProducerBatch;
-use super::super::delivery::{BatchOutcome, DeliveryError, Written};
+use super::super::delivery::{BatchOutcome, Written};
 use super::ProducerCore;
+use crate::error::DeliveryError;
 use crate::group::TopicPartition;
 use std::sync::Arc;
 use std::task::Waker;
@@ -96,7 +97,7 @@ impl ProducerCore {
     /// records them and wakes the futures waiting for them, in order;
     /// `None` when there are none. Run it after releasing the lock the core
     /// is under.
-    pub fn take_outcomes(&mut self) -> Option<Box<dyn FnOnce() + Send>> {
+    pub fn take_outcomes(&mut self) -> Option<crate::cluster::Deferred> {
         if self.outcomes.is_empty() {
             return None;
         }

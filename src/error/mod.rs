@@ -18,6 +18,9 @@ pub use crate::records::{Checksum, Compression, RecordsError, RecordsErrorKind};
 // Defined in `protocol` so that the layers below this module can name broker
 // errors without depending on it; re-exported here for `lazykafka::error::ErrorCode`.
 pub use crate::protocol::ErrorCode;
+pub use producer::{DeliveryError, PartitionerError};
+
+mod producer;
 
 /// Everything that can go wrong in this crate.
 ///
@@ -212,11 +215,11 @@ pub enum Error {
     },
     /// A record given to a producer was not delivered: its topic,
     /// partition and why.
-    Delivery(crate::producer::DeliveryError),
+    Delivery(DeliveryError),
     /// A record's partition could not be chosen (a custom partitioner or
     /// the record named one outside the topic, a topic without
     /// partitions).
-    Partitioner(crate::producer::PartitionerError),
+    Partitioner(PartitionerError),
 }
 
 impl Error {
@@ -268,7 +271,7 @@ impl Error {
     ///     }
     /// }
     /// ```
-    pub fn partition_eof(&self) -> Option<(&crate::TopicPartition, i64)> {
+    pub fn partition_eof(&self) -> Option<(&crate::group::TopicPartition, i64)> {
         match self {
             Error::Fetch(crate::fetch::FetchError::PartitionEof { partition, offset }) => {
                 Some((partition, *offset))
