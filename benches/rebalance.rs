@@ -221,7 +221,7 @@ impl Flow {
                     d.await.expect("every record is delivered");
                 }
                 producer
-                    .close(Duration::from_secs(30))
+                    .close_timeout(Duration::from_secs(30))
                     .await
                     .expect("close the producer");
                 i

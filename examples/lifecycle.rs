@@ -483,7 +483,7 @@ async fn producer_walk(
     phases.push(("sending again".to_owned(), census(&producer.connections())));
 
     println!("5. close: deliver what is queued, close every socket");
-    producer.close(Duration::from_secs(10)).await?;
+    producer.close_timeout(Duration::from_secs(10)).await?;
     // The last events arrive as the task stops; what they leave open is
     // the census now.
     watched.settle(Duration::from_millis(200)).await;

@@ -705,7 +705,7 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
     // Deliver what was sent, reporting it as it comes; a signal now gives
     // up at once.
     let closed = {
-        let mut closing = pin!(producer.close(close_within));
+        let mut closing = pin!(producer.close_timeout(close_within));
         poll_fn(|cx| {
             if signalled(&mut signals, cx) {
                 return Poll::Ready(None);

@@ -109,16 +109,20 @@ pub enum ConnectionError {
     /// Any other operating-system error on connect, read or write (reset,
     /// unreachable, ...).
     Io {
-        /// The error's kind, as Rust names it (`ConnectionReset`, ...).
-        kind: String,
+        /// The error's kind (`ConnectionReset`, ...; serialised by its
+        /// name).
+        #[serde(serialize_with = "by_debug_name")]
+        kind: std::io::ErrorKind,
         /// The operating system's message, with its error number.
         message: String,
     },
     /// A request got no response within its timeout; the connection is
     /// closed, since a broker answers in order.
     RequestTimeout {
-        /// The API of the request (`Fetch`, `JoinGroup`, ...).
-        api: String,
+        /// The API of the request (`Fetch`, `JoinGroup`, ...; serialised
+        /// by its name).
+        #[serde(serialize_with = "by_debug_name")]
+        api: crate::protocol::ApiKey,
     },
     /// The broker broke the protocol: a refused frame size, an undecodable
     /// response, an unknown correlation id, or a failed ApiVersions
@@ -170,6 +174,12 @@ pub enum ConnectionError {
     },
 }
 
+/// Serialises a value by its `Debug` name (an `io::ErrorKind`, an
+/// `ApiKey`), as a string.
+fn by_debug_name<T: fmt::Debug, S: serde::Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{value:?}"))
+}
+
 impl ConnectionError {
     /// Sorts an operating-system error (from connect, read or write), or a
     /// TLS error a TLS stream reported through `std::io` (such as an alert
@@ -195,7 +205,7 @@ impl ConnectionError {
             std::io::ErrorKind::UnexpectedEof => ConnectionError::ClosedByBroker,
             std::io::ErrorKind::TimedOut => ConnectionError::SetupTimeout,
             kind => ConnectionError::Io {
-                kind: format!("{kind:?}"),
+                kind,
                 message: e.to_string(),
             },
         }

@@ -230,7 +230,7 @@ async fn a_fatal_heartbeat_error_is_returned_from_poll<C: TestCluster>() {
         Error::Group {
             api, code, stopped, ..
         } => {
-            assert_eq!(*api, "ConsumerGroupHeartbeat");
+            assert_eq!(*api, lazykafka::error::ApiKey::ConsumerGroupHeartbeat);
             assert_eq!(*code, Some(ErrorCode::GroupMaxSizeReached));
             assert!(*stopped);
         }

@@ -387,7 +387,7 @@ async fn join_refused_for_group_authorization<C: TestCluster>() {
     match &e {
         Error::Group {
             group,
-            api: "JoinGroup",
+            api: ApiKey::JoinGroup,
             code: Some(ErrorCode::GroupAuthorizationFailed),
             stopped: true,
             ..
@@ -416,7 +416,7 @@ async fn commit_refused_for_group_authorization<C: TestCluster>() {
     assert!(
         matches!(
             &e,
-            Error::Group { group, api: "OffsetCommit", code: Some(ErrorCode::GroupAuthorizationFailed), stopped: false, .. } if group == "g2"
+            Error::Group { group, api: ApiKey::OffsetCommit, code: Some(ErrorCode::GroupAuthorizationFailed), stopped: false, .. } if group == "g2"
         ),
         "{}: {e:?}",
         mock.name()
@@ -443,7 +443,7 @@ async fn group_refused_by_its_coordinator(api: ApiKey, mock: &impl TestCluster) 
             code: Some(ErrorCode::GroupAuthorizationFailed),
             stopped: false,
             ..
-        } if group == "g" && *a == api.name() => {}
+        } if group == "g" && *a == api => {}
         other => panic!("{} {api:?}: {other:?}", mock.name()),
     }
     assert!(!e.is_retriable() && !e.is_fatal(), "{e}");

@@ -347,7 +347,10 @@ async fn a_producer_ends_on_its_leader() {
         (Purpose::Bootstrap, kafka.address(BOOTSTRAP)),
         "{seen:?}"
     );
-    producer.close(Duration::from_secs(10)).await.unwrap();
+    producer
+        .close_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
     assert!(wait_for(WAIT, || census(&kafka).is_empty()));
     assert_eq!(close_waits(&kafka), 0);
     // What it wrote, read by the Java consumer: 50 records, in order.

@@ -142,7 +142,7 @@ async fn produce_loop(producer: Producer, topic: String, stop: Arc<AtomicBool>) 
             Err(e) => failed.push(format!("{value}: {e}")),
         }
     }
-    let _ = producer.close(Duration::from_secs(10)).await;
+    let _ = producer.close_timeout(Duration::from_secs(10)).await;
     (written, failed)
 }
 
@@ -600,7 +600,10 @@ async fn not_enough_replicas_then_recovery() {
         let w = d.await.unwrap_or_else(|e| panic!("v{i}: {e}"));
         written.push((w.partition, w.offset, format!("v{i}")));
     }
-    producer.close(Duration::from_secs(10)).await.unwrap();
+    producer
+        .close_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
     assert_log_has_each_once(&kafka, &topic, &written, "NOT_ENOUGH_REPLICAS");
 }
 
@@ -658,7 +661,10 @@ async fn a_quota_throttles_the_producer() {
         written.push((w.partition, w.offset, format!("v{i}")));
     }
     let metrics = producer.metrics();
-    producer.close(Duration::from_secs(10)).await.unwrap();
+    producer
+        .close_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
     kafka.peer(&[
         "admin",
         "set-quota",

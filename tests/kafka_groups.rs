@@ -696,7 +696,10 @@ impl Run {
                 _ => {}
             }
         }
-        self.producer.close(Duration::from_secs(10)).await.unwrap();
+        self.producer
+            .close_timeout(Duration::from_secs(10))
+            .await
+            .unwrap();
     }
 }
 

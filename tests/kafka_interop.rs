@@ -377,7 +377,10 @@ async fn our_producer_read_back_by_java_and_librdkafka(compression: Compression)
         .collect();
     let written = send_all(&producer, records).await;
     let metrics = producer.metrics();
-    producer.close(Duration::from_secs(10)).await.unwrap();
+    producer
+        .close_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
 
     let log: Vec<Rec> = written
         .iter()
@@ -641,7 +644,10 @@ async fn keyed_placement_is_javas_on_7_and_12_partitions() {
             .map(|k| ProducerRecord::new(&our_topic).key(k.clone()).value(""))
             .collect();
         let written = send_all(&producer, records).await;
-        producer.close(Duration::from_secs(10)).await.unwrap();
+        producer
+            .close_timeout(Duration::from_secs(10))
+            .await
+            .unwrap();
 
         let mut differ = Vec::new();
         let mut used = BTreeSet::new();
@@ -1047,7 +1053,10 @@ async fn fetch_sessions_on_30_partitions_over_3_leaders() {
             }
         }
     }
-    producer.close(Duration::from_secs(10)).await.unwrap();
+    producer
+        .close_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
     let log: Vec<Rec> = sent
         .iter()
         .flat_map(|(&p, &n)| {
@@ -1127,7 +1136,10 @@ async fn topic_on_every_broker_led_by_1(kafka: &Kafka) -> (String, Vec<Rec>) {
         .map(|(p, i)| ProducerRecord::new(&topic).partition(p).value(value(p, i)))
         .collect();
     let written = send_all(&producer, records).await;
-    producer.close(Duration::from_secs(10)).await.unwrap();
+    producer
+        .close_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
     let log = (0..2)
         .flat_map(|p| (0..FOLLOWER_RECORDS).map(move |i| (p, i)))
         .zip(written)
@@ -1347,7 +1359,10 @@ async fn new_leaders_named_in_answers_are_used_without_metadata() {
     let wanted: Vec<(i64, Option<String>)> = (0..100).map(|i| (i, Some(format!("v{i}")))).collect();
     assert_eq!(values, wanted, "each record read once, in order");
     consumer.close().await.unwrap();
-    producer.close(Duration::from_secs(10)).await.unwrap();
+    producer
+        .close_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
 }
 
 /// A topic that does not exist, asked for with the producer's
@@ -1397,7 +1412,10 @@ async fn an_unknown_topic_fails_send_within_seconds_then_is_written_once_created
     kafka.create_topic(&topic, 3, 3, &[]);
     let written = common::producing::send_once_created(&producer, &topic).await;
     assert_eq!((&*written.topic, written.offset), (topic.as_str(), 0));
-    producer.close(Duration::from_secs(10)).await.unwrap();
+    producer
+        .close_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
 }
 
 on_apache_kafka!(

@@ -467,7 +467,7 @@ async fn sasl_ssl_round_trip(mechanism: Mechanism) {
     let producer = producer(&kafka.sasl_ssl, &security);
     let mut producer_events = producer.connection_events();
     produce(&producer, &topic, 0..30).await;
-    producer.close(WAIT).await.unwrap();
+    producer.close_timeout(WAIT).await.unwrap();
     assert_authenticated_before_ready(
         &format!("{mechanism} producer"),
         &drain(&mut producer_events),
@@ -547,13 +547,13 @@ async fn a_certificate_for_another_name_is_refused_unless_names_are_not_checked(
         &["127.0.0.1", "not valid for name"],
     )
     .await;
-    producer.close(Duration::ZERO).await.ok();
+    producer.close_timeout(Duration::ZERO).await.ok();
 
     // The host name not checked: the chain still is (the cluster's CA).
     let unchecked = security.without_name_check();
     let producer = self::producer(&bootstrap, &unchecked);
     produce(&producer, &topic, 0..10).await;
-    producer.close(WAIT).await.unwrap();
+    producer.close_timeout(WAIT).await.unwrap();
     let consumer = self::consumer(&bootstrap, &unchecked, None);
     consumer.assign([TopicPartition::new(&topic, 0)]).unwrap();
     assert_eq!(consume(&consumer, 10).await.len(), 10);
@@ -585,7 +585,7 @@ async fn an_unknown_ca_is_refused() {
 
         let producer = producer(&kafka.sasl_ssl, &security);
         assert_send_refused(what, &producer, &topic, &["localhost:", "UnknownIssuer"]).await;
-        producer.close(Duration::ZERO).await.ok();
+        producer.close_timeout(Duration::ZERO).await.ok();
     }
 }
 
@@ -695,7 +695,7 @@ async fn a_wrong_password_is_refused(mechanism: Mechanism) {
         ],
     )
     .await;
-    producer.close(Duration::ZERO).await.ok();
+    producer.close_timeout(Duration::ZERO).await.ok();
 }
 
 async fn a_wrong_scram_sha_512_password_is_refused() {
@@ -724,7 +724,7 @@ async fn oauthbearer_with_an_unsecured_jwt_produces_and_consumes() {
     let producer = producer(&kafka.oauth, &security);
     let mut producer_events = producer.connection_events();
     produce(&producer, &topic, 0..20).await;
-    producer.close(WAIT).await.unwrap();
+    producer.close_timeout(WAIT).await.unwrap();
     assert_authenticated_before_ready(
         "OAUTHBEARER producer",
         &drain(&mut producer_events),
@@ -760,7 +760,7 @@ async fn oauthbearer_with_an_unsecured_jwt_produces_and_consumes() {
         Some(Ok(_)) => panic!("sub=restricted: send queued a record for {topic}"),
         None => panic!("sub=restricted: send did not return within {PROMPT:?}"),
     }
-    restricted.close(Duration::ZERO).await.ok();
+    restricted.close_timeout(Duration::ZERO).await.ok();
 }
 
 // ===== 6. Re-authentication (KIP-368) =====
@@ -920,7 +920,7 @@ async fn sessions_are_renewed_on_live_connections() {
     assert_sessions_renewed("producer", &producer_seen, session, end);
     assert_authenticated_before_ready("consumer", &consumer_seen, "SCRAM-SHA-512");
     assert_authenticated_before_ready("producer", &producer_seen, "PLAIN");
-    producer.close(WAIT).await.unwrap();
+    producer.close_timeout(WAIT).await.unwrap();
     consumer.close().await.unwrap();
 }
 
@@ -1096,7 +1096,7 @@ async fn restricted_cannot_produce() {
         .is_empty(),
         "the refusal was not logged"
     );
-    producer.close(Duration::ZERO).await.ok();
+    producer.close_timeout(Duration::ZERO).await.ok();
 
     // Without idempotence: Produce itself is refused.
     let producer = Producer::new(
@@ -1122,7 +1122,7 @@ async fn restricted_cannot_produce() {
         }
         other => panic!("acks=1: expected TOPIC_AUTHORIZATION_FAILED, got {other:?}"),
     }
-    producer.close(Duration::ZERO).await.ok();
+    producer.close_timeout(Duration::ZERO).await.ok();
 }
 
 on_apache_kafka!(

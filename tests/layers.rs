@@ -31,7 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     // What both clients and the runtime report: connection events and
     // counters, and the metrics made of them.
-    ("events", &[]),
+    ("events", &["protocol"]),
     ("metrics", &["events"]),
     // The crate's error wraps the errors of the layers under it, the
     // producer's per-record ones included (they live in `error`, and

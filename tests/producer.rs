@@ -147,7 +147,10 @@ async fn keyed_records_arrive_in_order_where_murmur2_puts_them<C: TestCluster>()
             "partition {p}"
         );
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let read = read_back(&bootstrap, "t", 2, RECORDS);
     assert_eq!(read.len(), RECORDS, "{}", mock.name());
     for (p, offset, key, value, headers) in read {
@@ -200,7 +203,10 @@ async fn a_producer_connects_to_the_leaders_it_writes_to<C: TestCluster>() {
         .map(|(b, _)| b)
         .collect();
     assert!(produce_brokers.iter().all(|b| *b == 1 || *b == 3));
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     drop(events);
 }
 
@@ -249,7 +255,10 @@ async fn retried_batches_arrive_once_in_order<C: TestCluster>() {
     assert!(p0.request_latency_ms.is_some() && p0.queue_time_ms.is_some());
     let json = serde_json::to_value(&metrics).unwrap();
     assert_eq!(json["records_delivered"], RECORDS as u64);
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     // The refusals were met: the first Produce, three refused, the retries.
     let produces = mock
         .requests()
@@ -327,7 +336,10 @@ async fn an_unknown_topic_is_named_by_send_within_seconds<C: TestCluster>() {
     mock.create_topic(&topic, &[1]);
     let written = common::producing::send_once_created(&producer, &topic).await;
     assert_eq!((&*written.topic, written.partition), (topic.as_str(), 0));
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 /// A step that undoes a disruption.
@@ -399,7 +411,10 @@ async fn exactly_once_in_order_through<C: TestCluster>(
             mock.name()
         );
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let read = read_back(&bootstrap, "t", 2, RECORDS);
     let values: Vec<String> = read
         .into_iter()
@@ -530,7 +545,10 @@ async fn a_thousand_bootstrap_addresses_open_one_bootstrap_connection() {
     for d in deliveries {
         timeout(WAIT, d).await.unwrap().unwrap();
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let mut opened = BTreeMap::new();
     while let Some(e) = events.next().await {
         if e.kind == EventKind::Opened {
@@ -587,7 +605,10 @@ async fn tansu_keeps_what_the_producer_writes() {
         let meta = timeout(WAIT, d).await.unwrap().unwrap();
         assert_eq!(meta.offset, i as i64);
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let partitions = {
         let reader: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &addr)
@@ -654,7 +675,10 @@ async fn same_keys_same_partitions<C: TestCluster>(
     for d in deliveries {
         timeout(WAIT, d).await.unwrap().unwrap();
     }
-    timeout(WAIT, ours.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, ours.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let mut placed: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, i32>> = BTreeMap::new();
     for (p, _, key, value, _) in read_back(&bootstrap, "t", 2, 400) {
         placed
@@ -758,7 +782,10 @@ async fn clones_share_one_producer<C: TestCluster>() {
         let offsets = timeout(WAIT, task).await.expect("in time");
         assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let read = read_back(&bootstrap, "t", 2, 200);
     for t in 0..4 {
         let key = format!("task-{t}").into_bytes();
@@ -822,7 +849,10 @@ async fn a_batch_refused_for_good_leaves_no_gap<C: TestCluster>() {
     for d in last {
         timeout(WAIT, d).await.expect("in time").unwrap();
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let values: Vec<String> = read_back(&bootstrap, "t", 2, 79)
         .into_iter()
         .map(|r| String::from_utf8(r.3.unwrap()).unwrap())
@@ -891,7 +921,10 @@ async fn a_batch_too_large_is_split_and_sent_again<C: TestCluster>() {
     for d in later {
         timeout(WAIT, d).await.expect("in time").unwrap();
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let values: Vec<String> = read_back(&bootstrap, "t", 2, 49)
         .into_iter()
         .map(|r| String::from_utf8(r.3.unwrap()).unwrap())
@@ -954,7 +987,10 @@ async fn retries_bound_the_sends_of_a_batch<C: TestCluster>() {
         .await
         .unwrap()
         .expect("the next record goes through");
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 /// After `close`, the producer still answers what it did: its metrics (the
@@ -968,7 +1004,10 @@ async fn a_closed_producer_still_reports<C: TestCluster>() {
             .unwrap()
             .unwrap();
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(producer.connections().is_empty());
     assert_eq!(producer.metrics().records_delivered, 3, "{}", mock.name());
     assert!(!producer.broker_counters().is_empty());
@@ -1011,7 +1050,10 @@ async fn delivery_reports_name_each_reported_record_once_in_order<C: TestCluster
     for f in futures {
         timeout(WAIT, f).await.unwrap().unwrap();
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let rest: Vec<_> = timeout(WAIT, reports.collect::<Vec<_>>())
         .await
         .expect("the stream ends after close");
@@ -1085,7 +1127,10 @@ async fn a_failed_delivery_is_reported<C: TestCluster>() {
         other => panic!("{other:?} ({})", mock.name()),
     }
     mock.broker_up(1);
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(timeout(WAIT, reports.next()).await.unwrap().is_none());
 }
 
@@ -1133,7 +1178,10 @@ async fn statistics_come_every_interval_and_end_with_the_producer<C: TestCluster
         assert_eq!(json["partitions"][0]["topic"], "t", "{json}");
     }
 
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let ended = timeout(WAIT, statistics.next()).await;
     assert!(
         matches!(ended, Some(None)),
@@ -1161,7 +1209,10 @@ async fn acks_0_writes_without_answers(bootstrap: &str, topic: &str) {
     }
     // Nothing waits for an answer, so nothing fails for a lack of one.
     assert_eq!(producer.metrics().records_failed, 0);
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     let read = read_back_to(bootstrap, topic, 1, 100, false);
     let values: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.3).collect();
     let expected: Vec<Vec<u8>> = (0..100).map(|i| format!("v{i}").into_bytes()).collect();
@@ -1278,7 +1329,10 @@ async fn an_idle_producer_asks_nothing_and_holds_no_socket<C: TestCluster>() {
         );
         common::sleep(Duration::from_millis(20)).await;
     }
-    timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+    timeout(WAIT, producer.close_timeout(WAIT))
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 /// A record's key, value and headers, as read back.
@@ -1315,7 +1369,10 @@ async fn every_codec_is_read_back_by_librdkafka<C: TestCluster>() {
             p0.compression_ratio.is_some_and(|r| r > 1.0),
             "{codec}: {p0:?}"
         );
-        timeout(WAIT, producer.close(WAIT)).await.unwrap().unwrap();
+        timeout(WAIT, producer.close_timeout(WAIT))
+            .await
+            .unwrap()
+            .unwrap();
     }
     let read = read_back(&bootstrap, "t", 2, 200);
     let expected: Vec<KeyValueHeaders> = codecs

@@ -97,7 +97,7 @@ fn each_consumer_runs_on_the_runtime_it_is_created_in() {
             threads::names()
         );
         producer
-            .close(std::time::Duration::from_secs(10))
+            .close_timeout(std::time::Duration::from_secs(10))
             .await
             .unwrap();
     });

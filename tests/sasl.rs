@@ -735,7 +735,7 @@ fn an_async_provider_authenticates_consumer_and_producer_on_each_runtime() {
         assert_eq!(plog.calls.load(Ordering::SeqCst), 1);
         assert_eq!(plog.off_runtime.load(Ordering::SeqCst), 0);
         assert!(authenticated(&mock).iter().any(|(_, _, p)| p == "erin"));
-        producer.close(WAIT).await.unwrap();
+        producer.close_timeout(WAIT).await.unwrap();
         assert_eq!(consume(&mut consumer, 5).await.len(), 5, "{runtime:?}");
         consumer.close().await.unwrap();
     });

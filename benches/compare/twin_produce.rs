@@ -186,7 +186,7 @@ pub fn run_lazykafka(args: &[String], reports: bool) -> i32 {
                     return 1;
                 }
             }
-            if let Err(e) = producer.close(Duration::from_secs(60)).await {
+            if let Err(e) = producer.close_timeout(Duration::from_secs(60)).await {
                 eprintln!("error: close: {e}");
                 return 1;
             }
@@ -209,7 +209,7 @@ pub fn run_lazykafka(args: &[String], reports: bool) -> i32 {
             while let Some(r) = inflight.next().await {
                 failed += u64::from(r.is_err());
             }
-            if let Err(e) = producer.close(Duration::from_secs(60)).await {
+            if let Err(e) = producer.close_timeout(Duration::from_secs(60)).await {
                 eprintln!("error: close: {e}");
                 return 1;
             }

@@ -258,9 +258,7 @@ impl Cluster {
                 now,
                 id,
                 CloseReason::Error,
-                Some(ConnectionError::RequestTimeout {
-                    api: api.to_string(),
-                }),
+                Some(ConnectionError::RequestTimeout { api }),
             );
         }
     }

@@ -1408,7 +1408,7 @@ fn a_group_refused_by_its_coordinator_is_named_at_once_and_asked_again_with_back
             pair.errors
                 .iter()
                 .filter(|e| {
-                    matches!(e, Error::Group { api: a, code: Some(ErrorCode::GroupAuthorizationFailed), stopped: false, .. } if *a == api.name())
+                    matches!(e, Error::Group { api: a, code: Some(ErrorCode::GroupAuthorizationFailed), stopped: false, .. } if *a == api)
                 })
                 .count()
         };

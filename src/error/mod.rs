@@ -37,14 +37,14 @@ pub enum Error {
     /// A request got no answer within `request.timeout.ms`.
     RequestTimeout {
         /// The API of the request.
-        api: &'static str,
+        api: ApiKey,
         /// The broker address.
         addr: String,
     },
     /// A response could not be decoded.
     Decode {
         /// The API whose response it was.
-        api: &'static str,
+        api: ApiKey,
         /// The broker address.
         addr: String,
         /// Where decoding failed.
@@ -54,7 +54,7 @@ pub enum Error {
     /// version).
     Request {
         /// The API of the request.
-        api: &'static str,
+        api: ApiKey,
         /// Why.
         source: crate::cluster::RequestError,
     },
@@ -181,7 +181,7 @@ pub enum Error {
         /// The group.
         group: String,
         /// The request (`JoinGroup`, `OffsetCommit`, ...).
-        api: &'static str,
+        api: ApiKey,
         /// The broker's error code, when it gave one.
         code: Option<ErrorCode>,
         /// What happened, in words.
@@ -192,7 +192,7 @@ pub enum Error {
     /// The broker answered with an error code.
     Broker {
         /// The API of the request.
-        api: &'static str,
+        api: ApiKey,
         /// The error.
         code: ErrorCode,
     },
@@ -381,7 +381,7 @@ impl fmt::Display for Error {
                 code,
                 reason,
                 stopped,
-            } => fmt_group(f, group, api, *code, reason, *stopped),
+            } => fmt_group(f, group, *api, *code, reason, *stopped),
             Error::InvalidPattern { pattern, reason } => {
                 write!(f, "topic pattern {pattern:?}: {reason}")
             }
@@ -463,7 +463,7 @@ fn fmt_authentication(
 fn fmt_group(
     f: &mut fmt::Formatter<'_>,
     group: &str,
-    api: &str,
+    api: ApiKey,
     code: Option<ErrorCode>,
     reason: &str,
     stopped: bool,
@@ -481,10 +481,10 @@ fn fmt_group(
 
 /// What comes of a group request `api` refused with `code`, as the tail
 /// of [`Error::Group`]'s message (empty without a code).
-fn group_next(api: &str, code: Option<ErrorCode>) -> &'static str {
+fn group_next(api: ApiKey, code: Option<ErrorCode>) -> &'static str {
     use crate::group::errors::GroupErrorClass;
     match code.map(crate::group::errors::classify) {
-        Some(GroupErrorClass::Rebalance) if api == "OffsetCommit" => {
+        Some(GroupErrorClass::Rebalance) if api == ApiKey::OffsetCommit => {
             "; the group is rebalancing and the member rejoins by itself: the offsets were not committed (commit again once partitions are assigned)"
         }
         Some(GroupErrorClass::Rebalance) => {
@@ -496,7 +496,7 @@ fn group_next(api: &str, code: Option<ErrorCode>) -> &'static str {
         // The same offsets would be refused again (the consumer's core
         // does not send them again: `commit_refused`).
         Some(GroupErrorClass::Transient)
-            if api == "OffsetCommit"
+            if api == ApiKey::OffsetCommit
                 && code == Some(crate::protocol::ErrorCode::FencedLeaderEpoch) =>
         {
             "; the broker knows a newer leader epoch than the last record read: the offsets were not committed (commit again after reading on)"
@@ -551,7 +551,7 @@ impl Error {
             Problem::CoordinatorRefused { group, code } => Error::Group {
                 reason: format!("FindCoordinator failed: {code}"),
                 group,
-                api: "FindCoordinator",
+                api: ApiKey::FindCoordinator,
                 code: Some(code),
                 stopped: false,
             },

@@ -284,7 +284,7 @@ fn lost() -> RequestError {
     RequestError::ConnectionLost {
         addr: "b1:9092".into(),
         cause: crate::events::ConnectionError::Io {
-            kind: "ConnectionReset".into(),
+            kind: std::io::ErrorKind::ConnectionReset,
             message: "Connection reset by peer (os error 104)".into(),
         },
     }

@@ -418,7 +418,7 @@ impl ConsumerMembership {
                 // SubscribedTopicRegex: no retry can change that.
                 self.lose_partitions();
                 return self.fail(GroupFailure {
-                    api: "ConsumerGroupHeartbeat",
+                    api: ApiKey::ConsumerGroupHeartbeat,
                     code: None,
                     reason: format!("cannot write ConsumerGroupHeartbeat: {e}"),
                 });
@@ -426,7 +426,7 @@ impl ConsumerMembership {
             Err(RequestError::NoCommonVersion(e)) => {
                 self.lose_partitions();
                 return self.fail(GroupFailure {
-                    api: "ConsumerGroupHeartbeat",
+                    api: ApiKey::ConsumerGroupHeartbeat,
                     code: None,
                     reason: format!(
                         "the coordinator does not speak the consumer group protocol: {e}"
@@ -613,7 +613,7 @@ impl ConsumerMembership {
                     .unwrap_or_default();
                 self.lose_partitions();
                 self.fail(GroupFailure {
-                    api: "ConsumerGroupHeartbeat",
+                    api: ApiKey::ConsumerGroupHeartbeat,
                     code: Some(code),
                     reason: format!("ConsumerGroupHeartbeat failed: {code}{detail}"),
                 })
@@ -622,7 +622,7 @@ impl ConsumerMembership {
             code => {
                 self.lose_partitions();
                 self.fail(GroupFailure {
-                    api: "ConsumerGroupHeartbeat",
+                    api: ApiKey::ConsumerGroupHeartbeat,
                     code: Some(code),
                     reason: format!("ConsumerGroupHeartbeat failed: {code}"),
                 })

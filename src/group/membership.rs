@@ -23,6 +23,7 @@
 //! the new assignment takes away, and joins once more if it gave any up so
 //! that the leader can hand them to their new owner.
 
+use crate::protocol::ApiKey;
 use super::assignor::{AssignmentStrategy, GroupMember, RebalanceProtocol};
 use super::TopicPartition;
 use crate::cluster::{ExponentialBackoff, RequestBody, RequestError, Response, Retry, Rng};
@@ -128,7 +129,7 @@ pub enum MemberState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupFailure {
     /// The request that failed (`JoinGroup`, `SyncGroup`, ...).
-    pub api: &'static str,
+    pub api: ApiKey,
     /// The broker's error code, when it gave one.
     pub code: Option<ErrorCode>,
     /// What happened, in words.
@@ -137,13 +138,13 @@ pub struct GroupFailure {
 
 impl GroupRequestKind {
     /// The API's name.
-    pub fn api(self) -> &'static str {
+    pub fn api(self) -> ApiKey {
         match self {
-            GroupRequestKind::Join => "JoinGroup",
-            GroupRequestKind::Sync => "SyncGroup",
-            GroupRequestKind::Heartbeat => "Heartbeat",
-            GroupRequestKind::Leave => "LeaveGroup",
-            GroupRequestKind::ConsumerHeartbeat => "ConsumerGroupHeartbeat",
+            GroupRequestKind::Join => ApiKey::JoinGroup,
+            GroupRequestKind::Sync => ApiKey::SyncGroup,
+            GroupRequestKind::Heartbeat => ApiKey::Heartbeat,
+            GroupRequestKind::Leave => ApiKey::LeaveGroup,
+            GroupRequestKind::ConsumerHeartbeat => ApiKey::ConsumerGroupHeartbeat,
         }
     }
 }
@@ -794,7 +795,7 @@ impl Membership {
                         Ok((_, a)) => from_wire(&a.assigned_partitions).into_iter().collect(),
                         Err(e) => {
                             return self.fail(GroupFailure {
-                                api: "SyncGroup",
+                                api: ApiKey::SyncGroup,
                                 code: None,
                                 reason: format!("cannot read the assignment: {e}"),
                             });

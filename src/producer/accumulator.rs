@@ -327,7 +327,7 @@ impl ProducerBatch {
                 let headers: Vec<NewHeader<'_>> = record
                     .headers()
                     .iter()
-                    .map(|h| (h.key_bytes(), h.value()))
+                    .map(|h| (h.raw_key(), h.value()))
                     .collect();
                 let timestamp = record.timestamp().millis().unwrap_or(-1);
                 builder.append(timestamp, record.key(), record.value(), &headers)?;

@@ -239,7 +239,7 @@ impl futures::Stream for DeliveryReports {
 ///     .await?;
 /// let written = delivery.await?;
 /// assert_eq!((written.partition, written.offset), (0, 0));
-/// producer.close(std::time::Duration::from_secs(5)).await?;
+/// producer.close_timeout(std::time::Duration::from_secs(5)).await?;
 /// # Ok::<(), lazykafka::Error>(())
 /// # };
 /// # #[cfg(feature = "runtime-async-std")]
@@ -513,7 +513,7 @@ impl Producer {
     ///     let record = ProducerRecord::new("clicks").key(format!("user-{}", i % 7)).value("click");
     ///     producer.send_reported(record, i).await?;
     /// }
-    /// producer.close(std::time::Duration::from_secs(5)).await?;
+    /// producer.close_timeout(std::time::Duration::from_secs(5)).await?;
     /// // After `close`, the stream ends once every record is reported.
     /// let mut delivered = 0;
     /// while let Some(report) = reports.next().await {
@@ -646,8 +646,9 @@ impl Producer {
         }
     }
 
-    /// The partitions of `topic`, waiting up to `max.block.ms` for its
-    /// metadata (which may open a connection).
+    /// The partitions of `topic`, in order, waiting up to `max.block.ms`
+    /// for its metadata (which may open a connection); as
+    /// [`Consumer::partitions_for`](crate::Consumer::partitions_for).
     ///
     /// # Errors
     ///
@@ -657,7 +658,10 @@ impl Producer {
     /// Metadata answer for `topic.metadata.propagation.max.ms`, as for
     /// [`Producer::send`]); the refusals `send` names; [`Error::Timeout`]
     /// when `max.block.ms` passed first; [`Error::Closed`] after `close`.
-    pub async fn partitions_for(&self, topic: &str) -> Result<Vec<i32>, Error> {
+    pub async fn partitions_for(
+        &self,
+        topic: &str,
+    ) -> Result<Vec<crate::group::TopicPartition>, Error> {
         let link = self.start()?;
         let max_block = self.inner.config.max_block();
         let wanted = topic.to_owned();
@@ -680,10 +684,22 @@ impl Producer {
         }
     }
 
+    /// Delivers what is queued, then closes every connection: as
+    /// [`Producer::close_timeout`] with `delivery.timeout.ms` (by then every
+    /// record queued is delivered or has failed). The Java producer's
+    /// `close()`; [`Consumer::close`](crate::Consumer::close) likewise waits
+    /// a bound set by the configuration.
+    pub async fn close(&self) -> Result<(), Error> {
+        self.close_timeout(self.inner.config.delivery_timeout())
+            .await
+    }
+
     /// Delivers what is queued (waiting up to `timeout`), then closes every
     /// connection. Records still outstanding then fail with
-    /// [`DeliveryError::Closed`](super::DeliveryError::Closed). The producer can't be used afterwards.
-    pub async fn close(&self, timeout: Duration) -> Result<(), Error> {
+    /// [`DeliveryError::Closed`](super::DeliveryError::Closed), and the
+    /// call returns [`Error::Timeout`]. The producer can't be used
+    /// afterwards; closing it again returns at once.
+    pub async fn close_timeout(&self, timeout: Duration) -> Result<(), Error> {
         let flushed = self.flush(timeout).await;
         let mut local = self.local();
         if local.closed {
@@ -752,7 +768,7 @@ impl Producer {
     /// let metrics = statistics.next().await.expect("the producer is open");
     /// let json = serde_json::to_string(&metrics).unwrap();
     /// assert!(json.contains("\"records_delivered\":1"));
-    /// producer.close(Duration::from_secs(5)).await?;
+    /// producer.close_timeout(Duration::from_secs(5)).await?;
     /// assert!(statistics.next().await.is_none()); // closed: the stream ends
     /// # Ok::<(), lazykafka::Error>(())
     /// # };

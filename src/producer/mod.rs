@@ -23,18 +23,18 @@
 //!    `toPositive(murmur2(key)) % partitions` ([`partition_for_key`]), or
 //!    where the `partitioner` property ([`BuiltinPartitioner`], librdkafka's
 //!    values) puts it;
-//! 4. else the topic's [`StickyPartitioner`] chooses (KIP-794).
+//! 4. else the topic's sticky partitioner chooses (KIP-794).
 //!
-//! [`place`] does steps 1-3 and says when step 4 is needed
-//! ([`Placement::Sticky`]). The default keyed placement is the Java
+//! [`BuiltinPartitioner::placement`] says where a record goes by its key,
+//! or that step 4 decides ([`Placement::Sticky`]). The default keyed placement is the Java
 //! client's, the same as librdkafka's with `partitioner=murmur2_random`;
 //! librdkafka's default, `consistent_random`, hashes with CRC-32 and
 //! places keys elsewhere: `partitioner=consistent_random` keeps them where
 //! librdkafka (rust-rdkafka) put them.
 //!
 //! Everything here is pure: the sticky partitioner takes its random numbers
-//! from a [`RandomSource`] it is handed (the runtime seeds a generator of
-//! its own; tests count), and the cluster's partitions as an argument.
+//! from a source it is handed (the runtime seeds a generator of its own;
+//! tests count), and the cluster's partitions as an argument.
 //!
 //! ## Where records wait
 //!
@@ -74,6 +74,10 @@ pub use api::{
 };
 pub use delivery::{DeliveryReport, RecordMetadata};
 pub use partitioner::{
-    fnv1a, murmur2, partition_for_key, place, to_positive, BuiltinPartitioner, Partitioner,
-    Placement, RandomSource, RecordToPlace, StickyPartitioner, TopicPartitions,
+    fnv1a, murmur2, partition_for_key, to_positive, BuiltinPartitioner, Partitioner, Placement,
 };
+// The producer's own way of placing records (the sticky partitioner's
+// state, the steps of `KafkaProducer.partition`): public only with
+// `unstable-internals`, for the tests that hold it to the Java client's.
+#[cfg(feature = "unstable-internals")]
+pub use partitioner::{place, RandomSource, RecordToPlace, StickyPartitioner, TopicPartitions};

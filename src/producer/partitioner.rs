@@ -85,7 +85,7 @@ pub fn fnv1a(data: &[u8]) -> u32 {
 /// producer's placement; librdkafka's default is
 /// [`ConsistentRandom`](Self::ConsistentRandom).
 ///
-/// "Sticky" below is the topic's [`StickyPartitioner`] (KIP-794);
+/// "Sticky" below is the topic's sticky partitioner (KIP-794);
 /// librdkafka places those records on a sticky partition too (chosen at
 /// random every `sticky.partitioning.linger.ms`), so they land on no
 /// partition in particular with either client.
@@ -231,13 +231,13 @@ pub struct RecordToPlace<'a> {
     pub value: Option<&'a [u8]>,
 }
 
-/// Where [`place`] puts a record.
+/// Where a record goes: [`BuiltinPartitioner::placement`]'s answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Placement {
     /// This partition.
     Partition(i32),
-    /// The partition the topic's [`StickyPartitioner`] is on.
+    /// The partition the topic's sticky partitioner is on.
     Sticky,
     /// A partition chosen at random for this record
     /// ([`BuiltinPartitioner::Random`]).
@@ -317,14 +317,10 @@ pub struct TopicPartitions<'a> {
 /// partition and are not placed by key.
 ///
 /// It stays on one partition until `batch.size` bytes were appended there,
-/// then moves to another, chosen at random: among the partitions with a
-/// leader (all of them when none has one), or, once
-/// [`StickyPartitioner::update_load_stats`] has given it the partitions'
-/// queue sizes (`partitioner.adaptive.partitioning.enable`), with weights
-/// that favour short queues, so that partitions on slow brokers get less.
-/// Which partitions to leave out for their latency
-/// (`partitioner.availability.timeout.ms`) is the caller's choice: it
-/// gives only the others' queue sizes.
+/// then moves to another, chosen at random among the partitions with a
+/// leader (all of them when none has one). The Java client's adaptive
+/// weights (`partitioner.adaptive.partitioning.enable`, favouring short
+/// queues) are not applied: docs/producer.md, "Not yet".
 ///
 /// The producer uses it in three steps, as `RecordAccumulator.append`
 /// does: [`partition`](StickyPartitioner::partition) says where the next
@@ -363,22 +359,12 @@ pub struct StickyPartitioner {
     topic: String,
     batch_size: u64,
     current: Option<Current>,
-    load: Option<LoadStats>,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Current {
     partition: i32,
     produced_bytes: u64,
-}
-
-/// Partition load statistics (KIP-794): a cumulative frequency table over
-/// the partitions that have a leader and were not left out.
-#[derive(Debug, Clone)]
-struct LoadStats {
-    /// Strictly increasing running sums of each partition's weight.
-    cumulative: Vec<u64>,
-    partitions: Vec<i32>,
 }
 
 impl StickyPartitioner {
@@ -389,13 +375,7 @@ impl StickyPartitioner {
             topic: topic.into(),
             batch_size: u64::from(batch_size.max(1)),
             current: None,
-            load: None,
         }
-    }
-
-    /// The topic.
-    pub fn topic(&self) -> &str {
-        &self.topic
     }
 
     /// The partition chosen for the records now, if one is (before the
@@ -450,45 +430,6 @@ impl StickyPartitioner {
         }
     }
 
-    /// Gives the partitions' queue sizes (batches waiting per partition)
-    /// for adaptive partitioning, or `None` to switch uniformly
-    /// (`BuiltInPartitioner.updatePartitionLoadStats`). `queues` lists
-    /// `(partition, queue size)` for the partitions to choose from: those
-    /// with a leader that were not left out for their latency.
-    /// `partition_count` is the topic's. Adaptive weights are used only
-    /// when they say something: with fewer than two partitions in the
-    /// topic, none to choose from, or every partition listed with the same
-    /// queue size, the choice stays uniform.
-    pub fn update_load_stats(&mut self, queues: Option<&[(i32, u32)]>, partition_count: i32) {
-        self.load = None;
-        let Some(queues) = queues else {
-            return;
-        };
-        if queues.is_empty() || partition_count < 2 {
-            return;
-        }
-        let max = queues.iter().map(|&(_, q)| u64::from(q)).max().unwrap_or(0);
-        let all_equal = queues.iter().all(|&(_, q)| u64::from(q) == max);
-        let listed_all = usize::try_from(partition_count).is_ok_and(|n| queues.len() >= n);
-        if all_equal && listed_all {
-            return;
-        }
-        // Each weight is max + 1 - size: at least 1, larger for shorter
-        // queues; their running sums are strictly increasing.
-        let mut sum = 0u64;
-        let cumulative = queues
-            .iter()
-            .map(|&(_, q)| {
-                sum += max + 1 - u64::from(q);
-                sum
-            })
-            .collect();
-        self.load = Some(LoadStats {
-            cumulative,
-            partitions: queues.iter().map(|&(p, _)| p).collect(),
-        });
-    }
-
     /// `BuiltInPartitioner.nextPartition`.
     fn next_partition(
         &self,
@@ -497,13 +438,6 @@ impl StickyPartitioner {
     ) -> Result<i32, PartitionerError> {
         // Java's `Utils.toPositive(ThreadLocalRandom.current().nextInt())`.
         let random = u64::from(to_positive(rng.next_u32() as i32) as u32);
-        if let Some(load) = &self.load {
-            let total = *load.cumulative.last().expect("never empty");
-            let weighted = random % total;
-            // The first running sum strictly greater than the number.
-            let i = load.cumulative.partition_point(|&c| c <= weighted);
-            return Ok(load.partitions[i]);
-        }
         if !topic.available.is_empty() {
             let i = random % topic.available.len() as u64;
             return Ok(topic.available[i as usize]);
@@ -805,82 +739,6 @@ mod tests {
         for c in counts {
             assert!((9_000..11_000).contains(&c), "{counts:?}");
         }
-    }
-
-    // BuiltInPartitionerTest.adaptivePartitionsTest: with queue sizes
-    // 5 0 3 0 1 each partition is chosen 6 - size times per cycle of the
-    // sequential random numbers (the table's last sum, 21).
-    #[test]
-    fn adaptive_choice_favours_short_queues_exactly() {
-        let queues = [(0, 5), (1, 0), (2, 3), (3, 0), (4, 1)];
-        let topic = TopicPartitions {
-            count: 5,
-            available: &[0, 1, 2, 3, 4],
-        };
-        let mut sticky = StickyPartitioner::new("a", 1);
-        sticky.update_load_stats(Some(&queues), 5);
-        let mut rng = Counting(0);
-        let cycles = 2;
-        let mut counts = [0u32; 5];
-        for _ in 0..21 * cycles {
-            counts[sticky.partition(&topic, &mut rng).unwrap() as usize] += 1;
-            sticky.appended(1, true);
-        }
-        assert_eq!(counts, [1, 6, 3, 6, 5].map(|f| f * cycles));
-    }
-
-    #[test]
-    fn adaptive_choice_only_when_it_says_something() {
-        let topic = TopicPartitions {
-            count: 3,
-            available: &[0, 1, 2],
-        };
-        let first_three = |sticky: &mut StickyPartitioner| {
-            let mut rng = Counting(0);
-            (0..3)
-                .map(|_| {
-                    let p = sticky.partition(&topic, &mut rng).unwrap();
-                    sticky.appended(1, true);
-                    p
-                })
-                .collect::<Vec<_>>()
-        };
-        // Uniform over the available partitions: 0 % 3, 1 % 3, 2 % 3.
-        let mut sticky = StickyPartitioner::new("a", 1);
-        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
-        // Equal queues everywhere: still uniform.
-        sticky.update_load_stats(Some(&[(0, 4), (1, 4), (2, 4)]), 3);
-        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
-        // Partition 1 left out (its broker is slow): weights over 0 and 2
-        // only, although their queues are equal.
-        sticky.update_load_stats(Some(&[(0, 4), (2, 4)]), 3);
-        assert_eq!(first_three(&mut sticky), [0, 2, 0]);
-        // One partition in the topic, or nothing listed, or None: uniform.
-        sticky.update_load_stats(Some(&[(0, 9)]), 1);
-        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
-        sticky.update_load_stats(Some(&[]), 3);
-        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
-        sticky.update_load_stats(Some(&[(0, 1), (1, 0), (2, 0)]), 3);
-        sticky.update_load_stats(None, 3);
-        assert_eq!(first_three(&mut sticky), [0, 1, 2]);
-    }
-
-    #[test]
-    fn huge_queue_sizes_do_not_overflow() {
-        let topic = TopicPartitions {
-            count: 3,
-            available: &[0, 1, 2],
-        };
-        let mut sticky = StickyPartitioner::new("a", 1);
-        sticky.update_load_stats(Some(&[(0, u32::MAX), (1, 0), (2, u32::MAX)]), 3);
-        let mut rng = Rng::new(1);
-        let mut counts = [0u32; 3];
-        for _ in 0..1000 {
-            counts[sticky.partition(&topic, &mut rng).unwrap() as usize] += 1;
-            sticky.appended(1, true);
-        }
-        // Weights 1, 2^32, 1.
-        assert_eq!(counts[1], 1000, "{counts:?}");
     }
 
     struct Fixed(i32);

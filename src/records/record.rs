@@ -347,11 +347,18 @@ impl<'a> Header<'a> {
     /// invalid sequence replaced by U+FFFD, as the Java client reads it
     /// ([`key_bytes`](Self::key_bytes) has the bytes as written).
     pub fn key(&self) -> Cow<'a, str> {
-        String::from_utf8_lossy(self.key_bytes())
+        String::from_utf8_lossy(self.raw_key())
     }
 
-    /// The header's key as written.
-    pub fn key_bytes(&self) -> &'a [u8] {
+    /// The header's key as written, as a [`Bytes`] slice of the record's
+    /// buffer (no copy), as a record's
+    /// [`key_bytes`](crate::consumer::Record::key_bytes).
+    pub fn key_bytes(&self) -> Bytes {
+        self.key.slice(self.buf).unwrap_or_default()
+    }
+
+    /// The key's bytes, borrowed (to copy them into a new batch).
+    pub(crate) fn raw_key(&self) -> &'a [u8] {
         self.key.get(self.buf).unwrap_or_default()
     }
 
@@ -377,7 +384,7 @@ impl fmt::Debug for Header<'_> {
 
 impl PartialEq for Header<'_> {
     fn eq(&self, other: &Header<'_>) -> bool {
-        self.key_bytes() == other.key_bytes() && self.value() == other.value()
+        self.raw_key() == other.raw_key() && self.value() == other.value()
     }
 }
 

@@ -175,7 +175,7 @@ impl BrokerConnection {
     where
         R: Request + Clone + Send + fmt::Debug + 'static,
     {
-        let api = R::API_KEY.name();
+        let api = R::API_KEY;
         let id = self
             .driver
             .request(Target::Bootstrap, Box::new(request.clone()));

@@ -760,7 +760,7 @@ mod tests {
         let failed = futures::executor::block_on(s.perform(transmit(7, b"request")));
         match failed {
             Some((ConnectionId(7), ConnectionError::Io { kind, .. })) => {
-                assert_eq!(kind, "BrokenPipe")
+                assert_eq!(kind, std::io::ErrorKind::BrokenPipe)
             }
             other => panic!("{other:?}"),
         }

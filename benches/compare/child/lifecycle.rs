@@ -361,7 +361,7 @@ fn lazykafka_producer(life: &Life, lines: &mut Lines) {
     );
     runtime.block_on(async {
         lines.next().await;
-        let _ = producer.close(Duration::from_secs(30)).await;
+        let _ = producer.close_timeout(Duration::from_secs(30)).await;
     });
     drop(producer);
     event("closed", json!({}));

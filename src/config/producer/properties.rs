@@ -251,7 +251,7 @@ macro_rules! producer_table {
                     get
                         /// `partitioner.ignore.keys`: place keyed records as if they had no key,
                         /// with the sticky partitioner (default `false`; see
-                        /// [`producer::place`](crate::producer::place)).
+                        /// docs/producer.md, "Where a record goes").
                         -> bool;
                     set
                         /// `partitioner.ignore.keys`.
@@ -259,7 +259,7 @@ macro_rules! producer_table {
                     docs [
                         "`bool`",
                         "`false`",
-                        "place keyed records with the sticky partitioner, as if they had no key (`lazykafka::producer::place`)",
+                        "place keyed records with the sticky partitioner, as if they had no key ([producer.md](producer.md#where-a-record-goes))",
                         "`true`/`false`"
                     ];
                 }

@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::fetch::ConsumerRecord;
 use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::TopicPartition;
+use crate::protocol::ApiKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -171,7 +172,7 @@ impl Consumer {
             let outcome = match response {
                 Ok(response) => self.read_core(|core| core.read_committed_query(&response)),
                 Err(source) => Err(Error::Request {
-                    api: "OffsetFetch",
+                    api: ApiKey::OffsetFetch,
                     source,
                 }),
             };

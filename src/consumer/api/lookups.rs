@@ -6,6 +6,7 @@ use super::{or_refused, timed_out, Consumer};
 use crate::error::Error;
 use crate::fetch::{OffsetAndTimestamp, OffsetSpec};
 use crate::group::TopicPartition;
+use crate::protocol::ApiKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -149,7 +150,7 @@ impl Consumer {
                 .ok_or_else(|| timed_out(&link, "offsets lookup", timeout))?
                 .map_err(|_stopped| Error::Closed)??
                 .map_err(|source| Error::Request {
-                    api: "ListOffsets",
+                    api: ApiKey::ListOffsets,
                     source,
                 })?;
             out.extend(self.read_core(|core| core.read_offsets_query(&response))?);

@@ -666,8 +666,23 @@ impl Consumer {
     }
 
     /// Commits (when auto-commit is on), leaves the group and closes every
-    /// socket. The consumer can't be used afterwards.
+    /// socket, within `default.api.timeout.ms` (60 s by default): as
+    /// [`Consumer::close_timeout`] with that time. The consumer can't be
+    /// used afterwards.
     pub async fn close(&self) -> Result<(), Error> {
+        self.close_timeout(self.inner.config.default_api_timeout())
+            .await
+    }
+
+    /// Commits (when auto-commit is on), hands the partitions back (the
+    /// rebalance listener hears of it, and what it commits lands), leaves
+    /// the group and closes every socket, all within `timeout`: a step
+    /// still waiting for the group coordinator when it runs out is given
+    /// up, and the sockets are closed anyway (a commit not answered by
+    /// then is reported as [`Error::Timeout`] only if nothing else failed
+    /// first). The Java consumer's `close(Duration)`. The consumer can't be
+    /// used afterwards; closing it again returns at once.
+    pub async fn close_timeout(&self, timeout: Duration) -> Result<(), Error> {
         let link = {
             let mut local = self.local();
             if local.closed {
@@ -683,25 +698,28 @@ impl Consumer {
                 }
             }
         };
-        let timeout = self.inner.config.default_api_timeout();
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
         let commit = link.shared().lock().begin_close(Instant::now());
         link.kick();
         let mut result = Ok(());
         if let Some(id) = commit {
-            if let Some(Ok(Ok(Err(e)) | Err(e))) = link
-                .wait(timeout, None, move |core, _| {
+            match link
+                .wait(left(), None, move |core, _| {
                     or_refused(core, |core| core.take_commit_result(id))
                 })
                 .await
             {
-                result = Err(e);
+                Some(Ok(Ok(Err(e)) | Err(e))) => result = Err(e),
+                None => result = Err(timed_out(&link, "close: the commit", timeout)),
+                _ => {}
             }
         }
         // The partitions are revoked before the member leaves: the rebalance
         // listener hears of it here, and what it commits lands first.
         self.with_core(|core, now| core.prepare_leave(now));
         self.run_callbacks();
-        link.wait(timeout, None, |core, _| {
+        link.wait(left(), None, |core, _| {
             or_refused(core, |core| core.revocation_commits_done().then_some(()))
         })
         .await;
@@ -709,7 +727,7 @@ impl Consumer {
         let leave = link.shared().lock().send_leave(Instant::now());
         link.kick();
         if let Some(id) = leave {
-            link.wait(timeout, None, move |core, _| {
+            link.wait(left(), None, move |core, _| {
                 or_refused(core, |core| (!core.is_in_flight(id)).then_some(()))
             })
             .await;

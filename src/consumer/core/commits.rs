@@ -12,6 +12,7 @@ use crate::cluster::{RequestError, RequestId, Response, Retry, Target};
 use crate::error::{Error, ErrorCode};
 use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::TopicPartition;
+use crate::protocol::ApiKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -149,7 +150,7 @@ impl ConsumerCore {
         let offsets = match result.map(|r| read_committed(&r, &group)) {
             Ok(Ok(CommittedOffsets::Offsets(o))) => {
                 self.committed_retry.succeeded();
-                self.refusals_reported.remove("OffsetFetch");
+                self.refusals_reported.remove(&ApiKey::OffsetFetch);
                 o
             }
             Ok(Ok(CommittedOffsets::Error(code))) => {
@@ -162,7 +163,7 @@ impl ConsumerCore {
                 log::debug!("OffsetFetch for {group}: {code}; asked again in {delay:?}");
                 match classify(code) {
                     GroupErrorClass::Coordinator => self.cluster.coordinator_unknown(now),
-                    GroupErrorClass::Refused => self.report_refusal(now, "OffsetFetch", code),
+                    GroupErrorClass::Refused => self.report_refusal(now, ApiKey::OffsetFetch, code),
                     GroupErrorClass::Transient | GroupErrorClass::Rebalance => {}
                 }
                 return;
@@ -171,7 +172,7 @@ impl ConsumerCore {
                 self.committed_retry
                     .failed(now, &self.retry_policy, self.rng.unit());
                 self.errors.push_back(Error::Decode {
-                    api: "OffsetFetch",
+                    api: ApiKey::OffsetFetch,
                     addr: String::new(),
                     source: e,
                 });
@@ -356,7 +357,7 @@ impl ConsumerCore {
                 let again = e.is_retriable();
                 (
                     Err(Error::Request {
-                        api: "OffsetCommit",
+                        api: ApiKey::OffsetCommit,
                         source: e,
                     }),
                     again,
@@ -365,13 +366,13 @@ impl ConsumerCore {
             Ok(r) => match read_commit(&r) {
                 Ok(None) => {
                     log::debug!("committed {count} offsets");
-                    self.refusals_reported.remove("OffsetCommit");
+                    self.refusals_reported.remove(&ApiKey::OffsetCommit);
                     (Ok(()), false)
                 }
                 Ok(Some(code)) => self.commit_refused(now, code),
                 Err(source) => (
                     Err(Error::Decode {
-                        api: "OffsetCommit",
+                        api: ApiKey::OffsetCommit,
                         addr: String::new(),
                         source,
                     }),
@@ -425,7 +426,7 @@ impl ConsumerCore {
         (
             Err(Error::Group {
                 group,
-                api: "OffsetCommit",
+                api: ApiKey::OffsetCommit,
                 code: Some(code),
                 reason,
                 stopped: false,
@@ -470,7 +471,7 @@ impl ConsumerCore {
                     code: Some(code), ..
                 }),
             ) if classify(code) == GroupErrorClass::Refused => {
-                self.report_refusal(now, "OffsetCommit", code)
+                self.report_refusal(now, ApiKey::OffsetCommit, code)
             }
             (None, Err(e)) if !e.is_retriable() => self.report(e),
             (None, Err(e)) => {

@@ -34,6 +34,7 @@ mod positions;
 mod queries;
 mod reporting;
 
+use crate::protocol::ApiKey;
 use reporting::Missing;
 
 use super::offsets::OffsetAndEpoch;
@@ -179,7 +180,7 @@ pub(crate) struct ConsumerCore {
     /// Refusals by the group coordinator (per API) and when each was last
     /// reported: said at once, then every `REPORT_AGAIN_AFTER` while it
     /// lasts.
-    refusals_reported: BTreeMap<&'static str, Option<Streak<()>>>,
+    refusals_reported: BTreeMap<ApiKey, Option<Streak<()>>>,
     /// A `poll` is giving group events to the rebalance listener: they are
     /// not output for the other `poll`s meanwhile.
     listener_busy: bool,

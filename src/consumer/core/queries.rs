@@ -9,6 +9,7 @@ use crate::error::{Error, ErrorCode};
 use crate::fetch::{read_list_offsets, OffsetAndTimestamp, OffsetSpec};
 use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::TopicPartition;
+use crate::protocol::ApiKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -167,7 +168,7 @@ impl ConsumerCore {
         response: &Response,
     ) -> Result<BTreeMap<TopicPartition, Option<OffsetAndTimestamp>>, Error> {
         let listed = read_list_offsets(response).map_err(|source| Error::Decode {
-            api: "ListOffsets",
+            api: ApiKey::ListOffsets,
             addr: String::new(),
             source,
         })?;
@@ -177,7 +178,7 @@ impl ConsumerCore {
                 result
                     .map(|found| (tp, found))
                     .map_err(|code| Error::Broker {
-                        api: "ListOffsets",
+                        api: ApiKey::ListOffsets,
                         code,
                     })
             })
@@ -194,13 +195,13 @@ impl ConsumerCore {
             Ok(CommittedOffsets::Offsets(o)) => Ok(o),
             Ok(CommittedOffsets::Error(code)) => Err(Error::Group {
                 group,
-                api: "OffsetFetch",
+                api: ApiKey::OffsetFetch,
                 code: Some(code),
                 reason: format!("OffsetFetch failed: {code}"),
                 stopped: false,
             }),
             Err(source) => Err(Error::Decode {
-                api: "OffsetFetch",
+                api: ApiKey::OffsetFetch,
                 addr: String::new(),
                 source,
             }),

@@ -5,6 +5,7 @@
 
 use super::{ConsumerCore, Mode};
 use crate::error::{Error, ErrorCode};
+use crate::protocol::ApiKey;
 use crate::streak::Streak;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -249,7 +250,7 @@ impl ConsumerCore {
     /// Reports a refusal by the group coordinator (`api`: the request it
     /// refused) at once, then again only every `REPORT_AGAIN_AFTER` while
     /// it lasts.
-    pub(super) fn report_refusal(&mut self, now: Instant, api: &'static str, code: ErrorCode) {
+    pub(super) fn report_refusal(&mut self, now: Instant, api: ApiKey, code: ErrorCode) {
         let slot = self.refusals_reported.entry(api).or_default();
         let run = Streak::note(slot, (), now, Duration::MAX);
         if run.due(now, Duration::ZERO) {

@@ -277,7 +277,7 @@ fn fatal_errors_stop_the_member() {
         answer(&mut m, t0, &error(code));
         let failure = m.take_failure().expect("a failure");
         assert_eq!(failure.code, Some(code));
-        assert_eq!(failure.api, "ConsumerGroupHeartbeat");
+        assert_eq!(failure.api, ApiKey::ConsumerGroupHeartbeat);
         assert!(m.take_failure().is_none(), "reported once");
         assert!(matches!(m.state(), ConsumerMemberState::Failed(_)));
         assert_eq!(events(&mut m), vec![GroupEvent::Lost(set(&[0]))]);

@@ -376,13 +376,18 @@ impl ProducerCore {
     }
 
     /// Partitions of `topic` as the metadata lists them.
-    pub fn partitions(&self, topic: &str) -> Option<Vec<i32>> {
+    pub fn partitions(&self, topic: &str) -> Option<Vec<TopicPartition>> {
         self.cluster
             .metadata()
             .topics
             .get(topic)
             .filter(|t| t.error == ErrorCode::None && !t.partitions.is_empty())
-            .map(|t| t.partitions.keys().copied().collect())
+            .map(|t| {
+                t.partitions
+                    .keys()
+                    .map(|&p| TopicPartition::new(topic, p))
+                    .collect()
+            })
     }
 
     /// What the producer did for each partition it wrote to.
