@@ -194,6 +194,64 @@ async fn auto_commit_commits_without_being_asked() {
     consumer.close().await.unwrap();
 }
 
+/// `close_timeout` bounds every step of closing together: with the group
+/// coordinator gone (its broker down, so the final automatic commit and
+/// the LeaveGroup get no answer), it returns within its time, names the
+/// commit left unanswered (`Error::Timeout`), and closes every socket
+/// anyway.
+#[cfg_attr(
+    not(feature = "runtime-async-std"),
+    tokio::test(flavor = "multi_thread")
+)]
+#[cfg_attr(feature = "runtime-async-std", async_std::test)]
+async fn close_timeout_gives_up_on_a_coordinator_that_is_gone() {
+    let mock = mock("gone", "g-gone", false);
+    let bootstrap = mock.bootstraps().join(",");
+    produce(&bootstrap, "gone", 2, 20, "none");
+    let mut consumer = Consumer::new(
+        config(&bootstrap, Some("g-gone"))
+            .enable_auto_commit(true)
+            // No commit by the interval while the test runs: the one at
+            // close is the one left unanswered.
+            .auto_commit_interval(Duration::from_secs(600))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    consumer.subscribe(["gone"]).unwrap();
+    assert_eq!(values(&consume(&mut consumer, 20).await), expected(20));
+    mock.broker_down(2);
+    let within = Duration::from_secs(2);
+    let started = Instant::now();
+    let closed = common::timeout(WAIT, consumer.close_timeout(within))
+        .await
+        .expect("close_timeout returns");
+    let took = started.elapsed();
+    assert!(
+        took >= within && took < within + Duration::from_secs(3),
+        "close_timeout({within:?}) took {took:?}"
+    );
+    match &closed {
+        Err(e @ Error::Timeout { .. }) => {
+            assert!(e.to_string().contains("commit"), "{e}");
+        }
+        other => panic!("expected the commit's Error::Timeout, got {other:?}"),
+    }
+    let deadline = Instant::now() + WAIT;
+    while !client_sockets(&mock.ports()).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "sockets left after close_timeout: {:?}",
+            client_sockets(&mock.ports())
+        );
+        common::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(matches!(
+        consumer.poll(Duration::ZERO).await,
+        Err(Error::Closed)
+    ));
+}
+
 #[cfg_attr(
     not(feature = "runtime-async-std"),
     tokio::test(flavor = "multi_thread")

@@ -492,6 +492,7 @@ on_both_mocks!(
     a_batch_too_large_is_split_and_sent_again,
     retries_bound_the_sends_of_a_batch,
     a_closed_producer_still_reports,
+    close_delivers_what_is_queued,
     statistics_come_every_interval_and_end_with_the_producer,
     an_idle_producer_asks_nothing_and_holds_no_socket,
     every_codec_is_read_back_by_librdkafka,
@@ -991,6 +992,34 @@ async fn retries_bound_the_sends_of_a_batch<C: TestCluster>() {
         .await
         .unwrap()
         .unwrap();
+}
+
+/// `close()` (no timeout: it waits `delivery.timeout.ms`, as the Java
+/// producer's `close()` waits) delivers the records still queued, held
+/// back by a long `linger.ms`, before it closes: every delivery future
+/// then says where its record was written, and librdkafka reads them all.
+async fn close_delivers_what_is_queued<C: TestCluster>() {
+    let mock: C = standard();
+    let producer = producer(&mock.bootstrap(), &[("linger.ms", "60000")]);
+    let mut deliveries = Vec::new();
+    for i in 0..10 {
+        deliveries.push(send_to_0(&producer, i).await);
+    }
+    timeout(WAIT, producer.close())
+        .await
+        .expect("close returns once the records are delivered")
+        .unwrap();
+    for (i, delivery) in deliveries.into_iter().enumerate() {
+        let meta = timeout(WAIT, delivery).await.unwrap().unwrap();
+        assert_eq!(
+            (meta.partition, meta.offset),
+            (0, i as i64),
+            "{}",
+            mock.name()
+        );
+    }
+    assert!(producer.connections().is_empty());
+    assert_eq!(read_back_to(&mock.bootstrap(), "t", 2, 10, false).len(), 10);
 }
 
 /// After `close`, the producer still answers what it did: its metrics (the
