@@ -169,105 +169,91 @@ async fn check(fault: Fault, expected_reason: &str) {
     );
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn garbage_bytes_close_the_connection_with_a_typed_error() {
-    check(Fault::Garbage, "correlation id").await;
+#[test]
+fn garbage_bytes_close_the_connection_with_a_typed_error() {
+    crate::common::block_on(async {
+        check(Fault::Garbage, "correlation id").await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn an_absurd_frame_length_is_refused_before_anything_is_buffered() {
-    check(Fault::AbsurdLength, "exceeds the limit").await;
+#[test]
+fn an_absurd_frame_length_is_refused_before_anything_is_buffered() {
+    crate::common::block_on(async {
+        check(Fault::AbsurdLength, "exceeds the limit").await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_negative_frame_length_is_refused() {
-    check(Fault::NegativeLength, "negative frame size").await;
+#[test]
+fn a_negative_frame_length_is_refused() {
+    crate::common::block_on(async {
+        check(Fault::NegativeLength, "negative frame size").await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_truncated_response_fails_the_request_as_a_lost_connection() {
-    check(Fault::Truncated, "closed by the broker").await;
+#[test]
+fn a_truncated_response_fails_the_request_as_a_lost_connection() {
+    crate::common::block_on(async {
+        check(Fault::Truncated, "closed by the broker").await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_response_with_an_unknown_correlation_id_is_refused() {
-    check(Fault::UnknownCorrelationId, "correlation id").await;
+#[test]
+fn a_response_with_an_unknown_correlation_id_is_refused() {
+    crate::common::block_on(async {
+        check(Fault::UnknownCorrelationId, "correlation id").await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_response_header_that_cannot_be_read_fails_its_request() {
-    check(Fault::BadHeader, "cannot decode Metadata response").await;
+#[test]
+fn a_response_header_that_cannot_be_read_fails_its_request() {
+    crate::common::block_on(async {
+        check(Fault::BadHeader, "cannot decode Metadata response").await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn other_brokers_keep_working_after_one_misbehaves() {
-    let mock = common::mock::RawMock::new(1);
-    let good = mock.bootstraps()[0].clone();
-    let evil = evil_broker(Fault::AbsurdLength);
-    let mut config = ClusterConfig::new([evil.clone(), good.clone()]);
-    config.request_timeout = Duration::from_secs(10);
-    // Try seeds until the evil broker is the first bootstrap address tried,
-    // so the test always crosses it.
-    for seed in 0..64 {
-        let mut driver = ClusterDriver::new(
-            Cluster::new(config.clone(), Instant::now(), seed),
-            SocketOptions::default(),
-        );
-        let first = request(&mut driver);
-        driver
-            .wait_response(first, WAIT)
-            .await
-            .expect("answered")
-            .ok();
-        if driver.connections().first().map(|c| c.addr.as_str()) != Some(evil.as_str()) {
-            continue;
+#[test]
+fn other_brokers_keep_working_after_one_misbehaves() {
+    crate::common::block_on(async {
+        let mock = common::mock::RawMock::new(1);
+        let good = mock.bootstraps()[0].clone();
+        let evil = evil_broker(Fault::AbsurdLength);
+        let mut config = ClusterConfig::new([evil.clone(), good.clone()]);
+        config.request_timeout = Duration::from_secs(10);
+        // Try seeds until the evil broker is the first bootstrap address tried,
+        // so the test always crosses it.
+        for seed in 0..64 {
+            let mut driver = ClusterDriver::new(
+                Cluster::new(config.clone(), Instant::now(), seed),
+                SocketOptions::default(),
+            );
+            let first = request(&mut driver);
+            driver
+                .wait_response(first, WAIT)
+                .await
+                .expect("answered")
+                .ok();
+            if driver.connections().first().map(|c| c.addr.as_str()) != Some(evil.as_str()) {
+                continue;
+            }
+            let lost = faulty_request(&mut driver);
+            let outcome = driver.wait_response(lost, WAIT).await.expect("an outcome");
+            assert!(
+                matches!(outcome, Err(RequestError::ConnectionLost { .. })),
+                "{outcome:?}"
+            );
+            // The evil address is in backoff now; the next request goes to the
+            // good broker and succeeds.
+            let next = request(&mut driver);
+            let ok = driver.wait_response(next, WAIT).await.expect("answered");
+            assert!(ok.is_ok(), "{ok:?}");
+            let addrs: Vec<String> = driver
+                .connections()
+                .iter()
+                .map(|c| c.addr.clone())
+                .collect();
+            assert_eq!(addrs, vec![good.clone()]);
+            return;
         }
-        let lost = faulty_request(&mut driver);
-        let outcome = driver.wait_response(lost, WAIT).await.expect("an outcome");
-        assert!(
-            matches!(outcome, Err(RequestError::ConnectionLost { .. })),
-            "{outcome:?}"
-        );
-        // The evil address is in backoff now; the next request goes to the
-        // good broker and succeeds.
-        let next = request(&mut driver);
-        let ok = driver.wait_response(next, WAIT).await.expect("answered");
-        assert!(ok.is_ok(), "{ok:?}");
-        let addrs: Vec<String> = driver
-            .connections()
-            .iter()
-            .map(|c| c.addr.clone())
-            .collect();
-        assert_eq!(addrs, vec![good.clone()]);
-        return;
-    }
-    panic!("no seed made the evil broker the first address");
+        panic!("no seed made the evil broker the first address");
+    })
 }

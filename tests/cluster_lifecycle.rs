@@ -64,22 +64,18 @@ fn set(items: &[(&str, i32)]) -> BTreeSet<(String, Option<i32>)> {
         .collect()
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn librdkafka_mock_group_lifecycle() {
-    group_lifecycle(&clusters::librdkafka()).await;
+#[test]
+fn librdkafka_mock_group_lifecycle() {
+    crate::common::block_on(async {
+        group_lifecycle(&clusters::librdkafka()).await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn lazykafka_mock_group_lifecycle() {
-    group_lifecycle(&clusters::ours()).await;
+#[test]
+fn lazykafka_mock_group_lifecycle() {
+    crate::common::block_on(async {
+        group_lifecycle(&clusters::ours()).await;
+    })
 }
 
 /// 3 brokers, group coordinator on broker 2, partition leaders on brokers
@@ -219,125 +215,121 @@ async fn group_lifecycle(mock: &impl TestCluster) {
     assert!(wait_for(WAIT, || client_sockets(&ports).is_empty()));
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn tansu_single_broker_lifecycle() {
-    let Some(addr) = common::tansu_addr("tansu_single_broker_lifecycle") else {
-        return;
-    };
-    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
-    let mut config = ClusterConfig::new([addr.clone()]);
-    config.group_id = Some("lifecycle".into());
-    config.allow_auto_create_topics = true;
-    let mut driver = ClusterDriver::new(
-        Cluster::new(config, Instant::now(), 1),
-        SocketOptions::default(),
-    );
-    let before = client_sockets(&[port]).len();
-    let topic = "lazykafka-lifecycle";
-    driver.cluster().set_topics([topic.to_owned()]);
-    let hb = driver.request(Target::Coordinator, heartbeat("lifecycle"));
-    driver
-        .wait_response(hb, WAIT)
-        .await
-        .expect("answered")
-        .unwrap();
-    let coordinator = driver
-        .cluster()
-        .coordinator()
-        .cloned()
-        .expect("coordinator");
-    // The coordinator has its own socket, besides the bootstrap one.
-    assert_eq!(
-        purposes(&driver),
-        BTreeSet::from([
-            ("bootstrap".to_owned(), Some(coordinator.id)),
-            ("coordinator".to_owned(), Some(coordinator.id))
-        ])
-    );
-    // Wait for the auto-created topic to have a leader, then ask it.
-    let known = driver
-        .run_until(WAIT, |d| d.cluster().metadata().leader(topic, 0).is_some())
-        .await;
-    assert!(known, "{:?}", driver.cluster().metadata());
-    let leader = driver.cluster().metadata().leader(topic, 0).unwrap();
-    let lo = driver.request(Target::Broker(leader), list_earliest(topic, 0));
-    driver
-        .wait_response(lo, WAIT)
-        .await
-        .expect("answered")
-        .unwrap();
-    // The bootstrap connection reached the leader: it was promoted, so one
-    // broker means two sockets (coordinator and leader), not three.
-    assert_eq!(
-        purposes(&driver),
-        BTreeSet::from([
-            ("coordinator".to_owned(), Some(coordinator.id)),
-            ("leader".to_owned(), Some(leader))
-        ])
-    );
-    assert!(driver
-        .take_events()
-        .iter()
-        .any(|e| e.kind == EventKind::Promoted));
-    assert!(wait_for(WAIT, || client_sockets(&[port]).len() == before + 2));
-    driver.shutdown();
-    assert!(wait_for(WAIT, || client_sockets(&[port]).len() == before));
+#[test]
+fn tansu_single_broker_lifecycle() {
+    crate::common::block_on(async {
+        let Some(addr) = common::tansu_addr("tansu_single_broker_lifecycle") else {
+            return;
+        };
+        let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+        let mut config = ClusterConfig::new([addr.clone()]);
+        config.group_id = Some("lifecycle".into());
+        config.allow_auto_create_topics = true;
+        let mut driver = ClusterDriver::new(
+            Cluster::new(config, Instant::now(), 1),
+            SocketOptions::default(),
+        );
+        let before = client_sockets(&[port]).len();
+        let topic = "lazykafka-lifecycle";
+        driver.cluster().set_topics([topic.to_owned()]);
+        let hb = driver.request(Target::Coordinator, heartbeat("lifecycle"));
+        driver
+            .wait_response(hb, WAIT)
+            .await
+            .expect("answered")
+            .unwrap();
+        let coordinator = driver
+            .cluster()
+            .coordinator()
+            .cloned()
+            .expect("coordinator");
+        // The coordinator has its own socket, besides the bootstrap one.
+        assert_eq!(
+            purposes(&driver),
+            BTreeSet::from([
+                ("bootstrap".to_owned(), Some(coordinator.id)),
+                ("coordinator".to_owned(), Some(coordinator.id))
+            ])
+        );
+        // Wait for the auto-created topic to have a leader, then ask it.
+        let known = driver
+            .run_until(WAIT, |d| d.cluster().metadata().leader(topic, 0).is_some())
+            .await;
+        assert!(known, "{:?}", driver.cluster().metadata());
+        let leader = driver.cluster().metadata().leader(topic, 0).unwrap();
+        let lo = driver.request(Target::Broker(leader), list_earliest(topic, 0));
+        driver
+            .wait_response(lo, WAIT)
+            .await
+            .expect("answered")
+            .unwrap();
+        // The bootstrap connection reached the leader: it was promoted, so one
+        // broker means two sockets (coordinator and leader), not three.
+        assert_eq!(
+            purposes(&driver),
+            BTreeSet::from([
+                ("coordinator".to_owned(), Some(coordinator.id)),
+                ("leader".to_owned(), Some(leader))
+            ])
+        );
+        assert!(driver
+            .take_events()
+            .iter()
+            .any(|e| e.kind == EventKind::Promoted));
+        assert!(wait_for(WAIT, || client_sockets(&[port]).len() == before + 2));
+        driver.shutdown();
+        assert!(wait_for(WAIT, || client_sockets(&[port]).len() == before));
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_broker_closing_its_sockets_leaves_nothing_in_close_wait() {
-    let Some(mut tansu) = common::Tansu::start("no_close_wait_after_broker_close") else {
-        return;
-    };
-    let mut driver = ClusterDriver::new(
-        Cluster::new(ClusterConfig::new([tansu.addr.clone()]), Instant::now(), 3),
-        SocketOptions::default(),
-    );
-    driver.cluster().set_topics(["close-wait".to_owned()]);
-    let ready = driver
-        .run_until(WAIT, |d| d.cluster().metadata_generation() > 0)
-        .await;
-    assert!(ready, "no metadata from tansu");
-    // One socket to the broker (a connect attempt made while tansu was
-    // still starting may take a moment to be gone).
-    assert!(
-        wait_for(WAIT, || client_sockets(&[tansu.port]).len() == 1),
-        "{:?}",
-        client_sockets(&[tansu.port])
-    );
+#[test]
+fn a_broker_closing_its_sockets_leaves_nothing_in_close_wait() {
+    crate::common::block_on(async {
+        let Some(mut tansu) = common::Tansu::start("no_close_wait_after_broker_close") else {
+            return;
+        };
+        let mut driver = ClusterDriver::new(
+            Cluster::new(ClusterConfig::new([tansu.addr.clone()]), Instant::now(), 3),
+            SocketOptions::default(),
+        );
+        driver.cluster().set_topics(["close-wait".to_owned()]);
+        let ready = driver
+            .run_until(WAIT, |d| d.cluster().metadata_generation() > 0)
+            .await;
+        assert!(ready, "no metadata from tansu");
+        // One socket to the broker (a connect attempt made while tansu was
+        // still starting may take a moment to be gone).
+        assert!(
+            wait_for(WAIT, || client_sockets(&[tansu.port]).len() == 1),
+            "{:?}",
+            client_sockets(&[tansu.port])
+        );
 
-    tansu.kill();
-    let seen = driver
-        .run_until(WAIT, |d| {
-            d.take_events().iter().any(|e| {
-                matches!(
-                    e.kind,
-                    EventKind::Closed {
-                        reason: CloseReason::Peer | CloseReason::Error,
-                        ..
-                    }
-                )
+        tansu.kill();
+        let seen = driver
+            .run_until(WAIT, |d| {
+                d.take_events().iter().any(|e| {
+                    matches!(
+                        e.kind,
+                        EventKind::Closed {
+                            reason: CloseReason::Peer | CloseReason::Error,
+                            ..
+                        }
+                    )
+                })
             })
-        })
-        .await;
-    assert!(seen, "the broker's close was not seen");
-    // Our side is closed too: within a second the socket is gone, and at no
-    // point is it left in CLOSE_WAIT.
-    assert!(wait_for(Duration::from_secs(1), || client_sockets(&[
-        tansu.port
-    ])
-    .iter()
-    .all(|s| s.state != CLOSE_WAIT)));
-    assert!(wait_for(Duration::from_secs(1), || client_sockets(&[
-        tansu.port
-    ])
-    .is_empty()));
+            .await;
+        assert!(seen, "the broker's close was not seen");
+        // Our side is closed too: within a second the socket is gone, and at no
+        // point is it left in CLOSE_WAIT.
+        assert!(wait_for(Duration::from_secs(1), || client_sockets(&[
+            tansu.port
+        ])
+        .iter()
+        .all(|s| s.state != CLOSE_WAIT)));
+        assert!(wait_for(Duration::from_secs(1), || client_sockets(&[
+            tansu.port
+        ])
+        .is_empty()));
+    })
 }

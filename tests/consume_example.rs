@@ -647,47 +647,45 @@ fn sigterm_without_a_group_while_waiting_for_records() {
     assert_eq!(closed, 2, "{:?}", done.stderr);
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn partitions_for_lists_every_partition_of_a_topic() {
-    let mock = RawMock::new(3);
-    mock.create_topic("four", 4);
-    let bootstrap = mock.bootstraps().join(",");
-    let config = ConsumerConfig::builder()
-        .bootstrap_servers(&bootstrap)
-        .set("allow.auto.create.topics", "false")
-        .unwrap()
-        .set("default.api.timeout.ms", "2000")
-        .unwrap()
-        .build()
-        .unwrap();
-    let consumer = Consumer::new(config).unwrap();
-    let found = consumer.partitions_for("four").await.unwrap();
-    assert_eq!(
-        found,
-        (0..4)
-            .map(|p| TopicPartition::new("four", p))
-            .collect::<Vec<_>>()
-    );
-    // A topic the cluster does not have: its error, naming it, once
-    // topic.metadata.propagation.max.ms (5 s) is up.
-    let started = Instant::now();
-    match consumer.partitions_for("missing").await {
-        Err(Error::Topic { topic, code }) => {
-            assert_eq!(topic, "missing");
-            assert_eq!(code, ErrorCode::UnknownTopicOrPartition)
+#[test]
+fn partitions_for_lists_every_partition_of_a_topic() {
+    crate::common::block_on(async {
+        let mock = RawMock::new(3);
+        mock.create_topic("four", 4);
+        let bootstrap = mock.bootstraps().join(",");
+        let config = ConsumerConfig::builder()
+            .bootstrap_servers(&bootstrap)
+            .set("allow.auto.create.topics", "false")
+            .unwrap()
+            .set("default.api.timeout.ms", "2000")
+            .unwrap()
+            .build()
+            .unwrap();
+        let consumer = Consumer::new(config).unwrap();
+        let found = consumer.partitions_for("four").await.unwrap();
+        assert_eq!(
+            found,
+            (0..4)
+                .map(|p| TopicPartition::new("four", p))
+                .collect::<Vec<_>>()
+        );
+        // A topic the cluster does not have: its error, naming it, once
+        // topic.metadata.propagation.max.ms (5 s) is up.
+        let started = Instant::now();
+        match consumer.partitions_for("missing").await {
+            Err(Error::Topic { topic, code }) => {
+                assert_eq!(topic, "missing");
+                assert_eq!(code, ErrorCode::UnknownTopicOrPartition)
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
-    }
-    assert!(started.elapsed() < Duration::from_secs(10));
-    consumer.close().await.unwrap();
-    assert!(matches!(
-        consumer.partitions_for("four").await,
-        Err(Error::Closed)
-    ));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        consumer.close().await.unwrap();
+        assert!(matches!(
+            consumer.partitions_for("four").await,
+            Err(Error::Closed)
+        ));
+    })
 }
 
 /// `--exit-at-end` (as `kcat -e`): every record of both partitions, then

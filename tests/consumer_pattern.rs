@@ -308,46 +308,45 @@ async fn kip848_regex_members_split_pick_up_a_new_topic_and_hand_over<C: TestClu
 /// On `lazykafka::mock` only: it describes `__consumer_offsets` as
 /// internal, as a broker does; librdkafka's mock sets IsInternal on no
 /// topic (`rd_kafka_mock_buf_write_Metadata_Topic` writes false).
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn internal_topics_match_only_without_exclude_internal_topics() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let mock = MockCluster::new(1).unwrap();
-    mock.create_topic("__consumer_offsets", 1).unwrap();
-    mock.create_topic("__audit", 1).unwrap();
-    for exclude in [true, false] {
-        let group = format!("internal-{exclude}");
-        let c = Consumer::new(
-            config(&mock.bootstrap_servers(), Some(&group))
-                .exclude_internal_topics(exclude)
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-        c.subscribe_pattern("__.*").unwrap();
-        let want: BTreeSet<String> = if exclude {
-            BTreeSet::from(["__audit".to_owned()])
-        } else {
-            BTreeSet::from(["__audit".to_owned(), "__consumer_offsets".to_owned()])
-        };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let topics: BTreeSet<String> = c.assignment().into_iter().map(|tp| tp.topic).collect();
-            if topics == want {
-                break;
+#[test]
+fn internal_topics_match_only_without_exclude_internal_topics() {
+    crate::common::block_on(async {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let mock = MockCluster::new(1).unwrap();
+        mock.create_topic("__consumer_offsets", 1).unwrap();
+        mock.create_topic("__audit", 1).unwrap();
+        for exclude in [true, false] {
+            let group = format!("internal-{exclude}");
+            let c = Consumer::new(
+                config(&mock.bootstrap_servers(), Some(&group))
+                    .exclude_internal_topics(exclude)
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+            c.subscribe_pattern("__.*").unwrap();
+            let want: BTreeSet<String> = if exclude {
+                BTreeSet::from(["__audit".to_owned()])
+            } else {
+                BTreeSet::from(["__audit".to_owned(), "__consumer_offsets".to_owned()])
+            };
+            let deadline = Instant::now() + WAIT;
+            loop {
+                let topics: BTreeSet<String> =
+                    c.assignment().into_iter().map(|tp| tp.topic).collect();
+                if topics == want {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "exclude={exclude}: assigned {topics:?}"
+                );
+                c.poll(Duration::from_millis(100)).await.unwrap();
             }
-            assert!(
-                Instant::now() < deadline,
-                "exclude={exclude}: assigned {topics:?}"
-            );
-            c.poll(Duration::from_millis(100)).await.unwrap();
+            assert_eq!(c.subscription(), want);
+            c.close().await.unwrap();
         }
-        assert_eq!(c.subscription(), want);
-        c.close().await.unwrap();
-    }
+    })
 }
 
 /// A bad pattern is a typed error before anything is opened, and leaves

@@ -191,55 +191,53 @@ fn start_broker() -> u16 {
     port
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_corrupt_batch_is_a_typed_error_and_the_other_partition_goes_on() {
-    let port = start_broker();
-    let config = ConsumerConfig::builder()
-        .bootstrap_servers(format!("127.0.0.1:{port}"))
-        .auto_offset_reset(OffsetReset::Earliest)
-        .fetch_max_wait(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let consumer = Consumer::new(config).unwrap();
-    let (p0, p1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
-    consumer.assign([p0.clone(), p1.clone()]).unwrap();
+#[test]
+fn a_corrupt_batch_is_a_typed_error_and_the_other_partition_goes_on() {
+    crate::common::block_on(async {
+        let port = start_broker();
+        let config = ConsumerConfig::builder()
+            .bootstrap_servers(format!("127.0.0.1:{port}"))
+            .auto_offset_reset(OffsetReset::Earliest)
+            .fetch_max_wait(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let consumer = Consumer::new(config).unwrap();
+        let (p0, p1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        consumer.assign([p0.clone(), p1.clone()]).unwrap();
 
-    let mut good = Vec::new();
-    let mut corrupt = None;
-    let deadline = Instant::now() + WAIT;
-    while (good.len() < 5 || corrupt.is_none()) && Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(100)).await {
-            Ok(records) => {
-                for r in records {
-                    assert_eq!(r.partition(), 1, "nothing from the corrupt partition");
-                    good.push(String::from_utf8_lossy(r.value().unwrap()).into_owned());
+        let mut good = Vec::new();
+        let mut corrupt = None;
+        let deadline = Instant::now() + WAIT;
+        while (good.len() < 5 || corrupt.is_none()) && Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(100)).await {
+                Ok(records) => {
+                    for r in records {
+                        assert_eq!(r.partition(), 1, "nothing from the corrupt partition");
+                        good.push(String::from_utf8_lossy(r.value().unwrap()).into_owned());
+                    }
                 }
+                Err(Error::Fetch(FetchError::CorruptRecords {
+                    partition,
+                    offset,
+                    source,
+                })) => {
+                    assert!(!source.to_string().is_empty());
+                    corrupt = Some((partition, offset));
+                }
+                Err(other) => panic!("unexpected error: {other}"),
             }
-            Err(Error::Fetch(FetchError::CorruptRecords {
-                partition,
-                offset,
-                source,
-            })) => {
-                assert!(!source.to_string().is_empty());
-                corrupt = Some((partition, offset));
-            }
-            Err(other) => panic!("unexpected error: {other}"),
         }
-    }
-    assert_eq!(good, (0..5).map(|i| format!("p1-{i}")).collect::<Vec<_>>());
-    assert_eq!(
-        corrupt,
-        Some((p0.clone(), 0)),
-        "names topic, partition, offset"
-    );
-    // Never skipped: partition 0 stays at the corrupt batch.
-    assert_eq!(consumer.position(&p0), Some(0));
-    assert_eq!(consumer.position(&p1), Some(5));
-    // The connection is not the fault: it stays.
-    assert_eq!(consumer.connections().len(), 1);
-    consumer.close().await.unwrap();
+        assert_eq!(good, (0..5).map(|i| format!("p1-{i}")).collect::<Vec<_>>());
+        assert_eq!(
+            corrupt,
+            Some((p0.clone(), 0)),
+            "names topic, partition, offset"
+        );
+        // Never skipped: partition 0 stays at the corrupt batch.
+        assert_eq!(consumer.position(&p0), Some(0));
+        assert_eq!(consumer.position(&p1), Some(5));
+        // The connection is not the fault: it stays.
+        assert_eq!(consumer.connections().len(), 1);
+        consumer.close().await.unwrap();
+    })
 }

@@ -72,145 +72,139 @@ async fn records_and_errors(
     (offsets, errors)
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
-    let closed = common::closed_port();
-    let addr = closed.addr.clone();
-    let mut consumer = Consumer::new(
-        config(&addr, Some("g"))
-            .default_api_timeout(Duration::from_secs(2))
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    consumer.subscribe(["t"]).unwrap();
-    let (e, after) = first_error(&mut consumer).await;
-    match &e {
-        Error::BrokersUnreachable { attempts } => {
-            assert_eq!(attempts.len(), 1, "{e}");
-            assert_eq!(attempts[0].0, addr);
-            assert!(
-                matches!(attempts[0].1, ConnectionError::Refused { .. }),
-                "{e}"
-            );
+#[test]
+fn a_closed_bootstrap_port_is_reported_by_poll_and_named_by_timeouts() {
+    crate::common::block_on(async {
+        let closed = common::closed_port();
+        let addr = closed.addr.clone();
+        let mut consumer = Consumer::new(
+            config(&addr, Some("g"))
+                .default_api_timeout(Duration::from_secs(2))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        consumer.subscribe(["t"]).unwrap();
+        let (e, after) = first_error(&mut consumer).await;
+        match &e {
+            Error::BrokersUnreachable { attempts } => {
+                assert_eq!(attempts.len(), 1, "{e}");
+                assert_eq!(attempts[0].0, addr);
+                assert!(
+                    matches!(attempts[0].1, ConnectionError::Refused { .. }),
+                    "{e}"
+                );
+            }
+            other => panic!("expected BrokersUnreachable, got {other:?}"),
         }
-        other => panic!("expected BrokersUnreachable, got {other:?}"),
-    }
-    assert!(e.to_string().contains(&addr), "{e}");
-    assert!(e.to_string().contains("refused"), "{e}");
-    assert!(e.is_retriable() && !e.is_fatal(), "{e}");
-    assert!(after < Duration::from_secs(5), "reported after {after:?}");
-    // Said once: the consumer keeps trying, with backoff, in silence.
-    let again = errors_within(&mut consumer, Duration::from_secs(2)).await;
-    assert!(again.is_empty(), "{again:?}");
-    // A call that waits on the network names the refusal at once.
-    let e = consumer.partitions_for("t").await.unwrap_err();
-    assert!(
-        matches!(e, Error::BrokersUnreachable { .. }) && e.to_string().contains(&addr),
-        "{e}"
-    );
-    assert!(e.to_string().contains("refused"), "{e}");
-    // A commit with a position to commit but no coordinator fails with a
-    // cause; with nothing to commit it is no error.
-    consumer.commit().await.expect("nothing to commit is fine");
-    let e = consumer
-        .commit_offsets([(TopicPartition::new("t", 0), 5)])
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains(&addr), "{e}");
+        assert!(e.to_string().contains(&addr), "{e}");
+        assert!(e.to_string().contains("refused"), "{e}");
+        assert!(e.is_retriable() && !e.is_fatal(), "{e}");
+        assert!(after < Duration::from_secs(5), "reported after {after:?}");
+        // Said once: the consumer keeps trying, with backoff, in silence.
+        let again = errors_within(&mut consumer, Duration::from_secs(2)).await;
+        assert!(again.is_empty(), "{again:?}");
+        // A call that waits on the network names the refusal at once.
+        let e = consumer.partitions_for("t").await.unwrap_err();
+        assert!(
+            matches!(e, Error::BrokersUnreachable { .. }) && e.to_string().contains(&addr),
+            "{e}"
+        );
+        assert!(e.to_string().contains("refused"), "{e}");
+        // A commit with a position to commit but no coordinator fails with a
+        // cause; with nothing to commit it is no error.
+        consumer.commit().await.expect("nothing to commit is fine");
+        let e = consumer
+            .commit_offsets([(TopicPartition::new("t", 0), 5)])
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains(&addr), "{e}");
+    })
 }
 
 /// Each call that waits on the network, made first (no `poll` before it),
 /// against a closed port and a name that does not resolve: each returns
 /// the cause within seconds, not after `default.api.timeout.ms` (60 s).
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn every_waiting_call_names_an_unreachable_cluster_within_seconds() {
-    let closed = common::closed_port();
-    for (addr, cause) in [
-        (closed.addr.as_str(), "refused"),
-        ("no-such-broker.invalid:9092", "no-such-broker.invalid"),
-    ] {
-        let p0 = TopicPartition::new("t", 0);
-        type Call = fn(
-            &mut Consumer,
-            TopicPartition,
-        ) -> std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<(), Error>> + '_>,
-        >;
-        let calls: [(&str, Call); 6] = [
-            ("partitions_for", |c, _| {
-                Box::pin(async move { c.partitions_for("t").await.map(drop) })
-            }),
-            ("committed", |c, p| {
-                Box::pin(async move { c.committed([p]).await.map(drop) })
-            }),
-            ("end_offsets", |c, p| {
-                Box::pin(async move { c.end_offsets([p]).await.map(drop) })
-            }),
-            ("offsets_for_times", |c, p| {
-                Box::pin(async move { c.offsets_for_times([(p, 0)]).await.map(drop) })
-            }),
-            ("commit_offsets", |c, p| {
-                Box::pin(async move { c.commit_offsets([(p, 5)]).await })
-            }),
-            ("close", |c, _| Box::pin(async move { c.close().await })),
-        ];
-        for (name, call) in calls {
-            let mut consumer = Consumer::new(config(addr, Some("g")).build().unwrap()).unwrap();
-            consumer.assign([p0.clone()]).unwrap();
-            let started = Instant::now();
-            let result = call(&mut consumer, p0.clone()).await;
-            let took = started.elapsed();
-            if name == "close" {
-                // Nothing to commit, so nothing to say; but no 60 s wait.
-                assert!(result.is_ok(), "{name}: {result:?}");
-            } else {
-                let e = result.unwrap_err();
+#[test]
+fn every_waiting_call_names_an_unreachable_cluster_within_seconds() {
+    crate::common::block_on(async {
+        let closed = common::closed_port();
+        for (addr, cause) in [
+            (closed.addr.as_str(), "refused"),
+            ("no-such-broker.invalid:9092", "no-such-broker.invalid"),
+        ] {
+            let p0 = TopicPartition::new("t", 0);
+            type Call = fn(
+                &mut Consumer,
+                TopicPartition,
+            ) -> std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<(), Error>> + '_>,
+            >;
+            let calls: [(&str, Call); 6] = [
+                ("partitions_for", |c, _| {
+                    Box::pin(async move { c.partitions_for("t").await.map(drop) })
+                }),
+                ("committed", |c, p| {
+                    Box::pin(async move { c.committed([p]).await.map(drop) })
+                }),
+                ("end_offsets", |c, p| {
+                    Box::pin(async move { c.end_offsets([p]).await.map(drop) })
+                }),
+                ("offsets_for_times", |c, p| {
+                    Box::pin(async move { c.offsets_for_times([(p, 0)]).await.map(drop) })
+                }),
+                ("commit_offsets", |c, p| {
+                    Box::pin(async move { c.commit_offsets([(p, 5)]).await })
+                }),
+                ("close", |c, _| Box::pin(async move { c.close().await })),
+            ];
+            for (name, call) in calls {
+                let mut consumer = Consumer::new(config(addr, Some("g")).build().unwrap()).unwrap();
+                consumer.assign([p0.clone()]).unwrap();
+                let started = Instant::now();
+                let result = call(&mut consumer, p0.clone()).await;
+                let took = started.elapsed();
+                if name == "close" {
+                    // Nothing to commit, so nothing to say; but no 60 s wait.
+                    assert!(result.is_ok(), "{name}: {result:?}");
+                } else {
+                    let e = result.unwrap_err();
+                    assert!(
+                        matches!(e, Error::BrokersUnreachable { .. }),
+                        "{name} at {addr}: {e:?}"
+                    );
+                    assert!(e.to_string().contains(cause), "{name}: {e}");
+                    assert!(e.is_retriable(), "{name}: {e}");
+                }
                 assert!(
-                    matches!(e, Error::BrokersUnreachable { .. }),
-                    "{name} at {addr}: {e:?}"
+                    took < Duration::from_secs(10),
+                    "{name} at {addr} took {took:?}"
                 );
-                assert!(e.to_string().contains(cause), "{name}: {e}");
-                assert!(e.is_retriable(), "{name}: {e}");
             }
-            assert!(
-                took < Duration::from_secs(10),
-                "{name} at {addr} took {took:?}"
-            );
         }
-    }
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_bootstrap_name_that_does_not_resolve_is_reported_by_poll() {
-    // `.invalid` never resolves (RFC 2606).
-    let addr = "no-such-broker.invalid:9092";
-    let mut consumer = Consumer::new(config(addr, None).build().unwrap()).unwrap();
-    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
-    let (e, _) = first_error(&mut consumer).await;
-    match &e {
-        Error::BrokersUnreachable { attempts } => {
-            assert_eq!(attempts[0].0, addr);
-            assert!(
-                matches!(attempts[0].1, ConnectionError::Resolve { .. }),
-                "{e}"
-            );
+#[test]
+fn a_bootstrap_name_that_does_not_resolve_is_reported_by_poll() {
+    crate::common::block_on(async {
+        // `.invalid` never resolves (RFC 2606).
+        let addr = "no-such-broker.invalid:9092";
+        let mut consumer = Consumer::new(config(addr, None).build().unwrap()).unwrap();
+        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+        let (e, _) = first_error(&mut consumer).await;
+        match &e {
+            Error::BrokersUnreachable { attempts } => {
+                assert_eq!(attempts[0].0, addr);
+                assert!(
+                    matches!(attempts[0].1, ConnectionError::Resolve { .. }),
+                    "{e}"
+                );
+            }
+            other => panic!("expected BrokersUnreachable, got {other:?}"),
         }
-        other => panic!("expected BrokersUnreachable, got {other:?}"),
-    }
-    assert!(e.to_string().contains(addr), "{e}");
+        assert!(e.to_string().contains(addr), "{e}");
+    })
 }
 
 async fn unknown_topic_subscribed<C: TestCluster>() {
@@ -544,34 +538,32 @@ on_both_mocks!(
     commit_refused_for_group_authorization,
 );
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_broker_that_drops_every_join_is_backed_off_and_reported() {
-    let (addr, accepted) = broker_dropping_joins();
-    let mut consumer = Consumer::new(config(&addr, Some("g")).build().unwrap()).unwrap();
-    consumer.subscribe(["t"]).unwrap();
-    let start = Instant::now();
-    let errors = errors_within(&mut consumer, Duration::from_secs(10)).await;
-    let connects = accepted.load(Ordering::SeqCst);
-    let elapsed = start.elapsed();
-    let reported = errors.iter().find(|e| {
-        matches!(
-            e,
-            Error::Connection {
-                purpose: Purpose::Coordinator,
-                cause: ConnectionError::ClosedByBroker,
-                ..
-            }
-        )
-    });
-    assert!(reported.is_some(), "{errors:?}");
-    assert!(reported.unwrap().to_string().contains(&addr));
-    // Reconnects back off to reconnect.backoff.max.ms (1 s): about 15
-    // connections in 10 s. Without backoff it was one every ~100 ms.
-    assert!(connects <= 25, "{connects} connections in {elapsed:?}");
-    // Reported once, not on every reconnect.
-    assert!(errors.len() <= 2, "{errors:?}");
+#[test]
+fn a_broker_that_drops_every_join_is_backed_off_and_reported() {
+    crate::common::block_on(async {
+        let (addr, accepted) = broker_dropping_joins();
+        let mut consumer = Consumer::new(config(&addr, Some("g")).build().unwrap()).unwrap();
+        consumer.subscribe(["t"]).unwrap();
+        let start = Instant::now();
+        let errors = errors_within(&mut consumer, Duration::from_secs(10)).await;
+        let connects = accepted.load(Ordering::SeqCst);
+        let elapsed = start.elapsed();
+        let reported = errors.iter().find(|e| {
+            matches!(
+                e,
+                Error::Connection {
+                    purpose: Purpose::Coordinator,
+                    cause: ConnectionError::ClosedByBroker,
+                    ..
+                }
+            )
+        });
+        assert!(reported.is_some(), "{errors:?}");
+        assert!(reported.unwrap().to_string().contains(&addr));
+        // Reconnects back off to reconnect.backoff.max.ms (1 s): about 15
+        // connections in 10 s. Without backoff it was one every ~100 ms.
+        assert!(connects <= 25, "{connects} connections in {elapsed:?}");
+        // Reported once, not on every reconnect.
+        assert!(errors.len() <= 2, "{errors:?}");
+    })
 }

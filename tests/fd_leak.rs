@@ -20,39 +20,37 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_hundred_connect_disconnect_cycles_leak_no_descriptor() {
-    let mock = common::mock::RawMock::new(1);
-    let addr = mock.bootstraps()[0].clone();
-    // One cycle first, so lazily created runtime resources exist.
-    let cycle = |addr: String| async move {
-        let mut driver = ClusterDriver::new(
-            Cluster::new(ClusterConfig::new([addr]), Instant::now(), 5),
-            SocketOptions::default(),
-        );
-        let id = driver.request(
-            Target::AnyBroker,
-            Box::new(ApiVersionsRequest::from_this_client()),
-        );
-        driver
-            .wait_response(id, WAIT)
-            .await
-            .expect("answered")
-            .expect("ok");
-        driver.shutdown();
-    };
-    cycle(addr.clone()).await;
-    let baseline = open_fds();
-    for _ in 0..100 {
+#[test]
+fn a_hundred_connect_disconnect_cycles_leak_no_descriptor() {
+    crate::common::block_on(async {
+        let mock = common::mock::RawMock::new(1);
+        let addr = mock.bootstraps()[0].clone();
+        // One cycle first, so lazily created runtime resources exist.
+        let cycle = |addr: String| async move {
+            let mut driver = ClusterDriver::new(
+                Cluster::new(ClusterConfig::new([addr]), Instant::now(), 5),
+                SocketOptions::default(),
+            );
+            let id = driver.request(
+                Target::AnyBroker,
+                Box::new(ApiVersionsRequest::from_this_client()),
+            );
+            driver
+                .wait_response(id, WAIT)
+                .await
+                .expect("answered")
+                .expect("ok");
+            driver.shutdown();
+        };
         cycle(addr.clone()).await;
-    }
-    assert!(
-        wait_for(WAIT, || open_fds() <= baseline),
-        "descriptors: {} now, {baseline} before",
-        open_fds()
-    );
+        let baseline = open_fds();
+        for _ in 0..100 {
+            cycle(addr.clone()).await;
+        }
+        assert!(
+            wait_for(WAIT, || open_fds() <= baseline),
+            "descriptors: {} now, {baseline} before",
+            open_fds()
+        );
+    })
 }

@@ -108,184 +108,180 @@ fn full(f: &MockFetch) -> bool {
     f.session_id == 0 && f.session_epoch == 0
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn incremental_fetches_deliver_every_offset_once_as_records_trickle_in() {
-    let mock = cluster();
-    for p in 0..PARTITIONS {
-        produce(&mock, p, 20);
-    }
-    let mut consumer = consumer(&mock);
-    let mut seen = Seen::new();
-    let total = (PARTITIONS * 20) as usize;
-    assert!(consume_until(&mut consumer, &mut seen, total)
-        .await
-        .is_none());
-    // A trickle: a few records at a time on one partition or another,
-    // between polls.
-    let mut produced = total;
-    for round in 0..60 {
-        let p = (round * 7) % PARTITIONS;
-        let n = 1 + i64::from(round % 3);
-        produce(&mock, p, n);
-        produced += n as usize;
-        let records = consumer.poll(Duration::from_millis(20)).await.unwrap();
-        take(records, &mut seen);
-    }
-    assert!(consume_until(&mut consumer, &mut seen, produced)
-        .await
-        .is_none());
-    assert_every_offset_once(&mock, &seen);
+#[test]
+fn incremental_fetches_deliver_every_offset_once_as_records_trickle_in() {
+    crate::common::block_on(async {
+        let mock = cluster();
+        for p in 0..PARTITIONS {
+            produce(&mock, p, 20);
+        }
+        let mut consumer = consumer(&mock);
+        let mut seen = Seen::new();
+        let total = (PARTITIONS * 20) as usize;
+        assert!(consume_until(&mut consumer, &mut seen, total)
+            .await
+            .is_none());
+        // A trickle: a few records at a time on one partition or another,
+        // between polls.
+        let mut produced = total;
+        for round in 0..60 {
+            let p = (round * 7) % PARTITIONS;
+            let n = 1 + i64::from(round % 3);
+            produce(&mock, p, n);
+            produced += n as usize;
+            let records = consumer.poll(Duration::from_millis(20)).await.unwrap();
+            take(records, &mut seen);
+        }
+        assert!(consume_until(&mut consumer, &mut seen, produced)
+            .await
+            .is_none());
+        assert_every_offset_once(&mock, &seen);
 
-    // Every broker kept a session, and most Fetches were incremental.
-    let fetches = mock.fetches();
-    for broker in 1..=3 {
-        let ours: Vec<&MockFetch> = fetches.iter().filter(|f| f.broker == broker).collect();
-        assert!(
-            full(ours[0]),
-            "the first Fetch asks for a session: {:?}",
-            ours[0]
-        );
-        assert_ne!(ours[0].response_session_id, 0);
-        let incrementals = ours.iter().filter(|f| incremental(f)).count();
-        assert!(
-            incrementals * 2 > ours.len(),
-            "broker {broker}: {incrementals} incremental of {}",
-            ours.len()
-        );
-        assert!(ours.iter().all(|f| f.error == ErrorCode::None));
-    }
+        // Every broker kept a session, and most Fetches were incremental.
+        let fetches = mock.fetches();
+        for broker in 1..=3 {
+            let ours: Vec<&MockFetch> = fetches.iter().filter(|f| f.broker == broker).collect();
+            assert!(
+                full(ours[0]),
+                "the first Fetch asks for a session: {:?}",
+                ours[0]
+            );
+            assert_ne!(ours[0].response_session_id, 0);
+            let incrementals = ours.iter().filter(|f| incremental(f)).count();
+            assert!(
+                incrementals * 2 > ours.len(),
+                "broker {broker}: {incrementals} incremental of {}",
+                ours.len()
+            );
+            assert!(ours.iter().all(|f| f.error == ErrorCode::None));
+        }
 
-    // Quiet: caught up, nothing new (after a round that tells the brokers
-    // the last offsets taken). Incremental Fetches list nothing and get
-    // nothing back.
-    assert!(consumer
-        .poll(Duration::from_millis(300))
-        .await
-        .unwrap()
-        .is_empty());
-    mock.record_fetches(false);
-    mock.record_fetches(true);
-    assert!(consumer
-        .poll(Duration::from_millis(400))
-        .await
-        .unwrap()
-        .is_empty());
-    let quiet = mock.fetches();
-    assert!(quiet.len() >= 3, "{quiet:?}");
-    for f in &quiet {
-        assert!(incremental(f), "{f:?}");
-        assert!(
-            f.listed.is_empty() && f.forgotten.is_empty() && f.answered.is_empty(),
-            "{f:?}"
-        );
-    }
+        // Quiet: caught up, nothing new (after a round that tells the brokers
+        // the last offsets taken). Incremental Fetches list nothing and get
+        // nothing back.
+        assert!(consumer
+            .poll(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_empty());
+        mock.record_fetches(false);
+        mock.record_fetches(true);
+        assert!(consumer
+            .poll(Duration::from_millis(400))
+            .await
+            .unwrap()
+            .is_empty());
+        let quiet = mock.fetches();
+        assert!(quiet.len() >= 3, "{quiet:?}");
+        for f in &quiet {
+            assert!(incremental(f), "{f:?}");
+            assert!(
+                f.listed.is_empty() && f.forgotten.is_empty() && f.answered.is_empty(),
+                "{f:?}"
+            );
+        }
 
-    // Records on partition 4 (broker 2) only: Fetches to broker 2 list and
-    // forget partition 4 only (records taken move its offset; records
-    // buffered take it out of the session until taken), and the others
-    // still list nothing.
-    mock.record_fetches(false);
-    mock.record_fetches(true);
-    produce(&mock, 4, 5);
-    assert!(consume_until(&mut consumer, &mut seen, produced + 5)
-        .await
-        .is_none());
-    assert!(consumer
-        .poll(Duration::from_millis(300))
-        .await
-        .unwrap()
-        .is_empty());
-    assert_every_offset_once(&mock, &seen);
-    let p4 = (TOPIC.to_owned(), 4);
-    let fetches = mock.fetches();
-    for f in &fetches {
-        assert!(incremental(f), "{f:?}");
-        let allowed = if f.broker == 2 {
-            vec![p4.clone()]
-        } else {
-            vec![]
-        };
-        assert!(f.listed.iter().all(|l| allowed.contains(l)), "{f:?}");
-        assert!(f.forgotten.iter().all(|l| allowed.contains(l)), "{f:?}");
-        assert!(f.answered.iter().all(|l| allowed.contains(l)), "{f:?}");
-    }
-    assert!(
-        fetches
-            .iter()
-            .any(|f| f.broker == 2 && f.answered == [p4.clone()]),
-        "partition 4 answered alone: {fetches:?}"
-    );
-    assert!(
-        fetches
-            .iter()
-            .any(|f| f.broker == 2 && f.listed == [p4.clone()]),
-        "partition 4 listed again at its new offset: {fetches:?}"
-    );
-    consumer.close().await.unwrap();
+        // Records on partition 4 (broker 2) only: Fetches to broker 2 list and
+        // forget partition 4 only (records taken move its offset; records
+        // buffered take it out of the session until taken), and the others
+        // still list nothing.
+        mock.record_fetches(false);
+        mock.record_fetches(true);
+        produce(&mock, 4, 5);
+        assert!(consume_until(&mut consumer, &mut seen, produced + 5)
+            .await
+            .is_none());
+        assert!(consumer
+            .poll(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_empty());
+        assert_every_offset_once(&mock, &seen);
+        let p4 = (TOPIC.to_owned(), 4);
+        let fetches = mock.fetches();
+        for f in &fetches {
+            assert!(incremental(f), "{f:?}");
+            let allowed = if f.broker == 2 {
+                vec![p4.clone()]
+            } else {
+                vec![]
+            };
+            assert!(f.listed.iter().all(|l| allowed.contains(l)), "{f:?}");
+            assert!(f.forgotten.iter().all(|l| allowed.contains(l)), "{f:?}");
+            assert!(f.answered.iter().all(|l| allowed.contains(l)), "{f:?}");
+        }
+        assert!(
+            fetches
+                .iter()
+                .any(|f| f.broker == 2 && f.answered == [p4.clone()]),
+            "partition 4 answered alone: {fetches:?}"
+        );
+        assert!(
+            fetches
+                .iter()
+                .any(|f| f.broker == 2 && f.listed == [p4.clone()]),
+            "partition 4 listed again at its new offset: {fetches:?}"
+        );
+        consumer.close().await.unwrap();
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_closed_connection_ends_the_session_and_a_full_fetch_starts_another() {
-    let mock = cluster();
-    for p in 0..PARTITIONS {
-        produce(&mock, p, 10);
-    }
-    let mut consumer = consumer(&mock);
-    let mut seen = Seen::new();
-    let mut produced = (PARTITIONS * 10) as usize;
-    assert!(consume_until(&mut consumer, &mut seen, produced)
-        .await
-        .is_none());
-    let deadline = Instant::now() + WAIT;
-    while !mock
-        .fetches()
-        .iter()
-        .any(|f| f.broker == 1 && incremental(f))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no incremental Fetch to broker 1"
-        );
-        consumer.poll(Duration::from_millis(50)).await.unwrap();
-    }
-    let before: BTreeSet<u64> = mock.fetches().iter().map(|f| f.connection).collect();
-    mock.close_connections(Some(1));
-    for p in 0..PARTITIONS {
-        produce(&mock, p, 10);
-    }
-    produced += (PARTITIONS * 10) as usize;
-    let error = consume_until(&mut consumer, &mut seen, produced).await;
-    assert!(error.is_none(), "{error:?}");
-    // A few more rounds on the new connection.
-    for _ in 0..3 {
-        consumer.poll(Duration::from_millis(150)).await.unwrap();
-    }
-    assert_every_offset_once(&mock, &seen);
+#[test]
+fn a_closed_connection_ends_the_session_and_a_full_fetch_starts_another() {
+    crate::common::block_on(async {
+        let mock = cluster();
+        for p in 0..PARTITIONS {
+            produce(&mock, p, 10);
+        }
+        let mut consumer = consumer(&mock);
+        let mut seen = Seen::new();
+        let mut produced = (PARTITIONS * 10) as usize;
+        assert!(consume_until(&mut consumer, &mut seen, produced)
+            .await
+            .is_none());
+        let deadline = Instant::now() + WAIT;
+        while !mock
+            .fetches()
+            .iter()
+            .any(|f| f.broker == 1 && incremental(f))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no incremental Fetch to broker 1"
+            );
+            consumer.poll(Duration::from_millis(50)).await.unwrap();
+        }
+        let before: BTreeSet<u64> = mock.fetches().iter().map(|f| f.connection).collect();
+        mock.close_connections(Some(1));
+        for p in 0..PARTITIONS {
+            produce(&mock, p, 10);
+        }
+        produced += (PARTITIONS * 10) as usize;
+        let error = consume_until(&mut consumer, &mut seen, produced).await;
+        assert!(error.is_none(), "{error:?}");
+        // A few more rounds on the new connection.
+        for _ in 0..3 {
+            consumer.poll(Duration::from_millis(150)).await.unwrap();
+        }
+        assert_every_offset_once(&mock, &seen);
 
-    let after: Vec<MockFetch> = mock
-        .fetches()
-        .into_iter()
-        .filter(|f| f.broker == 1 && !before.contains(&f.connection))
-        .collect();
-    assert!(!after.is_empty(), "broker 1 fetched from again");
-    // The first Fetch on the new connection is full, asking for a new
-    // session; the rest continue that one.
-    assert!(full(&after[0]), "{:?}", after[0]);
-    let id = after[0].response_session_id;
-    assert_ne!(id, 0);
-    assert!(after.len() > 1, "{after:?}");
-    for f in &after[1..] {
-        assert!(incremental(f) && f.session_id == id, "{f:?}");
-    }
-    consumer.close().await.unwrap();
+        let after: Vec<MockFetch> = mock
+            .fetches()
+            .into_iter()
+            .filter(|f| f.broker == 1 && !before.contains(&f.connection))
+            .collect();
+        assert!(!after.is_empty(), "broker 1 fetched from again");
+        // The first Fetch on the new connection is full, asking for a new
+        // session; the rest continue that one.
+        assert!(full(&after[0]), "{:?}", after[0]);
+        let id = after[0].response_session_id;
+        assert_ne!(id, 0);
+        assert!(after.len() > 1, "{after:?}");
+        for f in &after[1..] {
+            assert!(incremental(f) && f.session_id == id, "{f:?}");
+        }
+        consumer.close().await.unwrap();
+    })
 }
 
 /// A leader connection reaped while nothing was in flight on it: the
@@ -294,180 +290,176 @@ async fn a_closed_connection_ends_the_session_and_a_full_fetch_starts_another() 
 /// broker that still holds the session, as Kafka's are not tied to
 /// connections, which is exactly what must not happen: the client cannot
 /// know what the broker kept).
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_reaped_connection_ends_the_session_and_a_full_fetch_starts_another() {
-    let mock = cluster();
-    for p in 0..PARTITIONS {
-        produce(&mock, p, 10);
-    }
-    let config = ConsumerConfig::builder()
-        .bootstrap_servers(mock.bootstrap_servers())
-        .auto_offset_reset(OffsetReset::Earliest)
-        .fetch_max_wait(Duration::from_millis(100))
-        .fetch_sessions(true)
-        .connections_max_idle(Some(Duration::from_millis(400)))
-        .enable_auto_commit(false)
-        .build()
-        .unwrap();
-    let mut consumer = Consumer::new(config).unwrap();
-    let all: Vec<TopicPartition> = (0..PARTITIONS)
-        .map(|p| TopicPartition::new(TOPIC, p))
-        .collect();
-    consumer.assign(all.clone()).unwrap();
-    let mut seen = Seen::new();
-    let mut produced = (PARTITIONS * 10) as usize;
-    assert!(consume_until(&mut consumer, &mut seen, produced)
-        .await
-        .is_none());
-    let deadline = Instant::now() + WAIT;
-    while !mock
-        .fetches()
-        .iter()
-        .any(|f| f.broker == 1 && incremental(f))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no incremental Fetch to broker 1"
-        );
-        consumer.poll(Duration::from_millis(50)).await.unwrap();
-    }
-    // Broker 1's partitions paused: nothing to fetch there, its connection
-    // falls idle and is reaped.
-    let on_1: Vec<TopicPartition> = all
-        .iter()
-        .filter(|tp| tp.partition % 3 == 0)
-        .cloned()
-        .collect();
-    consumer.pause(&on_1);
-    let deadline = Instant::now() + WAIT;
-    while consumer.connections().iter().any(|c| c.broker == Some(1)) {
-        assert!(Instant::now() < deadline, "{:?}", consumer.connections());
-        consumer.poll(Duration::from_millis(50)).await.unwrap();
-    }
-    let before: BTreeSet<u64> = mock.fetches().iter().map(|f| f.connection).collect();
-    assert_eq!(
-        mock.fetch_sessions()
+#[test]
+fn a_reaped_connection_ends_the_session_and_a_full_fetch_starts_another() {
+    crate::common::block_on(async {
+        let mock = cluster();
+        for p in 0..PARTITIONS {
+            produce(&mock, p, 10);
+        }
+        let config = ConsumerConfig::builder()
+            .bootstrap_servers(mock.bootstrap_servers())
+            .auto_offset_reset(OffsetReset::Earliest)
+            .fetch_max_wait(Duration::from_millis(100))
+            .fetch_sessions(true)
+            .connections_max_idle(Some(Duration::from_millis(400)))
+            .enable_auto_commit(false)
+            .build()
+            .unwrap();
+        let mut consumer = Consumer::new(config).unwrap();
+        let all: Vec<TopicPartition> = (0..PARTITIONS)
+            .map(|p| TopicPartition::new(TOPIC, p))
+            .collect();
+        consumer.assign(all.clone()).unwrap();
+        let mut seen = Seen::new();
+        let mut produced = (PARTITIONS * 10) as usize;
+        assert!(consume_until(&mut consumer, &mut seen, produced)
+            .await
+            .is_none());
+        let deadline = Instant::now() + WAIT;
+        while !mock
+            .fetches()
             .iter()
-            .filter(|s| s.broker == 1)
-            .count(),
-        1
-    );
-    consumer.resume(&on_1);
-    for p in 0..PARTITIONS {
-        produce(&mock, p, 10);
-    }
-    produced += (PARTITIONS * 10) as usize;
-    let error = consume_until(&mut consumer, &mut seen, produced).await;
-    assert!(error.is_none(), "{error:?}");
-    for _ in 0..3 {
-        consumer.poll(Duration::from_millis(150)).await.unwrap();
-    }
-    assert_every_offset_once(&mock, &seen);
-    let after: Vec<MockFetch> = mock
-        .fetches()
-        .into_iter()
-        .filter(|f| f.broker == 1 && !before.contains(&f.connection))
-        .collect();
-    assert!(full(&after[0]), "{:?}", after[0]);
-    assert_ne!(after[0].response_session_id, 0);
-    assert!(after[1..].iter().all(incremental), "{after:?}");
-    consumer.close().await.unwrap();
+            .any(|f| f.broker == 1 && incremental(f))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no incremental Fetch to broker 1"
+            );
+            consumer.poll(Duration::from_millis(50)).await.unwrap();
+        }
+        // Broker 1's partitions paused: nothing to fetch there, its connection
+        // falls idle and is reaped.
+        let on_1: Vec<TopicPartition> = all
+            .iter()
+            .filter(|tp| tp.partition % 3 == 0)
+            .cloned()
+            .collect();
+        consumer.pause(&on_1);
+        let deadline = Instant::now() + WAIT;
+        while consumer.connections().iter().any(|c| c.broker == Some(1)) {
+            assert!(Instant::now() < deadline, "{:?}", consumer.connections());
+            consumer.poll(Duration::from_millis(50)).await.unwrap();
+        }
+        let before: BTreeSet<u64> = mock.fetches().iter().map(|f| f.connection).collect();
+        assert_eq!(
+            mock.fetch_sessions()
+                .iter()
+                .filter(|s| s.broker == 1)
+                .count(),
+            1
+        );
+        consumer.resume(&on_1);
+        for p in 0..PARTITIONS {
+            produce(&mock, p, 10);
+        }
+        produced += (PARTITIONS * 10) as usize;
+        let error = consume_until(&mut consumer, &mut seen, produced).await;
+        assert!(error.is_none(), "{error:?}");
+        for _ in 0..3 {
+            consumer.poll(Duration::from_millis(150)).await.unwrap();
+        }
+        assert_every_offset_once(&mock, &seen);
+        let after: Vec<MockFetch> = mock
+            .fetches()
+            .into_iter()
+            .filter(|f| f.broker == 1 && !before.contains(&f.connection))
+            .collect();
+        assert!(full(&after[0]), "{:?}", after[0]);
+        assert_ne!(after[0].response_session_id, 0);
+        assert!(after[1..].iter().all(incremental), "{after:?}");
+        consumer.close().await.unwrap();
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn session_errors_and_evictions_fall_back_to_a_full_fetch() {
-    let mock = cluster();
-    for p in 0..PARTITIONS {
-        produce(&mock, p, 10);
-    }
-    let mut consumer = consumer(&mock);
-    let mut seen = Seen::new();
-    let mut produced = (PARTITIONS * 10) as usize;
-    assert!(consume_until(&mut consumer, &mut seen, produced)
-        .await
-        .is_none());
-    let deadline = Instant::now() + WAIT;
-    while mock.fetch_sessions().len() < 3 {
-        assert!(Instant::now() < deadline, "{:?}", mock.fetch_sessions());
-        consumer.poll(Duration::from_millis(50)).await.unwrap();
-    }
-    mock.record_fetches(false);
-    mock.record_fetches(true);
-    // Broker 1 answers its next Fetch with INVALID_FETCH_SESSION_EPOCH,
-    // broker 3 with FETCH_SESSION_ID_NOT_FOUND; broker 2 loses its session
-    // (evicted: its next incremental Fetch, or the one waiting, gets
-    // FETCH_SESSION_ID_NOT_FOUND).
-    mock.push_broker_errors(1, ApiKey::Fetch, &[ErrorCode::InvalidFetchSessionEpoch])
-        .unwrap();
-    mock.push_broker_errors(3, ApiKey::Fetch, &[ErrorCode::FetchSessionIdNotFound])
-        .unwrap();
-    assert_eq!(mock.evict_fetch_sessions(Some(2)), 1);
-    for p in 0..PARTITIONS {
-        produce(&mock, p, 10);
-    }
-    produced += (PARTITIONS * 10) as usize;
-    // Not the application's business: no error comes out of poll.
-    let error = consume_until(&mut consumer, &mut seen, produced).await;
-    assert!(error.is_none(), "{error:?}");
-    let deadline = Instant::now() + WAIT;
-    // Until every error was served and each broker answered a Fetch after
-    // its error (a session kept through INVALID_FETCH_SESSION_EPOCH means
-    // three sessions exist before the Fetch that follows the error).
-    let answered_after_error = |mock: &MockCluster| {
-        let fetches = mock.fetches();
-        (1..=3).all(|b| {
-            let ours: Vec<&MockFetch> = fetches.iter().filter(|f| f.broker == b).collect();
-            ours.iter()
-                .position(|f| f.error != ErrorCode::None)
-                .is_some_and(|at| ours.len() > at + 1)
-        })
-    };
-    while mock.pending_errors(ApiKey::Fetch) > 0
-        || mock.fetch_sessions().len() < 3
-        || !answered_after_error(&mock)
-    {
-        assert!(Instant::now() < deadline, "{:?}", mock.fetch_sessions());
-        take(
-            consumer.poll(Duration::from_millis(50)).await.unwrap(),
-            &mut seen,
-        );
-    }
-    assert_every_offset_once(&mock, &seen);
-
-    let fetches = mock.fetches();
-    for (broker, error) in [
-        (1, ErrorCode::InvalidFetchSessionEpoch),
-        (2, ErrorCode::FetchSessionIdNotFound),
-        (3, ErrorCode::FetchSessionIdNotFound),
-    ] {
-        let ours: Vec<&MockFetch> = fetches.iter().filter(|f| f.broker == broker).collect();
-        let got: Vec<ErrorCode> = ours
-            .iter()
-            .map(|f| f.error)
-            .filter(|&e| e != ErrorCode::None)
-            .collect();
-        assert_eq!(got, [error], "broker {broker}");
-        // Up to the error, incremental; then at once a full Fetch asking
-        // for a new session, which gets one and goes on incrementally.
-        let at = ours
-            .iter()
-            .position(|f| f.error != ErrorCode::None)
+#[test]
+fn session_errors_and_evictions_fall_back_to_a_full_fetch() {
+    crate::common::block_on(async {
+        let mock = cluster();
+        for p in 0..PARTITIONS {
+            produce(&mock, p, 10);
+        }
+        let mut consumer = consumer(&mock);
+        let mut seen = Seen::new();
+        let mut produced = (PARTITIONS * 10) as usize;
+        assert!(consume_until(&mut consumer, &mut seen, produced)
+            .await
+            .is_none());
+        let deadline = Instant::now() + WAIT;
+        while mock.fetch_sessions().len() < 3 {
+            assert!(Instant::now() < deadline, "{:?}", mock.fetch_sessions());
+            consumer.poll(Duration::from_millis(50)).await.unwrap();
+        }
+        mock.record_fetches(false);
+        mock.record_fetches(true);
+        // Broker 1 answers its next Fetch with INVALID_FETCH_SESSION_EPOCH,
+        // broker 3 with FETCH_SESSION_ID_NOT_FOUND; broker 2 loses its session
+        // (evicted: its next incremental Fetch, or the one waiting, gets
+        // FETCH_SESSION_ID_NOT_FOUND).
+        mock.push_broker_errors(1, ApiKey::Fetch, &[ErrorCode::InvalidFetchSessionEpoch])
             .unwrap();
-        assert!(ours[..=at].iter().all(|f| incremental(f)), "{ours:?}");
-        let next = ours.get(at + 1).expect("a Fetch after the error");
-        assert!(full(next), "{next:?}");
-        assert_ne!(next.response_session_id, 0);
-        assert!(ours[at + 2..].iter().all(|f| incremental(f)), "{ours:?}");
-    }
-    consumer.close().await.unwrap();
+        mock.push_broker_errors(3, ApiKey::Fetch, &[ErrorCode::FetchSessionIdNotFound])
+            .unwrap();
+        assert_eq!(mock.evict_fetch_sessions(Some(2)), 1);
+        for p in 0..PARTITIONS {
+            produce(&mock, p, 10);
+        }
+        produced += (PARTITIONS * 10) as usize;
+        // Not the application's business: no error comes out of poll.
+        let error = consume_until(&mut consumer, &mut seen, produced).await;
+        assert!(error.is_none(), "{error:?}");
+        let deadline = Instant::now() + WAIT;
+        // Until every error was served and each broker answered a Fetch after
+        // its error (a session kept through INVALID_FETCH_SESSION_EPOCH means
+        // three sessions exist before the Fetch that follows the error).
+        let answered_after_error = |mock: &MockCluster| {
+            let fetches = mock.fetches();
+            (1..=3).all(|b| {
+                let ours: Vec<&MockFetch> = fetches.iter().filter(|f| f.broker == b).collect();
+                ours.iter()
+                    .position(|f| f.error != ErrorCode::None)
+                    .is_some_and(|at| ours.len() > at + 1)
+            })
+        };
+        while mock.pending_errors(ApiKey::Fetch) > 0
+            || mock.fetch_sessions().len() < 3
+            || !answered_after_error(&mock)
+        {
+            assert!(Instant::now() < deadline, "{:?}", mock.fetch_sessions());
+            take(
+                consumer.poll(Duration::from_millis(50)).await.unwrap(),
+                &mut seen,
+            );
+        }
+        assert_every_offset_once(&mock, &seen);
+
+        let fetches = mock.fetches();
+        for (broker, error) in [
+            (1, ErrorCode::InvalidFetchSessionEpoch),
+            (2, ErrorCode::FetchSessionIdNotFound),
+            (3, ErrorCode::FetchSessionIdNotFound),
+        ] {
+            let ours: Vec<&MockFetch> = fetches.iter().filter(|f| f.broker == broker).collect();
+            let got: Vec<ErrorCode> = ours
+                .iter()
+                .map(|f| f.error)
+                .filter(|&e| e != ErrorCode::None)
+                .collect();
+            assert_eq!(got, [error], "broker {broker}");
+            // Up to the error, incremental; then at once a full Fetch asking
+            // for a new session, which gets one and goes on incrementally.
+            let at = ours
+                .iter()
+                .position(|f| f.error != ErrorCode::None)
+                .unwrap();
+            assert!(ours[..=at].iter().all(|f| incremental(f)), "{ours:?}");
+            let next = ours.get(at + 1).expect("a Fetch after the error");
+            assert!(full(next), "{next:?}");
+            assert_ne!(next.response_session_id, 0);
+            assert!(ours[at + 2..].iter().all(|f| incremental(f)), "{ours:?}");
+        }
+        consumer.close().await.unwrap();
+    })
 }
 
 /// librdkafka's consumer asks for no session: the mock serves its Fetches

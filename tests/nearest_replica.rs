@@ -216,176 +216,167 @@ fn count(mock: &RawMock, broker: i32, api: i16) -> usize {
         .count()
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn librdkafka_mock_the_partition_is_read_from_the_follower_over_a_replica_connection() {
-    let (mock, bootstrap) = librdkafka_mock(1000);
-    // Leases of 2 s (metadata.max.age.ms): the leader is asked again
-    // after each.
-    let mut consumer = Consumer::new(
-        config(&bootstrap, None)
-            .client_rack("r2")
-            .metadata_max_age(Duration::from_secs(2))
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    let mut events = consumer.connection_events();
-    consumer.assign([tp()]).unwrap();
-    let mut ledger = Ledger::default();
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
-    ledger.assert_exactly(0..1000);
-    // Over a connection whose purpose says so, to broker 2, opened like
-    // any other (connecting, opened, ready) and counted in its broker's
-    // counters.
-    assert_eq!(replica(&consumer.connections()), Some(2));
-    let seen = drain(&mut events);
-    let steps: Vec<String> = seen
-        .iter()
-        .filter(|e| e.purpose == Purpose::Replica)
-        .map(|e| format!("{:?} {:?}", e.kind, e.broker))
-        .collect();
-    assert_eq!(
-        &steps[..3],
-        ["Connecting Some(2)", "Opened Some(2)", "Ready Some(2)"],
-        "{seen:#?}"
-    );
-    let addr2 = mock.bootstraps()[1].clone();
-    assert!(consumer.broker_counters()[&addr2].connects >= 1);
-    // The follower served the records; nothing went to broker 3; offsets
-    // were looked up at the leader only.
-    assert!(count(&mock, 2, FETCH) > 0);
-    assert_eq!(count(&mock, 3, FETCH), 0);
-    assert_eq!(
-        count(&mock, 2, LIST_OFFSETS) + count(&mock, 3, LIST_OFFSETS),
-        0
-    );
-    // Each lease ends: the leader gets a Fetch again (and names the
-    // follower again), while the follower keeps serving.
-    let leader = count(&mock, 1, FETCH);
-    assert!(
-        poll_until(&mut consumer, &mut ledger, |_, _| count(&mock, 1, FETCH)
-            >= leader + 2)
-        .await,
-        "the leader is asked again when each lease ends"
-    );
-    produce(&bootstrap, 1000..1100);
-    let follower = count(&mock, 2, FETCH);
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1100).await);
-    ledger.assert_exactly(0..1100);
-    assert!(count(&mock, 2, FETCH) > follower);
-    assert_eq!(replica(&consumer.connections()), Some(2));
-    consumer.close().await.unwrap();
+#[test]
+fn librdkafka_mock_the_partition_is_read_from_the_follower_over_a_replica_connection() {
+    crate::common::block_on(async {
+        let (mock, bootstrap) = librdkafka_mock(1000);
+        // Leases of 2 s (metadata.max.age.ms): the leader is asked again
+        // after each.
+        let mut consumer = Consumer::new(
+            config(&bootstrap, None)
+                .client_rack("r2")
+                .metadata_max_age(Duration::from_secs(2))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        let mut events = consumer.connection_events();
+        consumer.assign([tp()]).unwrap();
+        let mut ledger = Ledger::default();
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        ledger.assert_exactly(0..1000);
+        // Over a connection whose purpose says so, to broker 2, opened like
+        // any other (connecting, opened, ready) and counted in its broker's
+        // counters.
+        assert_eq!(replica(&consumer.connections()), Some(2));
+        let seen = drain(&mut events);
+        let steps: Vec<String> = seen
+            .iter()
+            .filter(|e| e.purpose == Purpose::Replica)
+            .map(|e| format!("{:?} {:?}", e.kind, e.broker))
+            .collect();
+        assert_eq!(
+            &steps[..3],
+            ["Connecting Some(2)", "Opened Some(2)", "Ready Some(2)"],
+            "{seen:#?}"
+        );
+        let addr2 = mock.bootstraps()[1].clone();
+        assert!(consumer.broker_counters()[&addr2].connects >= 1);
+        // The follower served the records; nothing went to broker 3; offsets
+        // were looked up at the leader only.
+        assert!(count(&mock, 2, FETCH) > 0);
+        assert_eq!(count(&mock, 3, FETCH), 0);
+        assert_eq!(
+            count(&mock, 2, LIST_OFFSETS) + count(&mock, 3, LIST_OFFSETS),
+            0
+        );
+        // Each lease ends: the leader gets a Fetch again (and names the
+        // follower again), while the follower keeps serving.
+        let leader = count(&mock, 1, FETCH);
+        assert!(
+            poll_until(&mut consumer, &mut ledger, |_, _| count(&mock, 1, FETCH)
+                >= leader + 2)
+            .await,
+            "the leader is asked again when each lease ends"
+        );
+        produce(&bootstrap, 1000..1100);
+        let follower = count(&mock, 2, FETCH);
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1100).await);
+        ledger.assert_exactly(0..1100);
+        assert!(count(&mock, 2, FETCH) > follower);
+        assert_eq!(replica(&consumer.connections()), Some(2));
+        consumer.close().await.unwrap();
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn librdkafka_mock_a_follower_that_goes_down_sends_the_partition_back_to_the_leader() {
-    let (mock, bootstrap) = librdkafka_mock(500);
-    let mut consumer = rd_consumer(&bootstrap);
-    let mut events = consumer.connection_events();
-    let mut ledger = Ledger::default();
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
-    assert_eq!(replica(&consumer.connections()), Some(2));
-    drain(&mut events);
+#[test]
+fn librdkafka_mock_a_follower_that_goes_down_sends_the_partition_back_to_the_leader() {
+    crate::common::block_on(async {
+        let (mock, bootstrap) = librdkafka_mock(500);
+        let mut consumer = rd_consumer(&bootstrap);
+        let mut events = consumer.connection_events();
+        let mut ledger = Ledger::default();
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
+        assert_eq!(replica(&consumer.connections()), Some(2));
+        drain(&mut events);
 
-    mock.clear_requests();
-    mock.broker_down(2);
-    produce(&bootstrap, 500..1000);
-    // The replica connection is lost and the partition goes back to the
-    // leader. (librdkafka's mock leader keeps naming the follower, down or
-    // not, and sends no records while it does: nothing comes until the
-    // cluster names another follower, as in librdkafka's own
-    // do_test_follower_down.)
-    assert!(
-        poll_until(&mut consumer, &mut ledger, |c, _| {
-            count(&mock, 1, FETCH) >= 2 && replica(&c.connections()) != Some(2)
-        })
-        .await,
-        "back to the leader after the follower went down"
-    );
-    let closed = drain(&mut events).into_iter().any(|e| {
-        e.purpose == Purpose::Replica
-            && e.broker == Some(2)
-            && matches!(
-                e.kind,
-                EventKind::Closed {
-                    reason: CloseReason::Peer | CloseReason::Error,
-                    ..
-                }
-            )
-    });
-    assert!(closed, "the replica connection's close is an event");
-    ledger.assert_exactly(0..500);
+        mock.clear_requests();
+        mock.broker_down(2);
+        produce(&bootstrap, 500..1000);
+        // The replica connection is lost and the partition goes back to the
+        // leader. (librdkafka's mock leader keeps naming the follower, down or
+        // not, and sends no records while it does: nothing comes until the
+        // cluster names another follower, as in librdkafka's own
+        // do_test_follower_down.)
+        assert!(
+            poll_until(&mut consumer, &mut ledger, |c, _| {
+                count(&mock, 1, FETCH) >= 2 && replica(&c.connections()) != Some(2)
+            })
+            .await,
+            "back to the leader after the follower went down"
+        );
+        let closed = drain(&mut events).into_iter().any(|e| {
+            e.purpose == Purpose::Replica
+                && e.broker == Some(2)
+                && matches!(
+                    e.kind,
+                    EventKind::Closed {
+                        reason: CloseReason::Peer | CloseReason::Error,
+                        ..
+                    }
+                )
+        });
+        assert!(closed, "the replica connection's close is an event");
+        ledger.assert_exactly(0..500);
 
-    mock.set_follower(TOPIC, 0, 3);
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
-    ledger.assert_exactly(0..1000);
-    assert!(count(&mock, 3, FETCH) > 0);
-    assert_eq!(replica(&consumer.connections()), Some(3));
-    consumer.close().await.unwrap();
+        mock.set_follower(TOPIC, 0, 3);
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        ledger.assert_exactly(0..1000);
+        assert!(count(&mock, 3, FETCH) > 0);
+        assert_eq!(replica(&consumer.connections()), Some(3));
+        consumer.close().await.unwrap();
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn librdkafka_mock_a_lagging_follower_sends_the_partition_back_to_the_leader_without_a_reset()
-{
-    let (mock, bootstrap) = librdkafka_mock(1000);
-    // The follower holds offsets up to 599 only.
-    mock.set_follower_wmarks(TOPIC, 0, -1, 599);
-    let mut consumer = rd_consumer(&bootstrap);
-    let mut ledger = Ledger::default();
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 600).await);
-    // At 600 the follower answers OFFSET_OUT_OF_RANGE: the partition goes
-    // back to the leader (which names the follower again), again and
-    // again, and its position is never reset (a reset to earliest would
-    // deliver offset 0 again).
-    let leader = count(&mock, 1, FETCH);
-    assert!(
-        poll_until(&mut consumer, &mut ledger, |_, _| count(&mock, 1, FETCH)
-            >= leader + 3)
-        .await
-    );
-    ledger.assert_exactly(0..600);
-    assert_eq!(consumer.position(&tp()), Some(600));
-    // Caught up, the follower serves the rest.
-    mock.set_follower_wmarks(TOPIC, 0, -1, -1);
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
-    ledger.assert_exactly(0..1000);
-    let resets: usize = (1..=3).map(|b| count(&mock, b, LIST_OFFSETS)).sum();
-    assert_eq!(resets, 1, "only the first lookup (auto.offset.reset)");
-    consumer.close().await.unwrap();
+#[test]
+fn librdkafka_mock_a_lagging_follower_sends_the_partition_back_to_the_leader_without_a_reset() {
+    crate::common::block_on(async {
+        let (mock, bootstrap) = librdkafka_mock(1000);
+        // The follower holds offsets up to 599 only.
+        mock.set_follower_wmarks(TOPIC, 0, -1, 599);
+        let mut consumer = rd_consumer(&bootstrap);
+        let mut ledger = Ledger::default();
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 600).await);
+        // At 600 the follower answers OFFSET_OUT_OF_RANGE: the partition goes
+        // back to the leader (which names the follower again), again and
+        // again, and its position is never reset (a reset to earliest would
+        // deliver offset 0 again).
+        let leader = count(&mock, 1, FETCH);
+        assert!(
+            poll_until(&mut consumer, &mut ledger, |_, _| count(&mock, 1, FETCH)
+                >= leader + 3)
+            .await
+        );
+        ledger.assert_exactly(0..600);
+        assert_eq!(consumer.position(&tp()), Some(600));
+        // Caught up, the follower serves the rest.
+        mock.set_follower_wmarks(TOPIC, 0, -1, -1);
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        ledger.assert_exactly(0..1000);
+        let resets: usize = (1..=3).map(|b| count(&mock, b, LIST_OFFSETS)).sum();
+        assert_eq!(resets, 1, "only the first lookup (auto.offset.reset)");
+        consumer.close().await.unwrap();
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn librdkafka_mock_a_broker_that_stops_following_sends_the_partition_back_to_the_leader() {
-    let (mock, bootstrap) = librdkafka_mock(500);
-    let mut consumer = rd_consumer(&bootstrap);
-    let mut ledger = Ledger::default();
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
-    assert_eq!(replica(&consumer.connections()), Some(2));
-    // Broker 2 is no follower any more: it answers NOT_LEADER_OR_FOLLOWER,
-    // and the leader names no replica: it serves the rest itself.
-    mock.set_follower(TOPIC, 0, -1);
-    produce(&bootstrap, 500..1000);
-    mock.clear_requests();
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
-    ledger.assert_exactly(0..1000);
-    assert!(count(&mock, 1, FETCH) > 0);
-    consumer.close().await.unwrap();
+#[test]
+fn librdkafka_mock_a_broker_that_stops_following_sends_the_partition_back_to_the_leader() {
+    crate::common::block_on(async {
+        let (mock, bootstrap) = librdkafka_mock(500);
+        let mut consumer = rd_consumer(&bootstrap);
+        let mut ledger = Ledger::default();
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
+        assert_eq!(replica(&consumer.connections()), Some(2));
+        // Broker 2 is no follower any more: it answers NOT_LEADER_OR_FOLLOWER,
+        // and the leader names no replica: it serves the rest itself.
+        mock.set_follower(TOPIC, 0, -1);
+        produce(&bootstrap, 500..1000);
+        mock.clear_requests();
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        ledger.assert_exactly(0..1000);
+        assert!(count(&mock, 1, FETCH) > 0);
+        consumer.close().await.unwrap();
+    })
 }
 
 // ===== librdkafka's consumer judging lazykafka::mock =====
@@ -514,190 +505,182 @@ fn requests(mock: &MockCluster, broker: i32, api: ApiKey) -> usize {
         .count()
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn the_follower_in_the_consumers_rack_serves_it_and_the_leader_connection_idles_out() {
-    let mock = our_mock(1000);
-    let mut consumer = our_consumer_with(&mock, "r2", |b| {
-        b.connections_max_idle(Some(Duration::from_millis(1500)))
-            .metadata_max_age(Duration::from_secs(300))
-    });
-    let mut events = consumer.connection_events();
-    let mut ledger = Ledger::default();
-    assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
-    ledger.assert_exactly(0..1000);
-    let fetches = mock.fetches();
-    let bytes = record_bytes(&fetches);
-    assert_eq!(bytes.get(&1).copied().unwrap_or(0), 0, "{bytes:?}");
-    assert!(bytes[&2] > 0);
-    assert!(!bytes.contains_key(&3), "{bytes:?}");
-    // The leader named broker 2 to this client (RackId r2).
-    assert!(fetches
-        .iter()
-        .any(|f| f.broker == 1 && f.preferred_read_replicas == [(TOPIC.to_owned(), 0, 2)]));
-    // Nothing needs the leader connection any more: it is closed as idle,
-    // and the consumer keeps one socket, to its replica.
-    assert!(
-        poll_strictly_until(&mut consumer, &mut ledger, |c, _| {
-            let census: Vec<(Purpose, Option<i32>)> = c
-                .connections()
-                .iter()
-                .map(|c| (c.purpose, c.broker))
-                .collect();
-            census == [(Purpose::Replica, Some(2))]
-        })
-        .await,
-        "{:?}",
-        consumer.connections()
-    );
-    // The replica connection has a fetch session of its own (KIP-227):
-    // after the first Fetch to broker 2, incremental ones.
-    assert!(mock
-        .fetches()
-        .iter()
-        .any(|f| f.broker == 2 && f.session_id != 0 && f.session_epoch > 0));
-    assert!(mock.fetch_sessions().iter().any(|s| s.broker == 2));
-    let seen = drain(&mut events);
-    assert!(seen.iter().any(|e| e.purpose == Purpose::Leader
-        && e.broker == Some(1)
-        && matches!(
-            e.kind,
-            EventKind::Closed {
-                reason: CloseReason::Idle,
-                ..
-            }
-        )));
-    // More records come over the replica connection; no leader connection
-    // is opened for them.
-    produce_to(&mock, 1000..1100);
-    assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1100).await);
-    ledger.assert_exactly(0..1100);
-    assert!(!drain(&mut events)
-        .iter()
-        .any(|e| e.purpose == Purpose::Leader && matches!(e.kind, EventKind::Connecting)));
-    assert_eq!(replica(&consumer.connections()), Some(2));
-    consumer.close().await.unwrap();
-}
-
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn errors_from_the_replica_send_the_partition_back_to_the_leader_each_time() {
-    let mock = our_mock(300);
-    let mut consumer = our_consumer(&mock, "r2");
-    let mut ledger = Ledger::default();
-    assert!(
-        poll_strictly_until(&mut consumer, &mut ledger, |c, l| l.len() >= 100
-            && replica(&c.connections()) == Some(2))
-        .await
-    );
-    // Broker 2 answers its next three Fetches with these errors. Each
-    // sends the partition back to the leader, which names broker 2 again;
-    // none is reported, none resets the position (OFFSET_OUT_OF_RANGE from
-    // a replica only means it is behind).
-    let leader = requests(&mock, 1, ApiKey::Fetch);
-    mock.push_broker_errors(
-        2,
-        ApiKey::Fetch,
-        &[
-            ErrorCode::NotLeaderOrFollower,
-            ErrorCode::OffsetOutOfRange,
-            ErrorCode::ReplicaNotAvailable,
-        ],
-    )
-    .unwrap();
-    assert!(
-        poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 300
-            && mock.pending_errors(ApiKey::Fetch) == 0
-            && requests(&mock, 1, ApiKey::Fetch) >= leader + 3)
-        .await,
-        "three fallbacks to the leader"
-    );
-    ledger.assert_exactly(0..300);
-    let lookups: usize = (1..=3)
-        .map(|b| requests(&mock, b, ApiKey::ListOffsets))
-        .sum();
-    assert_eq!(lookups, 1, "only the first lookup (auto.offset.reset)");
-    assert_eq!(replica(&consumer.connections()), Some(2));
-    consumer.close().await.unwrap();
-}
-
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_follower_down_leaves_the_partition_to_the_leader_until_it_is_back() {
-    let mock = our_mock(500);
-    let mut consumer = our_consumer(&mock, "r2");
-    let mut ledger = Ledger::default();
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
-    assert_eq!(replica(&consumer.connections()), Some(2));
-
-    // Broker 2 goes down: the leader names no replica in r2 any more and
-    // serves the partition itself.
-    mock.broker_down(2).unwrap();
-    let down = mock.fetches().len();
-    produce_to(&mock, 500..1000);
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
-    ledger.assert_exactly(0..1000);
-    let bytes = record_bytes(&mock.fetches()[down..]);
-    assert!(bytes[&1] > 0, "{bytes:?}");
-    // Broker 2 serves nothing once down. (An empty Fetch it was answering
-    // as it went down may still be logged after `down`, with no records.)
-    assert_eq!(bytes.get(&2).copied().unwrap_or(0), 0, "{bytes:?}");
-
-    // Back up, broker 2 is named again at the next Fetch from the leader
-    // (after a metadata refresh that makes it known again) and serves the
-    // rest.
-    mock.broker_up(2).unwrap();
-    let up = mock.fetches().len();
-    produce_to(&mock, 1000..1500);
-    assert!(
-        poll_until(&mut consumer, &mut ledger, |c, l| l.len() >= 1500
-            && replica(&c.connections()) == Some(2))
-        .await
-    );
-    ledger.assert_exactly(0..1500);
-    produce_to(&mock, 1500..1600);
-    assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1600).await);
-    ledger.assert_exactly(0..1600);
-    let bytes = record_bytes(&mock.fetches()[up..]);
-    assert!(bytes.get(&2).is_some_and(|b| *b > 0), "{bytes:?}");
-    consumer.close().await.unwrap();
-}
-
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn the_leader_is_asked_again_when_each_lease_ends() {
-    let mock = our_mock(100);
-    let mut consumer =
-        our_consumer_with(&mock, "r3", |b| b.metadata_max_age(Duration::from_secs(1)));
-    let mut ledger = Ledger::default();
-    assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 100).await);
-    // Every lease of 1 s ends with a Fetch to the leader, which names
-    // broker 3 again; records keep coming from broker 3 only.
-    let named = |mock: &MockCluster| {
-        mock.fetches()
+#[test]
+fn the_follower_in_the_consumers_rack_serves_it_and_the_leader_connection_idles_out() {
+    crate::common::block_on(async {
+        let mock = our_mock(1000);
+        let mut consumer = our_consumer_with(&mock, "r2", |b| {
+            b.connections_max_idle(Some(Duration::from_millis(1500)))
+                .metadata_max_age(Duration::from_secs(300))
+        });
+        let mut events = consumer.connection_events();
+        let mut ledger = Ledger::default();
+        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        ledger.assert_exactly(0..1000);
+        let fetches = mock.fetches();
+        let bytes = record_bytes(&fetches);
+        assert_eq!(bytes.get(&1).copied().unwrap_or(0), 0, "{bytes:?}");
+        assert!(bytes[&2] > 0);
+        assert!(!bytes.contains_key(&3), "{bytes:?}");
+        // The leader named broker 2 to this client (RackId r2).
+        assert!(fetches
             .iter()
-            .filter(|f| f.broker == 1 && !f.preferred_read_replicas.is_empty())
-            .count()
-    };
-    assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, _| named(&mock) >= 3).await);
-    produce_to(&mock, 100..200);
-    assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 200).await);
-    ledger.assert_exactly(0..200);
-    let bytes = record_bytes(&mock.fetches());
-    assert_eq!(bytes.get(&1).copied().unwrap_or(0), 0, "{bytes:?}");
-    assert_eq!(bytes.get(&2), None, "{bytes:?}");
-    assert!(bytes[&3] > 0);
-    consumer.close().await.unwrap();
+            .any(|f| f.broker == 1 && f.preferred_read_replicas == [(TOPIC.to_owned(), 0, 2)]));
+        // Nothing needs the leader connection any more: it is closed as idle,
+        // and the consumer keeps one socket, to its replica.
+        assert!(
+            poll_strictly_until(&mut consumer, &mut ledger, |c, _| {
+                let census: Vec<(Purpose, Option<i32>)> = c
+                    .connections()
+                    .iter()
+                    .map(|c| (c.purpose, c.broker))
+                    .collect();
+                census == [(Purpose::Replica, Some(2))]
+            })
+            .await,
+            "{:?}",
+            consumer.connections()
+        );
+        // The replica connection has a fetch session of its own (KIP-227):
+        // after the first Fetch to broker 2, incremental ones.
+        assert!(mock
+            .fetches()
+            .iter()
+            .any(|f| f.broker == 2 && f.session_id != 0 && f.session_epoch > 0));
+        assert!(mock.fetch_sessions().iter().any(|s| s.broker == 2));
+        let seen = drain(&mut events);
+        assert!(seen.iter().any(|e| e.purpose == Purpose::Leader
+            && e.broker == Some(1)
+            && matches!(
+                e.kind,
+                EventKind::Closed {
+                    reason: CloseReason::Idle,
+                    ..
+                }
+            )));
+        // More records come over the replica connection; no leader connection
+        // is opened for them.
+        produce_to(&mock, 1000..1100);
+        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1100).await);
+        ledger.assert_exactly(0..1100);
+        assert!(!drain(&mut events)
+            .iter()
+            .any(|e| e.purpose == Purpose::Leader && matches!(e.kind, EventKind::Connecting)));
+        assert_eq!(replica(&consumer.connections()), Some(2));
+        consumer.close().await.unwrap();
+    })
+}
+
+#[test]
+fn errors_from_the_replica_send_the_partition_back_to_the_leader_each_time() {
+    crate::common::block_on(async {
+        let mock = our_mock(300);
+        let mut consumer = our_consumer(&mock, "r2");
+        let mut ledger = Ledger::default();
+        assert!(
+            poll_strictly_until(&mut consumer, &mut ledger, |c, l| l.len() >= 100
+                && replica(&c.connections()) == Some(2))
+            .await
+        );
+        // Broker 2 answers its next three Fetches with these errors. Each
+        // sends the partition back to the leader, which names broker 2 again;
+        // none is reported, none resets the position (OFFSET_OUT_OF_RANGE from
+        // a replica only means it is behind).
+        let leader = requests(&mock, 1, ApiKey::Fetch);
+        mock.push_broker_errors(
+            2,
+            ApiKey::Fetch,
+            &[
+                ErrorCode::NotLeaderOrFollower,
+                ErrorCode::OffsetOutOfRange,
+                ErrorCode::ReplicaNotAvailable,
+            ],
+        )
+        .unwrap();
+        assert!(
+            poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 300
+                && mock.pending_errors(ApiKey::Fetch) == 0
+                && requests(&mock, 1, ApiKey::Fetch) >= leader + 3)
+            .await,
+            "three fallbacks to the leader"
+        );
+        ledger.assert_exactly(0..300);
+        let lookups: usize = (1..=3)
+            .map(|b| requests(&mock, b, ApiKey::ListOffsets))
+            .sum();
+        assert_eq!(lookups, 1, "only the first lookup (auto.offset.reset)");
+        assert_eq!(replica(&consumer.connections()), Some(2));
+        consumer.close().await.unwrap();
+    })
+}
+
+#[test]
+fn a_follower_down_leaves_the_partition_to_the_leader_until_it_is_back() {
+    crate::common::block_on(async {
+        let mock = our_mock(500);
+        let mut consumer = our_consumer(&mock, "r2");
+        let mut ledger = Ledger::default();
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
+        assert_eq!(replica(&consumer.connections()), Some(2));
+
+        // Broker 2 goes down: the leader names no replica in r2 any more and
+        // serves the partition itself.
+        mock.broker_down(2).unwrap();
+        let down = mock.fetches().len();
+        produce_to(&mock, 500..1000);
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        ledger.assert_exactly(0..1000);
+        let bytes = record_bytes(&mock.fetches()[down..]);
+        assert!(bytes[&1] > 0, "{bytes:?}");
+        // Broker 2 serves nothing once down. (An empty Fetch it was answering
+        // as it went down may still be logged after `down`, with no records.)
+        assert_eq!(bytes.get(&2).copied().unwrap_or(0), 0, "{bytes:?}");
+
+        // Back up, broker 2 is named again at the next Fetch from the leader
+        // (after a metadata refresh that makes it known again) and serves the
+        // rest.
+        mock.broker_up(2).unwrap();
+        let up = mock.fetches().len();
+        produce_to(&mock, 1000..1500);
+        assert!(
+            poll_until(&mut consumer, &mut ledger, |c, l| l.len() >= 1500
+                && replica(&c.connections()) == Some(2))
+            .await
+        );
+        ledger.assert_exactly(0..1500);
+        produce_to(&mock, 1500..1600);
+        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1600).await);
+        ledger.assert_exactly(0..1600);
+        let bytes = record_bytes(&mock.fetches()[up..]);
+        assert!(bytes.get(&2).is_some_and(|b| *b > 0), "{bytes:?}");
+        consumer.close().await.unwrap();
+    })
+}
+
+#[test]
+fn the_leader_is_asked_again_when_each_lease_ends() {
+    crate::common::block_on(async {
+        let mock = our_mock(100);
+        let mut consumer =
+            our_consumer_with(&mock, "r3", |b| b.metadata_max_age(Duration::from_secs(1)));
+        let mut ledger = Ledger::default();
+        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 100).await);
+        // Every lease of 1 s ends with a Fetch to the leader, which names
+        // broker 3 again; records keep coming from broker 3 only.
+        let named = |mock: &MockCluster| {
+            mock.fetches()
+                .iter()
+                .filter(|f| f.broker == 1 && !f.preferred_read_replicas.is_empty())
+                .count()
+        };
+        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, _| named(&mock) >= 3).await);
+        produce_to(&mock, 100..200);
+        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 200).await);
+        ledger.assert_exactly(0..200);
+        let bytes = record_bytes(&mock.fetches());
+        assert_eq!(bytes.get(&1).copied().unwrap_or(0), 0, "{bytes:?}");
+        assert_eq!(bytes.get(&2), None, "{bytes:?}");
+        assert!(bytes[&3] > 0);
+        consumer.close().await.unwrap();
+    })
 }

@@ -227,42 +227,40 @@ fn statistics_need_an_interval() {
 /// Against tansu, a broker with fetch sessions (KIP-227: partitions with
 /// nothing new are left out of the answers): both ends are said, and again
 /// for new records.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn the_end_of_a_partition_on_tansu() {
-    let Some(addr) = common::tansu_addr("the_end_of_a_partition_on_tansu") else {
-        return;
-    };
-    let topic = format!("lk-eof-{}", std::process::id());
-    produce_range(&addr, &topic, 2, 0..6, "none");
-    let consumer = Consumer::new(
-        config(&addr, None)
-            .enable_partition_eof(true)
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    consumer
-        .assign([
-            TopicPartition::new(&topic, 0),
-            TopicPartition::new(&topic, 1),
-        ])
+#[test]
+fn the_end_of_a_partition_on_tansu() {
+    crate::common::block_on(async {
+        let Some(addr) = common::tansu_addr("the_end_of_a_partition_on_tansu") else {
+            return;
+        };
+        let topic = format!("lk-eof-{}", std::process::id());
+        produce_range(&addr, &topic, 2, 0..6, "none");
+        let consumer = Consumer::new(
+            config(&addr, None)
+                .enable_partition_eof(true)
+                .build()
+                .unwrap(),
+        )
         .unwrap();
-    let mut seen = Vec::new();
-    let both = |s: &[Seen]| s.contains(&Seen::Eof(0, 3)) && s.contains(&Seen::Eof(1, 3));
-    assert!(poll_until(&consumer, &mut seen, both).await, "{seen:?}");
-    for p in 0..2 {
-        assert!(
-            position(&seen, &Seen::Record(p, 2)) < position(&seen, &Seen::Eof(p, 3)),
-            "{seen:?}"
-        );
-    }
-    produce_range(&addr, &topic, 2, 6..8, "none");
-    let again = |s: &[Seen]| s.contains(&Seen::Eof(0, 4)) && s.contains(&Seen::Eof(1, 4));
-    assert!(poll_until(&consumer, &mut seen, again).await, "{seen:?}");
-    assert_eq!(count(&seen, &Seen::Eof(0, 3)), 1, "{seen:?}");
-    consumer.close().await.unwrap();
+        consumer
+            .assign([
+                TopicPartition::new(&topic, 0),
+                TopicPartition::new(&topic, 1),
+            ])
+            .unwrap();
+        let mut seen = Vec::new();
+        let both = |s: &[Seen]| s.contains(&Seen::Eof(0, 3)) && s.contains(&Seen::Eof(1, 3));
+        assert!(poll_until(&consumer, &mut seen, both).await, "{seen:?}");
+        for p in 0..2 {
+            assert!(
+                position(&seen, &Seen::Record(p, 2)) < position(&seen, &Seen::Eof(p, 3)),
+                "{seen:?}"
+            );
+        }
+        produce_range(&addr, &topic, 2, 6..8, "none");
+        let again = |s: &[Seen]| s.contains(&Seen::Eof(0, 4)) && s.contains(&Seen::Eof(1, 4));
+        assert!(poll_until(&consumer, &mut seen, again).await, "{seen:?}");
+        assert_eq!(count(&seen, &Seen::Eof(0, 3)), 1, "{seen:?}");
+        consumer.close().await.unwrap();
+    })
 }

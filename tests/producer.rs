@@ -449,31 +449,29 @@ async fn records_wait_out_a_broker_restart<C: TestCluster>() {
 /// Answers lost with their connection (the broker wrote the records, the
 /// client never heard): the producer sends the same batches again with the
 /// same sequence numbers, and the broker keeps one copy of each.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn lost_answers_write_nothing_twice() {
-    use lazykafka::mock::{LostAnswer, MockCluster};
-    let mock: MockCluster = standard();
-    exactly_once_in_order_through(
-        &mock,
-        50,
-        |m| {
-            m.push_lost_answers(
-                ApiKey::Produce,
-                &[LostAnswer::Close, LostAnswer::Unanswered, LostAnswer::Close],
-            )
-        },
-        None,
-    )
-    .await;
-    assert_eq!(
-        mock.pending_lost_answers(ApiKey::Produce),
-        0,
-        "every loss was met"
-    );
+#[test]
+fn lost_answers_write_nothing_twice() {
+    crate::common::block_on(async {
+        use lazykafka::mock::{LostAnswer, MockCluster};
+        let mock: MockCluster = standard();
+        exactly_once_in_order_through(
+            &mock,
+            50,
+            |m| {
+                m.push_lost_answers(
+                    ApiKey::Produce,
+                    &[LostAnswer::Close, LostAnswer::Unanswered, LostAnswer::Close],
+                )
+            },
+            None,
+        )
+        .await;
+        assert_eq!(
+            mock.pending_lost_answers(ApiKey::Produce),
+            0,
+            "every loss was met"
+        );
+    })
 }
 
 on_both_mocks!(
@@ -516,117 +514,114 @@ on_mock216!(
 /// 8 brokers of a mock, shuffled): the producer opens one bootstrap
 /// connection, then one to each of the two leaders of the partitions it
 /// writes to, and none to the 6 brokers that lead nothing.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_thousand_bootstrap_addresses_open_one_bootstrap_connection() {
-    use lazykafka::mock::MockCluster;
-    let mock = MockCluster::new(8).unwrap();
-    mock.create_topic_with_leaders("t", &[2, 7]).unwrap();
-    let closed: Vec<common::ClosedPort> = (0..992).map(|_| common::closed_port()).collect();
-    let mut addrs: Vec<String> = closed.iter().map(|c| c.addr.clone()).collect();
-    addrs.extend(mock.bootstrap_servers().split(',').map(str::to_owned));
-    // A fixed shuffle (xorshift), so that the mock's brokers are spread.
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for i in (1..addrs.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        addrs.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    let producer = producer(&addrs.join(","), &[]);
-    let mut events = producer.connection_events();
-    let mut deliveries = Vec::new();
-    for i in 0..1000 {
-        let record = ProducerRecord::new("t").key(format!("k{i}")).value("x");
-        deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
-    }
-    for d in deliveries {
-        timeout(WAIT, d).await.unwrap().unwrap();
-    }
-    timeout(WAIT, producer.close_timeout(WAIT))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut opened = BTreeMap::new();
-    while let Some(e) = events.next().await {
-        if e.kind == EventKind::Opened {
-            *opened.entry(e.addr.clone()).or_insert(0) += 1;
+#[test]
+fn a_thousand_bootstrap_addresses_open_one_bootstrap_connection() {
+    crate::common::block_on(async {
+        use lazykafka::mock::MockCluster;
+        let mock = MockCluster::new(8).unwrap();
+        mock.create_topic_with_leaders("t", &[2, 7]).unwrap();
+        let closed: Vec<common::ClosedPort> = (0..992).map(|_| common::closed_port()).collect();
+        let mut addrs: Vec<String> = closed.iter().map(|c| c.addr.clone()).collect();
+        addrs.extend(mock.bootstrap_servers().split(',').map(str::to_owned));
+        // A fixed shuffle (xorshift), so that the mock's brokers are spread.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for i in (1..addrs.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            addrs.swap(i, (x % (i as u64 + 1)) as usize);
         }
-    }
-    let brokers: Vec<i32> = opened
-        .keys()
-        .filter_map(|a| mock.broker_at(a.parse().unwrap()))
-        .collect();
-    assert_eq!(
-        opened.len(),
-        brokers.len(),
-        "a closed port opened? {opened:?}"
-    );
-    assert!(
-        brokers.len() <= 3 && brokers.contains(&2) && brokers.contains(&7),
-        "brokers connected: {brokers:?}"
-    );
-    // Mock-side: no broker besides the bootstrap one and the two leaders
-    // saw a connection.
-    let seen: std::collections::BTreeSet<i32> = mock.requests().iter().map(|r| r.broker).collect();
-    assert!(seen.len() <= 3, "brokers asked anything: {seen:?}");
+        let producer = producer(&addrs.join(","), &[]);
+        let mut events = producer.connection_events();
+        let mut deliveries = Vec::new();
+        for i in 0..1000 {
+            let record = ProducerRecord::new("t").key(format!("k{i}")).value("x");
+            deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
+        }
+        for d in deliveries {
+            timeout(WAIT, d).await.unwrap().unwrap();
+        }
+        timeout(WAIT, producer.close_timeout(WAIT))
+            .await
+            .unwrap()
+            .unwrap();
+        let mut opened = BTreeMap::new();
+        while let Some(e) = events.next().await {
+            if e.kind == EventKind::Opened {
+                *opened.entry(e.addr.clone()).or_insert(0) += 1;
+            }
+        }
+        let brokers: Vec<i32> = opened
+            .keys()
+            .filter_map(|a| mock.broker_at(a.parse().unwrap()))
+            .collect();
+        assert_eq!(
+            opened.len(),
+            brokers.len(),
+            "a closed port opened? {opened:?}"
+        );
+        assert!(
+            brokers.len() <= 3 && brokers.contains(&2) && brokers.contains(&7),
+            "brokers connected: {brokers:?}"
+        );
+        // Mock-side: no broker besides the bootstrap one and the two leaders
+        // saw a connection.
+        let seen: std::collections::BTreeSet<i32> =
+            mock.requests().iter().map(|r| r.broker).collect();
+        assert!(seen.len() <= 3, "brokers asked anything: {seen:?}");
+    })
 }
 
 /// The tansu broker (a Kafka implementation nobody here wrote): records
 /// produced (idempotent, acks=all) are read back by librdkafka's consumer.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn tansu_keeps_what_the_producer_writes() {
-    let Some(addr) = common::tansu_addr("tansu_keeps_what_the_producer_writes") else {
-        return;
-    };
-    let topic = format!(
-        "lazykafka-producer-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
+#[test]
+fn tansu_keeps_what_the_producer_writes() {
+    crate::common::block_on(async {
+        let Some(addr) = common::tansu_addr("tansu_keeps_what_the_producer_writes") else {
+            return;
+        };
+        let topic = format!(
+            "lazykafka-producer-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+        );
+        let producer = producer(&addr, &[]);
+        let mut deliveries = Vec::new();
+        for i in 0..100 {
+            let record = ProducerRecord::new(topic.clone())
+                .partition(0)
+                .key(format!("k{i}"))
+                .value(format!("v{i}"));
+            deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
+        }
+        for (i, d) in deliveries.into_iter().enumerate() {
+            let meta = timeout(WAIT, d).await.unwrap().unwrap();
+            assert_eq!(meta.offset, i as i64);
+        }
+        timeout(WAIT, producer.close_timeout(WAIT))
+            .await
             .unwrap()
-            .as_millis()
-    );
-    let producer = producer(&addr, &[]);
-    let mut deliveries = Vec::new();
-    for i in 0..100 {
-        let record = ProducerRecord::new(topic.clone())
-            .partition(0)
-            .key(format!("k{i}"))
-            .value(format!("v{i}"));
-        deliveries.push(timeout(WAIT, producer.send(record)).await.unwrap().unwrap());
-    }
-    for (i, d) in deliveries.into_iter().enumerate() {
-        let meta = timeout(WAIT, d).await.unwrap().unwrap();
-        assert_eq!(meta.offset, i as i64);
-    }
-    timeout(WAIT, producer.close_timeout(WAIT))
-        .await
-        .unwrap()
-        .unwrap();
-    let partitions = {
-        let reader: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &addr)
-            .create()
             .unwrap();
-        let md = reader.fetch_metadata(Some(&topic), WAIT).unwrap();
-        md.topics()[0].partitions().len() as i32
-    };
-    // tansu 0.6.0 answers ListOffsets (latest) with the number of batches
-    // in the partition, not the offset after the last record (librdkafka's
-    // producer meets the same): the records are read by count instead.
-    let read = read_back_to(&addr, &topic, partitions, 100, false);
-    let offsets: Vec<i64> = read.iter().map(|r| r.1).collect();
-    assert_eq!(offsets, (0..100).collect::<Vec<i64>>());
-    let values: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.3).collect();
-    let expected: Vec<Vec<u8>> = (0..100).map(|i| format!("v{i}").into_bytes()).collect();
-    assert_eq!(values, expected);
+        let partitions = {
+            let reader: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &addr)
+                .create()
+                .unwrap();
+            let md = reader.fetch_metadata(Some(&topic), WAIT).unwrap();
+            md.topics()[0].partitions().len() as i32
+        };
+        // tansu 0.6.0 answers ListOffsets (latest) with the number of batches
+        // in the partition, not the offset after the last record (librdkafka's
+        // producer meets the same): the records are read by count instead.
+        let read = read_back_to(&addr, &topic, partitions, 100, false);
+        let offsets: Vec<i64> = read.iter().map(|r| r.1).collect();
+        assert_eq!(offsets, (0..100).collect::<Vec<i64>>());
+        let values: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.3).collect();
+        let expected: Vec<Vec<u8>> = (0..100).map(|i| format!("v{i}").into_bytes()).collect();
+        assert_eq!(values, expected);
+    })
 }
 
 /// librdkafka's producer (`partitioner=murmur2_random`, the Java client's
@@ -1251,37 +1246,33 @@ async fn acks_0_writes_without_answers(bootstrap: &str, topic: &str) {
 /// `acks=0` on `lazykafka::mock`, which answers nothing to such a Produce
 /// as Kafka does. (librdkafka's mock cluster answers it all the same,
 /// unlike Kafka, so it is not a peer for this.)
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn acks_0_on_lazykafka_mock() {
-    let mock: lazykafka::mock::MockCluster = standard();
-    acks_0_writes_without_answers(&mock.bootstrap(), "t").await;
-    assert!(TestCluster::requests(&mock)
-        .iter()
-        .any(|(_, k)| *k == ApiKey::Produce.code()));
+#[test]
+fn acks_0_on_lazykafka_mock() {
+    crate::common::block_on(async {
+        let mock: lazykafka::mock::MockCluster = standard();
+        acks_0_writes_without_answers(&mock.bootstrap(), "t").await;
+        assert!(TestCluster::requests(&mock)
+            .iter()
+            .any(|(_, k)| *k == ApiKey::Produce.code()));
+    })
 }
 
 /// `acks=0` on the tansu broker.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn acks_0_on_tansu() {
-    let Some(addr) = common::tansu_addr("acks_0_on_tansu") else {
-        return;
-    };
-    let topic = format!(
-        "lazykafka-acks0-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    );
-    acks_0_writes_without_answers(&addr, &topic).await;
+#[test]
+fn acks_0_on_tansu() {
+    crate::common::block_on(async {
+        let Some(addr) = common::tansu_addr("acks_0_on_tansu") else {
+            return;
+        };
+        let topic = format!(
+            "lazykafka-acks0-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+        );
+        acks_0_writes_without_answers(&addr, &topic).await;
+    })
 }
 
 /// A producer that stops sending ends with nothing: the topic leaves the

@@ -442,152 +442,120 @@ mod librdkafka_mock {
     use super::*;
     use common::mock::RawMock;
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn nothing_before_the_first_poll() {
-        super::nothing_before_the_first_poll::<RawMock>().await
+    #[test]
+    fn nothing_before_the_first_poll() {
+        crate::common::block_on(async { super::nothing_before_the_first_poll::<RawMock>().await })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn a_group_consumer_routes_every_request() {
-        super::a_group_consumer_routes_every_request::<RawMock>().await
+    #[test]
+    fn a_group_consumer_routes_every_request() {
+        crate::common::block_on(async {
+            super::a_group_consumer_routes_every_request::<RawMock>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn a_manual_consumer_holds_leader_connections_only() {
-        super::a_manual_consumer_holds_leader_connections_only::<RawMock>().await
+    #[test]
+    fn a_manual_consumer_holds_leader_connections_only() {
+        crate::common::block_on(async {
+            super::a_manual_consumer_holds_leader_connections_only::<RawMock>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn consumers_leave_no_socket_or_descriptor_behind() {
-        super::consumers_leave_no_socket_or_descriptor_behind::<RawMock>().await
+    #[test]
+    fn consumers_leave_no_socket_or_descriptor_behind() {
+        crate::common::block_on(async {
+            super::consumers_leave_no_socket_or_descriptor_behind::<RawMock>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn a_classic_pattern_consumer_routes_every_request() {
-        super::a_pattern_consumer_routes_every_request::<RawMock>(GroupProtocol::Classic).await
+    #[test]
+    fn a_classic_pattern_consumer_routes_every_request() {
+        crate::common::block_on(async {
+            super::a_pattern_consumer_routes_every_request::<RawMock>(GroupProtocol::Classic).await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn a_kip848_pattern_consumer_routes_every_request() {
-        super::a_pattern_consumer_routes_every_request::<RawMock>(GroupProtocol::Consumer).await
+    #[test]
+    fn a_kip848_pattern_consumer_routes_every_request() {
+        crate::common::block_on(async {
+            super::a_pattern_consumer_routes_every_request::<RawMock>(GroupProtocol::Consumer).await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn heartbeats_go_on_while_the_application_does_not_poll() {
-        super::heartbeats_go_on_while_the_application_does_not_poll::<RawMock>().await
+    #[test]
+    fn heartbeats_go_on_while_the_application_does_not_poll() {
+        crate::common::block_on(async {
+            super::heartbeats_go_on_while_the_application_does_not_poll::<RawMock>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn an_offsets_lookup_finds_the_leader_of_a_topic_not_read() {
-        super::an_offsets_lookup_finds_the_leader_of_a_topic_not_read::<RawMock>().await
+    #[test]
+    fn an_offsets_lookup_finds_the_leader_of_a_topic_not_read() {
+        crate::common::block_on(async {
+            super::an_offsets_lookup_finds_the_leader_of_a_topic_not_read::<RawMock>().await
+        })
     }
 }
 
 mod lazykafka_mock {
     use super::*;
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn nothing_before_the_first_poll() {
-        super::nothing_before_the_first_poll::<MockCluster>().await
+    #[test]
+    fn nothing_before_the_first_poll() {
+        crate::common::block_on(async {
+            super::nothing_before_the_first_poll::<MockCluster>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn a_group_consumer_routes_every_request() {
-        super::a_group_consumer_routes_every_request::<MockCluster>().await
+    #[test]
+    fn a_group_consumer_routes_every_request() {
+        crate::common::block_on(async {
+            super::a_group_consumer_routes_every_request::<MockCluster>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn a_manual_consumer_holds_leader_connections_only() {
-        super::a_manual_consumer_holds_leader_connections_only::<MockCluster>().await
+    #[test]
+    fn a_manual_consumer_holds_leader_connections_only() {
+        crate::common::block_on(async {
+            super::a_manual_consumer_holds_leader_connections_only::<MockCluster>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn consumers_leave_no_socket_or_descriptor_behind() {
-        super::consumers_leave_no_socket_or_descriptor_behind::<MockCluster>().await
+    #[test]
+    fn consumers_leave_no_socket_or_descriptor_behind() {
+        crate::common::block_on(async {
+            super::consumers_leave_no_socket_or_descriptor_behind::<MockCluster>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn a_classic_pattern_consumer_routes_every_request() {
-        super::a_pattern_consumer_routes_every_request::<MockCluster>(GroupProtocol::Classic).await
+    #[test]
+    fn a_classic_pattern_consumer_routes_every_request() {
+        crate::common::block_on(async {
+            super::a_pattern_consumer_routes_every_request::<MockCluster>(GroupProtocol::Classic)
+                .await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn a_kip848_pattern_consumer_routes_every_request() {
-        super::a_pattern_consumer_routes_every_request::<MockCluster>(GroupProtocol::Consumer).await
+    #[test]
+    fn a_kip848_pattern_consumer_routes_every_request() {
+        crate::common::block_on(async {
+            super::a_pattern_consumer_routes_every_request::<MockCluster>(GroupProtocol::Consumer)
+                .await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn heartbeats_go_on_while_the_application_does_not_poll() {
-        super::heartbeats_go_on_while_the_application_does_not_poll::<MockCluster>().await
+    #[test]
+    fn heartbeats_go_on_while_the_application_does_not_poll() {
+        crate::common::block_on(async {
+            super::heartbeats_go_on_while_the_application_does_not_poll::<MockCluster>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn an_offsets_lookup_finds_the_leader_of_a_topic_not_read() {
-        super::an_offsets_lookup_finds_the_leader_of_a_topic_not_read::<MockCluster>().await
+    #[test]
+    fn an_offsets_lookup_finds_the_leader_of_a_topic_not_read() {
+        crate::common::block_on(async {
+            super::an_offsets_lookup_finds_the_leader_of_a_topic_not_read::<MockCluster>().await
+        })
     }
 }
 
@@ -664,21 +632,15 @@ async fn sockets_set_nodelay_and_keepalive<C: TestCluster>() {
 mod socket_options {
     use super::*;
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn librdkafka_mock() {
-        sockets_set_nodelay_and_keepalive::<common::mock::RawMock>().await
+    #[test]
+    fn librdkafka_mock() {
+        crate::common::block_on(async {
+            sockets_set_nodelay_and_keepalive::<common::mock::RawMock>().await
+        })
     }
 
-    #[cfg_attr(
-        not(feature = "runtime-async-std"),
-        tokio::test(flavor = "multi_thread")
-    )]
-    #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-    async fn lazykafka_mock() {
-        sockets_set_nodelay_and_keepalive::<MockCluster>().await
+    #[test]
+    fn lazykafka_mock() {
+        crate::common::block_on(async { sockets_set_nodelay_and_keepalive::<MockCluster>().await })
     }
 }

@@ -98,25 +98,21 @@ async fn check_codecs(bootstrap: &str, topic_prefix: &str, setup: impl Fn(&str))
     }
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn every_codec_from_librdkafka_through_tansu() {
-    let Some(addr) = common::tansu_addr("every_codec_from_librdkafka_through_tansu") else {
-        return;
-    };
-    check_codecs(&addr, &format!("lk-codec-{}", std::process::id()), |_| {}).await;
+#[test]
+fn every_codec_from_librdkafka_through_tansu() {
+    crate::common::block_on(async {
+        let Some(addr) = common::tansu_addr("every_codec_from_librdkafka_through_tansu") else {
+            return;
+        };
+        check_codecs(&addr, &format!("lk-codec-{}", std::process::id()), |_| {}).await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn every_codec_from_librdkafka_through_the_mock_cluster() {
-    let mock = RawMock::new(1);
-    let bootstrap = mock.bootstraps().join(",");
-    check_codecs(&bootstrap, "codec", |topic| mock.create_topic(topic, 1)).await;
+#[test]
+fn every_codec_from_librdkafka_through_the_mock_cluster() {
+    crate::common::block_on(async {
+        let mock = RawMock::new(1);
+        let bootstrap = mock.bootstraps().join(",");
+        check_codecs(&bootstrap, "codec", |topic| mock.create_topic(topic, 1)).await;
+    })
 }

@@ -182,87 +182,86 @@ fn assert_nothing_before_authentication(mock: &MockCluster) {
     }
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn our_consumer_authenticates_with_every_mechanism() {
-    let provider_calls = Arc::new(AtomicUsize::new(0));
-    let settings: Vec<(&str, MakeConfig)> = vec![
-        (
-            "PLAIN",
-            Box::new(|b| with_password(b, Mechanism::Plain, PASSWORD)),
-        ),
-        (
-            "SCRAM-SHA-256",
-            Box::new(|b| with_password(b, Mechanism::ScramSha256, PASSWORD)),
-        ),
-        (
-            "SCRAM-SHA-512",
-            Box::new(|b| with_password(b, Mechanism::ScramSha512, PASSWORD)),
-        ),
-        (
-            "OAUTHBEARER (unsecured JWS from the properties)",
-            Box::new(|b| {
-                lazykafka::config::ConsumerConfigBuilder::set_all(
-                    config(b, None),
-                    [
-                        ("security.protocol", "sasl_plaintext"),
-                        ("sasl.mechanisms", "OAUTHBEARER"),
-                        ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
-                        ("sasl.oauthbearer.config", "principal=bob"),
-                    ],
-                )
-                .unwrap()
-                .build()
-                .unwrap()
-            }),
-        ),
-        ("OAUTHBEARER (the application's provider)", {
-            let calls = provider_calls.clone();
-            Box::new(move |b| {
-                let calls = calls.clone();
-                let unsecured = OAuthTokenProvider::unsecured("carol", WAIT, None, BTreeMap::new());
-                config(b, None)
-                    .security_protocol(SecurityProtocol::SaslPlaintext)
-                    .sasl_mechanism(Mechanism::OAuthBearer)
-                    .oauthbearer_token_provider(move || {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        unsecured.token()
-                    })
+#[test]
+fn our_consumer_authenticates_with_every_mechanism() {
+    crate::common::block_on(async {
+        let provider_calls = Arc::new(AtomicUsize::new(0));
+        let settings: Vec<(&str, MakeConfig)> = vec![
+            (
+                "PLAIN",
+                Box::new(|b| with_password(b, Mechanism::Plain, PASSWORD)),
+            ),
+            (
+                "SCRAM-SHA-256",
+                Box::new(|b| with_password(b, Mechanism::ScramSha256, PASSWORD)),
+            ),
+            (
+                "SCRAM-SHA-512",
+                Box::new(|b| with_password(b, Mechanism::ScramSha512, PASSWORD)),
+            ),
+            (
+                "OAUTHBEARER (unsecured JWS from the properties)",
+                Box::new(|b| {
+                    lazykafka::config::ConsumerConfigBuilder::set_all(
+                        config(b, None),
+                        [
+                            ("security.protocol", "sasl_plaintext"),
+                            ("sasl.mechanisms", "OAUTHBEARER"),
+                            ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+                            ("sasl.oauthbearer.config", "principal=bob"),
+                        ],
+                    )
+                    .unwrap()
                     .build()
                     .unwrap()
-            })
-        }),
-    ];
-    for (name, make) in settings {
-        let mock = sasl_mock(MockSasl::new().user(USER, PASSWORD));
-        produce(&mock, 20);
-        let mut consumer = Consumer::new(make(&mock.bootstrap_servers())).unwrap();
-        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
-        let records = consume(&mut consumer, 20).await;
-        assert_eq!(records.len(), 20, "{name}");
-        let principals: BTreeSet<String> = authenticated(&mock)
-            .into_iter()
-            .map(|(_, _, p)| p)
-            .collect();
-        let expected = match name {
-            n if n.contains("provider") => "carol",
-            n if n.contains("JWS") => "bob",
-            _ => USER,
-        };
-        assert_eq!(principals, BTreeSet::from([expected.to_owned()]), "{name}");
-        assert_nothing_before_authentication(&mock);
-        assert!(consumer
-            .connections()
-            .iter()
-            .all(|c| c.state == ConnectionState::Ready));
-        consumer.close().await.unwrap();
-    }
-    // Called once per authentication at most: the token is reused while
-    // it is fresh.
-    assert!(provider_calls.load(Ordering::SeqCst) >= 1);
+                }),
+            ),
+            ("OAUTHBEARER (the application's provider)", {
+                let calls = provider_calls.clone();
+                Box::new(move |b| {
+                    let calls = calls.clone();
+                    let unsecured =
+                        OAuthTokenProvider::unsecured("carol", WAIT, None, BTreeMap::new());
+                    config(b, None)
+                        .security_protocol(SecurityProtocol::SaslPlaintext)
+                        .sasl_mechanism(Mechanism::OAuthBearer)
+                        .oauthbearer_token_provider(move || {
+                            calls.fetch_add(1, Ordering::SeqCst);
+                            unsecured.token()
+                        })
+                        .build()
+                        .unwrap()
+                })
+            }),
+        ];
+        for (name, make) in settings {
+            let mock = sasl_mock(MockSasl::new().user(USER, PASSWORD));
+            produce(&mock, 20);
+            let mut consumer = Consumer::new(make(&mock.bootstrap_servers())).unwrap();
+            consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+            let records = consume(&mut consumer, 20).await;
+            assert_eq!(records.len(), 20, "{name}");
+            let principals: BTreeSet<String> = authenticated(&mock)
+                .into_iter()
+                .map(|(_, _, p)| p)
+                .collect();
+            let expected = match name {
+                n if n.contains("provider") => "carol",
+                n if n.contains("JWS") => "bob",
+                _ => USER,
+            };
+            assert_eq!(principals, BTreeSet::from([expected.to_owned()]), "{name}");
+            assert_nothing_before_authentication(&mock);
+            assert!(consumer
+                .connections()
+                .iter()
+                .all(|c| c.state == ConnectionState::Ready));
+            consumer.close().await.unwrap();
+        }
+        // Called once per authentication at most: the token is reused while
+        // it is fresh.
+        assert!(provider_calls.load(Ordering::SeqCst) >= 1);
+    })
 }
 
 /// Makes a consumer's configuration for a bootstrap address.
@@ -293,68 +292,67 @@ async fn first_error(consumer: &mut Consumer, within: Duration) -> Option<(Error
     None
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_wrong_password_fails_poll_and_waiting_calls_at_once_and_is_backed_off_as_a_refusal() {
-    for mechanism in [Mechanism::Plain, Mechanism::ScramSha512] {
-        let mock = sasl_mock(MockSasl::new().user(USER, PASSWORD));
-        let bootstrap = mock.bootstrap_servers();
-        let mut consumer = Consumer::new(with_password(&bootstrap, mechanism, "wrong")).unwrap();
-        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
-        let (error, after) = first_error(&mut consumer, WAIT)
-            .await
-            .expect("an authentication error");
-        // Seconds, not the API timeout: at the first failure.
-        assert!(after < Duration::from_secs(5), "{after:?}");
-        match &error {
-            Error::Authentication {
-                addr,
-                mechanism: m,
-                message,
-                ..
-            } => {
-                assert_eq!(addr, &bootstrap);
-                assert_eq!(m, mechanism.name());
-                assert!(
-                    message.contains("Invalid username or password")
-                        || message.contains("invalid credentials"),
-                    "{message}"
-                );
+#[test]
+fn a_wrong_password_fails_poll_and_waiting_calls_at_once_and_is_backed_off_as_a_refusal() {
+    crate::common::block_on(async {
+        for mechanism in [Mechanism::Plain, Mechanism::ScramSha512] {
+            let mock = sasl_mock(MockSasl::new().user(USER, PASSWORD));
+            let bootstrap = mock.bootstrap_servers();
+            let mut consumer =
+                Consumer::new(with_password(&bootstrap, mechanism, "wrong")).unwrap();
+            consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+            let (error, after) = first_error(&mut consumer, WAIT)
+                .await
+                .expect("an authentication error");
+            // Seconds, not the API timeout: at the first failure.
+            assert!(after < Duration::from_secs(5), "{after:?}");
+            match &error {
+                Error::Authentication {
+                    addr,
+                    mechanism: m,
+                    message,
+                    ..
+                } => {
+                    assert_eq!(addr, &bootstrap);
+                    assert_eq!(m, mechanism.name());
+                    assert!(
+                        message.contains("Invalid username or password")
+                            || message.contains("invalid credentials"),
+                        "{message}"
+                    );
+                }
+                other => panic!("{mechanism}: {other:?}"),
             }
-            other => panic!("{mechanism}: {other:?}"),
+            assert!(!error.is_retriable());
+            assert!(!error.is_fatal());
+            assert!(error.to_string().contains(&bootstrap), "{error}");
+            assert!(!error.to_string().contains(PASSWORD) && !error.to_string().contains("wrong"));
+            // Not reported again for a while, and not retried in a tight loop:
+            // the refusal backoff (1 s doubling to 30 s, ±20%) allows attempts
+            // at about 1 and 3 s.
+            let connects_before = connects(&mock);
+            let again = first_error(&mut consumer, Duration::from_secs(3)).await;
+            assert!(again.is_none(), "{again:?}");
+            let attempts = connects(&mock) - connects_before;
+            assert!(attempts <= 2, "{attempts} attempts in 3 s");
+            assert!(authenticated(&mock).is_empty());
+            consumer.close().await.unwrap();
+            // A call that waits on the network, made first, names the refusal
+            // at once rather than after default.api.timeout.ms.
+            let consumer = Consumer::new(with_password(&bootstrap, mechanism, "wrong")).unwrap();
+            let started = Instant::now();
+            let e = consumer.partitions_for("t").await.unwrap_err();
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                started.elapsed()
+            );
+            assert!(
+                e.to_string().contains("authentication failed") && !e.is_retriable(),
+                "{e}"
+            );
         }
-        assert!(!error.is_retriable());
-        assert!(!error.is_fatal());
-        assert!(error.to_string().contains(&bootstrap), "{error}");
-        assert!(!error.to_string().contains(PASSWORD) && !error.to_string().contains("wrong"));
-        // Not reported again for a while, and not retried in a tight loop:
-        // the refusal backoff (1 s doubling to 30 s, ±20%) allows attempts
-        // at about 1 and 3 s.
-        let connects_before = connects(&mock);
-        let again = first_error(&mut consumer, Duration::from_secs(3)).await;
-        assert!(again.is_none(), "{again:?}");
-        let attempts = connects(&mock) - connects_before;
-        assert!(attempts <= 2, "{attempts} attempts in 3 s");
-        assert!(authenticated(&mock).is_empty());
-        consumer.close().await.unwrap();
-        // A call that waits on the network, made first, names the refusal
-        // at once rather than after default.api.timeout.ms.
-        let consumer = Consumer::new(with_password(&bootstrap, mechanism, "wrong")).unwrap();
-        let started = Instant::now();
-        let e = consumer.partitions_for("t").await.unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{:?}",
-            started.elapsed()
-        );
-        assert!(
-            e.to_string().contains("authentication failed") && !e.is_retriable(),
-            "{e}"
-        );
-    }
+    })
 }
 
 fn connects(mock: &MockCluster) -> usize {
@@ -364,188 +362,183 @@ fn connects(mock: &MockCluster) -> usize {
         .count()
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn an_unknown_mechanism_fails_poll_naming_the_enabled_ones() {
-    let mock = sasl_mock(
-        MockSasl::new()
-            .user(USER, PASSWORD)
-            .mechanisms([Mechanism::ScramSha512]),
-    );
-    let mut consumer = Consumer::new(with_password(
-        &mock.bootstrap_servers(),
-        Mechanism::Plain,
-        PASSWORD,
-    ))
-    .unwrap();
-    let mut events = consumer.connection_events();
-    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
-    let (error, after) = first_error(&mut consumer, WAIT).await.expect("an error");
-    assert!(after < Duration::from_secs(5), "{after:?}");
-    match &error {
-        Error::Authentication { message, .. } => {
-            assert!(
-                message.contains("[SCRAM-SHA-512]")
-                    && message.contains("UNSUPPORTED_SASL_MECHANISM"),
-                "{message}"
-            );
+#[test]
+fn an_unknown_mechanism_fails_poll_naming_the_enabled_ones() {
+    crate::common::block_on(async {
+        let mock = sasl_mock(
+            MockSasl::new()
+                .user(USER, PASSWORD)
+                .mechanisms([Mechanism::ScramSha512]),
+        );
+        let mut consumer = Consumer::new(with_password(
+            &mock.bootstrap_servers(),
+            Mechanism::Plain,
+            PASSWORD,
+        ))
+        .unwrap();
+        let mut events = consumer.connection_events();
+        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+        let (error, after) = first_error(&mut consumer, WAIT).await.expect("an error");
+        assert!(after < Duration::from_secs(5), "{after:?}");
+        match &error {
+            Error::Authentication { message, .. } => {
+                assert!(
+                    message.contains("[SCRAM-SHA-512]")
+                        && message.contains("UNSUPPORTED_SASL_MECHANISM"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
-    }
-    consumer.close().await.unwrap();
-    // The connection events carry the typed cause too (the stream ends
-    // once the consumer is closed).
-    let mut cause = None;
-    while let Some(e) = futures::StreamExt::next(&mut events).await {
-        if let lazykafka::events::EventKind::Closed {
-            error: Some(e @ ConnectionError::Authentication { .. }),
-            ..
-        } = e.kind
-        {
-            cause = Some(e);
+        consumer.close().await.unwrap();
+        // The connection events carry the typed cause too (the stream ends
+        // once the consumer is closed).
+        let mut cause = None;
+        while let Some(e) = futures::StreamExt::next(&mut events).await {
+            if let lazykafka::events::EventKind::Closed {
+                error: Some(e @ ConnectionError::Authentication { .. }),
+                ..
+            } = e.kind
+            {
+                cause = Some(e);
+            }
         }
-    }
-    assert!(cause.is_some());
+        assert!(cause.is_some());
+    })
 }
 
 /// KIP-368: a 1.5 s session is renewed on the same connection, again and
 /// again, while records keep flowing.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_short_session_is_renewed_on_the_same_connection() {
-    let mock = sasl_mock(
-        MockSasl::new()
-            .user(USER, PASSWORD)
-            .session_lifetime(Duration::from_millis(1500)),
-    );
-    produce(&mock, 10);
-    let mut consumer = Consumer::new(with_password(
-        &mock.bootstrap_servers(),
-        Mechanism::ScramSha256,
-        PASSWORD,
-    ))
-    .unwrap();
-    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
-    assert_eq!(consume(&mut consumer, 10).await.len(), 10);
-    let ours: BTreeSet<_> = consumer.connections().iter().map(|c| c.id).collect();
-    let theirs: BTreeSet<u64> = mock.open_connections().iter().map(|(id, _)| *id).collect();
-    assert_eq!((ours.len(), theirs.len()), (1, 1));
-    let conn = *theirs.iter().next().unwrap();
-    // Keep polling (records keep coming) until the mock saw three
-    // authentications on that connection.
-    let renewed = |mock: &MockCluster| {
-        authenticated(mock)
+#[test]
+fn a_short_session_is_renewed_on_the_same_connection() {
+    crate::common::block_on(async {
+        let mock = sasl_mock(
+            MockSasl::new()
+                .user(USER, PASSWORD)
+                .session_lifetime(Duration::from_millis(1500)),
+        );
+        produce(&mock, 10);
+        let mut consumer = Consumer::new(with_password(
+            &mock.bootstrap_servers(),
+            Mechanism::ScramSha256,
+            PASSWORD,
+        ))
+        .unwrap();
+        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+        assert_eq!(consume(&mut consumer, 10).await.len(), 10);
+        let ours: BTreeSet<_> = consumer.connections().iter().map(|c| c.id).collect();
+        let theirs: BTreeSet<u64> = mock.open_connections().iter().map(|(id, _)| *id).collect();
+        assert_eq!((ours.len(), theirs.len()), (1, 1));
+        let conn = *theirs.iter().next().unwrap();
+        // Keep polling (records keep coming) until the mock saw three
+        // authentications on that connection.
+        let renewed = |mock: &MockCluster| {
+            authenticated(mock)
+                .iter()
+                .filter(|(c, _, _)| *c == conn)
+                .count()
+                >= 3
+        };
+        let deadline = Instant::now() + WAIT;
+        let mut seen = 10;
+        while !renewed(&mock) && Instant::now() < deadline {
+            produce(&mock, 1);
+            seen += consume(&mut consumer, 1).await.len();
+        }
+        assert!(renewed(&mock), "{:?}", requests_by_connection(&mock));
+        // The same sockets on both sides, nothing closed by the broker, and a
+        // SaslHandshake + two SaslAuthenticate per SCRAM authentication.
+        let still: BTreeSet<_> = consumer.connections().iter().map(|c| c.id).collect();
+        assert_eq!(still, ours);
+        assert_eq!(
+            mock.open_connections()
+                .iter()
+                .map(|(id, _)| *id)
+                .collect::<Vec<_>>(),
+            [conn]
+        );
+        let apis = &requests_by_connection(&mock)[&conn];
+        let count = |api| apis.iter().filter(|a| **a == Some(api)).count();
+        assert!(count(ApiKey::SaslHandshake) >= 3, "{apis:?}");
+        assert_eq!(
+            count(ApiKey::SaslAuthenticate),
+            2 * count(ApiKey::SaslHandshake)
+        );
+        assert!(!mock
+            .events()
             .iter()
-            .filter(|(c, _, _)| *c == conn)
-            .count()
-            >= 3
-    };
-    let deadline = Instant::now() + WAIT;
-    let mut seen = 10;
-    while !renewed(&mock) && Instant::now() < deadline {
-        produce(&mock, 1);
-        seen += consume(&mut consumer, 1).await.len();
-    }
-    assert!(renewed(&mock), "{:?}", requests_by_connection(&mock));
-    // The same sockets on both sides, nothing closed by the broker, and a
-    // SaslHandshake + two SaslAuthenticate per SCRAM authentication.
-    let still: BTreeSet<_> = consumer.connections().iter().map(|c| c.id).collect();
-    assert_eq!(still, ours);
-    assert_eq!(
-        mock.open_connections()
-            .iter()
-            .map(|(id, _)| *id)
-            .collect::<Vec<_>>(),
-        [conn]
-    );
-    let apis = &requests_by_connection(&mock)[&conn];
-    let count = |api| apis.iter().filter(|a| **a == Some(api)).count();
-    assert!(count(ApiKey::SaslHandshake) >= 3, "{apis:?}");
-    assert_eq!(
-        count(ApiKey::SaslAuthenticate),
-        2 * count(ApiKey::SaslHandshake)
-    );
-    assert!(!mock
-        .events()
-        .iter()
-        .any(|e| matches!(e.kind, MockEventKind::Closed { .. })));
-    assert!(seen > 10);
-    consumer.close().await.unwrap();
-    assert!(wait_for(WAIT, || mock.open_connections().is_empty()));
+            .any(|e| matches!(e.kind, MockEventKind::Closed { .. })));
+        assert!(seen > 10);
+        consumer.close().await.unwrap();
+        assert!(wait_for(WAIT, || mock.open_connections().is_empty()));
+    })
 }
 
 /// SASL over TLS: the mock with a TLS listener and SCRAM users;
 /// librdkafka's consumer (a peer judging the mock) and ours both
 /// authenticate over TLS and read every record.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn sasl_ssl_authenticates_over_tls() {
-    let pki = common::tls::Pki::new("test CA");
-    let leaf = pki.leaf(&["localhost", "127.0.0.1"]);
-    let mock = MockCluster::builder()
-        .tls(leaf.cert_pem.clone(), leaf.key_pem.clone())
-        .sasl(MockSasl::new().user(USER, PASSWORD))
-        .build()
-        .unwrap();
-    mock.create_topic("t", 1).unwrap();
-    produce(&mock, 10);
-    let dir = common::tls::TempDir::new("sasl_ssl");
-    let ca = dir.write("ca.pem", &pki.ca_pem());
-
-    // librdkafka: SASL_SSL with SCRAM-SHA-512.
-    let rd: BaseConsumer = rd_config(&mock.bootstrap_servers(), Mechanism::ScramSha512, PASSWORD)
-        .set("security.protocol", "SASL_SSL")
-        .set("ssl.ca.location", ca.to_str().unwrap())
-        .set("group.id", "rd")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset("t", 0, Offset::Beginning).unwrap();
-    rd.assign(&tpl).unwrap();
-    let deadline = Instant::now() + WAIT;
-    let mut rd_seen = 0;
-    while rd_seen < 10 && Instant::now() < deadline {
-        if let Some(m) = rd.poll(Duration::from_millis(100)) {
-            m.expect("librdkafka over SASL_SSL");
-            rd_seen += 1;
-        }
-    }
-    assert_eq!(rd_seen, 10, "librdkafka read every record over SASL_SSL");
-    drop(rd);
-
-    // Ours: the same, with SCRAM-SHA-256.
-    let mut consumer = Consumer::new(
-        config(&mock.bootstrap_servers(), None)
-            .security_protocol(SecurityProtocol::SaslSsl)
-            .ssl_ca_location(&ca)
-            .sasl_mechanism(Mechanism::ScramSha256)
-            .sasl_username(USER)
-            .sasl_password(PASSWORD)
+#[test]
+fn sasl_ssl_authenticates_over_tls() {
+    crate::common::block_on(async {
+        let pki = common::tls::Pki::new("test CA");
+        let leaf = pki.leaf(&["localhost", "127.0.0.1"]);
+        let mock = MockCluster::builder()
+            .tls(leaf.cert_pem.clone(), leaf.key_pem.clone())
+            .sasl(MockSasl::new().user(USER, PASSWORD))
             .build()
-            .unwrap(),
-    )
-    .unwrap();
-    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
-    assert_eq!(consume(&mut consumer, 10).await.len(), 10);
-    let mechanisms: BTreeSet<Mechanism> = authenticated(&mock)
-        .into_iter()
-        .map(|(_, m, _)| m)
-        .collect();
-    assert_eq!(
-        mechanisms,
-        BTreeSet::from([Mechanism::ScramSha512, Mechanism::ScramSha256])
-    );
-    assert_nothing_before_authentication(&mock);
-    consumer.close().await.unwrap();
+            .unwrap();
+        mock.create_topic("t", 1).unwrap();
+        produce(&mock, 10);
+        let dir = common::tls::TempDir::new("sasl_ssl");
+        let ca = dir.write("ca.pem", &pki.ca_pem());
+
+        // librdkafka: SASL_SSL with SCRAM-SHA-512.
+        let rd: BaseConsumer =
+            rd_config(&mock.bootstrap_servers(), Mechanism::ScramSha512, PASSWORD)
+                .set("security.protocol", "SASL_SSL")
+                .set("ssl.ca.location", ca.to_str().unwrap())
+                .set("group.id", "rd")
+                .create()
+                .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset("t", 0, Offset::Beginning).unwrap();
+        rd.assign(&tpl).unwrap();
+        let deadline = Instant::now() + WAIT;
+        let mut rd_seen = 0;
+        while rd_seen < 10 && Instant::now() < deadline {
+            if let Some(m) = rd.poll(Duration::from_millis(100)) {
+                m.expect("librdkafka over SASL_SSL");
+                rd_seen += 1;
+            }
+        }
+        assert_eq!(rd_seen, 10, "librdkafka read every record over SASL_SSL");
+        drop(rd);
+
+        // Ours: the same, with SCRAM-SHA-256.
+        let mut consumer = Consumer::new(
+            config(&mock.bootstrap_servers(), None)
+                .security_protocol(SecurityProtocol::SaslSsl)
+                .ssl_ca_location(&ca)
+                .sasl_mechanism(Mechanism::ScramSha256)
+                .sasl_username(USER)
+                .sasl_password(PASSWORD)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+        assert_eq!(consume(&mut consumer, 10).await.len(), 10);
+        let mechanisms: BTreeSet<Mechanism> = authenticated(&mock)
+            .into_iter()
+            .map(|(_, m, _)| m)
+            .collect();
+        assert_eq!(
+            mechanisms,
+            BTreeSet::from([Mechanism::ScramSha512, Mechanism::ScramSha256])
+        );
+        assert_nothing_before_authentication(&mock);
+        consumer.close().await.unwrap();
+    })
 }
 
 // ===== OAUTHBEARER with an asynchronous token provider =====

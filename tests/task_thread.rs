@@ -27,53 +27,51 @@ fn expected(consumers: usize) -> usize {
     }
 }
 
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-async fn each_polling_consumer_has_one_task_thread_until_it_is_closed() {
-    let mock = threads::mock_with_records();
-    let mut first = threads::assigned_and_touched(&mock, NAME);
+#[test]
+fn each_polling_consumer_has_one_task_thread_until_it_is_closed() {
+    crate::common::block_on(async {
+        let mock = threads::mock_with_records();
+        let mut first = threads::assigned_and_touched(&mock, NAME);
 
-    let one_poll = Duration::from_millis(100);
-    let first_seen = first.poll(one_poll).await.unwrap().len();
-    assert!(
-        threads::settles_at(NAME, expected(1)),
-        "after one consumer's first poll: {} task threads",
-        threads::named(NAME)
-    );
-    let mut second = threads::assigned(&mock);
-    let second_seen = second.poll(one_poll).await.unwrap().len();
-    assert!(
-        threads::settles_at(NAME, expected(2)),
-        "after two consumers' first polls: {} task threads",
-        threads::named(NAME)
-    );
+        let one_poll = Duration::from_millis(100);
+        let first_seen = first.poll(one_poll).await.unwrap().len();
+        assert!(
+            threads::settles_at(NAME, expected(1)),
+            "after one consumer's first poll: {} task threads",
+            threads::named(NAME)
+        );
+        let mut second = threads::assigned(&mock);
+        let second_seen = second.poll(one_poll).await.unwrap().len();
+        assert!(
+            threads::settles_at(NAME, expected(2)),
+            "after two consumers' first polls: {} task threads",
+            threads::named(NAME)
+        );
 
-    // Both read everything through their tasks.
-    let seen = first_seen
-        + common::peers::consume(&mut first, 20 - first_seen)
-            .await
-            .len();
-    assert_eq!(seen, 20, "records the first consumer read");
-    let seen = second_seen
-        + common::peers::consume(&mut second, 20 - second_seen)
-            .await
-            .len();
-    assert_eq!(seen, 20, "records the second consumer read");
+        // Both read everything through their tasks.
+        let seen = first_seen
+            + common::peers::consume(&mut first, 20 - first_seen)
+                .await
+                .len();
+        assert_eq!(seen, 20, "records the first consumer read");
+        let seen = second_seen
+            + common::peers::consume(&mut second, 20 - second_seen)
+                .await
+                .len();
+        assert_eq!(seen, 20, "records the second consumer read");
 
-    // Closed, then dropped without a close: each thread ends with its task.
-    first.close().await.unwrap();
-    assert!(
-        threads::settles_at(NAME, expected(1)),
-        "after one close: {} task threads",
-        threads::named(NAME)
-    );
-    drop(second);
-    assert!(
-        threads::settles_at(NAME, 0),
-        "after both consumers: {} task threads",
-        threads::named(NAME)
-    );
+        // Closed, then dropped without a close: each thread ends with its task.
+        first.close().await.unwrap();
+        assert!(
+            threads::settles_at(NAME, expected(1)),
+            "after one close: {} task threads",
+            threads::named(NAME)
+        );
+        drop(second);
+        assert!(
+            threads::settles_at(NAME, 0),
+            "after both consumers: {} task threads",
+            threads::named(NAME)
+        );
+    })
 }

@@ -26,38 +26,36 @@ const EXPECTED: usize = if cfg!(feature = "runtime-async-std") {
     0
 };
 
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-async fn the_timer_thread_starts_with_the_first_poll_and_once_per_process() {
-    let mock = threads::mock_with_records();
-    let first = threads::assigned_and_touched(&mock, NAME);
+#[test]
+fn the_timer_thread_starts_with_the_first_poll_and_once_per_process() {
+    crate::common::block_on(async {
+        let mock = threads::mock_with_records();
+        let first = threads::assigned_and_touched(&mock, NAME);
 
-    // One poll each of two consumers, at once: the first timers made.
-    let second = threads::assigned(&mock);
-    let one_poll = Duration::from_millis(100);
-    let (a, b) = futures::join!(first.poll(one_poll), second.poll(one_poll));
-    let (first_seen, second_seen) = (a.unwrap().len(), b.unwrap().len());
-    assert!(
-        threads::settles_at(NAME, EXPECTED),
-        "after the first poll: {} timer threads",
-        threads::named(NAME)
-    );
+        // One poll each of two consumers, at once: the first timers made.
+        let second = threads::assigned(&mock);
+        let one_poll = Duration::from_millis(100);
+        let (a, b) = futures::join!(first.poll(one_poll), second.poll(one_poll));
+        let (first_seen, second_seen) = (a.unwrap().len(), b.unwrap().len());
+        assert!(
+            threads::settles_at(NAME, EXPECTED),
+            "after the first poll: {} timer threads",
+            threads::named(NAME)
+        );
 
-    let consume = |mut consumer: Consumer, seen: usize| async move {
-        let seen = seen + common::peers::consume(&mut consumer, 20 - seen).await.len();
-        consumer.close().await.unwrap();
-        seen
-    };
-    let (a, b) = futures::join!(consume(first, first_seen), consume(second, second_seen));
-    assert_eq!((a, b), (20, 20), "records consumed");
-    // A third consumer later: still one thread.
-    assert_eq!(
-        consume(threads::assigned(&mock), 0).await,
-        20,
-        "records consumed"
-    );
-    assert_eq!(threads::named(NAME), EXPECTED, "after more consumers");
+        let consume = |mut consumer: Consumer, seen: usize| async move {
+            let seen = seen + common::peers::consume(&mut consumer, 20 - seen).await.len();
+            consumer.close().await.unwrap();
+            seen
+        };
+        let (a, b) = futures::join!(consume(first, first_seen), consume(second, second_seen));
+        assert_eq!((a, b), (20, 20), "records consumed");
+        // A third consumer later: still one thread.
+        assert_eq!(
+            consume(threads::assigned(&mock), 0).await,
+            20,
+            "records consumed"
+        );
+        assert_eq!(threads::named(NAME), EXPECTED, "after more consumers");
+    })
 }

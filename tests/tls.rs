@@ -143,160 +143,149 @@ async fn fails_with(
     assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn consumes_from_a_tls_mock_with_the_ca_from_a_file_or_inline() {
-    let pki = Pki::new("test CA");
-    let mock = tls_mock(&pki.leaf(&["localhost", "127.0.0.1"]), 20);
-    let addr = mock.bootstrap_servers();
-    let dir = TempDir::new("tls-ca");
-    let ca_file = dir.write("ca.pem", &pki.ca_pem());
-    // From properties, as a properties file has them.
-    let from_file = ConsumerConfig::from_properties([
-        ("bootstrap.servers", addr.as_str()),
-        ("security.protocol", "ssl"),
-        ("ssl.ca.location", ca_file.to_str().unwrap()),
-        ("auto.offset.reset", "earliest"),
-        ("fetch.max.wait.ms", "100"),
-    ])
-    .unwrap();
-    for builder in [
-        ssl(&addr, &pki.ca_pem()),
-        // Dialled by name: SNI and the name check use "localhost".
-        ssl(&addr.replace("127.0.0.1", "localhost"), &pki.ca_pem()),
-    ] {
-        let mut consumer = assigned(builder).await;
-        let got = consume(&mut consumer, 20).await;
-        assert_eq!(values(&got), expected(20));
+#[test]
+fn consumes_from_a_tls_mock_with_the_ca_from_a_file_or_inline() {
+    crate::common::block_on(async {
+        let pki = Pki::new("test CA");
+        let mock = tls_mock(&pki.leaf(&["localhost", "127.0.0.1"]), 20);
+        let addr = mock.bootstrap_servers();
+        let dir = TempDir::new("tls-ca");
+        let ca_file = dir.write("ca.pem", &pki.ca_pem());
+        // From properties, as a properties file has them.
+        let from_file = ConsumerConfig::from_properties([
+            ("bootstrap.servers", addr.as_str()),
+            ("security.protocol", "ssl"),
+            ("ssl.ca.location", ca_file.to_str().unwrap()),
+            ("auto.offset.reset", "earliest"),
+            ("fetch.max.wait.ms", "100"),
+        ])
+        .unwrap();
+        for builder in [
+            ssl(&addr, &pki.ca_pem()),
+            // Dialled by name: SNI and the name check use "localhost".
+            ssl(&addr.replace("127.0.0.1", "localhost"), &pki.ca_pem()),
+        ] {
+            let mut consumer = assigned(builder).await;
+            let got = consume(&mut consumer, 20).await;
+            assert_eq!(values(&got), expected(20));
+            consumer.close().await.unwrap();
+        }
+        let mut consumer = Consumer::new(from_file).unwrap();
+        consumer.assign([TopicPartition::new("t", 0)]).unwrap();
+        assert_eq!(values(&consume(&mut consumer, 20).await), expected(20));
         consumer.close().await.unwrap();
-    }
-    let mut consumer = Consumer::new(from_file).unwrap();
-    consumer.assign([TopicPartition::new("t", 0)]).unwrap();
-    assert_eq!(values(&consume(&mut consumer, 20).await), expected(20));
-    consumer.close().await.unwrap();
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn an_untrusted_ca_is_a_tls_error_from_poll() {
-    let mock = tls_mock(&Pki::new("the broker's CA").leaf(&["127.0.0.1"]), 1);
-    let other = Pki::new("another CA");
-    fails_with(
-        &mock,
-        &mock.bootstrap_servers(),
-        |addr| ssl(addr, &other.ca_pem()),
-        "UnknownIssuer",
-    )
-    .await;
+#[test]
+fn an_untrusted_ca_is_a_tls_error_from_poll() {
+    crate::common::block_on(async {
+        let mock = tls_mock(&Pki::new("the broker's CA").leaf(&["127.0.0.1"]), 1);
+        let other = Pki::new("another CA");
+        fails_with(
+            &mock,
+            &mock.bootstrap_servers(),
+            |addr| ssl(addr, &other.ca_pem()),
+            "UnknownIssuer",
+        )
+        .await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_certificate_for_another_name_is_a_tls_error_unless_names_are_not_checked() {
-    let pki = Pki::new("test CA");
-    // Valid for kafka.example.com only: neither 127.0.0.1 nor localhost.
-    let mock = tls_mock(&pki.leaf(&["kafka.example.com"]), 5);
-    let addr = mock.bootstrap_servers();
-    let ca = pki.ca_pem();
-    fails_with(&mock, &addr, |a| ssl(a, &ca), "not valid for name").await;
-    let by_name = addr.replace("127.0.0.1", "localhost");
-    fails_with(&mock, &by_name, |a| ssl(a, &ca), "not valid for name").await;
-    // ssl.endpoint.identification.algorithm=none: the chain is still
-    // checked (an untrusted CA still fails), the name is not.
-    let mut consumer = assigned(
-        ssl(&addr, &pki.ca_pem())
-            .ssl_endpoint_identification_algorithm(lazykafka::config::EndpointIdentification::None),
-    )
-    .await;
-    assert_eq!(values(&consume(&mut consumer, 5).await), expected(5));
-    consumer.close().await.unwrap();
-    let other = Pki::new("another CA").ca_pem();
-    fails_with(
-        &mock,
-        &addr,
-        |a| {
-            ssl(a, &other).ssl_endpoint_identification_algorithm(
+#[test]
+fn a_certificate_for_another_name_is_a_tls_error_unless_names_are_not_checked() {
+    crate::common::block_on(async {
+        let pki = Pki::new("test CA");
+        // Valid for kafka.example.com only: neither 127.0.0.1 nor localhost.
+        let mock = tls_mock(&pki.leaf(&["kafka.example.com"]), 5);
+        let addr = mock.bootstrap_servers();
+        let ca = pki.ca_pem();
+        fails_with(&mock, &addr, |a| ssl(a, &ca), "not valid for name").await;
+        let by_name = addr.replace("127.0.0.1", "localhost");
+        fails_with(&mock, &by_name, |a| ssl(a, &ca), "not valid for name").await;
+        // ssl.endpoint.identification.algorithm=none: the chain is still
+        // checked (an untrusted CA still fails), the name is not.
+        let mut consumer = assigned(
+            ssl(&addr, &pki.ca_pem()).ssl_endpoint_identification_algorithm(
                 lazykafka::config::EndpointIdentification::None,
-            )
-        },
-        "UnknownIssuer",
-    )
-    .await;
+            ),
+        )
+        .await;
+        assert_eq!(values(&consume(&mut consumer, 5).await), expected(5));
+        consumer.close().await.unwrap();
+        let other = Pki::new("another CA").ca_pem();
+        fails_with(
+            &mock,
+            &addr,
+            |a| {
+                ssl(a, &other).ssl_endpoint_identification_algorithm(
+                    lazykafka::config::EndpointIdentification::None,
+                )
+            },
+            "UnknownIssuer",
+        )
+        .await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn an_expired_certificate_is_a_tls_error_from_poll() {
-    let pki = Pki::new("test CA");
-    let mock = tls_mock(&pki.expired_leaf(&["127.0.0.1"]), 1);
-    let ca = pki.ca_pem();
-    fails_with(
-        &mock,
-        &mock.bootstrap_servers(),
-        |a| ssl(a, &ca),
-        "certificate expired",
-    )
-    .await;
+#[test]
+fn an_expired_certificate_is_a_tls_error_from_poll() {
+    crate::common::block_on(async {
+        let pki = Pki::new("test CA");
+        let mock = tls_mock(&pki.expired_leaf(&["127.0.0.1"]), 1);
+        let ca = pki.ca_pem();
+        fails_with(
+            &mock,
+            &mock.bootstrap_servers(),
+            |a| ssl(a, &ca),
+            "certificate expired",
+        )
+        .await;
+    })
 }
 
 /// The other way round: a plaintext client at a TLS listener reads the
 /// listener's TLS alert as an absurd frame size; the error says the
 /// listener speaks TLS and which setting to change.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_plaintext_client_at_a_tls_listener_is_told_to_set_the_security_protocol() {
-    let mock = tls_mock(&Pki::new("test CA").leaf(&["127.0.0.1"]), 1);
-    let mut consumer = told_to_set_the_security_protocol(&mock.bootstrap_servers()).await;
-    let n = connects_during(&mut consumer, &mock, Duration::from_secs(3)).await;
-    assert!(n <= 3, "{n} connects in 3 s");
-    consumer.close().await.unwrap();
+#[test]
+fn a_plaintext_client_at_a_tls_listener_is_told_to_set_the_security_protocol() {
+    crate::common::block_on(async {
+        let mock = tls_mock(&Pki::new("test CA").leaf(&["127.0.0.1"]), 1);
+        let mut consumer = told_to_set_the_security_protocol(&mock.bootstrap_servers()).await;
+        let n = connects_during(&mut consumer, &mock, Duration::from_secs(3)).await;
+        assert!(n <= 3, "{n} connects in 3 s");
+        consumer.close().await.unwrap();
+    })
 }
 
 /// The same against stunnel (OpenSSL), a TLS server we did not write:
 /// OpenSSL answers a plaintext request with a reset, not an alert, so there
 /// is no TLS record to recognise; the reset is named within seconds, with
 /// the address.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_plaintext_client_at_stunnel_is_told_of_the_reset() {
-    let Some(bin) = stunnel_bin("a_plaintext_client_at_stunnel_is_told_of_the_reset") else {
-        return;
-    };
-    let mock = RawMock::new(1);
-    let dir = TempDir::new("tls-stunnel-plain");
-    let listen = free_port();
-    let _stunnel = Stunnel::start(
-        &bin,
-        &dir,
-        &Pki::new("server CA").leaf(&["localhost"]),
-        None,
-        &[(listen, mock.ports()[0])],
-    );
-    let addr = format!("localhost:{listen}");
-    let mut consumer = assigned(config(&addr, None)).await;
-    let (e, after) = first_error(&mut consumer).await;
-    assert!(after < PROMPT, "reported after {after:?}");
-    let text = e.to_string();
-    assert!(text.contains(&addr) && text.contains("reset"), "{text}");
-    consumer.close().await.unwrap();
+#[test]
+fn a_plaintext_client_at_stunnel_is_told_of_the_reset() {
+    crate::common::block_on(async {
+        let Some(bin) = stunnel_bin("a_plaintext_client_at_stunnel_is_told_of_the_reset") else {
+            return;
+        };
+        let mock = RawMock::new(1);
+        let dir = TempDir::new("tls-stunnel-plain");
+        let listen = free_port();
+        let _stunnel = Stunnel::start(
+            &bin,
+            &dir,
+            &Pki::new("server CA").leaf(&["localhost"]),
+            None,
+            &[(listen, mock.ports()[0])],
+        );
+        let addr = format!("localhost:{listen}");
+        let mut consumer = assigned(config(&addr, None)).await;
+        let (e, after) = first_error(&mut consumer).await;
+        assert!(after < PROMPT, "reported after {after:?}");
+        let text = e.to_string();
+        assert!(text.contains(&addr) && text.contains("reset"), "{text}");
+        consumer.close().await.unwrap();
+    })
 }
 
 /// A plaintext consumer of the TLS listener at `addr`: its first error,
@@ -315,39 +304,35 @@ async fn told_to_set_the_security_protocol(addr: &str) -> Consumer {
     consumer
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_plain_listener_is_a_tls_error_from_poll() {
-    let pki = Pki::new("test CA");
-    let mock = MockCluster::new(1).unwrap();
-    let ca = pki.ca_pem();
-    fails_with(
-        &mock,
-        &mock.bootstrap_servers(),
-        |a| ssl(a, &ca),
-        "TLS handshake failed",
-    )
-    .await;
+#[test]
+fn a_plain_listener_is_a_tls_error_from_poll() {
+    crate::common::block_on(async {
+        let pki = Pki::new("test CA");
+        let mock = MockCluster::new(1).unwrap();
+        let ca = pki.ca_pem();
+        fails_with(
+            &mock,
+            &mock.bootstrap_servers(),
+            |a| ssl(a, &ca),
+            "TLS handshake failed",
+        )
+        .await;
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn without_certificate_verification_any_certificate_is_accepted() {
-    let mock = tls_mock(&Pki::new("unknown CA").expired_leaf(&["elsewhere"]), 5);
-    let mut consumer = assigned(
-        config(&mock.bootstrap_servers(), None)
-            .security_protocol(SecurityProtocol::Ssl)
-            .enable_ssl_certificate_verification(false),
-    )
-    .await;
-    assert_eq!(values(&consume(&mut consumer, 5).await), expected(5));
-    consumer.close().await.unwrap();
+#[test]
+fn without_certificate_verification_any_certificate_is_accepted() {
+    crate::common::block_on(async {
+        let mock = tls_mock(&Pki::new("unknown CA").expired_leaf(&["elsewhere"]), 5);
+        let mut consumer = assigned(
+            config(&mock.bootstrap_servers(), None)
+                .security_protocol(SecurityProtocol::Ssl)
+                .enable_ssl_certificate_verification(false),
+        )
+        .await;
+        assert_eq!(values(&consume(&mut consumer, 5).await), expected(5));
+        consumer.close().await.unwrap();
+    })
 }
 
 /// What librdkafka's `consumer` reads of `t`/0 from its beginning: up to
@@ -403,80 +388,78 @@ fn librdkafka_reads_from_the_tls_mock() {
 /// port, so every connection (bootstrap and leaders) is TLS to a server we
 /// did not write, checked against the name `localhost`; stunnel demands a
 /// client certificate, given as files with an encrypted PKCS#8 key.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn consumes_through_stunnel_with_a_client_certificate() {
-    let Some(bin) = stunnel_bin("consumes_through_stunnel_with_a_client_certificate") else {
-        return;
-    };
-    let mock = RawMock::new(2);
-    mock.create_topic("t", 2);
-    mock.set_leader("t", 0, 1);
-    mock.set_leader("t", 1, 2);
-    produce(&mock.bootstraps().join(","), "t", 2, 40, "none");
-    let servers = Pki::new("server CA");
-    let clients = Pki::new("client CA");
-    let dir = TempDir::new("tls-stunnel");
-    let listen: Vec<u16> = mock.ports().iter().map(|_| free_port()).collect();
-    let services: Vec<(u16, u16)> = listen.iter().copied().zip(mock.ports()).collect();
-    let _stunnel = Stunnel::start(
-        &bin,
-        &dir,
-        &servers.leaf(&["localhost"]),
-        Some(&clients.ca_pem()),
-        &services,
-    );
-    for (id, port) in (1..).zip(&listen) {
-        mock.advertise(id, "localhost", *port);
-    }
-    let client = clients.leaf(&["consumer"]);
-    let ca = dir.write("ca.pem", &servers.ca_pem());
-    let cert = dir.write("client.pem", &client.cert_pem);
-    let key = dir.write("client.key", &encrypt_key(&client, "pass phrase"));
-    let mut consumer = Consumer::new(
-        config(&format!("localhost:{}", listen[0]), None)
-            .security_protocol(SecurityProtocol::Ssl)
-            .ssl_ca_location(&ca)
-            .ssl_certificate_location(&cert)
-            .ssl_key_location(&key)
-            .ssl_key_password("pass phrase")
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    consumer
-        .assign([TopicPartition::new("t", 0), TopicPartition::new("t", 1)])
+#[test]
+fn consumes_through_stunnel_with_a_client_certificate() {
+    crate::common::block_on(async {
+        let Some(bin) = stunnel_bin("consumes_through_stunnel_with_a_client_certificate") else {
+            return;
+        };
+        let mock = RawMock::new(2);
+        mock.create_topic("t", 2);
+        mock.set_leader("t", 0, 1);
+        mock.set_leader("t", 1, 2);
+        produce(&mock.bootstraps().join(","), "t", 2, 40, "none");
+        let servers = Pki::new("server CA");
+        let clients = Pki::new("client CA");
+        let dir = TempDir::new("tls-stunnel");
+        let listen: Vec<u16> = mock.ports().iter().map(|_| free_port()).collect();
+        let services: Vec<(u16, u16)> = listen.iter().copied().zip(mock.ports()).collect();
+        let _stunnel = Stunnel::start(
+            &bin,
+            &dir,
+            &servers.leaf(&["localhost"]),
+            Some(&clients.ca_pem()),
+            &services,
+        );
+        for (id, port) in (1..).zip(&listen) {
+            mock.advertise(id, "localhost", *port);
+        }
+        let client = clients.leaf(&["consumer"]);
+        let ca = dir.write("ca.pem", &servers.ca_pem());
+        let cert = dir.write("client.pem", &client.cert_pem);
+        let key = dir.write("client.key", &encrypt_key(&client, "pass phrase"));
+        let mut consumer = Consumer::new(
+            config(&format!("localhost:{}", listen[0]), None)
+                .security_protocol(SecurityProtocol::Ssl)
+                .ssl_ca_location(&ca)
+                .ssl_certificate_location(&cert)
+                .ssl_key_location(&key)
+                .ssl_key_password("pass phrase")
+                .build()
+                .unwrap(),
+        )
         .unwrap();
-    let got = consume(&mut consumer, 40).await;
-    assert_eq!(values(&got), expected(40));
-    // Every connection went to a stunnel port.
-    let live = consumer.connections();
-    assert!(!live.is_empty());
-    for c in &live {
-        let port: u16 = c.addr.rsplit(':').next().unwrap().parse().unwrap();
-        assert!(listen.contains(&port), "{c:?} is not through stunnel");
-    }
-    consumer.close().await.unwrap();
+        consumer
+            .assign([TopicPartition::new("t", 0), TopicPartition::new("t", 1)])
+            .unwrap();
+        let got = consume(&mut consumer, 40).await;
+        assert_eq!(values(&got), expected(40));
+        // Every connection went to a stunnel port.
+        let live = consumer.connections();
+        assert!(!live.is_empty());
+        for c in &live {
+            let port: u16 = c.addr.rsplit(':').next().unwrap().parse().unwrap();
+            assert!(listen.contains(&port), "{c:?} is not through stunnel");
+        }
+        consumer.close().await.unwrap();
 
-    // Without the client certificate, stunnel refuses the handshake with
-    // an alert (under TLS 1.3 it arrives after the client's side of the
-    // handshake, with the first response).
-    let mut refused = Consumer::new(
-        config(&format!("localhost:{}", listen[0]), None)
-            .security_protocol(SecurityProtocol::Ssl)
-            .ssl_ca_location(&ca)
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    refused.assign([TopicPartition::new("t", 0)]).unwrap();
-    let (e, after) = first_error(&mut refused).await;
-    let message = tls_cause(&e, &format!("localhost:{}", listen[0]));
-    assert!(after < PROMPT, "reported after {after:?}");
-    assert!(message.contains("alert"), "{message}");
+        // Without the client certificate, stunnel refuses the handshake with
+        // an alert (under TLS 1.3 it arrives after the client's side of the
+        // handshake, with the first response).
+        let mut refused = Consumer::new(
+            config(&format!("localhost:{}", listen[0]), None)
+                .security_protocol(SecurityProtocol::Ssl)
+                .ssl_ca_location(&ca)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        refused.assign([TopicPartition::new("t", 0)]).unwrap();
+        let (e, after) = first_error(&mut refused).await;
+        let message = tls_cause(&e, &format!("localhost:{}", listen[0]));
+        assert!(after < PROMPT, "reported after {after:?}");
+        assert!(message.contains("alert"), "{message}");
+    })
 }
 
 /// The `consume` example takes the TLS properties through `--property`.
@@ -519,54 +502,52 @@ fn the_consume_example_reads_over_tls_with_properties() {
 /// metadata advertises, with a certificate for `localhost` only) is an
 /// `Error::Connection` naming the broker, at its first failure: a slow
 /// reconnect backoff shows that the error came before any second attempt.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_leader_failing_tls_is_reported_at_its_first_failure() {
-    let pki = Pki::new("test CA");
-    let leaf = pki.leaf(&["localhost"]);
-    let mock = MockCluster::builder()
-        .brokers(2)
-        .tls(leaf.cert_pem, leaf.key_pem)
-        .build()
-        .unwrap();
-    mock.create_topic_with_leaders("t", &[2]).unwrap();
-    let bootstrap = format!("localhost:{}", mock.broker_addr(1).unwrap().port());
-    let leader = mock.broker_addr(2).unwrap().to_string();
-    let mut consumer = assigned(
-        ssl(&bootstrap, &pki.ca_pem())
-            .reconnect_backoff(Duration::from_secs(2))
-            .reconnect_backoff_max(Duration::from_secs(2)),
-    )
-    .await;
-    let leader_connects = || {
-        mock.events()
-            .iter()
-            .filter(|e| e.broker == 2 && matches!(e.kind, MockEventKind::Connected { .. }))
-            .count()
-    };
-    let (e, after) = first_error(&mut consumer).await;
-    assert_eq!(leader_connects(), 1, "reported after a second attempt: {e}");
-    assert!(after < PROMPT, "reported after {after:?}");
-    match &e {
-        Error::Connection {
-            broker,
-            addr,
-            purpose,
-            cause: ConnectionError::Tls { message },
-        } => {
-            assert_eq!(*broker, Some(2));
-            assert_eq!(addr, &leader);
-            assert_eq!(*purpose, lazykafka::events::Purpose::Leader);
-            assert!(message.contains("not valid for name"), "{message}");
+#[test]
+fn a_leader_failing_tls_is_reported_at_its_first_failure() {
+    crate::common::block_on(async {
+        let pki = Pki::new("test CA");
+        let leaf = pki.leaf(&["localhost"]);
+        let mock = MockCluster::builder()
+            .brokers(2)
+            .tls(leaf.cert_pem, leaf.key_pem)
+            .build()
+            .unwrap();
+        mock.create_topic_with_leaders("t", &[2]).unwrap();
+        let bootstrap = format!("localhost:{}", mock.broker_addr(1).unwrap().port());
+        let leader = mock.broker_addr(2).unwrap().to_string();
+        let mut consumer = assigned(
+            ssl(&bootstrap, &pki.ca_pem())
+                .reconnect_backoff(Duration::from_secs(2))
+                .reconnect_backoff_max(Duration::from_secs(2)),
+        )
+        .await;
+        let leader_connects = || {
+            mock.events()
+                .iter()
+                .filter(|e| e.broker == 2 && matches!(e.kind, MockEventKind::Connected { .. }))
+                .count()
+        };
+        let (e, after) = first_error(&mut consumer).await;
+        assert_eq!(leader_connects(), 1, "reported after a second attempt: {e}");
+        assert!(after < PROMPT, "reported after {after:?}");
+        match &e {
+            Error::Connection {
+                broker,
+                addr,
+                purpose,
+                cause: ConnectionError::Tls { message },
+            } => {
+                assert_eq!(*broker, Some(2));
+                assert_eq!(addr, &leader);
+                assert_eq!(*purpose, lazykafka::events::Purpose::Leader);
+                assert!(message.contains("not valid for name"), "{message}");
+            }
+            other => panic!("expected a leader TLS error, got {other:?}"),
         }
-        other => panic!("expected a leader TLS error, got {other:?}"),
-    }
-    assert!(e.to_string().contains(&leader), "{e}");
-    assert!(!e.is_retriable(), "{e}");
-    consumer.close().await.unwrap();
+        assert!(e.to_string().contains(&leader), "{e}");
+        assert!(!e.is_retriable(), "{e}");
+        consumer.close().await.unwrap();
+    })
 }
 
 /// A one-broker `SASL_SSL` mock (SCRAM-SHA-512, user alice) with 10
@@ -595,40 +576,38 @@ fn sasl_ssl_mock() -> (MockCluster, TestCertificates) {
 /// `TestCertificates` is all a `SASL_SSL` test needs: our consumer
 /// trusts the CA it made, inline, and reads every record, by address and
 /// by name.
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn consumes_over_sasl_ssl_with_test_certificates() {
-    let (mock, certs) = sasl_ssl_mock();
-    let addr = mock.bootstrap_servers();
-    for bootstrap in [addr.clone(), addr.replace("127.0.0.1", "localhost")] {
-        let builder = ConsumerConfig::builder()
-            .set_all([
-                ("bootstrap.servers", bootstrap.as_str()),
-                ("security.protocol", "SASL_SSL"),
-                ("ssl.ca.pem", certs.ca_pem()),
-                ("sasl.mechanism", "SCRAM-SHA-512"),
-                ("sasl.username", "alice"),
-                ("sasl.password", "alice-secret"),
-                ("auto.offset.reset", "earliest"),
-                ("fetch.max.wait.ms", "100"),
-            ])
-            .unwrap();
-        let mut consumer = assigned(builder).await;
-        assert_eq!(values(&consume(&mut consumer, 10).await), expected(10));
-        consumer.close().await.unwrap();
-    }
-    // Another CA's certificates are not trusted: the check is real.
-    let other = TestCertificates::localhost().unwrap();
-    fails_with(
-        &mock,
-        &addr,
-        |addr| ssl(addr, other.ca_pem()),
-        "UnknownIssuer",
-    )
-    .await;
+#[test]
+fn consumes_over_sasl_ssl_with_test_certificates() {
+    crate::common::block_on(async {
+        let (mock, certs) = sasl_ssl_mock();
+        let addr = mock.bootstrap_servers();
+        for bootstrap in [addr.clone(), addr.replace("127.0.0.1", "localhost")] {
+            let builder = ConsumerConfig::builder()
+                .set_all([
+                    ("bootstrap.servers", bootstrap.as_str()),
+                    ("security.protocol", "SASL_SSL"),
+                    ("ssl.ca.pem", certs.ca_pem()),
+                    ("sasl.mechanism", "SCRAM-SHA-512"),
+                    ("sasl.username", "alice"),
+                    ("sasl.password", "alice-secret"),
+                    ("auto.offset.reset", "earliest"),
+                    ("fetch.max.wait.ms", "100"),
+                ])
+                .unwrap();
+            let mut consumer = assigned(builder).await;
+            assert_eq!(values(&consume(&mut consumer, 10).await), expected(10));
+            consumer.close().await.unwrap();
+        }
+        // Another CA's certificates are not trusted: the check is real.
+        let other = TestCertificates::localhost().unwrap();
+        fails_with(
+            &mock,
+            &addr,
+            |addr| ssl(addr, other.ca_pem()),
+            "UnknownIssuer",
+        )
+        .await;
+    })
 }
 
 /// librdkafka's consumer (OpenSSL, host name verification on, SCRAM)

@@ -102,70 +102,66 @@ fn validations_on(mock: &MockCluster, broker: i32) -> usize {
         .count()
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_truncated_log_moves_the_position_back_to_where_it_diverges() {
-    let mock = cluster();
-    let mut consumer = consumer(&mock, OffsetReset::Earliest);
-    let mut values = BTreeMap::new();
-    assert!(consume_into(&mut consumer, &mut values, 100)
-        .await
-        .is_none());
-    assert_exactly(&values, 0..100, 0..0);
+#[test]
+fn a_truncated_log_moves_the_position_back_to_where_it_diverges() {
+    crate::common::block_on(async {
+        let mock = cluster();
+        let mut consumer = consumer(&mock, OffsetReset::Earliest);
+        let mut values = BTreeMap::new();
+        assert!(consume_into(&mut consumer, &mut values, 100)
+            .await
+            .is_none());
+        assert_exactly(&values, 0..100, 0..0);
 
-    // Broker 2 takes over with only offsets 0..60: old-60..old-99 are gone,
-    // and new records take their offsets.
-    assert_eq!(mock.set_leader_truncated("cut", 0, 2, 60).unwrap(), 60);
-    produce_new(&mock, 60, 30);
-    let error = consume_into(&mut consumer, &mut values, 130).await;
-    assert!(error.is_none(), "{error:?}");
-    assert_exactly(&values, 0..100, 60..90);
-    assert_eq!(consumer.position(&TopicPartition::new("cut", 0)), Some(90));
-    assert!(validations_on(&mock, 2) >= 1, "validated on broker 2");
-    consumer.close().await.unwrap();
+        // Broker 2 takes over with only offsets 0..60: old-60..old-99 are gone,
+        // and new records take their offsets.
+        assert_eq!(mock.set_leader_truncated("cut", 0, 2, 60).unwrap(), 60);
+        produce_new(&mock, 60, 30);
+        let error = consume_into(&mut consumer, &mut values, 130).await;
+        assert!(error.is_none(), "{error:?}");
+        assert_exactly(&values, 0..100, 60..90);
+        assert_eq!(consumer.position(&TopicPartition::new("cut", 0)), Some(90));
+        assert!(validations_on(&mock, 2) >= 1, "validated on broker 2");
+        consumer.close().await.unwrap();
+    })
 }
 
-#[cfg_attr(
-    not(feature = "runtime-async-std"),
-    tokio::test(flavor = "multi_thread")
-)]
-#[cfg_attr(feature = "runtime-async-std", async_std::test)]
-async fn a_truncated_log_without_a_reset_policy_is_an_error_naming_the_offsets() {
-    let mock = cluster();
-    let mut consumer = consumer(&mock, OffsetReset::None);
-    let tp = TopicPartition::new("cut", 0);
-    // No committed offset under `none`: start from a seek.
-    consumer.seek(&tp, 0).unwrap();
-    let mut values = BTreeMap::new();
-    assert!(consume_into(&mut consumer, &mut values, 100)
-        .await
-        .is_none());
+#[test]
+fn a_truncated_log_without_a_reset_policy_is_an_error_naming_the_offsets() {
+    crate::common::block_on(async {
+        let mock = cluster();
+        let mut consumer = consumer(&mock, OffsetReset::None);
+        let tp = TopicPartition::new("cut", 0);
+        // No committed offset under `none`: start from a seek.
+        consumer.seek(&tp, 0).unwrap();
+        let mut values = BTreeMap::new();
+        assert!(consume_into(&mut consumer, &mut values, 100)
+            .await
+            .is_none());
 
-    assert_eq!(mock.set_leader_truncated("cut", 0, 3, 60).unwrap(), 60);
-    produce_new(&mock, 60, 30);
-    let error = consume_into(&mut consumer, &mut values, 130).await;
-    match error {
-        Some(Error::Fetch(FetchError::LogTruncation {
-            partition,
-            offset,
-            divergent_offset,
-        })) => {
-            assert_eq!(partition, tp);
-            assert_eq!(offset, 100);
-            assert_eq!(divergent_offset, Some(60));
+        assert_eq!(mock.set_leader_truncated("cut", 0, 3, 60).unwrap(), 60);
+        produce_new(&mock, 60, 30);
+        let error = consume_into(&mut consumer, &mut values, 130).await;
+        match error {
+            Some(Error::Fetch(FetchError::LogTruncation {
+                partition,
+                offset,
+                divergent_offset,
+            })) => {
+                assert_eq!(partition, tp);
+                assert_eq!(offset, 100);
+                assert_eq!(divergent_offset, Some(60));
+            }
+            other => panic!("expected a log truncation error, got {other:?}"),
         }
-        other => panic!("expected a log truncation error, got {other:?}"),
-    }
-    // Nothing was skipped or delivered again meanwhile.
-    assert_exactly(&values, 0..100, 0..0);
-    assert_eq!(consumer.position(&tp), Some(100));
-    // The application decides: read what the log holds from the cut on.
-    consumer.seek(&tp, 60).unwrap();
-    let error = consume_into(&mut consumer, &mut values, 130).await;
-    assert!(error.is_none(), "{error:?}");
-    assert_exactly(&values, 0..100, 60..90);
-    consumer.close().await.unwrap();
+        // Nothing was skipped or delivered again meanwhile.
+        assert_exactly(&values, 0..100, 0..0);
+        assert_eq!(consumer.position(&tp), Some(100));
+        // The application decides: read what the log holds from the cut on.
+        consumer.seek(&tp, 60).unwrap();
+        let error = consume_into(&mut consumer, &mut values, 130).await;
+        assert!(error.is_none(), "{error:?}");
+        assert_exactly(&values, 0..100, 60..90);
+        consumer.close().await.unwrap();
+    })
 }

@@ -258,9 +258,12 @@ struct Inner {
     events: Arc<EventHub>,
     runtime: Arc<dyn Runtime>,
     local: Mutex<Local>,
-    /// The running task's link, once started: what `send` needs, without
-    /// taking `local`'s lock.
-    link: std::sync::OnceLock<Link>,
+    /// The state the calls and the background task share: the core, made
+    /// with the producer, driven by the task from the first `send` on.
+    link: Link,
+    /// Whether the task runs: what `send` checks, without taking `local`'s
+    /// lock.
+    started: std::sync::atomic::AtomicBool,
     /// Set by `close`, read by every call.
     closed: std::sync::atomic::AtomicBool,
     /// The reports of the records given to `send_reported`.
@@ -268,19 +271,9 @@ struct Inner {
 }
 
 struct Local {
+    /// The background task, from the first call that needs the network.
     task: Option<Task>,
-    pending: Option<ProducerCore>,
     closed: bool,
-}
-
-impl Local {
-    fn core<T>(&mut self, f: impl FnOnce(&mut ProducerCore) -> T) -> T {
-        match (&mut self.pending, &self.task) {
-            (Some(core), _) => f(core),
-            (None, Some(task)) => f(&mut task.link().shared().lock()),
-            (None, None) => unreachable!("a producer always has its state somewhere"),
-        }
-    }
 }
 
 impl Drop for Inner {
@@ -376,13 +369,13 @@ impl Producer {
                 config,
                 tls,
                 events: Arc::new(EventHub::default()),
+                link: Link::new(core, runtime.clone()),
+                started: std::sync::atomic::AtomicBool::new(false),
                 runtime,
                 local: Mutex::new(Local {
                     task: None,
-                    pending: Some(core),
                     closed: false,
                 }),
-                link: std::sync::OnceLock::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),
                 reports: Arc::default(),
             }),
@@ -402,7 +395,7 @@ impl Producer {
     }
 
     fn read_core<T>(&self, f: impl FnOnce(&mut ProducerCore) -> T) -> T {
-        self.local().core(f)
+        f(&mut self.inner.link.shared().lock())
     }
 
     /// Starts the background task if it does not run yet.
@@ -410,30 +403,33 @@ impl Producer {
         if self.inner.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        if let Some(link) = self.inner.link.get() {
-            return Ok(link);
+        if self
+            .inner
+            .started
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return Ok(&self.inner.link);
         }
         let mut local = self.local();
         if local.closed {
             return Err(Error::Closed);
         }
-        if local.pending.is_some() {
+        if local.task.is_none() {
             self.inner.runtime.ready()?;
-        }
-        if let Some(core) = local.pending.take() {
             let options = SocketOptions {
                 keepalive: self.inner.config.socket_keepalive(),
                 tls: self.inner.tls.clone(),
             };
             local.task = Some(Task::start(
-                core,
+                self.inner.link.clone(),
                 options,
                 self.inner.events.clone(),
-                self.inner.runtime.clone(),
             ));
+            self.inner
+                .started
+                .store(true, std::sync::atomic::Ordering::Release);
         }
-        let link = local.task.as_ref().expect("started").link().clone();
-        Ok(self.inner.link.get_or_init(|| link))
+        Ok(&self.inner.link)
     }
 
     /// Queues `record` and returns the future of its delivery.
@@ -615,7 +611,7 @@ impl Producer {
         let link = {
             let local = self.local();
             match &local.task {
-                Some(task) => task.link().clone(),
+                Some(_) => self.inner.link.clone(),
                 // Never sent: nothing to flush.
                 None => return Ok(()),
             }

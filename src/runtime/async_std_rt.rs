@@ -1,6 +1,6 @@
 //! The [`Runtime`] on async-std (feature `runtime-async-std`, the default);
 //! TLS through futures-rustls, timers on a thread of their own
-//! ([`super::timer`]), and each consumer's background task on a thread of
+//! ([`super::timer`]), and each client's background task on a thread of
 //! its own ([`DRIVER_THREAD`]).
 
 use super::rt::{configure, BoxFuture, ConnectError, Runtime, Setup, Socket, SocketHandle};
@@ -15,7 +15,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct AsyncStd;
 
-/// The name of the thread each consumer's background task runs on.
+/// The name of the thread each client's background task runs on.
 pub(crate) const DRIVER_THREAD: &str = "lazykafka-task";
 
 impl Runtime for AsyncStd {
@@ -49,7 +49,7 @@ impl Runtime for AsyncStd {
                 }
             });
         if let Err(e) = spawned {
-            log::warn!("no thread for the consumer's background task ({e}); it runs on async-std's executor");
+            log::warn!("no thread for the client's background task ({e}); it runs on async-std's executor");
             let task = slot.lock().ok().and_then(|mut t| t.take());
             if let Some(task) = task {
                 async_std::task::spawn(task);

@@ -6,7 +6,10 @@
 //! `close` or by dropping the client.
 //!
 //! The task and the calls share the client's core ([`Core`]) behind one
-//! lock, taken for each use and never across an `.await`.
+//! lock, taken for each use and never across an `.await`. The shared
+//! state ([`Link::new`]) is made with the client, so the core lives in one
+//! place from the start; the task that drives it comes at the first call
+//! that needs the network.
 
 use super::drive_pass::{pass, Driven, Machine, Wake};
 use super::rt::{BoxFuture, Runtime};
@@ -89,7 +92,7 @@ impl<C> State<C> {
 pub(crate) struct Shared<C> {
     state: Mutex<State<C>>,
     stop: AtomicBool,
-    /// Set by the consumer when it changed the state: the task drives.
+    /// Set by the client when it changed the state: the task drives.
     kick: Signal,
 }
 
@@ -102,7 +105,7 @@ impl<C> Shared<C> {
 }
 
 /// What a waiting call holds: its answer, once the task sends it. `Err`
-/// when the consumer stopped before answering.
+/// when the client stopped before answering.
 pub(crate) type Answer<T> = BoxFuture<Result<T, oneshot::Canceled>>;
 
 /// A cheap handle on the running background task, for waiting calls: it
@@ -123,6 +126,24 @@ impl<C> Clone for Link<C> {
 }
 
 impl<C: Core> Link<C> {
+    /// The state a client and its task share, made with the client: its
+    /// calls use `core` through it at once, and the task, once
+    /// [`BackgroundTask::start`] starts it, drives the same core. Nothing
+    /// runs and nothing is opened until then.
+    pub fn new(core: C, rt: Arc<dyn Runtime>) -> Link<C> {
+        Link {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    core,
+                    watches: Vec::new(),
+                }),
+                stop: AtomicBool::new(false),
+                kick: Signal::default(),
+            }),
+            rt,
+        }
+    }
+
     /// The shared state.
     pub fn shared(&self) -> &Shared<C> {
         &self.shared
@@ -191,7 +212,7 @@ impl<C: Core> Link<C> {
     }
 
     /// [`Link::watch`], waiting at most `timeout` (then `None`). The
-    /// answer is `Err` when the consumer stopped before answering.
+    /// answer is `Err` when the client stopped before answering.
     pub async fn wait<T: Send + 'static>(
         &self,
         timeout: Duration,
@@ -218,38 +239,21 @@ pub(crate) struct BackgroundTask<C: Core> {
 }
 
 impl<C: Core> BackgroundTask<C> {
-    /// Starts the task for `core`. `events` receive every connection event.
-    pub fn start(
-        core: C,
-        options: SocketOptions,
-        events: Arc<EventHub>,
-        rt: Arc<dyn Runtime>,
-    ) -> BackgroundTask<C> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                core,
-                watches: Vec::new(),
-            }),
-            stop: AtomicBool::new(false),
-            kick: Signal::default(),
-        });
-        let sockets = Sockets::new(rt.clone(), options, Readers::Inline);
+    /// Starts the task that drives `link`'s core (made with [`Link::new`]
+    /// when the client was). `events` receive every connection event.
+    pub fn start(link: Link<C>, options: SocketOptions, events: Arc<EventHub>) -> BackgroundTask<C> {
+        let sockets = Sockets::new(link.rt.clone(), options, Readers::Inline);
         let table = sockets.table();
         let state = TaskState {
-            shared: shared.clone(),
+            shared: link.shared.clone(),
             events: events.clone(),
         };
-        rt.spawn_driver(Box::pin(run(state, sockets)));
+        link.rt.spawn_driver(Box::pin(run(state, sockets)));
         BackgroundTask {
-            link: Link { shared, rt },
+            link,
             table,
             events,
         }
-    }
-
-    /// A handle for waiting calls.
-    pub fn link(&self) -> &Link<C> {
-        &self.link
     }
 
     /// Stops the task and closes every socket now, without waiting. Calls
@@ -285,7 +289,7 @@ fn forward_events<C: Core>(core: &mut C, hub: &EventHub) {
 }
 
 /// The background task's view of the state: the lock it shares with the
-/// consumer, and the hub its events go to.
+/// client, and the hub its events go to.
 struct TaskState<C> {
     shared: Arc<Shared<C>>,
     events: Arc<EventHub>,

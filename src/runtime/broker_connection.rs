@@ -1,6 +1,6 @@
 //! One connection to one broker, for tools and tests: a [`ClusterDriver`]
 //! whose only bootstrap address is that broker. Bytes become responses
-//! along the same path as the consumer's (frames, correlation ids and
+//! along the same path as the clients' (frames, correlation ids and
 //! response headers are the cluster's business), and failures carry the
 //! same causes as the connection events.
 

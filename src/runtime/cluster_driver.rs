@@ -1,6 +1,6 @@
 //! Drives a [`Cluster`] with real sockets: the connection manager on its
 //! own, for tools and tests that speak to brokers directly. It runs the
-//! same [driver loop](super::drive_pass) as the consumer's background task, in
+//! same [driver loop](super::drive_pass) as the client's background task, in
 //! the caller's task instead of one of its own.
 
 use super::drive_pass::{act, pass, Driven, Machine, Wake};

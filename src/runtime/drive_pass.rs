@@ -1,5 +1,5 @@
 //! The driver loop, one pass at a time, for every user of the sockets: the
-//! consumer's background task ([`super::background_task`]) and
+//! clients' background task ([`super::background_task`]) and
 //! [`ClusterDriver`](super::ClusterDriver), which differ only in what they drive and in
 //! who wakes them.
 //!
@@ -66,7 +66,7 @@ pub(crate) trait Driven {
     fn after_actions(&mut self) {}
 }
 
-/// Access to the state machines: owned, or behind the lock the consumer
+/// Access to the state machines: owned, or behind the lock the client
 /// shares with its background task (taken for each use, never across an
 /// `.await`).
 pub(crate) trait Machine {

@@ -59,7 +59,7 @@ impl FrameBuf {
     }
 }
 
-/// The buffers kept for reuse, shared by every socket of one consumer.
+/// The buffers kept for reuse, shared by every socket of one client.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FramePool(Arc<Mutex<Kept>>);
 

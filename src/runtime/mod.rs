@@ -14,8 +14,8 @@
 //!   runtime the client is made in (its `Handle` is kept, so the client
 //!   works when polled from any thread);
 //! - `runtime-async-std` (a default feature): async-std's reactor, the
-//!   consumer's timers on one thread per process (`lazykafka-timer`), and
-//!   each consumer's background task on a thread of its own
+//!   clients' timers on one thread per process (`lazykafka-timer`), and
+//!   each client's background task on a thread of its own
 //!   (`lazykafka-task`).
 //!
 //! Each client picks one when it is made: a
@@ -25,8 +25,8 @@
 //! too: tokio when made inside a tokio runtime (with `runtime-tokio`
 //! built), async-std otherwise. A client on tokio starts nothing of
 //! async-std. Built with `runtime-tokio` alone, a client made outside a
-//! tokio runtime runs on the one it is first used in; a consumer whose
-//! first `poll` finds none returns an [`Error::Config`](crate::Error)
+//! tokio runtime runs on the one it is first used in; a client whose
+//! first `poll` or `send` finds none returns an [`Error::Config`](crate::Error)
 //! naming `client.runtime`. With neither feature this module and
 //! `Consumer` are not built.
 //!

@@ -29,16 +29,16 @@ pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>
 
 /// What this crate needs of an async runtime.
 pub(crate) trait Runtime: Send + Sync + fmt::Debug + 'static {
-    /// Checks, before a consumer's background task is started, that the
+    /// Checks, before a client's background task is started, that the
     /// runtime can run it: by default it can. (On tokio, a runtime not
-    /// found when the consumer was made is looked for again here.)
+    /// found when the client was made is looked for again here.)
     fn ready(&self) -> Result<(), Error> {
         Ok(())
     }
     /// Runs `task` to completion in the background.
     fn spawn(&self, task: BoxFuture<()>);
-    /// Runs a consumer's background task (the driver loop of
-    /// [`super::background_task`], which lives as long as the consumer) to
+    /// Runs a client's background task (the driver loop of
+    /// [`super::background_task`], which lives as long as the client) to
     /// completion: by default as any other task.
     fn spawn_driver(&self, task: BoxFuture<()>) {
         self.spawn(task);
@@ -119,7 +119,7 @@ pub(crate) fn select(choice: ClientRuntime) -> Result<Arc<dyn Runtime>, Error> {
                 match super::tokio_rt::Tokio::current() {
                     Some(tokio) => Ok(Arc::new(tokio)),
                     None => Err(config_error(
-                        "tokio, and no tokio runtime is current: create the consumer \
+                        "tokio, and no tokio runtime is current: create the client \
                          inside the tokio runtime it is to run on",
                     )),
                 }

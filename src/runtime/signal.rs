@@ -1,5 +1,5 @@
 //! A wake-up that holds at most one pending notification: notifying twice
-//! before the waiter looks is the same as notifying once. The consumer
+//! before the waiter looks is the same as notifying once. A client
 //! wakes its background task with one, so however often it signals,
 //! nothing queues up.
 

@@ -9,7 +9,7 @@
 //! `request.timeout.ms`, when the cluster closes that connection and names
 //! the cause.
 //!
-//! Frames are read as they arrive, by the consumer's background task itself
+//! Frames are read as they arrive, by the client's background task itself
 //! while it waits ([`Readers::Inline`]) or by a task per socket for a
 //! driver that runs only while awaited ([`Readers::Tasks`]), so an EOF from
 //! the broker reaches the cluster at once and the socket is closed on our
@@ -172,7 +172,7 @@ pub(crate) enum Readers {
     /// close is seen (and answered) at once all the same.
     Tasks,
     /// The loop that waits in [`Sockets::wait`] reads the sockets itself:
-    /// for the consumer's background task, which is always waiting when
+    /// for the client's background task, which is always waiting when
     /// not busy. A frame reaches the cluster without a hop through another
     /// task (one wake-up less per response).
     Inline,

@@ -1,4 +1,4 @@
-//! The consumer's timers on async-std: one thread for the process that
+//! The clients' timers on async-std: one thread for the process that
 //! sleeps until the earliest deadline and wakes its task.
 //!
 //! async-std's own timers live in async-io's reactor: arming one writes to

@@ -67,11 +67,11 @@ impl Tokio {
     }
 }
 
-/// The error of a consumer started where no tokio runtime is current.
+/// The error of a client started where no tokio runtime is current.
 pub(crate) fn no_runtime() -> Error {
     Error::Config {
         property: "client.runtime".into(),
-        reason: "no tokio runtime is current, and the consumer was created outside one: \
+        reason: "no tokio runtime is current, and the client was created outside one: \
                  built with the feature `runtime-tokio` only, it runs on the tokio runtime \
                  it is created in or first polled in; create or poll it inside one \
                  (or enable the feature `runtime-async-std` to run it on async-std)"

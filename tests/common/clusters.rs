@@ -15,19 +15,17 @@ macro_rules! on_both_mocks {
     ($($name:ident),* $(,)?) => {
         mod librdkafka_mock {
             $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                async fn $name() {
-                    super::$name::<crate::common::mock::RawMock>().await
+                #[test]
+                fn $name() {
+                    crate::common::block_on(super::$name::<crate::common::mock::RawMock>())
                 }
             )*
         }
         mod lazykafka_mock {
             $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                async fn $name() {
-                    super::$name::<lazykafka::mock::MockCluster>().await
+                #[test]
+                fn $name() {
+                    crate::common::block_on(super::$name::<lazykafka::mock::MockCluster>())
                 }
             )*
         }
@@ -43,13 +41,12 @@ macro_rules! on_mock216 {
     ($($name:ident),* $(,)?) => {
         mod librdkafka216_mock {
             $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                async fn $name() {
+                #[test]
+                fn $name() {
                     if crate::common::mock216::python(stringify!($name)).is_none() {
                         return;
                     }
-                    super::$name::<crate::common::mock216::Mock216>().await
+                    crate::common::block_on(super::$name::<crate::common::mock216::Mock216>())
                 }
             )*
         }

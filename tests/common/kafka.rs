@@ -16,10 +16,9 @@ macro_rules! on_apache_kafka {
     ($($name:ident),* $(,)?) => {
         mod apache_kafka {
             $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
-                async fn $name() {
-                    super::$name().await
+                #[test]
+                fn $name() {
+                    crate::common::block_on(super::$name())
                 }
             )*
         }
@@ -34,11 +33,10 @@ macro_rules! on_apache_kafka_alone {
     ($($name:ident),* $(,)?) => {
         mod apache_kafka {
             $(
-                #[cfg_attr(not(feature = "runtime-async-std"), tokio::test(flavor = "multi_thread"))]
-                #[cfg_attr(feature = "runtime-async-std", async_std::test)]
+                #[test]
                 #[ignore = "stops brokers: scripts/test.sh runs these alone, on a cluster of their own"]
-                async fn $name() {
-                    super::$name().await
+                fn $name() {
+                    crate::common::block_on(super::$name())
                 }
             )*
         }

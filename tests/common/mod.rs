@@ -3,9 +3,10 @@
 //! The runtime a test runs a client on: async-std when the feature
 //! `runtime-async-std` is built (alone, or with `runtime-tokio` beside it:
 //! the test command's main run builds both), tokio when `runtime-tokio` is
-//! built alone (its second run). Tests pick it the same way
-//! (`#[cfg_attr(feature = "runtime-async-std", async_std::test)]`, and
-//! `tokio::test` under `not(feature = "runtime-async-std")`), and a client
+//! built alone (its second run). Every test that drives a client runs its
+//! body with [`block_on`] (`#[test] fn name() {
+//! crate::common::block_on(async { ... }) }`, or through the macros of
+//! `clusters` and `kafka`), which picks it the same way, and a client
 //! made outside a tokio runtime runs on async-std when it is built, so
 //! every client test runs on each runtime once; the tests of the choice
 //! itself are `tests/runtime_choice.rs` and `tests/runtime_threads.rs`.

@@ -52,7 +52,8 @@ impl Consumer {
             }
             let mut callbacks = std::mem::take(&mut local.callbacks);
             let mut done = Vec::new();
-            local.core(|core| {
+            {
+                let mut core = self.inner.link.shared().lock();
                 let mut i = 0;
                 while i < callbacks.len() {
                     match core.take_commit_result(callbacks[i].0) {
@@ -60,10 +61,10 @@ impl Consumer {
                         None => i += 1,
                     }
                 }
-            });
+            }
             local.callbacks = callbacks;
-            if let (Some(task), false) = (&local.task, done.is_empty()) {
-                task.link().kick();
+            if !done.is_empty() {
+                self.inner.link.kick();
             }
             done
         };

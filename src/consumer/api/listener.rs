@@ -123,11 +123,17 @@ impl Consumer {
     pub(super) fn deliver_group_events(&self) {
         let listener = {
             let mut local = self.local();
-            if local.delivering || !local.core(|core| core.has_group_events()) {
+            if local.delivering {
                 return;
             }
+            {
+                let mut core = self.inner.link.shared().lock();
+                if !core.has_group_events() {
+                    return;
+                }
+                core.set_listener_busy(true);
+            }
             local.delivering = true;
-            local.core(|core| core.set_listener_busy(true));
             local.listener.take()
         };
         let mut delivering = Delivering {

@@ -92,6 +92,9 @@ struct Inner {
     events: Arc<EventHub>,
     /// The runtime the background task runs on (`client.runtime`).
     runtime: Arc<dyn crate::runtime::rt::Runtime>,
+    /// The state the calls and the background task share: the core, made
+    /// with the consumer, driven by the task from the first poll on.
+    link: Link,
     /// Locked for each use, never across an `.await`; before the state of
     /// the background task when both are taken.
     local: Mutex<Local>,
@@ -99,25 +102,13 @@ struct Inner {
 
 /// The consumer's side of its state.
 struct Local {
+    /// The background task, from the first call that needs the network.
     task: Option<Task>,
-    /// State kept until the first poll hands it to the task.
-    pending: Option<ConsumerCore>,
     listener: Option<Box<dyn RebalanceListener>>,
     /// A `poll` is giving group events to the listener (one at a time).
     delivering: bool,
     callbacks: Vec<(CommitId, CommitCallback)>,
     closed: bool,
-}
-
-impl Local {
-    /// Runs `f` on the state, wherever it lives now.
-    fn core<T>(&mut self, f: impl FnOnce(&mut ConsumerCore) -> T) -> T {
-        match (&mut self.pending, &self.task) {
-            (Some(core), _) => f(core),
-            (None, Some(task)) => f(&mut task.link().shared().lock()),
-            (None, None) => unreachable!("a consumer always has its state somewhere"),
-        }
-    }
 }
 
 impl Drop for Inner {
@@ -173,10 +164,10 @@ impl Consumer {
                 config,
                 tls,
                 events: Arc::new(EventHub::default()),
+                link: Link::new(core, runtime.clone()),
                 runtime,
                 local: Mutex::new(Local {
                     task: None,
-                    pending: Some(core),
                     listener: None,
                     delivering: false,
                     callbacks: Vec::new(),
@@ -200,15 +191,11 @@ impl Consumer {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `f` on the state, wherever it lives now, and wakes the
-    /// background task afterwards.
+    /// Runs `f` on the state and wakes the background task afterwards (a
+    /// wake before the task runs is nothing: it starts with a pass).
     fn with_core<T>(&self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
-        let now = Instant::now();
-        let mut local = self.local();
-        let t = local.core(|core| f(core, now));
-        if let Some(task) = &local.task {
-            task.link().kick();
-        }
+        let t = self.peek_core(f);
+        self.inner.link.kick();
         t
     }
 
@@ -216,11 +203,11 @@ impl Consumer {
     /// changes it need not act on (every wake-up costs the task a pass).
     fn peek_core<T>(&self, f: impl FnOnce(&mut ConsumerCore, Instant) -> T) -> T {
         let now = Instant::now();
-        self.local().core(|core| f(core, now))
+        f(&mut self.inner.link.shared().lock(), now)
     }
 
     fn read_core<T>(&self, f: impl FnOnce(&ConsumerCore) -> T) -> T {
-        self.local().core(|core| f(core))
+        f(&self.inner.link.shared().lock())
     }
 
     fn check_open(&self) -> Result<(), Error> {
@@ -411,22 +398,19 @@ impl Consumer {
         if local.closed {
             return Err(Error::Closed);
         }
-        if local.pending.is_some() {
+        if local.task.is_none() {
             self.inner.runtime.ready()?;
-        }
-        if let Some(core) = local.pending.take() {
             let options = SocketOptions {
                 keepalive: self.inner.config.socket_keepalive(),
                 tls: self.inner.tls.clone(),
             };
             local.task = Some(Task::start(
-                core,
+                self.inner.link.clone(),
                 options,
                 self.inner.events.clone(),
-                self.inner.runtime.clone(),
             ));
         }
-        Ok(local.task.as_ref().expect("started").link().clone())
+        Ok(self.inner.link.clone())
     }
 
     /// The offset of the next record `poll` returns for `partition`, once
@@ -690,7 +674,7 @@ impl Consumer {
             }
             local.closed = true;
             match &local.task {
-                Some(task) => task.link().clone(),
+                Some(_) => self.inner.link.clone(),
                 None => {
                     // Never polled: nothing was opened.
                     self.inner.events.close();

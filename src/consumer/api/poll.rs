@@ -82,12 +82,15 @@ impl Consumer {
         // and whether the listener or commit callbacks have work.
         let now = Instant::now();
         let (kick, events, callbacks) = {
-            let mut local = self.local();
+            let local = self.local();
             if local.closed {
                 return Some(Err(Error::Closed));
             }
             let callbacks = !local.callbacks.is_empty();
-            let (kick, events) = local.core(|core| (core.polled(now), core.has_group_events()));
+            let (kick, events) = {
+                let mut core = self.inner.link.shared().lock();
+                (core.polled(now), core.has_group_events())
+            };
             (kick, events && !local.delivering, callbacks)
         };
         if kick {
