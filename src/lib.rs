@@ -130,6 +130,9 @@ unstable! {
     #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code, unused_imports))]
     pub mod group;
 }
+// The test harness every client core's unit tests step on the mock.
+#[cfg(all(test, feature = "mock"))]
+mod harness;
 #[cfg(feature = "mock")]
 pub mod mock;
 pub mod producer;

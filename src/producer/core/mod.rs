@@ -26,6 +26,8 @@ mod answers;
 mod append;
 mod outcomes;
 mod send;
+#[cfg(all(test, feature = "mock"))]
+mod tests;
 
 use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker, ProducerBatch, RecordId};
 use super::partitioner::{BuiltinPartitioner, Partitioner, StickyPartitioner};
@@ -101,6 +103,7 @@ pub(crate) enum TopicState {
 }
 
 /// Why a record was not queued.
+#[derive(Debug)]
 pub(crate) enum Refused {
     /// `buffer.memory` is used up: try again once records were delivered
     /// (the record comes back).
