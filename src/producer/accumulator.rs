@@ -246,11 +246,6 @@ impl ProducerBatch {
         self.first
     }
 
-    /// How many records it holds.
-    pub(crate) fn record_count(&self) -> usize {
-        self.records.len()
-    }
-
     /// What the sender sees of it.
     pub(crate) fn info(&self) -> ProducerBatchInfo {
         ProducerBatchInfo {
@@ -1021,6 +1016,7 @@ impl Accumulator {
     }
 
     /// Whether some batch, queued or in flight, is not complete.
+    #[cfg(test)]
     pub(crate) fn has_incomplete(&self) -> bool {
         !self.incomplete.is_empty()
     }

@@ -50,11 +50,9 @@
 //! producer id, epoch and sequence included (both public only with the
 //! unstable feature `unstable-internals`).
 
-// A few of its accessors serve its own tests only.
-#[allow(dead_code)]
 pub(crate) mod accumulator;
-// Driven only by the runtime's task (no in-memory test drives it yet):
-// without a runtime feature nothing calls it, yet it is built and checked.
+// Driven by the runtime's task (and, in tests, by the harness): without a
+// runtime feature nothing calls it, yet it is built and checked.
 #[cfg_attr(
     not(any(feature = "runtime-async-std", feature = "runtime-tokio")),
     allow(dead_code)
