@@ -662,10 +662,10 @@ impl Consumer {
     /// rebalance listener hears of it, and what it commits lands), leaves
     /// the group and closes every socket, all within `timeout`: a step
     /// still waiting for the group coordinator when it runs out is given
-    /// up, and the sockets are closed anyway (a commit not answered by
-    /// then is reported as [`Error::Timeout`] only if nothing else failed
-    /// first). The Java consumer's `close(Duration)`. The consumer can't be
-    /// used afterwards; closing it again returns at once.
+    /// up, and the sockets are closed anyway. The final commit's refusal
+    /// is returned, or [`Error::Timeout`] (with the last failure seen) when
+    /// it got no answer in time. The Java consumer's `close(Duration)`. The
+    /// consumer can't be used afterwards; closing it again returns at once.
     pub async fn close_timeout(&self, timeout: Duration) -> Result<(), Error> {
         let link = {
             let mut local = self.local();
