@@ -12,7 +12,8 @@ mod common;
 
 use common::clusters::TestCluster;
 use common::peers::{
-    config, consume, logs, produce, produce_range, rd_committed, RdConsumer, WAIT,
+    commit_through_faults, config, consume, logs, poll_through_faults, produce, produce_range,
+    rd_committed, RdConsumer, WAIT,
 };
 use common::wait_for;
 use lazykafka::events::Purpose;
@@ -68,7 +69,7 @@ async fn wait_split(
             logs::find(log::Level::Warn, ""),
             logs::find(log::Level::Info, "")
         );
-        for r in ours.poll(Duration::from_millis(100)).await.unwrap() {
+        for r in poll_through_faults(ours, Duration::from_millis(100)).await {
             seen.push((r.partition(), r.offset()));
         }
     }
@@ -382,10 +383,10 @@ async fn mixed_group<C: TestCluster>(strategy: AssignmentStrategy, rd_strategy: 
     produce(&bootstrap, &topic, 4, 400, "snappy");
     let deadline = Instant::now() + WAIT;
     while mine.len() + rd.seen().len() < 400 && Instant::now() < deadline {
-        for r in ours.poll(Duration::from_millis(100)).await.unwrap() {
+        for r in poll_through_faults(&mut ours, Duration::from_millis(100)).await {
             mine.push((r.partition(), r.offset()));
         }
-        ours.commit().await.unwrap();
+        commit_through_faults(&ours).await;
     }
     let theirs = rd.seen();
     let all: BTreeSet<(i32, i64)> = mine.iter().chain(theirs.iter()).copied().collect();
@@ -405,7 +406,7 @@ async fn mixed_group<C: TestCluster>(strategy: AssignmentStrategy, rd_strategy: 
     rd.stop();
     let deadline = Instant::now() + WAIT;
     while ours.assignment().len() < 4 && Instant::now() < deadline {
-        ours.poll(Duration::from_millis(100)).await.unwrap();
+        poll_through_faults(&mut ours, Duration::from_millis(100)).await;
     }
     assert_eq!(ours.assignment().len(), 4, "{strategy:?}");
     produce_range(&bootstrap, &topic, 4, 400..440, "none");

@@ -134,6 +134,17 @@ pub async fn poll_through_faults(
     }
 }
 
+/// One commit: an error the consumer goes on after by itself (a group
+/// rebalancing, its coordinator moving) is printed, as the README's loop
+/// does; any other error fails the test.
+pub async fn commit_through_faults(consumer: &Consumer) {
+    match consumer.commit().await {
+        Ok(()) => {}
+        Err(e) if e.is_retriable() => eprintln!("commit: {e}"),
+        Err(e) => panic!("commit: {e}"),
+    }
+}
+
 /// Polls until `count` records arrived (or [`WAIT`] passed), returning
 /// (partition, offset, value) of each.
 pub async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, String)> {

@@ -8,7 +8,7 @@ use lazykafka::protocol::messages::metadata::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use lazykafka::protocol::ApiKey;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -95,10 +95,21 @@ fn serve(mut s: TcpStream, port: u16) {
                 c,
             ),
             // JoinGroup, or anything else: hang up.
-            _ => return,
+            _ => return hang_up(s),
         };
         if s.write_all(&frame.unwrap()).is_err() {
             return;
         }
     }
+}
+
+/// Closes our side first and reads what the client still sends until it
+/// closes too, so that the client sees the broker's FIN rather than a
+/// reset: a socket dropped with unread bytes, or written to after it was
+/// dropped, answers with RST.
+fn hang_up(mut s: TcpStream) {
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let mut sink = [0u8; 4096];
+    while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
 }
