@@ -115,6 +115,8 @@ use std::future::Future;
 use std::io::{BufRead, BufWriter, Write};
 use std::pin::pin;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -148,6 +150,11 @@ Exit codes: 0 all delivered, 1 a record failed, 2 bad flags or properties.
 
 /// The most records in flight (sent, not yet reported) at once.
 const IN_FLIGHT: usize = 10_000;
+
+/// How many records the loop sends between two looks at its deliveries
+/// and its signals' channel (a signal is seen at once all the same).
+const LOOK_EVERY: u64 = 64;
+
 /// Lines read ahead of the producer.
 const LINES_AHEAD: usize = 1024;
 /// How much longer than `delivery.timeout.ms` closing may take.
@@ -406,7 +413,9 @@ fn split_line(line: Vec<u8>, separator: Option<&[u8]>) -> Input {
 
 /// Generated record `i`: see the module documentation.
 fn generated(i: u64, size: usize, keys: Option<u64>) -> Input {
-    let mut value = format!("{i:0SEQ_WIDTH$}").into_bytes();
+    // One allocation of the final size: the digits, then the padding.
+    let mut value = Vec::with_capacity(size);
+    let _ = write!(value, "{i:0SEQ_WIDTH$}");
     value.resize(size, b'.');
     Input {
         key: keys.map(|k| Bytes::from(format!("k{}", i % k))),
@@ -473,10 +482,10 @@ impl Deliveries {
         }
     }
 
-    /// Record `index` was queued (`key` and `value` kept for its report
-    /// line), or refused (`None`).
-    fn sent(&mut self, index: u64, record: Option<Sent>) {
-        self.in_flight += usize::from(record.is_some());
+    /// Record `index` was queued (with `--report`, `record` keeps its
+    /// key and value for its report line), or refused.
+    fn sent(&mut self, index: u64, queued: bool, record: Option<Sent>) {
+        self.in_flight += usize::from(queued);
         if self.report.is_some() {
             debug_assert_eq!(index, self.base + self.sent.len() as u64);
             self.sent.push_back(record);
@@ -609,7 +618,13 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
     // pipe and passes each signal on through a channel, which costs the
     // loop no system call to look at.
     let (tell, mut signals) = futures::channel::mpsc::unbounded();
+    // Raised with each signal: the loop looks at this flag for each
+    // record, and at the channel (which registers for a wake-up) only
+    // every `LOOK_EVERY` records or before it waits.
+    let raised = Arc::new(AtomicBool::new(false));
+    let raise = raised.clone();
     async_std::task::spawn(caught.for_each(move |signal| {
+        raise.store(true, Ordering::Relaxed);
         let _ = tell.unbounded_send(signal);
         async {}
     }));
@@ -634,6 +649,17 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
     let mut index: u64 = 0;
     loop {
         let step = poll_fn(|cx| {
+            // Most records: only the next input. Deliveries are taken
+            // every `LOOK_EVERY` records, at the in-flight limit, and
+            // whenever the input is not ready (before waiting).
+            let look_around = index.is_multiple_of(LOOK_EVERY)
+                || deliveries.in_flight >= IN_FLIGHT
+                || raised.load(Ordering::Relaxed);
+            if !look_around {
+                if let Poll::Ready(next) = input.poll_next_unpin(cx) {
+                    return Poll::Ready(Step::Input(next));
+                }
+            }
             if signalled(&mut signals, cx) {
                 return Poll::Ready(Step::Signal);
             }
@@ -656,9 +682,15 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
             }
             Step::Input(Some(Ok(next))) => next,
         };
-        let mut record = ProducerRecord::new(args.topic.as_str()).value(next.value.clone());
-        if let Some(key) = &next.key {
-            record = record.key(key.clone());
+        // The key and value are kept for the report line only with
+        // `--report` (a clone of `Bytes` is a count, not a copy).
+        let kept = deliveries.report.is_some().then(|| Sent {
+            key: next.key.clone(),
+            value: next.value.clone(),
+        });
+        let mut record = ProducerRecord::new(args.topic.as_str()).value(next.value);
+        if let Some(key) = next.key {
+            record = record.key(key);
         }
         if let Some(p) = args.partition {
             record = record.partition(p);
@@ -667,27 +699,25 @@ async fn run(args: Args) -> Result<ExitCode, Failure> {
         index += 1;
         let mut sending = pin!(producer.send_reported(record, this));
         // `send` may wait (for the topic's metadata, for room in
-        // buffer.memory): deliveries are reported meanwhile.
+        // buffer.memory): deliveries are reported meanwhile. It usually
+        // queues the record at once, and then nothing else is looked at.
         let sent = poll_fn(|cx| {
+            if let Poll::Ready(sent) = sending.as_mut().poll(cx) {
+                return Poll::Ready(Some(sent));
+            }
             if signalled(&mut signals, cx) {
                 return Poll::Ready(None);
             }
             deliveries.poll_done(cx);
-            sending.as_mut().poll(cx).map(Some)
+            Poll::Pending
         })
         .await;
         match sent {
             // A signal: this record is dropped, as the ones not read yet.
             None => break,
-            Some(Ok(())) => deliveries.sent(
-                this,
-                Some(Sent {
-                    key: next.key,
-                    value: next.value,
-                }),
-            ),
+            Some(Ok(())) => deliveries.sent(this, true, kept),
             Some(Err(e)) => {
-                deliveries.sent(this, None);
+                deliveries.sent(this, false, None);
                 let at = match args.partition {
                     Some(p) => format!("{}-{p}", args.topic),
                     None => args.topic.clone(),

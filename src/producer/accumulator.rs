@@ -55,6 +55,50 @@ use crate::records::{
     RecordsError, BATCH_HEADER_LEN,
 };
 
+/// The time an append happens at, read only if needed: only a record
+/// that opens a batch needs it (for `linger.ms`), so that the common
+/// append (to an open batch) reads no clock. An [`Instant`] is its own
+/// time; a closure is called at most once by [`Memo`].
+pub(crate) trait Now {
+    /// The time.
+    fn now(&mut self) -> Instant;
+}
+
+impl Now for Instant {
+    fn now(&mut self) -> Instant {
+        *self
+    }
+}
+
+impl<F: FnMut() -> Instant> Now for F {
+    fn now(&mut self) -> Instant {
+        self()
+    }
+}
+
+/// A [`Now`] that reads its clock at most once, and tells whether it did.
+pub(crate) struct Memo<N> {
+    clock: N,
+    read: Option<Instant>,
+}
+
+impl<N: Now> Memo<N> {
+    pub(crate) fn new(clock: N) -> Self {
+        Memo { clock, read: None }
+    }
+
+    /// The time, if it was read.
+    pub(crate) fn read(&self) -> Option<Instant> {
+        self.read
+    }
+}
+
+impl<N: Now> Now for &mut Memo<N> {
+    fn now(&mut self) -> Instant {
+        *self.read.get_or_insert_with(|| self.clock.now())
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -579,7 +623,7 @@ impl Accumulator {
     /// memory frees soon; the open batch it did not fit in is closed).
     pub(crate) fn append(
         &mut self,
-        now: Instant,
+        mut now: impl Now,
         tp: &TopicPartition,
         record: &NewRecord,
     ) -> Result<Appended, AppendError> {
@@ -623,7 +667,7 @@ impl Accumulator {
         let batch = Queued::New(OpenBatch {
             builder,
             records: vec![id],
-            created: now,
+            created: now.now(),
             first_timestamp: timestamp,
             size: alone,
             closed: alone >= limit,

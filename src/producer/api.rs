@@ -556,9 +556,11 @@ impl Producer {
     /// outcome, its place in the batch and its timestamp.
     async fn queue(&self, record: ProducerRecord) -> Result<(Arc<BatchOutcome>, u32, i64), Error> {
         let link = self.start()?;
-        let mut now = Instant::now();
         let max_block = self.inner.config.max_block();
-        let deadline = now + max_block;
+        // Set when the call first has to wait: an append that goes in at
+        // once reads no monotonic clock (the core reads one only for a
+        // record that opens a batch).
+        let mut deadline: Option<Instant> = None;
         let mut out = OutRecord {
             topic: record.topic,
             partition: record.partition,
@@ -572,8 +574,11 @@ impl Producer {
         // what is missing (up to `max.block.ms` in all) and tries again.
         loop {
             let timestamp = out.timestamp;
-            let refused = link.shared().lock().append(now, out);
-            let left = || deadline.saturating_duration_since(Instant::now());
+            let refused = link.shared().lock().append(Instant::now, out);
+            let mut left = || {
+                let deadline = *deadline.get_or_insert_with(|| Instant::now() + max_block);
+                deadline.saturating_duration_since(Instant::now())
+            };
             match refused {
                 Ok(queued) => {
                     // A record that joins an open batch changes nothing
@@ -595,7 +600,6 @@ impl Producer {
                     wait_for_room(link, needed, left(), max_block).await?;
                 }
             }
-            now = Instant::now();
         }
     }
 

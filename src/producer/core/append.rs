@@ -2,7 +2,7 @@
 //! `append`, which places a record on a partition (as the Java client
 //! does) and queues it in the accumulator.
 
-use super::super::accumulator::{AppendError, NewRecord, RecordId};
+use super::super::accumulator::{AppendError, Memo, NewRecord, Now, RecordId};
 use super::super::delivery::BatchOutcome;
 use super::super::partitioner::{
     place, Placement, RecordToPlace, StickyPartitioner, TopicPartitions,
@@ -114,14 +114,13 @@ impl ProducerCore {
     /// whether the record opened or closed a batch, so that the sender
     /// must look again before its next deadline (a record that joins an
     /// open batch changes nothing the sender waits for).
-    pub fn append(&mut self, now: Instant, record: OutRecord) -> Result<Queued, Refused> {
+    ///
+    /// `now` is read only when the record opens a batch (a record that
+    /// joins an open batch reads no clock); the topic counts as used then.
+    pub fn append(&mut self, now: impl Now, record: OutRecord) -> Result<Queued, Refused> {
         let TopicState::Known(count) = self.topic_state(&record.topic) else {
             return Err(Refused::Unknown(Box::new(record)));
         };
-        self.now = self.now.max(now);
-        if let Some(last) = self.topics.get_mut(&record.topic) {
-            *last = now;
-        }
         let (partition, sticky) = self.choose_partition(&record, count)?;
         let size =
             record.key.as_ref().map_or(0, Bytes::len) + record.value.as_ref().map_or(0, Bytes::len);
@@ -141,7 +140,15 @@ impl ProducerCore {
             headers,
             timestamp,
         };
-        match self.acc.append(now, &tp, &new) {
+        let mut now = Memo::new(now);
+        let appended = self.acc.append(&mut now, &tp, &new);
+        if let Some(now) = now.read() {
+            self.now = self.now.max(now);
+            if let Some(last) = self.topics.get_mut(&tp.topic) {
+                *last = now;
+            }
+        }
+        match appended {
             Ok(appended) => {
                 if sticky {
                     if let Some(s) = self.sticky.get_mut(&tp.topic) {
