@@ -20,6 +20,12 @@ pub trait ClientCore: Send + 'static {
     fn next_deadline_after(&self, now: Instant) -> Option<Instant>;
     /// What is left once a pass's actions are carried out.
     fn after_actions(&mut self) {}
+    /// Whether [`ClientCore::after_actions`] has anything to do (asked
+    /// before the actions, so that a pass with nothing left takes the lock
+    /// once less).
+    fn has_after_actions(&self) -> bool {
+        false
+    }
     /// The next connection event for the client's listeners.
     fn poll_event(&mut self) -> Option<ConnectionEvent>;
     /// Closes every connection (the task stops).

@@ -10,6 +10,11 @@ use super::{ConsumerRecord, FetchError, Fetcher, TopicPartition};
 use std::sync::Arc;
 
 impl Fetcher {
+    /// Whether record sets wait for [`Fetcher::check_pending_crcs`].
+    pub fn has_pending_crcs(&self) -> bool {
+        !self.crcs_pending.is_empty()
+    }
+
     /// Checks the CRC-32C of every large record set fetched since the
     /// last call, so that taking its records parses them without checking
     /// them again. A driver calls it after sending the requests

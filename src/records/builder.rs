@@ -342,11 +342,15 @@ impl RecordBatchBuilder {
                 records[..HEADER_LEN].copy_from_slice(&header);
                 records
             }
+            // The records' buffer takes the compressed batch (it is
+            // usually larger than the section): no allocation here, and
+            // the producer reuses it for a later batch once this one is
+            // delivered.
             Some(section) => {
-                let mut buf = BytesMut::with_capacity(HEADER_LEN + section.len());
-                buf.extend_from_slice(&header);
-                buf.extend_from_slice(&section);
-                buf
+                records.clear();
+                records.extend_from_slice(&header);
+                records.extend_from_slice(&section);
+                records
             }
         };
         let crc = crc32c::crc32c(&buf[CRC_START..]);

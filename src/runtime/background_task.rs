@@ -343,6 +343,10 @@ impl<C: Core> Driven for Locked<'_, C> {
     fn after_actions(&mut self) {
         self.state.core.after_actions();
     }
+
+    fn has_after_actions(&self) -> bool {
+        self.state.core.has_after_actions()
+    }
 }
 
 fn min_some(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {

@@ -64,6 +64,10 @@ pub(crate) trait Driven {
     /// they held are on their way): the CRC check of the record sets that
     /// came, after the Fetch that follows them is sent.
     fn after_actions(&mut self) {}
+    /// Whether [`Driven::after_actions`] has anything to do.
+    fn has_after_actions(&self) -> bool {
+        false
+    }
 }
 
 /// Access to the state machines: owned, or behind the lock the client
@@ -93,7 +97,7 @@ pub(crate) struct Acted {
 
 /// Steps 1 and 2 of a pass: drives, publishes, performs the actions.
 pub(crate) async fn act<M: Machine>(machine: &mut M, sockets: &mut Sockets) -> Acted {
-    let (actions, deadline) = machine.with(|d| {
+    let (actions, deadline, later) = machine.with(|d| {
         let now = Instant::now();
         d.drive(now);
         if d.next_deadline().is_some_and(|t| t <= now) {
@@ -101,7 +105,7 @@ pub(crate) async fn act<M: Machine>(machine: &mut M, sockets: &mut Sockets) -> A
         }
         d.publish();
         let actions: Vec<_> = std::iter::from_fn(|| d.cluster().poll_action()).collect();
-        (actions, d.next_deadline_after(now))
+        (actions, d.next_deadline_after(now), d.has_after_actions())
     });
     let acted = !actions.is_empty();
     for action in actions {
@@ -109,7 +113,10 @@ pub(crate) async fn act<M: Machine>(machine: &mut M, sockets: &mut Sockets) -> A
             machine.with(|d| d.cluster().handle_closed(Instant::now(), conn, error));
         }
     }
-    machine.with(|d| d.after_actions());
+    // The lock is taken again only when there is something left to do.
+    if later {
+        machine.with(|d| d.after_actions());
+    }
     Acted { acted, deadline }
 }
 

@@ -645,6 +645,9 @@ impl crate::cluster::ClientCore for ConsumerCore {
     fn after_actions(&mut self) {
         ConsumerCore::after_actions(self);
     }
+    fn has_after_actions(&self) -> bool {
+        self.fetcher.has_pending_crcs()
+    }
     fn poll_event(&mut self) -> Option<ConnectionEvent> {
         ConsumerCore::poll_event(self)
     }
