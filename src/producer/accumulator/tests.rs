@@ -72,6 +72,30 @@ fn decode(batch: &Bytes) -> Vec<Decoded> {
 }
 
 #[test]
+fn only_a_record_that_opens_a_batch_reads_the_clock() {
+    let t0 = Instant::now();
+    let exact = BATCH_HEADER_LEN + rec_size(0, 10) + rec_size(1, 10);
+    let mut acc = Accumulator::new(AccumulatorConfig {
+        batch_size: exact,
+        ..AccumulatorConfig::default()
+    });
+    let mut reads = 0;
+    let mut clock = || {
+        reads += 1;
+        t0
+    };
+    // Two records fill a batch; the third opens the next one.
+    let mut read_by = Vec::new();
+    for _ in 0..3 {
+        let mut now = Memo::new(&mut clock);
+        acc.append(&mut now, &tp(0), &rec(&[1; 10], 1000)).unwrap();
+        read_by.push(now.read().is_some());
+    }
+    assert_eq!(read_by, [true, false, true]);
+    assert_eq!(reads, 2);
+}
+
+#[test]
 fn a_batch_closes_at_batch_size() {
     let t0 = Instant::now();
     let exact = BATCH_HEADER_LEN + rec_size(0, 10) + rec_size(1, 10) + rec_size(2, 10);
