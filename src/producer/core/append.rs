@@ -218,32 +218,35 @@ impl ProducerCore {
         if let Some(current) = self.sticky.get(topic).and_then(StickyPartitioner::current) {
             return Ok(current);
         }
-        let available: Vec<i32> = self
-            .cluster
-            .metadata()
-            .topics
-            .get(topic)
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .filter(|(_, p)| p.leader >= 0)
-                    .map(|(i, _)| *i)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let generation = self.cluster.metadata_generation();
+        let listed = match self.with_leader.get_mut(topic) {
+            Some(listed) => listed,
+            None => self
+                .with_leader
+                .entry(topic.to_owned())
+                .or_insert((generation.wrapping_sub(1), Vec::new())),
+        };
+        if listed.0 != generation {
+            let metadata = self.cluster.metadata();
+            listed.1.clear();
+            if let Some(t) = metadata.topics.get(topic) {
+                listed.1.extend(
+                    t.partitions
+                        .iter()
+                        .filter(|(_, p)| p.leader >= 0)
+                        .map(|(i, _)| *i),
+                );
+            }
+            listed.0 = generation;
+        }
+        let available = &listed.1;
         let batch_size = self.settings.batch_size as u32;
         let sticky = self
             .sticky
             .entry(topic.to_owned())
             .or_insert_with(|| StickyPartitioner::new(topic.to_owned(), batch_size));
         sticky
-            .partition(
-                &TopicPartitions {
-                    count,
-                    available: &available,
-                },
-                &mut self.rng,
-            )
+            .partition(&TopicPartitions { count, available }, &mut self.rng)
             .map_err(|e| Refused::Invalid(Error::Partitioner(e)))
     }
 

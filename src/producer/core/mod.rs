@@ -197,6 +197,11 @@ pub(crate) struct ProducerCore {
     /// When the Metadata answer last looked at for `missing` came.
     answer_seen: Option<Instant>,
     sticky: BTreeMap<String, StickyPartitioner>,
+    /// Per topic, its partitions with a leader, as of a metadata
+    /// generation: what the sticky partitioner chooses among when it
+    /// moves on (with a batch per record, at every record), listed anew
+    /// only when the metadata changed.
+    with_leader: BTreeMap<String, (u64, Vec<i32>)>,
     pid: Pid,
     pid_retry: Retry,
     sequences: BTreeMap<TopicPartition, Sequences>,
@@ -273,6 +278,7 @@ impl ProducerCore {
             missing: BTreeMap::new(),
             answer_seen: None,
             sticky: BTreeMap::new(),
+            with_leader: BTreeMap::new(),
             pid: Pid::None,
             pid_retry: Retry::default(),
             sequences: BTreeMap::new(),
@@ -509,6 +515,7 @@ impl ProducerCore {
             .retain(|t, last| busy.contains(t) || now.saturating_duration_since(*last) < idle);
         if self.topics.len() != before {
             self.sticky.retain(|t, _| self.topics.contains_key(t));
+            self.with_leader.retain(|t, _| self.topics.contains_key(t));
             self.missing.retain(|t, _| self.topics.contains_key(t));
             self.cluster.set_topics(self.topics.keys().cloned());
         }

@@ -8,7 +8,7 @@ use crate::config::{ProducerConfig, ProducerConfigBuilder};
 use crate::harness::addr;
 use crate::producer::delivery::BatchOutcome;
 use crate::protocol::ApiKey;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -187,4 +187,54 @@ fn a_full_buffer_refuses_the_record_and_takes_it_once_delivered() {
     sent.push(append(&mut pair, 0, value).unwrap_or_else(|_| panic!("still full")));
     pair.advance(Duration::from_secs(1));
     assert_once_in_order(&pair, &sent);
+}
+
+/// A keyless record, placed by the sticky partitioner.
+fn keyless(value: String) -> OutRecord {
+    OutRecord {
+        topic: TOPIC.to_owned(),
+        partition: None,
+        key: None,
+        value: Some(value.into()),
+        headers: Vec::new(),
+        timestamp: 1_000,
+    }
+}
+
+#[test]
+fn the_sticky_partitioner_leaves_out_a_partition_whose_leader_is_gone_once_metadata_says_so() {
+    // Each record fills a batch, so the sticky partitioner moves on at
+    // every record, and the partitions it chooses among come from the
+    // list kept per metadata generation.
+    let mut pair = pair(3, &[2, 3, 2, 3], |b| {
+        b.batch_size(10)
+            .metadata_max_age(Duration::from_millis(200))
+    });
+    append(&mut pair, 0, "first".into()).unwrap();
+    let placed = |pair: &mut Pair, n: usize| -> Vec<i32> {
+        (0..n)
+            .map(|i| {
+                let queued = pair
+                    .core
+                    .append(pair.now, keyless(format!("v-{i}")))
+                    .unwrap();
+                pair.advance(Duration::from_millis(1));
+                queued.outcome.partition()
+            })
+            .collect()
+    };
+    let all: BTreeSet<i32> = placed(&mut pair, 200).into_iter().collect();
+    assert_eq!(all, (0..4).collect());
+    // Partition 2 loses its leader; once the metadata is asked again it
+    // says so, and once the partitioner moves on (the partition current
+    // then keeps its records until it does), no record goes there.
+    let p = &mut pair.mock.topics.get_mut(TOPIC).unwrap().partitions[2];
+    p.leader = -1;
+    p.bump_epoch();
+    pair.advance(Duration::from_secs(1));
+    let later: BTreeSet<i32> = placed(&mut pair, 200)
+        .into_iter()
+        .skip_while(|p| *p == 2)
+        .collect();
+    assert_eq!(later, [0, 1, 3].into_iter().collect());
 }
