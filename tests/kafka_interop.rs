@@ -1418,7 +1418,73 @@ async fn an_unknown_topic_fails_send_within_seconds_then_is_written_once_created
         .unwrap();
 }
 
+/// The idempotent producer keeps each partition's records in send order
+/// on a topic written to the moment it exists. There, a leader refuses the
+/// first requests with NOT_LEADER_OR_FOLLOWER while its partition is not
+/// ready, then takes the next one; and a leader that knows nothing of a
+/// producer takes any sequence as its first. With several batches of a
+/// partition in flight, a later one was written first, and the earlier
+/// ones, refused with OUT_OF_ORDER_SEQUENCE_NUMBER when sent again, went
+/// in after it under a new epoch: in 4 of 5 runs of the `produce` example
+/// on a new topic of 24 partitions.
+async fn records_keep_their_order_on_a_topic_written_to_as_it_is_created() {
+    let Some(kafka) = Kafka::get("records_keep_their_order_on_a_new_topic") else {
+        return;
+    };
+    for round in 0..3 {
+        let topic = kafka.unique("interop-fresh");
+        // Created without waiting for the leaders to be ready: the
+        // producer meets the topic as it comes up.
+        kafka.peer(&[
+            "create-topic",
+            "--topic",
+            &topic,
+            "--partitions",
+            "24",
+            "--replication",
+            "3",
+        ]);
+        let producer = producer(&kafka, Compression::None);
+        let mut reports = producer.delivery_reports();
+        let count = 60_000u64;
+        for i in 0..count {
+            let record = ProducerRecord::new(topic.as_str()).value(format!("{i:010}"));
+            producer
+                .send_reported(record, i)
+                .await
+                .unwrap_or_else(|e| panic!("send of record {i}: {e}"));
+        }
+        producer.close_timeout(WAIT).await.unwrap();
+        let mut written: BTreeMap<i32, Vec<(u64, i64)>> = BTreeMap::new();
+        while let Some(report) = reports.next().await {
+            let meta = report
+                .outcome
+                .unwrap_or_else(|e| panic!("record {}: {e}", report.token));
+            written
+                .entry(meta.partition)
+                .or_default()
+                .push((report.token, meta.offset));
+        }
+        assert_eq!(
+            written.values().map(Vec::len).sum::<usize>() as u64,
+            count,
+            "round {round}: every record reported"
+        );
+        for (partition, mut records) in written {
+            records.sort_unstable();
+            let out_of_order = records.windows(2).find(|w| w[1].1 <= w[0].1);
+            assert!(
+                out_of_order.is_none(),
+                "round {round}: {topic}-{partition}: record {:?} written before record {:?}",
+                out_of_order.map(|w| w[1]),
+                out_of_order.map(|w| w[0])
+            );
+        }
+    }
+}
+
 on_apache_kafka!(
+    records_keep_their_order_on_a_topic_written_to_as_it_is_created,
     an_unknown_topic_fails_send_within_seconds_then_is_written_once_created,
     new_leaders_named_in_answers_are_used_without_metadata,
     our_uncompressed_records_read_by_java_and_librdkafka,

@@ -139,6 +139,11 @@ struct Sequences {
     unresolved: BTreeSet<i32>,
     /// Requests carrying a batch of this partition.
     in_flight: usize,
+    /// The broker those requests went to (while `in_flight` > 0).
+    in_flight_to: i32,
+    /// A batch of this epoch was written: the leader knows the producer,
+    /// and refuses a batch that skips one before it.
+    acked: bool,
 }
 
 #[derive(Debug)]

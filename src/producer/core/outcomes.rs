@@ -4,7 +4,7 @@
 
 use super::super::accumulator::ProducerBatch;
 use super::super::delivery::{BatchOutcome, Written};
-use super::ProducerCore;
+use super::{Pid, ProducerCore};
 use crate::error::DeliveryError;
 use crate::group::TopicPartition;
 use std::sync::Arc;
@@ -115,6 +115,9 @@ impl ProducerCore {
         self.retry_runs.remove(&batch.tp);
         if let (Some(stamp), Some(seq)) = (batch.stamp, self.sequences.get_mut(&batch.tp)) {
             seq.unresolved.remove(&stamp.base_sequence);
+            if matches!(self.pid, Pid::Known { epoch, .. } if epoch == stamp.epoch) {
+                seq.acked = true;
+            }
         }
         self.counters.entry(batch.tp.clone()).or_default().records += batch.records.len() as u64;
         if let Some(slot) = self.slots.remove(&batch.first()) {

@@ -131,7 +131,19 @@ impl ProducerCore {
                             && stamp.epoch == epoch)
                             .then_some(Some(stamp)),
                         None => {
-                            if seq.in_flight >= 5 {
+                            // A leader that knows nothing of this producer
+                            // takes any sequence as its first. So until a
+                            // batch of the epoch is written, one goes at a
+                            // time, and never to another broker while
+                            // earlier ones are in flight: a later batch
+                            // could be written first (on a topic just
+                            // created, the leader refuses the first
+                            // requests with NOT_LEADER_OR_FOLLOWER and
+                            // takes the next), and the earlier ones, sent
+                            // again, would come after it.
+                            if seq.in_flight >= 5
+                                || (seq.in_flight > 0 && (!seq.acked || seq.in_flight_to != broker))
+                            {
                                 return None;
                             }
                             let base = seq.next;
@@ -180,6 +192,7 @@ impl ProducerCore {
                 });
             if let Some(seq) = self.sequences.get_mut(&b.tp) {
                 seq.in_flight += 1;
+                seq.in_flight_to = broker;
             }
         }
         let body = ProduceRequest {
