@@ -11,7 +11,9 @@
 //! 2. performs the actions (connects are spawned; writes are awaited here,
 //!    in order; a failed write closes its connection), then does what was
 //!    left for after them ([`Driven::after_actions`]: the CRC check of the
-//!    record sets that just came, once the next Fetch is sent);
+//!    record sets that just came, once the next Fetch is sent), taking the
+//!    lock for it only when the step said there is such work
+//!    ([`Driven::has_after_actions`]);
 //! 3. if something was acted on, ends: the next pass drives again
 //!    (after [`BUSY_PASSES`] passes in a row that acted or found an input
 //!    waiting, it first yields to the executor, so that the connect and
