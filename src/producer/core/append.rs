@@ -9,12 +9,14 @@ use super::super::partitioner::{
 };
 use super::outcomes::{Part, Slot};
 use super::{OutRecord, ProducerCore, Refused, TopicState};
+use crate::cluster::Cluster;
 use crate::error::DeliveryError;
 use crate::error::Error;
 use crate::group::TopicPartition;
 use crate::protocol::ErrorCode;
 use crate::streak::Streak;
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -190,23 +192,13 @@ impl ProducerCore {
     /// when there are some (librdkafka's `random` partitioner draws again
     /// once when its first draw has none).
     fn random_partition(&mut self, topic: &str, count: i32) -> i32 {
-        let available: Vec<i32> = self
-            .cluster
-            .metadata()
-            .topics
-            .get(topic)
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .filter(|(i, p)| p.leader >= 0 && **i < count)
-                    .map(|(i, _)| *i)
-                    .collect()
-            })
-            .unwrap_or_default();
-        if available.is_empty() {
-            self.rng.below(count.max(1) as usize) as i32
-        } else {
-            available[self.rng.below(available.len())]
+        let listed = with_leader(&mut self.with_leader, &self.cluster, topic);
+        let mut available = listed.iter().copied().filter(|i| *i < count);
+        match available.clone().count() {
+            0 => self.rng.below(count.max(1) as usize) as i32,
+            n => available
+                .nth(self.rng.below(n))
+                .expect("below the count of partitions listed"),
         }
     }
 
@@ -218,28 +210,7 @@ impl ProducerCore {
         if let Some(current) = self.sticky.get(topic).and_then(StickyPartitioner::current) {
             return Ok(current);
         }
-        let generation = self.cluster.metadata_generation();
-        let listed = match self.with_leader.get_mut(topic) {
-            Some(listed) => listed,
-            None => self
-                .with_leader
-                .entry(topic.to_owned())
-                .or_insert((generation.wrapping_sub(1), Vec::new())),
-        };
-        if listed.0 != generation {
-            let metadata = self.cluster.metadata();
-            listed.1.clear();
-            if let Some(t) = metadata.topics.get(topic) {
-                listed.1.extend(
-                    t.partitions
-                        .iter()
-                        .filter(|(_, p)| p.leader >= 0)
-                        .map(|(i, _)| *i),
-                );
-            }
-            listed.0 = generation;
-        }
-        let available = &listed.1;
+        let available = with_leader(&mut self.with_leader, &self.cluster, topic);
         let batch_size = self.settings.batch_size as u32;
         let sticky = self
             .sticky
@@ -285,6 +256,35 @@ impl ProducerCore {
             .leader(&tp.topic, tp.partition)
             .is_some_and(|b| self.per_broker.get(&b).copied().unwrap_or(0) > 0)
     }
+}
+
+/// `topic`'s partitions with a leader, from `cache` (kept per topic, as
+/// of a metadata generation), listed anew only when the metadata changed:
+/// what the sticky and random partitioners choose among, without a list
+/// built per record.
+fn with_leader<'a>(
+    cache: &'a mut BTreeMap<String, (u64, Vec<i32>)>,
+    cluster: &Cluster,
+    topic: &str,
+) -> &'a [i32] {
+    let generation = cluster.metadata_generation();
+    if !cache.contains_key(topic) {
+        cache.insert(topic.to_owned(), (generation.wrapping_sub(1), Vec::new()));
+    }
+    let listed = cache.get_mut(topic).expect("inserted above");
+    if listed.0 != generation {
+        listed.1.clear();
+        if let Some(t) = cluster.metadata().topics.get(topic) {
+            listed.1.extend(
+                t.partitions
+                    .iter()
+                    .filter(|(_, p)| p.leader >= 0)
+                    .map(|(i, _)| *i),
+            );
+        }
+        listed.0 = generation;
+    }
+    &listed.1
 }
 
 /// Why the accumulator did not take a record for `tp` (`asked`: the

@@ -204,8 +204,8 @@ pub(crate) struct ProducerCore {
     sticky: BTreeMap<String, StickyPartitioner>,
     /// Per topic, its partitions with a leader, as of a metadata
     /// generation: what the sticky partitioner chooses among when it
-    /// moves on (with a batch per record, at every record), listed anew
-    /// only when the metadata changed.
+    /// moves on (with a batch per record, at every record) and the random
+    /// one for each record, listed anew only when the metadata changed.
     with_leader: BTreeMap<String, (u64, Vec<i32>)>,
     pid: Pid,
     pid_retry: Retry,

@@ -238,3 +238,30 @@ fn the_sticky_partitioner_leaves_out_a_partition_whose_leader_is_gone_once_metad
         .collect();
     assert_eq!(later, [0, 1, 3].into_iter().collect());
 }
+
+#[test]
+fn the_random_partitioner_draws_among_partitions_with_a_leader() {
+    let mut pair = pair(3, &[2, 3, 2, 3], |b| {
+        b.set("partitioner", "random")
+            .unwrap()
+            .metadata_max_age(Duration::from_millis(200))
+    });
+    append(&mut pair, 0, "first".into()).unwrap();
+    let placed = |pair: &mut Pair| -> BTreeSet<i32> {
+        (0..200)
+            .map(|i| {
+                let mut record = keyless(format!("v-{i}"));
+                record.key = Some(format!("k-{i}").into());
+                let queued = pair.core.append(pair.now, record).unwrap();
+                pair.advance(Duration::from_millis(1));
+                queued.outcome.partition()
+            })
+            .collect()
+    };
+    assert_eq!(placed(&mut pair), (0..4).collect());
+    let p = &mut pair.mock.topics.get_mut(TOPIC).unwrap().partitions[2];
+    p.leader = -1;
+    p.bump_epoch();
+    pair.advance(Duration::from_secs(1));
+    assert_eq!(placed(&mut pair), [0, 1, 3].into_iter().collect());
+}
