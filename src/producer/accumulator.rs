@@ -415,8 +415,50 @@ pub(crate) struct Drained {
     pub failed: Vec<(ProducerBatch, RecordsError)>,
 }
 
+/// The batches for one Produce request, taken out of the accumulator by
+/// [`Accumulator::take`]: retries as they were sent, new batches still to
+/// be built.
+#[derive(Debug)]
+pub(crate) struct Taken {
+    entries: Vec<TakenBatch>,
+    compression: Compression,
+}
+
+#[derive(Debug)]
+enum TakenBatch {
+    Built(ProducerBatch),
+    Open(OpenBatch, TopicPartition, Option<Stamp>),
+}
+
+impl Taken {
+    /// Whether nothing was taken.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Builds the new batches (compressed and stamped), in order.
+    pub(crate) fn build(self) -> Drained {
+        let mut drained = Drained::default();
+        for entry in self.entries {
+            match entry {
+                TakenBatch::Built(batch) => drained.batches.push(batch),
+                TakenBatch::Open(open, tp, stamp) => {
+                    let (mut batch, failed) = build(open, &tp, stamp, self.compression);
+                    batch.attempts += 1;
+                    match failed {
+                        None => drained.batches.push(batch),
+                        Some(e) => drained.failed.push((batch, e)),
+                    }
+                }
+            }
+        }
+        drained
+    }
+}
+
 impl Drained {
     /// Whether nothing was drained.
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.batches.is_empty() && self.failed.is_empty()
     }
@@ -852,14 +894,33 @@ impl Accumulator {
     /// stamp (`Some(None)`: no producer id). A retry keeps the bytes and
     /// stamp it has, whatever the answer's stamp. New batches are built
     /// here, compressed and stamped.
+    #[cfg(test)]
     pub(crate) fn drain(
         &mut self,
         now: Instant,
         broker: i32,
         leader_of: impl Fn(&TopicPartition) -> Option<i32>,
-        mut stamp: impl FnMut(&TopicPartition, &ProducerBatchInfo) -> Option<Option<Stamp>>,
+        stamp: impl FnMut(&TopicPartition, &ProducerBatchInfo) -> Option<Option<Stamp>>,
     ) -> Drained {
-        let mut drained = Drained::default();
+        self.take(now, broker, leader_of, stamp).build()
+    }
+
+    /// What [`Accumulator::drain`] does, but new batches are taken out
+    /// unbuilt: [`Taken::build`] builds them (compressing and checksumming
+    /// each) after whatever lock the accumulator is under is released.
+    /// A batch taken counts its bytes before compression towards
+    /// `max.request.size`.
+    pub(crate) fn take(
+        &mut self,
+        now: Instant,
+        broker: i32,
+        leader_of: impl Fn(&TopicPartition) -> Option<i32>,
+        mut stamp: impl FnMut(&TopicPartition, &ProducerBatchInfo) -> Option<Option<Stamp>>,
+    ) -> Taken {
+        let mut drained = Taken {
+            entries: Vec::new(),
+            compression: self.config.compression,
+        };
         let parts: Vec<TopicPartition> = self
             .queues
             .keys()
@@ -900,20 +961,19 @@ impl Accumulator {
             if queue.is_empty() {
                 self.queues.remove(tp);
             }
-            let mut batch = match entry {
-                Queued::Retry { batch, .. } => batch,
-                Queued::New(open) => match build(open, tp, given, self.config.compression) {
-                    (batch, None) => batch,
-                    (mut batch, Some(e)) => {
-                        batch.attempts += 1;
-                        drained.failed.push((batch, e));
-                        continue;
-                    }
-                },
-            };
-            batch.attempts += 1;
-            total = total.saturating_add(batch.bytes.len());
-            drained.batches.push(batch);
+            match entry {
+                Queued::Retry { mut batch, .. } => {
+                    batch.attempts += 1;
+                    total = total.saturating_add(batch.bytes.len());
+                    drained.entries.push(TakenBatch::Built(batch));
+                }
+                Queued::New(open) => {
+                    total = total.saturating_add(open.size);
+                    drained
+                        .entries
+                        .push(TakenBatch::Open(open, tp.clone(), given));
+                }
+            }
         }
         self.drain_from.insert(broker, next_start.clone());
         drained

@@ -1,7 +1,7 @@
 //! The async producer: a handle on [`ProducerCore`] and the background
 //! task that drives it.
 
-use super::core::{OutRecord, ProducerCore, Refused, TopicState};
+use super::core::{lock_front, Front, OutRecord, ProducerCore, Refused, TopicState};
 use super::delivery::{BatchOutcome, DeliveryReport, ReportQueue};
 use super::partitioner::Partitioner;
 use crate::error::DeliveryError;
@@ -261,6 +261,9 @@ struct Inner {
     /// The state the calls and the background task share: the core, made
     /// with the producer, driven by the task from the first `send` on.
     link: Link,
+    /// The core's way in for records, which `send` appends through
+    /// without the lock the task drives the core under.
+    front: Arc<Mutex<Front>>,
     /// Whether the task runs: what `send` checks, without taking `local`'s
     /// lock.
     started: std::sync::atomic::AtomicBool,
@@ -364,10 +367,12 @@ impl Producer {
         let runtime = crate::runtime::rt::select(config.client_runtime())?;
         let mut core = ProducerCore::from_config(&config, Instant::now(), seed());
         core.set_partitioner(partitioner);
+        let front = core.front();
         Ok(Producer {
             inner: Arc::new(Inner {
                 config,
                 tls,
+                front,
                 events: Arc::new(EventHub::default()),
                 link: Link::new(core, runtime.clone()),
                 started: std::sync::atomic::AtomicBool::new(false),
@@ -570,11 +575,14 @@ impl Producer {
             timestamp: record.timestamp.unwrap_or_else(wall_clock_ms),
         };
         // One lock when the topic is known and there is room: the usual
-        // case. Otherwise the record comes back, and the call waits for
-        // what is missing (up to `max.block.ms` in all) and tries again.
+        // case. It is the lock of the records' way in, not the one the
+        // background task holds while it reads answers and writes
+        // requests. Otherwise the record comes back, and the call waits
+        // for what is missing (up to `max.block.ms` in all) and tries
+        // again.
         loop {
             let timestamp = out.timestamp;
-            let refused = link.shared().lock().append(Instant::now, out);
+            let refused = lock_front(&self.inner.front).append(Instant::now, out);
             let mut left = || {
                 let deadline = *deadline.get_or_insert_with(|| Instant::now() + max_block);
                 deadline.saturating_duration_since(Instant::now())
@@ -873,6 +881,8 @@ async fn wait_for_topic(
         .wait(left, None, move |core, now| {
             core.use_topic(now, &wanted);
             if let TopicState::Known(_) = core.topic_state(&wanted) {
+                // The records' way in learns it before `send` appends again.
+                core.sync_front();
                 return Some(Ok(()));
             }
             // Not there for topic.metadata.propagation.max.ms: the record
@@ -948,5 +958,92 @@ async fn wait_for_room(
             after: max_block,
             last_error: None,
         }),
+    }
+}
+
+#[cfg(all(test, feature = "mock"))]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    fn block_on<F: Future>(future: F) -> F::Output {
+        #[cfg(not(feature = "runtime-async-std"))]
+        {
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime")
+                .block_on(future)
+        }
+        #[cfg(feature = "runtime-async-std")]
+        {
+            async_std::task::block_on(future)
+        }
+    }
+
+    /// A `send` to a topic whose metadata is known queues its record under
+    /// the lock of the records' way in only: while another thread holds the
+    /// lock the background task drives the core under, records still go
+    /// in, each `send` ready at its first poll.
+    #[test]
+    fn a_send_does_not_wait_for_the_lock_the_task_drives_under() {
+        let mock = crate::mock::MockCluster::new(1).unwrap();
+        mock.create_topic("front", 3).unwrap();
+        let config = crate::ProducerConfig::builder()
+            .bootstrap_servers(mock.bootstrap_servers())
+            .build()
+            .unwrap();
+        let producer = Producer::new(config).unwrap();
+        block_on(async {
+            let first = producer.send(ProducerRecord::new("front").value("first"));
+            first.await.unwrap().await.unwrap();
+        });
+        // Another thread holds the client's lock until told to let go, or
+        // until its deadline, which only a `send` that waits for the lock
+        // lets pass.
+        let (release, released) = mpsc::channel::<()>();
+        let (locked_tx, locked_rx) = mpsc::channel::<()>();
+        let gave_up = Arc::new(AtomicBool::new(false));
+        let holder = {
+            let inner = producer.inner.clone();
+            let gave_up = gave_up.clone();
+            std::thread::spawn(move || {
+                let _held = inner.link.shared().lock();
+                locked_tx.send(()).unwrap();
+                if released.recv_timeout(Duration::from_secs(10)).is_err() {
+                    gave_up.store(true, Ordering::SeqCst);
+                }
+            })
+        };
+        locked_rx.recv().unwrap();
+        let mut reports = producer.delivery_reports();
+        let mut queued = 0;
+        for i in 0..100u64 {
+            let record = ProducerRecord::new("front").value(format!("while held {i}"));
+            match producer.send_reported(record, i).now_or_never() {
+                Some(Ok(())) => queued += 1,
+                other => panic!("send {i} did not queue at once: {other:?}"),
+            }
+        }
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(
+            !gave_up.load(Ordering::SeqCst),
+            "the sends waited for the client's lock until its holder gave up"
+        );
+        assert_eq!(queued, 100);
+        block_on(async {
+            producer
+                .close_timeout(Duration::from_secs(10))
+                .await
+                .unwrap();
+            let mut delivered = 0;
+            while let Some(report) = futures::StreamExt::next(&mut reports).await {
+                delivered += usize::from(report.outcome.is_ok());
+            }
+            assert_eq!(delivered, 100);
+        });
     }
 }

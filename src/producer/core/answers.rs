@@ -5,6 +5,8 @@
 //! (KIP-360).
 
 use super::super::accumulator::{ProducerBatch, Stamp};
+use super::entry_of;
+use super::front::lock;
 use super::outcomes::{Part, Slot};
 use super::{Pending, Pid, ProducerCore};
 use crate::cluster::{BrokerAddress, LeaderHint, RequestError};
@@ -69,7 +71,7 @@ impl ProducerCore {
                         if let Some(seq) = self.sequences.get_mut(&b.tp) {
                             seq.in_flight = seq.in_flight.saturating_sub(1);
                         }
-                        let c = self.counters.entry(b.tp.clone()).or_default();
+                        let c = entry_of(&mut self.counters, &b.tp);
                         c.latency += now.saturating_duration_since(sent);
                         c.answered += 1;
                     }
@@ -98,11 +100,12 @@ impl ProducerCore {
                 // stamped anew in their order.
                 self.sequences.clear();
                 let (id, epoch) = (r.producer_id, r.producer_epoch);
+                let mut front = lock(&self.front);
                 let waiting: Vec<TopicPartition> =
-                    self.acc.partitions_with_data().cloned().collect();
+                    front.acc.partitions_with_data().cloned().collect();
                 for tp in waiting {
                     let seq = self.sequences.entry(tp.clone()).or_default();
-                    let restamped = self.acc.restamp(&tp, |info| {
+                    let restamped = front.acc.restamp(&tp, |info| {
                         let base = seq.next;
                         seq.next = seq.next.wrapping_add(info.record_count as i32) & i32::MAX;
                         seq.unresolved.insert(base);
@@ -155,7 +158,7 @@ impl ProducerCore {
     /// a producer id). A later record asks again, after the backoff, so
     /// an ACL granted meanwhile is picked up.
     fn fail_waiting_for_pid(&mut self, code: ErrorCode) {
-        let batches = self.acc.abort_all();
+        let batches = lock(&self.front).acc.abort_all();
         if batches.is_empty() {
             return;
         }
@@ -186,7 +189,7 @@ impl ProducerCore {
         if self.settings.acks == 0 && result.is_ok() {
             for batch in batches {
                 self.complete(&batch, -1, -1);
-                self.acc.recycle(batch.bytes);
+                lock(&self.front).acc.recycle(batch.bytes);
             }
             return;
         }
@@ -289,7 +292,7 @@ impl ProducerCore {
             ErrorCode::None | ErrorCode::DuplicateSequenceNumber => {
                 let append_time = answer.log_append_time_ms;
                 self.complete(&batch, answer.base_offset, append_time);
-                self.acc.recycle(batch.bytes);
+                lock(&self.front).acc.recycle(batch.bytes);
             }
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
                 // An earlier batch of the partition is not answered
@@ -375,12 +378,13 @@ impl ProducerCore {
             batch.records.len(),
             batch.bytes.len()
         );
-        let counters = self.counters.entry(batch.tp.clone()).or_default();
+        let counters = entry_of(&mut self.counters, &batch.tp);
         counters.errors += 1;
         counters.splits += 1;
-        let slot = self.slots.remove(&batch.first());
+        let mut front = lock(&self.front);
+        let slot = front.slots.remove(&batch.first());
         // The memory moves to the halves.
-        self.acc.complete(&batch);
+        front.acc.complete(&batch);
         for (half, start) in halves {
             if let (Some(stamp), Some(seq)) = (half.stamp, self.sequences.get_mut(&half.tp)) {
                 seq.unresolved.insert(stamp.base_sequence);
@@ -395,9 +399,9 @@ impl ProducerCore {
                     start: from,
                     end: from + half.records.len() as u32,
                 };
-                self.slots.insert(half.first(), Slot(Some(part)));
+                front.slots.insert(half.first(), Slot(Some(part)));
             }
-            self.acc.reenqueue(half, now);
+            front.acc.reenqueue(half, now);
         }
         if let Some(mut slot) = slot {
             // Its records are the halves' now.
@@ -440,7 +444,7 @@ impl ProducerCore {
         why: String,
         leader: Leader,
     ) {
-        self.counters.entry(batch.tp.clone()).or_default().errors += 1;
+        entry_of(&mut self.counters, &batch.tp).errors += 1;
         if leader == Leader::Unknown {
             self.cluster.request_metadata_refresh(now);
         }
@@ -498,7 +502,7 @@ impl ProducerCore {
             )
         };
         self.last_failure.insert(batch.tp.clone(), why);
-        self.acc.reenqueue(batch, now + delay);
+        lock(&self.front).acc.reenqueue(batch, now + delay);
     }
 
     /// What the metadata says is wrong with `tp`'s leader, if anything: a

@@ -24,13 +24,14 @@
 
 mod answers;
 mod append;
+mod front;
 mod outcomes;
 mod send;
 #[cfg(all(test, feature = "mock"))]
 mod tests;
 
-use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker, ProducerBatch, RecordId};
-use super::partitioner::{BuiltinPartitioner, Partitioner, StickyPartitioner};
+use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker, ProducerBatch};
+use super::partitioner::{BuiltinPartitioner, Partitioner};
 use crate::cluster::{Cluster, ExponentialBackoff, Problem, RequestId, Retry, Rng};
 use crate::config::{Acks, ProducerConfig};
 use crate::error::DeliveryError;
@@ -40,9 +41,11 @@ use crate::group::TopicPartition;
 use crate::protocol::ErrorCode;
 use crate::streak::Streak;
 use bytes::Bytes;
-use outcomes::{BuildIdHasher, Outcomes, Slot};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+pub(crate) use front::{lock as lock_front, Front};
+use front::{lock, Placing};
+use outcomes::Outcomes;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the producer does, beyond its connections and its queue.
@@ -189,10 +192,19 @@ pub(crate) struct PartitionCounters {
 /// The producer's state.
 pub(crate) struct ProducerCore {
     cluster: Cluster,
-    acc: Accumulator,
+    /// The records' way in (the accumulator, the batches' outcomes, the
+    /// partitioners), behind a lock of its own that `send` takes instead
+    /// of the client's.
+    front: Arc<Mutex<Front>>,
+    /// What [`Front`] was last told of the topics: the metadata
+    /// generation and `view_changes` then.
+    published: Option<(u64, u64)>,
+    /// Grows when what the core says of the topics produced to may have
+    /// changed other than by a metadata update (a topic used or
+    /// forgotten, a Metadata answer read for missing topics).
+    view_changes: u64,
     settings: ProducerSettings,
     rng: Rng,
-    partitioner: Option<Arc<dyn Partitioner>>,
     /// Topics produced to, and when last.
     topics: BTreeMap<String, Instant>,
     /// Topics produced to that the Metadata answers say do not exist: the
@@ -201,12 +213,6 @@ pub(crate) struct ProducerCore {
     missing: BTreeMap<String, Option<Streak<ErrorCode>>>,
     /// When the Metadata answer last looked at for `missing` came.
     answer_seen: Option<Instant>,
-    sticky: BTreeMap<String, StickyPartitioner>,
-    /// Per topic, its partitions with a leader, as of a metadata
-    /// generation: what the sticky partitioner chooses among when it
-    /// moves on (with a batch per record, at every record) and the random
-    /// one for each record, listed anew only when the metadata changed.
-    with_leader: BTreeMap<String, (u64, Vec<i32>)>,
     pid: Pid,
     pid_retry: Retry,
     sequences: BTreeMap<TopicPartition, Sequences>,
@@ -227,10 +233,6 @@ pub(crate) struct ProducerCore {
     throttled: BTreeMap<i32, Instant>,
     /// Produce answers that asked for a wait, and the longest wait asked.
     throttles: (u64, Duration),
-    /// The outcome of each batch not decided yet, by its first record.
-    slots: HashMap<RecordId, Slot, BuildIdHasher>,
-    /// Records given and not delivered or failed yet.
-    outstanding: usize,
     /// Outcomes decided under the lock, handed to the records' futures
     /// after it is released ([`ProducerCore::take_outcomes`]), so that
     /// waking the application never holds up a `send`.
@@ -257,7 +259,7 @@ impl std::fmt::Debug for ProducerCore {
             .field("pid", &self.pid)
             .field("topics", &self.topics.keys().collect::<Vec<_>>())
             .field("in_flight", &self.in_flight.len())
-            .field("outstanding", &self.outstanding)
+            .field("front", &*lock(&self.front))
             .finish_non_exhaustive()
     }
 }
@@ -272,18 +274,25 @@ impl ProducerCore {
         now: Instant,
         seed: u64,
     ) -> Self {
+        let mut rng = Rng::new(seed);
+        let placing = Placing {
+            ignore_keys: settings.ignore_keys,
+            builtin: settings.builtin_partitioner,
+            batch_size: settings.batch_size,
+            custom: partitioner,
+        };
+        let front = Front::new(acc, placing, rng.next_u64());
         ProducerCore {
             now,
             cluster,
-            acc,
+            front: Arc::new(Mutex::new(front)),
+            published: None,
+            view_changes: 0,
             settings,
-            rng: Rng::new(seed),
-            partitioner,
+            rng,
             topics: BTreeMap::new(),
             missing: BTreeMap::new(),
             answer_seen: None,
-            sticky: BTreeMap::new(),
-            with_leader: BTreeMap::new(),
             pid: Pid::None,
             pid_retry: Retry::default(),
             sequences: BTreeMap::new(),
@@ -294,8 +303,6 @@ impl ProducerCore {
             throttles: (0, Duration::ZERO),
             in_flight: BTreeMap::new(),
             per_broker: BTreeMap::new(),
-            slots: HashMap::default(),
-            outstanding: 0,
             outcomes: Vec::new(),
             last_problem: None,
             refusal: None,
@@ -350,7 +357,13 @@ impl ProducerCore {
     /// Places records that name no partition with `partitioner` (the
     /// built-in placement when `None`).
     pub fn set_partitioner(&mut self, partitioner: Option<Arc<dyn Partitioner>>) {
-        self.partitioner = partitioner;
+        lock(&self.front).set_partitioner(partitioner);
+    }
+
+    /// The records' way in, which `send` appends through without the
+    /// client's lock.
+    pub fn front(&self) -> Arc<Mutex<Front>> {
+        self.front.clone()
     }
 
     // ===== what the producer holds and did =====
@@ -361,9 +374,10 @@ impl ProducerCore {
     /// Waking it as soon as the record fits would wake it for each batch
     /// delivered, to append one record and wait again.
     pub fn has_room(&self, size: usize) -> bool {
-        let total = self.acc.config().buffer_memory;
+        let front = lock(&self.front);
+        let total = front.acc.config().buffer_memory;
         let wanted = size.saturating_add(total / 8).min(total).max(size);
-        self.acc.available() >= wanted
+        front.acc.available() >= wanted
     }
 
     /// Produce answers that asked the producer to wait (a quota,
@@ -374,19 +388,19 @@ impl ProducerCore {
 
     /// Records given and not yet delivered or failed.
     pub fn outstanding(&self) -> usize {
-        self.outstanding
+        lock(&self.front).outstanding
     }
 
     /// Makes every queued record ready to send now (`flush`); the marker
     /// tells when the records given so far are all delivered or failed
     /// ([`ProducerCore::flush_done`]).
     pub fn flush(&mut self) -> FlushMarker {
-        self.acc.flush()
+        lock(&self.front).acc.flush()
     }
 
     /// Whether every record given before `marker` was delivered or failed.
     pub fn flush_done(&self, marker: FlushMarker) -> bool {
-        self.acc.flush_done(marker)
+        lock(&self.front).acc.flush_done(marker)
     }
 
     /// Partitions of `topic` as the metadata lists them.
@@ -411,7 +425,7 @@ impl ProducerCore {
 
     /// Bytes of records held (queued or in flight).
     pub fn buffered_bytes(&self) -> usize {
-        self.acc.buffered_bytes()
+        lock(&self.front).acc.buffered_bytes()
     }
 
     /// The last connection problem seen, in words.
@@ -443,6 +457,7 @@ impl ProducerCore {
         self.send_ready(now);
         self.route_responses(now);
         self.collect_problems();
+        self.sync_front();
     }
 
     /// The earliest deadline, past ones included.
@@ -455,7 +470,7 @@ impl ProducerCore {
         let now = after.unwrap_or(self.now);
         [
             self.cluster.poll_timeout(),
-            self.acc.next_deadline(now),
+            lock(&self.front).acc.next_deadline(now),
             self.pid_retry.not_before(),
             self.throttled.values().min().copied(),
             self.topics
@@ -483,7 +498,8 @@ impl ProducerCore {
     /// [`DeliveryError::Closed`].
     pub fn shutdown(&mut self, now: Instant) {
         self.cluster.shutdown(now);
-        for batch in self.acc.abort_all() {
+        let aborted = lock(&self.front).acc.abort_all();
+        for batch in aborted {
             self.fail_batch(&batch, |tp| DeliveryError::Closed {
                 topic: tp.topic.clone(),
                 partition: tp.partition,
@@ -500,17 +516,18 @@ impl ProducerCore {
                 }
             }
         }
-        for (_, slot) in self.slots.drain() {
+        let mut front = lock(&self.front);
+        for (_, slot) in front.slots.drain() {
             let part = slot.take();
             let closed = part.closed();
             self.outcomes.push((part, Err(closed)));
         }
-        self.outstanding = 0;
+        front.outstanding = 0;
     }
 
     fn forget_idle_topics(&mut self, now: Instant) {
         let idle = self.settings.metadata_max_idle;
-        let busy: BTreeSet<String> = self
+        let busy: BTreeSet<String> = lock(&self.front)
             .acc
             .partitions_with_data()
             .map(|tp| tp.topic.clone())
@@ -519,15 +536,15 @@ impl ProducerCore {
         self.topics
             .retain(|t, last| busy.contains(t) || now.saturating_duration_since(*last) < idle);
         if self.topics.len() != before {
-            self.sticky.retain(|t, _| self.topics.contains_key(t));
-            self.with_leader.retain(|t, _| self.topics.contains_key(t));
+            self.view_changes += 1;
             self.missing.retain(|t, _| self.topics.contains_key(t));
             self.cluster.set_topics(self.topics.keys().cloned());
         }
     }
 
     fn expire(&mut self, now: Instant) {
-        for batch in self.acc.expire(now) {
+        let expired = lock(&self.front).acc.expire(now);
+        for batch in expired {
             let after = self.settings.delivery_timeout;
             let last = self
                 .last_failure
@@ -589,6 +606,19 @@ impl ProducerCore {
     pub fn refusal(&self) -> Option<Error> {
         self.refusal.clone().map(Error::from_problem)
     }
+}
+
+/// `tp`'s entry in `map`, made with its default when missing: the
+/// partition is copied only then, not at each use (these maps are touched
+/// for every batch).
+fn entry_of<'a, V: Default>(
+    map: &'a mut BTreeMap<TopicPartition, V>,
+    tp: &TopicPartition,
+) -> &'a mut V {
+    if !map.contains_key(tp) {
+        map.insert(tp.clone(), V::default());
+    }
+    map.get_mut(tp).expect("inserted above")
 }
 
 /// How the background task drives the producer.

@@ -4,6 +4,8 @@
 
 use super::super::accumulator::ProducerBatch;
 use super::super::delivery::{BatchOutcome, Written};
+use super::entry_of;
+use super::front::lock;
 use super::{Pid, ProducerCore};
 use crate::error::DeliveryError;
 use crate::group::TopicPartition;
@@ -119,18 +121,19 @@ impl ProducerCore {
                 seq.acked = true;
             }
         }
-        self.counters.entry(batch.tp.clone()).or_default().records += batch.records.len() as u64;
-        if let Some(slot) = self.slots.remove(&batch.first()) {
+        entry_of(&mut self.counters, &batch.tp).records += batch.records.len() as u64;
+        let mut front = lock(&self.front);
+        if let Some(slot) = front.slots.remove(&batch.first()) {
             let n = batch.records.len();
             self.delivered += n as u64;
-            self.outstanding = self.outstanding.saturating_sub(n);
+            front.outstanding = front.outstanding.saturating_sub(n);
             let written = Written {
                 base_offset,
                 append_time,
             };
             self.outcomes.push((slot.take(), Ok(written)));
         }
-        self.acc.complete(batch);
+        front.acc.complete(batch);
     }
 
     pub(super) fn fail_batch(
@@ -138,16 +141,14 @@ impl ProducerCore {
         batch: &ProducerBatch,
         error: impl Fn(&TopicPartition) -> DeliveryError,
     ) {
-        self.counters
-            .entry(batch.tp.clone())
-            .or_default()
-            .records_failed += batch.records.len() as u64;
-        if let Some(slot) = self.slots.remove(&batch.first()) {
+        entry_of(&mut self.counters, &batch.tp).records_failed += batch.records.len() as u64;
+        let mut front = lock(&self.front);
+        if let Some(slot) = front.slots.remove(&batch.first()) {
             let n = batch.records.len();
             self.failed += n as u64;
-            self.outstanding = self.outstanding.saturating_sub(n);
+            front.outstanding = front.outstanding.saturating_sub(n);
             self.outcomes.push((slot.take(), Err(error(&batch.tp))));
         }
-        self.acc.complete(batch);
+        front.acc.complete(batch);
     }
 }

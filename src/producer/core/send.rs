@@ -3,6 +3,8 @@
 //! accumulator and stamped with their sequence numbers (idempotence).
 
 use super::super::accumulator::{ProducerBatch, Stamp};
+use super::entry_of;
+use super::front::lock;
 use super::{Pending, Pid, ProducerCore};
 use crate::cluster::{RequestBody, Target};
 use crate::group::TopicPartition;
@@ -66,7 +68,7 @@ impl ProducerCore {
             return;
         }
         let (producer_id, producer_epoch) = match self.pid {
-            Pid::None if !self.acc.is_empty() => (-1, -1),
+            Pid::None if !lock(&self.front).acc.is_empty() => (-1, -1),
             // A new epoch once nothing is in flight: the sequences restart.
             Pid::Bump { id, epoch } if self.produce_in_flight() == 0 => (id, epoch),
             _ => return,
@@ -93,9 +95,11 @@ impl ProducerCore {
         // The metadata is borrowed field by field, not copied: this runs
         // at every step.
         let metadata = self.cluster.metadata();
-        let ready = self.acc.ready(now, |tp: &TopicPartition| {
+        let front = lock(&self.front);
+        let ready = front.acc.ready(now, |tp: &TopicPartition| {
             metadata.leader(&tp.topic, tp.partition)
         });
+        drop(front);
         if !ready.unknown_leaders.is_empty() {
             self.cluster.request_metadata_refresh(now);
         }
@@ -115,48 +119,59 @@ impl ProducerCore {
                 let sequences = &mut self.sequences;
                 let metadata = self.cluster.metadata();
                 let leader_of = |tp: &TopicPartition| metadata.leader(&tp.topic, tp.partition);
-                let drained = self.acc.drain(now, broker, leader_of, |tp, info| {
-                    if !idempotence {
-                        return Some(None);
-                    }
-                    let Pid::Known { id, epoch } = pid else {
-                        return None;
-                    };
-                    let seq = sequences.entry(tp.clone()).or_default();
-                    match info.stamp {
-                        // A retry goes alone, first among its partition's
-                        // unresolved batches: order is kept.
-                        Some(stamp) => (seq.in_flight == 0
-                            && seq.unresolved.first() == Some(&stamp.base_sequence)
-                            && stamp.epoch == epoch)
-                            .then_some(Some(stamp)),
-                        None => {
-                            // A leader that knows nothing of this producer
-                            // takes any sequence as its first. So until a
-                            // batch of the epoch is written, one goes at a
-                            // time, and never to another broker while
-                            // earlier ones are in flight: a later batch
-                            // could be written first (on a topic just
-                            // created, the leader refuses the first
-                            // requests with NOT_LEADER_OR_FOLLOWER and
-                            // takes the next), and the earlier ones, sent
-                            // again, would come after it.
-                            if seq.in_flight >= 5
-                                || (seq.in_flight > 0 && (!seq.acked || seq.in_flight_to != broker))
-                            {
-                                return None;
-                            }
-                            let base = seq.next;
-                            seq.next = seq.next.wrapping_add(info.record_count as i32) & i32::MAX;
-                            seq.unresolved.insert(base);
-                            Some(Some(Stamp {
-                                producer_id: id,
-                                epoch,
-                                base_sequence: base,
-                            }))
+                // Taken under the front's lock, built (compressed,
+                // checksummed) after it is released: an application's
+                // `send` does not wait for that.
+                let taken = lock(&self.front)
+                    .acc
+                    .take(now, broker, leader_of, |tp, info| {
+                        if !idempotence {
+                            return Some(None);
                         }
-                    }
-                });
+                        let Pid::Known { id, epoch } = pid else {
+                            return None;
+                        };
+                        let seq = entry_of(sequences, tp);
+                        match info.stamp {
+                            // A retry goes alone, first among its partition's
+                            // unresolved batches: order is kept.
+                            Some(stamp) => (seq.in_flight == 0
+                                && seq.unresolved.first() == Some(&stamp.base_sequence)
+                                && stamp.epoch == epoch)
+                                .then_some(Some(stamp)),
+                            None => {
+                                // A leader that knows nothing of this producer
+                                // takes any sequence as its first. So until a
+                                // batch of the epoch is written, one goes at a
+                                // time, and never to another broker while
+                                // earlier ones are in flight: a later batch
+                                // could be written first (on a topic just
+                                // created, the leader refuses the first
+                                // requests with NOT_LEADER_OR_FOLLOWER and
+                                // takes the next), and the earlier ones, sent
+                                // again, would come after it.
+                                if seq.in_flight >= 5
+                                    || (seq.in_flight > 0
+                                        && (!seq.acked || seq.in_flight_to != broker))
+                                {
+                                    return None;
+                                }
+                                let base = seq.next;
+                                seq.next =
+                                    seq.next.wrapping_add(info.record_count as i32) & i32::MAX;
+                                seq.unresolved.insert(base);
+                                Some(Some(Stamp {
+                                    producer_id: id,
+                                    epoch,
+                                    base_sequence: base,
+                                }))
+                            }
+                        }
+                    });
+                if taken.is_empty() {
+                    break;
+                }
+                let drained = taken.build();
                 for (batch, e) in drained.failed {
                     log::warn!("{}: a batch could not be encoded: {e}", batch.tp);
                     self.fail_encoding(&batch, &e);
@@ -172,7 +187,7 @@ impl ProducerCore {
     fn send_batches(&mut self, now: Instant, broker: i32, batches: Vec<ProducerBatch>) {
         let mut topics: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
         for b in &batches {
-            let c = self.counters.entry(b.tp.clone()).or_default();
+            let c = entry_of(&mut self.counters, &b.tp);
             c.batches += 1;
             c.bytes += b.bytes.len() as u64;
             c.uncompressed_bytes += b.size as u64;
