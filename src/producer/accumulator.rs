@@ -570,9 +570,11 @@ pub(crate) struct Accumulator {
     /// Each partition's batches in record order; no empty queue is kept.
     queues: BTreeMap<TopicPartition, VecDeque<Queued>>,
     /// Every batch not yet completed (queued or in flight), by its first
-    /// record, with the memory it holds.
+    /// record, with the memory it holds (for a batch still in its queue
+    /// unbuilt, its first record's: the rest is added as it leaves).
     incomplete: BTreeMap<RecordId, usize>,
-    /// The sum of `incomplete`.
+    /// The memory held: the sum of `incomplete`, and of the records of
+    /// batches still in their queue unbuilt past each one's first.
     used: usize,
     /// The next record's id.
     next_id: u64,
@@ -772,9 +774,9 @@ impl Accumulator {
                 open.size += size;
                 open.closed = open.size >= limit;
                 self.news |= open.closed;
-                if let Some(held) = self.incomplete.get_mut(&open.records[0]) {
-                    *held += size;
-                }
+                // `incomplete` learns the batch's full size when it
+                // leaves its queue (`take`, `expire`, `abort_all`): no
+                // lookup per record.
                 self.used += size;
                 self.next_id += 1;
                 self.memory_wanted = false;
@@ -968,6 +970,7 @@ impl Accumulator {
                     drained.entries.push(TakenBatch::Built(batch));
                 }
                 Queued::New(open) => {
+                    self.incomplete.insert(open.records[0], open.size);
                     total = total.saturating_add(open.size);
                     drained
                         .entries
@@ -1041,6 +1044,15 @@ impl Accumulator {
         self.release(batch.first);
     }
 
+    /// Frees the memory of `batch`, taken out of its queue as it was
+    /// (never drained, or waiting for a retry), if it holds any: its whole
+    /// size, which `incomplete` does not follow while the batch is open.
+    fn release_whole(&mut self, batch: &ProducerBatch) {
+        if self.incomplete.remove(&batch.first).is_some() {
+            self.used -= batch.size;
+        }
+    }
+
     /// Frees the memory of the batch starting with `first`, if it holds any.
     fn release(&mut self, first: RecordId) {
         if let Some(size) = self.incomplete.remove(&first) {
@@ -1069,7 +1081,7 @@ impl Accumulator {
             !queue.is_empty()
         });
         for batch in &expired {
-            self.release(batch.first);
+            self.release_whole(batch);
         }
         expired
     }
@@ -1099,7 +1111,7 @@ impl Accumulator {
             aborted.extend(queue.into_iter().map(|q| q.into_batch(&tp, compression)));
         }
         for batch in &aborted {
-            self.release(batch.first);
+            self.release_whole(batch);
         }
         aborted
     }
