@@ -464,6 +464,36 @@ impl Drained {
     }
 }
 
+/// What appends changed for the sender since it last looked, from
+/// [`Accumulator::take_news`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct News {
+    /// A batch was opened.
+    pub opened: bool,
+    /// When the earliest batch opened is due by `linger.ms` (`None`: one
+    /// is never due by time alone, or none was opened).
+    pub due: Option<Instant>,
+    /// A batch was closed (full): it is ready now.
+    pub closed: bool,
+}
+
+impl News {
+    /// Notes a batch opened, due at `due`.
+    fn opened(&mut self, due: Option<Instant>) {
+        self.due = match (self.opened, self.due, due) {
+            (false, _, due) => due,
+            (true, Some(a), Some(b)) => Some(a.min(b)),
+            (true, a, b) => a.or(b),
+        };
+        self.opened = true;
+    }
+
+    /// Whether anything changed.
+    pub(crate) fn any(&self) -> bool {
+        self.opened || self.closed
+    }
+}
+
 /// A point in the stream of appends, from [`Accumulator::flush`]: the
 /// flush is done when every record appended before it is complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -584,9 +614,9 @@ pub(crate) struct Accumulator {
     flush: Option<FlushMarker>,
     /// An append was refused for memory, and none went in since.
     memory_wanted: bool,
-    /// An append opened or closed a batch since [`Accumulator::take_news`]
-    /// was last called: when the next drain is due may have changed.
-    news: bool,
+    /// What appends changed since [`Accumulator::take_news`] was last
+    /// called: when the next drain is due may have changed.
+    news: News,
     /// Buffers of completed batches, for the next batches to be built in
     /// (as the Java client's `BufferPool`): a steady stream of batches
     /// then costs no allocation, and no page faults as the heap grows and
@@ -609,7 +639,7 @@ impl Accumulator {
             drain_from: HashMap::new(),
             flush: None,
             memory_wanted: false,
-            news: false,
+            news: News::default(),
             spare: Vec::new(),
             spare_bytes: 0,
         }
@@ -639,11 +669,12 @@ impl Accumulator {
         }
     }
 
-    /// Whether an append opened or closed a batch since the last call: a
-    /// sender driven by deadlines looks again only then, since an append
-    /// to an open batch changes neither when it is due (`linger.ms` from
-    /// its first record) nor whether it is full.
-    pub(crate) fn take_news(&mut self) -> bool {
+    /// Whether an append opened or closed a batch since the last call, and
+    /// when the batches opened are due: a sender driven by deadlines looks
+    /// again only then, since an append to an open batch changes neither
+    /// when it is due (`linger.ms` from its first record) nor whether it
+    /// is full.
+    pub(crate) fn take_news(&mut self) -> News {
         std::mem::take(&mut self.news)
     }
 
@@ -708,13 +739,15 @@ impl Accumulator {
         builder
             .append(timestamp, key, value, &headers)
             .map_err(AppendError::Invalid)?;
+        let created = now.now();
+        let closed = alone >= limit;
         let batch = Queued::New(OpenBatch {
             builder,
             records: vec![id],
-            created: now.now(),
+            created,
             first_timestamp: timestamp,
             size: alone,
-            closed: alone >= limit,
+            closed,
         });
         match self.queues.get_mut(tp) {
             Some(queue) => queue.push_back(batch),
@@ -723,7 +756,8 @@ impl Accumulator {
             }
         }
         self.incomplete.insert(id, alone);
-        self.news = true;
+        self.news.opened(created.checked_add(self.config.linger));
+        self.news.closed |= closed;
         self.used += alone;
         self.next_id += 1;
         self.memory_wanted = false;
@@ -773,7 +807,7 @@ impl Accumulator {
                 open.records.push(id);
                 open.size += size;
                 open.closed = open.size >= limit;
-                self.news |= open.closed;
+                self.news.closed |= open.closed;
                 // `incomplete` learns the batch's full size when it
                 // leaves its queue (`take`, `expire`, `abort_all`): no
                 // lookup per record.
@@ -790,7 +824,7 @@ impl Accumulator {
             // hold): the batch is full.
             _ => {
                 open.closed = true;
-                self.news = true;
+                self.news.closed = true;
                 None
             }
         }

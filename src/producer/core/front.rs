@@ -94,6 +94,11 @@ pub(crate) struct Front {
     /// The brokers with a Produce request in flight, as the core last
     /// published them.
     busy: Vec<i32>,
+    /// When the background task last planned to wake by at the latest
+    /// (its next deadline, as the core last computed it for the task;
+    /// `None`: not by any time). A batch opened due later needs no
+    /// wake-up: the task looks again by then.
+    wake_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for Front {
@@ -119,6 +124,7 @@ impl Front {
             topics: BTreeMap::new(),
             used: BTreeMap::new(),
             busy: Vec::new(),
+            wake_at: None,
         }
     }
 
@@ -139,6 +145,11 @@ impl Front {
     pub(super) fn set_busy(&mut self, busy: impl Iterator<Item = i32>) {
         self.busy.clear();
         self.busy.extend(busy);
+    }
+
+    /// Takes when the background task wakes next at the latest.
+    pub(super) fn set_wake_at(&mut self, at: Option<Instant>) {
+        self.wake_at = at;
     }
 
     /// When a record last opened a batch of each topic, since the last call.
@@ -232,8 +243,14 @@ impl Front {
         // News for a leader with a request in flight can wait: its answer
         // steps the sender, which then sends all that is ready for it at
         // once (waking the sender for each batch would cost a thread
-        // wake-up per batch and send smaller requests).
-        let news = self.acc.take_news() && !self.busy.contains(&leader);
+        // wake-up per batch and send smaller requests). A batch opened
+        // and not full is due only after `linger.ms`: the sender needs no
+        // wake-up for it when it wakes by then anyway.
+        let news = self.acc.take_news();
+        let looks_by_then =
+            |due: Option<Instant>| due.zip(self.wake_at).is_some_and(|(due, wake)| wake <= due);
+        let news =
+            news.any() && !self.busy.contains(&leader) && (news.closed || !looks_by_then(news.due));
         Queued {
             news,
             outcome,

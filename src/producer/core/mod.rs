@@ -468,9 +468,10 @@ impl ProducerCore {
     fn next_deadline_after(&self, after: Option<Instant>) -> Option<Instant> {
         let later = |t: &Instant| after.is_none_or(|a| *t > a);
         let now = after.unwrap_or(self.now);
-        [
+        let mut front = lock(&self.front);
+        let next = [
             self.cluster.poll_timeout(),
-            lock(&self.front).acc.next_deadline(now),
+            front.acc.next_deadline(now),
             self.pid_retry.not_before(),
             self.throttled.values().min().copied(),
             self.topics
@@ -481,7 +482,14 @@ impl ProducerCore {
         .into_iter()
         .flatten()
         .filter(later)
-        .min()
+        .min();
+        if after.is_some() {
+            // What the background task sleeps until (at the latest): told
+            // to the front under the same lock hold, so an append after it
+            // knows whether the task looks again by its batch's due time.
+            front.set_wake_at(next);
+        }
+        next
     }
 
     /// The earliest deadline after `now`.

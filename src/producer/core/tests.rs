@@ -265,3 +265,46 @@ fn the_random_partitioner_draws_among_partitions_with_a_leader() {
     pair.advance(Duration::from_secs(1));
     assert_eq!(placed(&mut pair), [0, 1, 3].into_iter().collect());
 }
+
+/// A record that opens a batch wakes the sender only when the sender does
+/// not look again by the batch's `linger.ms` anyway; a record that fills a
+/// batch (ready now) wakes it.
+#[test]
+fn an_opened_batch_wakes_the_sender_only_when_it_would_not_look_by_its_due_time() {
+    let mut pair = pair(1, &[1, 1], |b| {
+        b.batch_size(2 * 1024).linger(Duration::from_millis(100))
+    });
+    // The topic's metadata first, and a producer id (nothing in flight).
+    append(&mut pair, 0, "first".into()).unwrap();
+    pair.advance(Duration::from_secs(1));
+    let to = |partition: i32, value: String| OutRecord {
+        topic: TOPIC.to_owned(),
+        partition: Some(partition),
+        key: None,
+        value: Some(value.into()),
+        headers: Vec::new(),
+        timestamp: 1_000,
+    };
+    // Nothing queued: the sender has no deadline for batches, so a batch
+    // opened must wake it.
+    let _ = pair.core.next_deadline_at(pair.now);
+    let opened = pair.core.append(pair.now, to(0, "a".into())).unwrap();
+    assert!(opened.news, "a batch opened with no wake-up planned");
+    // The sender plans to wake when that batch is due: a batch opened at
+    // the same time (due then too) needs no wake-up, nor one to join it.
+    let planned = pair.core.next_deadline_at(pair.now);
+    assert_eq!(planned, Some(pair.now + Duration::from_millis(100)));
+    let second = pair.core.append(pair.now, to(1, "b".into())).unwrap();
+    assert!(!second.news, "a batch due when the sender looks anyway");
+    let joined = pair.core.append(pair.now, to(1, "c".into())).unwrap();
+    assert!(!joined.news, "a record joining an open batch");
+    // A record that fills partition 1's batch makes it ready now.
+    let filled = pair
+        .core
+        .append(pair.now, to(1, "x".repeat(4 * 1024)))
+        .unwrap();
+    assert!(filled.news, "a full batch is ready now");
+    // Every record goes out, in order, once.
+    pair.advance(Duration::from_secs(1));
+    assert_eq!(pair.core.outstanding(), 0);
+}
