@@ -188,8 +188,7 @@ impl ProducerCore {
     ) {
         if self.settings.acks == 0 && result.is_ok() {
             for batch in batches {
-                self.complete(&batch, -1, -1);
-                lock(&self.front).acc.recycle(batch.bytes);
+                self.complete(batch, -1, -1);
             }
             return;
         }
@@ -291,8 +290,7 @@ impl ProducerCore {
         match code {
             ErrorCode::None | ErrorCode::DuplicateSequenceNumber => {
                 let append_time = answer.log_append_time_ms;
-                self.complete(&batch, answer.base_offset, append_time);
-                lock(&self.front).acc.recycle(batch.bytes);
+                self.complete(batch, answer.base_offset, append_time);
             }
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId => {
                 // An earlier batch of the partition is not answered

@@ -111,7 +111,15 @@ impl ProducerCore {
         }))
     }
 
-    pub(super) fn complete(&mut self, batch: &ProducerBatch, base_offset: i64, append_time: i64) {
+    /// `batch` delivered at `base_offset`: its records' outcome decided,
+    /// its memory freed and its buffer kept for a later batch, under one
+    /// take of the front's lock.
+    pub(super) fn complete(
+        &mut self,
+        mut batch: ProducerBatch,
+        base_offset: i64,
+        append_time: i64,
+    ) {
         self.backoff.remove(&batch.tp);
         self.last_failure.remove(&batch.tp);
         self.retry_runs.remove(&batch.tp);
@@ -133,7 +141,8 @@ impl ProducerCore {
             };
             self.outcomes.push((slot.take(), Ok(written)));
         }
-        front.acc.complete(batch);
+        front.acc.complete(&batch);
+        front.acc.recycle(std::mem::take(&mut batch.bytes));
     }
 
     pub(super) fn fail_batch(
