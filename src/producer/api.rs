@@ -968,18 +968,33 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc;
 
-    fn block_on<F: Future>(future: F) -> F::Output {
+    /// Runs futures to completion on one runtime, kept for the test's
+    /// length (a producer stays on the runtime it started on).
+    struct Runner {
         #[cfg(not(feature = "runtime-async-std"))]
-        {
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .expect("tokio runtime")
-                .block_on(future)
+        rt: tokio::runtime::Runtime,
+    }
+
+    impl Runner {
+        fn new() -> Self {
+            Runner {
+                #[cfg(not(feature = "runtime-async-std"))]
+                rt: tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime"),
+            }
         }
-        #[cfg(feature = "runtime-async-std")]
-        {
-            async_std::task::block_on(future)
+
+        fn block_on<F: Future>(&self, future: F) -> F::Output {
+            #[cfg(not(feature = "runtime-async-std"))]
+            {
+                self.rt.block_on(future)
+            }
+            #[cfg(feature = "runtime-async-std")]
+            {
+                async_std::task::block_on(future)
+            }
         }
     }
 
@@ -995,10 +1010,12 @@ mod tests {
             .bootstrap_servers(mock.bootstrap_servers())
             .build()
             .unwrap();
-        let producer = Producer::new(config).unwrap();
-        block_on(async {
+        let runner = Runner::new();
+        let producer = runner.block_on(async {
+            let producer = Producer::new(config).unwrap();
             let first = producer.send(ProducerRecord::new("front").value("first"));
             first.await.unwrap().await.unwrap();
+            producer
         });
         // Another thread holds the client's lock until told to let go, or
         // until its deadline, which only a `send` that waits for the lock
@@ -1034,7 +1051,7 @@ mod tests {
             "the sends waited for the client's lock until its holder gave up"
         );
         assert_eq!(queued, 100);
-        block_on(async {
+        runner.block_on(async {
             producer
                 .close_timeout(Duration::from_secs(10))
                 .await
