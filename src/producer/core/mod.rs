@@ -41,7 +41,9 @@ use crate::group::TopicPartition;
 use crate::protocol::ErrorCode;
 use crate::streak::Streak;
 use bytes::Bytes;
-pub(crate) use front::{lock as lock_front, Front};
+#[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
+pub(crate) use front::lock as lock_front;
+pub(crate) use front::Front;
 use front::{lock, Placing};
 use outcomes::Outcomes;
 use std::collections::{BTreeMap, BTreeSet};
