@@ -10,6 +10,8 @@
 #   scripts/kafka.sh kill N       SIGKILL broker N (node id 1..3)
 #   scripts/kafka.sh shutdown N   stop broker N cleanly (controlled shutdown)
 #   scripts/kafka.sh restart N    start broker N again (after kill/shutdown)
+#   scripts/kafka.sh diagnose N   whether broker N runs, and its log's last
+#                                 errors and lines (for a test that waits on it)
 #   scripts/kafka.sh peer ARGS    run the Java client peer (tests/java/Peer.java)
 #   scripts/kafka.sh tool CLASS ARGS   run a Kafka tool's main class
 #   scripts/kafka.sh install      only resolve the jars and compile the peer
@@ -450,6 +452,18 @@ status)
 kill) node "${2:-}"; stop_broker "$2" KILL ;;
 shutdown) node "${2:-}"; stop_broker "$2" TERM ;;
 restart) node "${2:-}"; start_broker "$2" ;;
+diagnose)
+    node "${2:-}"
+    if [ -f "$run/broker$2.pid" ] && kill -0 "$(cat "$run/broker$2.pid")" 2>/dev/null; then
+        echo "broker $2: running (pid $(cat "$run/broker$2.pid"))"
+    else
+        echo "broker $2: not running"
+    fi
+    echo "--- its last errors and warnings ($run/broker$2.log) ---"
+    grep -E '( ERROR | WARN |Exception|Caused by)' "$run/broker$2.log" | tail -n 20 || true
+    echo "--- its last lines ---"
+    tail -n 15 "$run/broker$2.log" || true
+    ;;
 peer) shift; install >/dev/null; exec "$bin/java-peer" "$@" ;;
 tool) shift; install >/dev/null; exec "$bin/kafka-run-class" "$@" ;;
 *)

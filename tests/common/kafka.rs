@@ -496,9 +496,29 @@ impl Kafka {
     /// partition its preferred leader again (as the broker's own
     /// `auto.leader.rebalance.enable` would after 5 minutes), so that the
     /// next scenario finds leaders where it placed them.
+    ///
+    /// A broker not listed within 2 minutes (the test command's machine is
+    /// loaded: three clusters and the suites share two cores) is started
+    /// again if it exited, and waited on once more; the panic then carries
+    /// what `scripts/kafka.sh diagnose` says of it.
     pub fn restart(&self, id: i32) {
         self.script(&["restart", &id.to_string()]);
-        self.peer(&["wait-cluster", "--brokers", "3", "--timeout-ms", "120000"]);
+        let wait = ["wait-cluster", "--brokers", "3", "--timeout-ms", "120000"];
+        if let Err(first) = self.try_peer(&wait) {
+            let diagnosis = self.diagnose(id);
+            eprintln!(
+                "broker {id} is not listed 2 minutes after its restart: {first}\n{diagnosis}"
+            );
+            // Starts it if it exited; says it runs otherwise.
+            self.script(&["restart", &id.to_string()]);
+            if let Err(second) = self.try_peer(&wait) {
+                panic!(
+                    "broker {id} is not listed 4 minutes after its restart: {second}\n\
+                     after 2 minutes:\n{diagnosis}\nnow:\n{}",
+                    self.diagnose(id)
+                );
+            }
+        }
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let out = self
@@ -517,6 +537,18 @@ impl Kafka {
                 String::from_utf8_lossy(&out.stderr)
             );
             std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    /// What `scripts/kafka.sh diagnose` says of broker `id`: whether it
+    /// runs, and its log's last errors and lines.
+    pub fn diagnose(&self, id: i32) -> String {
+        match Command::new(&self.script)
+            .args(["diagnose", &id.to_string()])
+            .output()
+        {
+            Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
+            Err(e) => format!("scripts/kafka.sh diagnose {id}: {e}"),
         }
     }
 
