@@ -12,8 +12,10 @@ mod common;
 use common::client_sockets;
 use common::mock::RawMock;
 use common::peers::{
-    config, consume, expected, logs, poll_until, produce, produce_range, rd_committed, values, WAIT,
+    config, consume, expected, keep_values, logs, produce, produce_range, rd_committed, values,
+    WAIT,
 };
+use common::polling::{poll_until, Polling};
 use futures::StreamExt;
 use lazykafka::fetch::FetchError;
 use lazykafka::{Consumer, Error, OffsetReset, TopicPartition};
@@ -83,9 +85,15 @@ fn seek_to_an_offset_then_to_the_beginning_and_the_end() {
         consumer.seek_to_end([&p1]).unwrap();
         let mut seen = Vec::new();
         assert!(
-            poll_until(&mut consumer, &mut seen, |c, seen| {
-                c.position(&p1) == Some(50) && seen.iter().filter(|r| r.0 == 0).count() == 50
-            })
+            poll_until(
+                &consumer,
+                &mut seen,
+                Polling::every(100),
+                keep_values,
+                |c, seen| {
+                    c.position(&p1) == Some(50) && seen.iter().filter(|r| r.0 == 0).count() == 50
+                }
+            )
             .await,
             "positions {:?} {:?}, {} records",
             consumer.position(&p0),
@@ -264,9 +272,13 @@ fn reset_earliest_and_latest_when_nothing_is_committed() {
         latest.subscribe(["reset"]).unwrap();
         let mut seen = Vec::new();
         assert!(
-            poll_until(&mut latest, &mut seen, |c, _| {
-                c.position(&p0).is_some() && c.position(&p1).is_some()
-            })
+            poll_until(
+                &latest,
+                &mut seen,
+                Polling::every(100),
+                keep_values,
+                |c, _| { c.position(&p0).is_some() && c.position(&p1).is_some() }
+            )
             .await
         );
         assert!(seen.is_empty(), "{seen:?}");
@@ -394,7 +406,14 @@ fn offset_out_of_range_resets_per_policy_and_says_so() {
         consumer.assign([p1.clone()]).unwrap();
         let mut seen = Vec::new();
         assert!(
-            poll_until(&mut consumer, &mut seen, |c, _| c.position(&p1) == Some(10)).await,
+            poll_until(
+                &consumer,
+                &mut seen,
+                Polling::every(100),
+                keep_values,
+                |c, _| c.position(&p1) == Some(10)
+            )
+            .await,
             "position {:?}",
             consumer.position(&p1)
         );

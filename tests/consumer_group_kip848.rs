@@ -18,6 +18,7 @@ mod common;
 
 use common::clusters::TestCluster;
 use common::peers::{logs, produce, produce_range, RdConsumer, WAIT};
+use common::polling::{poll_until, records_strictly, Commit, Polling};
 use lazykafka::group::GroupProtocol;
 use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, ConsumerConfig, Error, ErrorCode, OffsetReset};
@@ -76,28 +77,28 @@ fn partitions(c: &Consumer) -> BTreeSet<i32> {
     c.assignment().iter().map(|tp| tp.partition).collect()
 }
 
-/// Polls `ours` (committing what it read) until `cond` holds, collecting
-/// (partition, offset) of its records; panics at the deadline.
-async fn poll_until(
-    ours: &mut Consumer,
+/// Polls (committing after records) until `cond` holds; fails the test
+/// with `what` at [`WAIT`].
+async fn read_until(
+    ours: &Consumer,
     seen: &mut Vec<(i32, i64)>,
     what: &str,
-    mut cond: impl FnMut(&Consumer, &[(i32, i64)]) -> bool,
+    cond: impl FnMut(&Consumer, &Vec<(i32, i64)>) -> bool,
 ) {
-    let deadline = Instant::now() + WAIT;
-    while !cond(ours, seen) {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {WAIT:?}; lazykafka holds {:?}; warnings: {:?}",
-            partitions(ours),
-            logs::find(log::Level::Warn, "")
-        );
-        let records = ours.poll(Duration::from_millis(100)).await.unwrap();
-        if !records.is_empty() {
-            seen.extend(records.iter().map(|r| (r.partition(), r.offset())));
-            ours.commit().await.unwrap();
-        }
-    }
+    let polling = Polling::every(100).committing(Commit::Strictly);
+    let keep = |seen: &mut Vec<(i32, i64)>, polled| {
+        seen.extend(
+            records_strictly(polled)
+                .iter()
+                .map(|r| (r.partition(), r.offset())),
+        )
+    };
+    assert!(
+        poll_until(ours, seen, polling, keep, cond).await,
+        "{what}: not within {WAIT:?}; lazykafka holds {:?}; warnings: {:?}",
+        partitions(ours),
+        logs::find(log::Level::Warn, "")
+    );
 }
 
 /// Every ConsumerGroupHeartbeat went to the coordinator, and no classic
@@ -135,16 +136,16 @@ async fn splits_and_hands_over_with_a_librdkafka_member_losing_no_record<C: Test
     let mock = cluster::<C>();
     let bootstrap = mock.bootstraps().join(",");
     produce(&bootstrap, "t", 4, 40, "none");
-    let mut ours = consumer(&bootstrap, None);
+    let ours = consumer(&bootstrap, None);
     ours.subscribe(["t"]).unwrap();
     let mut seen = Vec::new();
-    poll_until(&mut ours, &mut seen, "all four partitions alone", |c, _| {
+    read_until(&ours, &mut seen, "all four partitions alone", |c, _| {
         partitions(c).len() == 4
     })
     .await;
 
     let mut rd = RdConsumer::start_kip848(&bootstrap, "g", "t", &[]);
-    poll_until(&mut ours, &mut seen, "a 2/2 split", |c, _| {
+    read_until(&ours, &mut seen, "a 2/2 split", |c, _| {
         let (a, b) = (partitions(c), rd.assignment());
         a.len() == 2 && b.len() == 2 && a.is_disjoint(&b)
     })
@@ -152,11 +153,11 @@ async fn splits_and_hands_over_with_a_librdkafka_member_losing_no_record<C: Test
 
     // librdkafka leaves: its partitions come back to us.
     rd.stop();
-    poll_until(&mut ours, &mut seen, "all four again", |c, _| {
+    read_until(&ours, &mut seen, "all four again", |c, _| {
         partitions(c).len() == 4
     })
     .await;
-    poll_until(&mut ours, &mut seen, "every record read", |_, seen| {
+    read_until(&ours, &mut seen, "every record read", |_, seen| {
         let mut all: BTreeSet<(i32, i64)> = seen.iter().copied().collect();
         all.extend(rd.seen());
         all.len() == 40
@@ -182,13 +183,10 @@ async fn a_fenced_member_loses_its_partitions_and_rejoins<C: TestCluster>() {
     logs::capture();
     let mock = cluster::<C>();
     let bootstrap = mock.bootstraps().join(",");
-    let mut ours = consumer(&bootstrap, None);
+    let ours = consumer(&bootstrap, None);
     ours.subscribe(["t"]).unwrap();
     let mut seen = Vec::new();
-    poll_until(&mut ours, &mut seen, "joined", |c, _| {
-        partitions(c).len() == 4
-    })
-    .await;
+    read_until(&ours, &mut seen, "joined", |c, _| partitions(c).len() == 4).await;
     mock.clear_requests();
     // The log is shared by the tests of this process: count from here.
     let fenced = || logs::find(log::Level::Info, "partitions lost, rejoining").len();
@@ -198,8 +196,8 @@ async fn a_fenced_member_loses_its_partitions_and_rejoins<C: TestCluster>() {
         ErrorCode::FencedMemberEpoch,
         1,
     );
-    poll_until(&mut ours, &mut seen, "fenced", |_, _| fenced() > before).await;
-    poll_until(&mut ours, &mut seen, "rejoined with all four", |c, _| {
+    read_until(&ours, &mut seen, "fenced", |_, _| fenced() > before).await;
+    read_until(&ours, &mut seen, "rejoined with all four", |c, _| {
         partitions(c).len() == 4
     })
     .await;
@@ -244,11 +242,11 @@ async fn a_static_member_rejoins_to_the_same_partitions<C: TestCluster>() {
     logs::capture();
     let mock = cluster::<C>();
     let bootstrap = mock.bootstraps().join(",");
-    let mut ours = consumer(&bootstrap, Some("pod-1"));
+    let ours = consumer(&bootstrap, Some("pod-1"));
     ours.subscribe(["t"]).unwrap();
     let mut seen = Vec::new();
     let mut rd = RdConsumer::start_kip848(&bootstrap, "g", "t", &[]);
-    poll_until(&mut ours, &mut seen, "a 2/2 split", |c, _| {
+    read_until(&ours, &mut seen, "a 2/2 split", |c, _| {
         let (a, b) = (partitions(c), rd.assignment());
         a.len() == 2 && b.len() == 2 && a.is_disjoint(&b)
     })
@@ -258,9 +256,9 @@ async fn a_static_member_rejoins_to_the_same_partitions<C: TestCluster>() {
     // Leaves with epoch -2: the coordinator keeps the assignment for the
     // instance id until the session times out.
     ours.close().await.unwrap();
-    let mut again = consumer(&bootstrap, Some("pod-1"));
+    let again = consumer(&bootstrap, Some("pod-1"));
     again.subscribe(["t"]).unwrap();
-    poll_until(&mut again, &mut seen, "the same two partitions", |c, _| {
+    read_until(&again, &mut seen, "the same two partitions", |c, _| {
         partitions(c) == before
     })
     .await;
@@ -299,8 +297,8 @@ async fn a_second_member_takes_half_and_no_record_is_lost<C: TestCluster>() {
     let mut first = consumer(&bootstrap, None);
     first.subscribe(["t"]).unwrap();
     let mut seen_first = Vec::new();
-    poll_until(
-        &mut first,
+    read_until(
+        &first,
         &mut seen_first,
         "all 40 records alone",
         |c, seen| partitions(c).len() == 4 && seen.iter().collect::<BTreeSet<_>>().len() == 40,

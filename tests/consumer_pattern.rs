@@ -28,6 +28,7 @@ mod common;
 
 use common::clusters::TestCluster;
 use common::peers::{config, logs, produce, produce_range, RdConsumer, WAIT};
+use common::polling::{poll_until, records_through_faults, Commit, Polling};
 use common::{client_sockets, wait_for};
 use lazykafka::group::GroupProtocol;
 use lazykafka::mock::MockCluster;
@@ -85,41 +86,30 @@ fn held(c: &Consumer) -> BTreeSet<(String, i32)> {
         .collect()
 }
 
-/// Polls `ours` (committing what it read) until `cond` holds, adding
-/// (topic, partition, offset) of its records to `seen`; panics at the
-/// deadline naming `what`.
-async fn poll_until(
-    ours: &mut Consumer,
+/// Polls (committing after records) until `cond` holds; fails the test
+/// with `what` at [`WAIT`].
+async fn read_until(
+    ours: &Consumer,
     seen: &mut Seen,
     what: &str,
-    mut cond: impl FnMut(&Consumer, &Seen) -> bool,
+    cond: impl FnMut(&Consumer, &Seen) -> bool,
 ) {
-    let deadline = Instant::now() + WAIT;
-    while !cond(ours, seen) {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {WAIT:?}; lazykafka holds {:?}; warnings: {:?}",
-            held(ours),
-            logs::find(log::Level::Warn, "")
-        );
-        match ours.poll(Duration::from_millis(100)).await {
-            Ok(records) if !records.is_empty() => {
-                seen.extend(
-                    records
-                        .iter()
-                        .map(|r| (r.topic().to_owned(), r.partition(), r.offset())),
-                );
-                // A commit refused in a rebalance shows up as a record
-                // read twice, which the tests allow (at least once).
-                if let Err(e) = ours.commit().await {
-                    eprintln!("commit: {e}");
-                }
-            }
-            Ok(_) => {}
-            Err(e) if e.is_retriable() => eprintln!("poll: {e}"),
-            Err(e) => panic!("{what}: poll: {e}"),
-        }
-    }
+    // A commit refused in a rebalance shows up as a record read twice,
+    // which the tests allow (at least once).
+    let polling = Polling::every(100).committing(Commit::ThroughFaults);
+    let keep = |seen: &mut Seen, polled| {
+        seen.extend(
+            records_through_faults(polled)
+                .iter()
+                .map(|r| (r.topic().to_owned(), r.partition(), r.offset())),
+        )
+    };
+    assert!(
+        poll_until(ours, seen, polling, keep, cond).await,
+        "{what}: not within {WAIT:?}; lazykafka holds {:?}; warnings: {:?}",
+        held(ours),
+        logs::find(log::Level::Warn, "")
+    );
 }
 
 /// Two members hold disjoint sets that together are `all`, each non-empty.
@@ -132,7 +122,7 @@ async fn classic_pattern_members_split_hand_over_and_read_every_matching_record<
     logs::capture();
     let mock: C = cluster(40);
     let bootstrap = mock.bootstrap();
-    let mut ours = Consumer::new(
+    let ours = Consumer::new(
         config(&bootstrap, Some("g"))
             .set("partition.assignment.strategy", "range")
             .unwrap()
@@ -143,7 +133,7 @@ async fn classic_pattern_members_split_hand_over_and_read_every_matching_record<
     ours.subscribe_pattern("pat-.*").unwrap();
     assert_eq!(ours.subscription_pattern().as_deref(), Some("pat-.*"));
     let mut seen = Seen::new();
-    poll_until(&mut ours, &mut seen, "all four partitions alone", |c, _| {
+    read_until(&ours, &mut seen, "all four partitions alone", |c, _| {
         held(c).len() == 4
     })
     .await;
@@ -154,7 +144,7 @@ async fn classic_pattern_members_split_hand_over_and_read_every_matching_record<
 
     // librdkafka, subscribed by its own regex, joins the classic group.
     let mut rd = RdConsumer::start(&bootstrap, "g", "^pat-.*");
-    poll_until(&mut ours, &mut seen, "a split with librdkafka", |c, _| {
+    read_until(&ours, &mut seen, "a split with librdkafka", |c, _| {
         split(&held(c), &rd.topic_assignment(), 4)
     })
     .await;
@@ -163,17 +153,17 @@ async fn classic_pattern_members_split_hand_over_and_read_every_matching_record<
     for topic in ["pat-a", "pat-b", "other"] {
         produce_range(&bootstrap, topic, 2, 40..60, "none");
     }
-    poll_until(&mut ours, &mut seen, "librdkafka reading", |_, _| {
+    read_until(&ours, &mut seen, "librdkafka reading", |_, _| {
         !rd.seen_records().is_empty()
     })
     .await;
     rd.stop();
-    poll_until(&mut ours, &mut seen, "all four again", |c, _| {
+    read_until(&ours, &mut seen, "all four again", |c, _| {
         held(c).len() == 4
     })
     .await;
     let expected = all_records(&["pat-a", "pat-b"], 60);
-    poll_until(&mut ours, &mut seen, "every matching record", |_, seen| {
+    read_until(&ours, &mut seen, "every matching record", |_, seen| {
         let mut all = seen.clone();
         all.extend(rd.seen_records());
         all.is_superset(&expected)
@@ -190,7 +180,7 @@ async fn a_classic_pattern_picks_up_a_topic_created_later<C: TestCluster>() {
     logs::capture();
     let mock: C = cluster(10);
     let bootstrap = mock.bootstrap();
-    let mut ours = Consumer::new(
+    let ours = Consumer::new(
         config(&bootstrap, Some("g"))
             .metadata_max_age(Duration::from_millis(500))
             .build()
@@ -200,24 +190,18 @@ async fn a_classic_pattern_picks_up_a_topic_created_later<C: TestCluster>() {
     ours.subscribe_pattern("pat-.*").unwrap();
     let mut seen = Seen::new();
     let before = all_records(&["pat-a", "pat-b"], 10);
-    poll_until(
-        &mut ours,
-        &mut seen,
-        "the two topics' records",
-        |_, seen| seen.is_superset(&before),
-    )
+    read_until(&ours, &mut seen, "the two topics' records", |_, seen| {
+        seen.is_superset(&before)
+    })
     .await;
     mock.clear_requests();
 
     mock.create_topic("pat-c", &[3, 1]);
     produce(&bootstrap, "pat-c", 2, 6, "none");
     let after = all_records(&["pat-c"], 6);
-    poll_until(
-        &mut ours,
-        &mut seen,
-        "the new topic's records",
-        |_, seen| seen.is_superset(&after),
-    )
+    read_until(&ours, &mut seen, "the new topic's records", |_, seen| {
+        seen.is_superset(&after)
+    })
     .await;
     assert!(ours.subscription().contains("pat-c"));
     assert!(
@@ -254,17 +238,17 @@ async fn kip848_regex_members_split_pick_up_a_new_topic_and_hand_over<C: TestClu
     mock.set_consumer_group_timing(300, 6_000);
     mock.set_regex_refresh(500);
     let bootstrap = mock.bootstrap();
-    let mut ours = kip848(&bootstrap);
+    let ours = kip848(&bootstrap);
     ours.subscribe_pattern("pat-.*").unwrap();
     let mut seen = Seen::new();
-    poll_until(&mut ours, &mut seen, "all four partitions alone", |c, _| {
+    read_until(&ours, &mut seen, "all four partitions alone", |c, _| {
         held(c).len() == 4
     })
     .await;
 
     // librdkafka joins with a regex subscription of its own.
     let mut rd = RdConsumer::start_kip848(&bootstrap, "g", "^pat-.*", &[]);
-    poll_until(&mut ours, &mut seen, "a split with librdkafka", |c, _| {
+    read_until(&ours, &mut seen, "a split with librdkafka", |c, _| {
         split(&held(c), &rd.topic_assignment(), 4)
     })
     .await;
@@ -272,7 +256,7 @@ async fn kip848_regex_members_split_pick_up_a_new_topic_and_hand_over<C: TestClu
     // A matching topic created now reaches both through the coordinator.
     mock.create_topic("pat-c", &[1, 3]);
     produce(&bootstrap, "pat-c", 2, 10, "none");
-    poll_until(&mut ours, &mut seen, "pat-c split too", |c, _| {
+    read_until(&ours, &mut seen, "pat-c split too", |c, _| {
         let (a, b) = (held(c), rd.topic_assignment());
         let with_c = a.iter().chain(&b).filter(|(t, _)| t == "pat-c").count();
         split(&a, &b, 6) && with_c == 2
@@ -280,12 +264,12 @@ async fn kip848_regex_members_split_pick_up_a_new_topic_and_hand_over<C: TestClu
     .await;
 
     rd.stop();
-    poll_until(&mut ours, &mut seen, "all six", |c, _| held(c).len() == 6).await;
+    read_until(&ours, &mut seen, "all six", |c, _| held(c).len() == 6).await;
     let expected = all_records(&["pat-a", "pat-b"], 20)
         .union(&all_records(&["pat-c"], 10))
         .cloned()
         .collect::<Seen>();
-    poll_until(&mut ours, &mut seen, "every matching record", |_, seen| {
+    read_until(&ours, &mut seen, "every matching record", |_, seen| {
         let mut all = seen.clone();
         all.extend(rd.seen_records());
         all.is_superset(&expected)

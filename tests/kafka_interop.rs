@@ -50,6 +50,7 @@
 mod common;
 
 use common::kafka::Kafka;
+use common::polling::{poll_until, records_through_faults, Polled, Polling};
 use futures::{FutureExt, StreamExt};
 use lazykafka::config::{Compression, ConsumerConfigBuilder, GroupProtocol, IsolationLevel};
 use lazykafka::error::ErrorCode;
@@ -234,30 +235,12 @@ fn partitions(topic: &str, count: i32) -> Vec<TopicPartition> {
     (0..count).map(|p| TopicPartition::new(topic, p)).collect()
 }
 
-/// Polls until `done` holds of the consumer and the records read so far,
-/// keeping every record polled meanwhile; false once [`WAIT`] passed. A
-/// retriable error is said and polled past (the README's loop); any other
-/// fails the test.
-async fn poll_until(
-    consumer: &Consumer,
-    read: &mut Vec<Rec>,
-    mut done: impl FnMut(&Consumer, &[Rec]) -> bool,
-) -> bool {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if done(consumer, read) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        match consumer.poll(Duration::from_millis(200)).await {
-            Ok(records) => read.extend(records.iter().map(rec)),
-            Err(e) if e.is_retriable() => eprintln!("poll: {e}"),
-            Err(e) => panic!("poll: {e}"),
-        }
-    }
+/// A [`poll_until`] `take`: every record read, through faults.
+fn keep(read: &mut Vec<Rec>, polled: Polled) {
+    read.extend(records_through_faults(polled).iter().map(rec));
 }
+
+const POLLING: Polling = Polling::every(200);
 
 /// Whether the consumer's position on each partition of `topic` is the
 /// end given.
@@ -285,7 +268,10 @@ async fn read_to_ends(
     ends: &BTreeMap<i32, i64>,
 ) -> Vec<Rec> {
     let mut read = Vec::new();
-    let done = poll_until(consumer, &mut read, |c, _| at_ends(c, topic, ends)).await;
+    let done = poll_until(consumer, &mut read, POLLING, keep, |c, _| {
+        at_ends(c, topic, ends)
+    })
+    .await;
     assert!(
         done,
         "{what}: positions {:?}, expected {ends:?}, after reading {} records",
@@ -750,9 +736,13 @@ async fn read_committed_reads_exactly_the_committed_transactions() {
     let mut committed_read = Vec::new();
     let zero: BTreeMap<i32, i64> = (0..TXN_PARTITIONS).map(|p| (p, 0)).collect();
     assert!(
-        poll_until(&committed_consumer, &mut committed_read, |c, _| at_ends(
-            c, &topic, &zero
-        ))
+        poll_until(
+            &committed_consumer,
+            &mut committed_read,
+            POLLING,
+            keep,
+            |c, _| at_ends(c, &topic, &zero)
+        )
         .await,
         "positions {:?}",
         positions(&committed_consumer, &topic, TXN_PARTITIONS)
@@ -785,9 +775,13 @@ async fn read_committed_reads_exactly_the_committed_transactions() {
     };
     let mut peers: Vec<_> = TRANSACTIONS[..2].iter().map(spawn).collect();
     assert!(
-        poll_until(&committed_consumer, &mut committed_read, |_, _| peers
-            .iter()
-            .all(|peer| peer.wait(Duration::ZERO, ended)))
+        poll_until(
+            &committed_consumer,
+            &mut committed_read,
+            POLLING,
+            keep,
+            |_, _| peers.iter().all(|peer| peer.wait(Duration::ZERO, ended))
+        )
         .await,
         "the transactional producers did not finish: {}",
         peers
@@ -798,8 +792,13 @@ async fn read_committed_reads_exactly_the_committed_transactions() {
     );
     peers.push(spawn(&TRANSACTIONS[2]));
     assert!(
-        poll_until(&committed_consumer, &mut committed_read, |_, _| peers[2]
-            .wait(Duration::ZERO, ended))
+        poll_until(
+            &committed_consumer,
+            &mut committed_read,
+            POLLING,
+            keep,
+            |_, _| peers[2].wait(Duration::ZERO, ended)
+        )
         .await,
         "the last transactional producer did not finish: {}",
         peers[2].report()
@@ -863,9 +862,13 @@ async fn read_committed_reads_exactly_the_committed_transactions() {
     // read_committed: the committed records only, and positions at the
     // high watermarks (past the markers and the aborted tails).
     assert!(
-        poll_until(&committed_consumer, &mut committed_read, |c, _| at_ends(
-            c, &topic, &hw
-        ))
+        poll_until(
+            &committed_consumer,
+            &mut committed_read,
+            POLLING,
+            keep,
+            |c, _| at_ends(c, &topic, &hw)
+        )
         .await,
         "read_committed: positions {:?}, expected the high watermarks {hw:?}, after {} records",
         positions(&committed_consumer, &topic, TXN_PARTITIONS),
@@ -968,7 +971,7 @@ async fn quiet_fetch_sizes(
         .map(|id| (id, counters_of(kafka, consumer, id)))
         .collect();
     let mut read = Vec::new();
-    let enough = poll_until(consumer, &mut read, |c, _| {
+    let enough = poll_until(consumer, &mut read, POLLING, keep, |c, _| {
         (1..=3).all(|id| counters_of(kafka, c, id).responses >= before[&id].responses + answers)
     })
     .await;
@@ -1028,7 +1031,10 @@ async fn fetch_sessions_on_30_partitions_over_3_leaders() {
             .unwrap();
         let ends: BTreeMap<i32, i64> = sent.iter().map(|(p, n)| (*p, *n as i64)).collect();
         assert!(
-            poll_until(consumer, read, |c, _| at_ends(c, &topic, &ends)).await,
+            poll_until(consumer, read, POLLING, keep, |c, _| at_ends(
+                c, &topic, &ends
+            ))
+            .await,
             "positions {:?} after {} records",
             positions(consumer, &topic, SESSION_PARTITIONS),
             read.len()
@@ -1075,7 +1081,10 @@ async fn fetch_sessions_on_30_partitions_over_3_leaders() {
         .zip(["with sessions", "without sessions"])
     {
         assert!(
-            poll_until(consumer, read, |c, _| at_ends(c, &topic, &ends)).await,
+            poll_until(consumer, read, POLLING, keep, |c, _| at_ends(
+                c, &topic, &ends
+            ))
+            .await,
             "{what}: positions {:?}, expected {ends:?}, after {} records",
             positions(consumer, &topic, SESSION_PARTITIONS),
             read.len()
@@ -1295,7 +1304,12 @@ async fn new_leaders_named_in_answers_are_used_without_metadata() {
     let mut read = Vec::new();
     let at = |n: i64| BTreeMap::from([(0, n)]);
     assert!(
-        poll_until(&consumer, &mut read, |c, _| at_ends(c, &topic, &at(50))).await,
+        poll_until(&consumer, &mut read, POLLING, keep, |c, _| at_ends(
+            c,
+            &topic,
+            &at(50)
+        ))
+        .await,
         "the first 50 records not read: {:?}",
         positions(&consumer, &topic, 1)
     );
@@ -1334,7 +1348,12 @@ async fn new_leaders_named_in_answers_are_used_without_metadata() {
     }
     written.extend(send_all(&producer, records(50)).await);
     assert!(
-        poll_until(&consumer, &mut read, |c, _| at_ends(c, &topic, &at(100))).await,
+        poll_until(&consumer, &mut read, POLLING, keep, |c, _| at_ends(
+            c,
+            &topic,
+            &at(100)
+        ))
+        .await,
         "the last 50 records not read: {:?}",
         positions(&consumer, &topic, 1)
     );

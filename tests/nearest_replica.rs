@@ -23,7 +23,8 @@
 mod common;
 
 use common::mock::RawMock;
-use common::peers::{config, poll_through_faults};
+use common::peers::config;
+use common::polling::{poll_until, records_strictly, records_through_faults, Polled, Polling};
 use futures::{FutureExt, StreamExt};
 use lazykafka::error::ErrorCode;
 use lazykafka::events::{
@@ -84,46 +85,24 @@ impl Ledger {
     }
 }
 
-/// Polls until `cond` holds (or [`WAIT`] passes), entering every record
-/// polled meanwhile; returns whether it held.
-async fn poll_until(
-    consumer: &mut Consumer,
-    ledger: &mut Ledger,
-    mut cond: impl FnMut(&Consumer, &Ledger) -> bool,
-) -> bool {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if cond(consumer, ledger) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        for r in poll_through_faults(consumer, Duration::from_millis(100)).await {
-            assert_eq!(r.partition(), 0);
-            ledger.enter(r.offset(), r.value().unwrap_or_default());
-        }
+/// A [`poll_until`] `take`: each record into the ledger, through faults
+/// (the scenarios that close connections meet them).
+fn enter(ledger: &mut Ledger, polled: Polled) {
+    for r in records_through_faults(polled) {
+        assert_eq!(r.partition(), 0);
+        ledger.enter(r.offset(), r.value().unwrap_or_default());
     }
 }
 
-/// As [`poll_until`], failing on any error from `poll`: the fallbacks
-/// from a read replica are not the application's business.
-async fn poll_strictly_until(
-    consumer: &mut Consumer,
-    ledger: &mut Ledger,
-    mut cond: impl FnMut(&Consumer, &Ledger) -> bool,
-) -> bool {
-    let deadline = Instant::now() + WAIT;
-    while !cond(consumer, ledger) {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        for r in consumer.poll(Duration::from_millis(100)).await.unwrap() {
-            ledger.enter(r.offset(), r.value().unwrap_or_default());
-        }
+/// As [`enter`], failing on any error from `poll`: the fallbacks from a
+/// read replica are not the application's business.
+fn enter_strictly(ledger: &mut Ledger, polled: Polled) {
+    for r in records_strictly(polled) {
+        ledger.enter(r.offset(), r.value().unwrap_or_default());
     }
-    true
 }
+
+const POLLING: Polling = Polling::every(100);
 
 /// The broker of the consumer's replica connection, if it has one.
 fn replica(connections: &[ConnectionInfo]) -> Option<i32> {
@@ -222,7 +201,7 @@ fn librdkafka_mock_the_partition_is_read_from_the_follower_over_a_replica_connec
         let (mock, bootstrap) = librdkafka_mock(1000);
         // Leases of 2 s (metadata.max.age.ms): the leader is asked again
         // after each.
-        let mut consumer = Consumer::new(
+        let consumer = Consumer::new(
             config(&bootstrap, None)
                 .client_rack("r2")
                 .metadata_max_age(Duration::from_secs(2))
@@ -233,7 +212,11 @@ fn librdkafka_mock_the_partition_is_read_from_the_follower_over_a_replica_connec
         let mut events = consumer.connection_events();
         consumer.assign([tp()]).unwrap();
         let mut ledger = Ledger::default();
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 1000)
+            .await
+        );
         ledger.assert_exactly(0..1000);
         // Over a connection whose purpose says so, to broker 2, opened like
         // any other (connecting, opened, ready) and counted in its broker's
@@ -264,14 +247,20 @@ fn librdkafka_mock_the_partition_is_read_from_the_follower_over_a_replica_connec
         // follower again), while the follower keeps serving.
         let leader = count(&mock, 1, FETCH);
         assert!(
-            poll_until(&mut consumer, &mut ledger, |_, _| count(&mock, 1, FETCH)
-                >= leader + 2)
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, _| count(
+                &mock, 1, FETCH
+            ) >= leader
+                + 2)
             .await,
             "the leader is asked again when each lease ends"
         );
         produce(&bootstrap, 1000..1100);
         let follower = count(&mock, 2, FETCH);
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1100).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 1100)
+            .await
+        );
         ledger.assert_exactly(0..1100);
         assert!(count(&mock, 2, FETCH) > follower);
         assert_eq!(replica(&consumer.connections()), Some(2));
@@ -283,10 +272,14 @@ fn librdkafka_mock_the_partition_is_read_from_the_follower_over_a_replica_connec
 fn librdkafka_mock_a_follower_that_goes_down_sends_the_partition_back_to_the_leader() {
     crate::common::block_on(async {
         let (mock, bootstrap) = librdkafka_mock(500);
-        let mut consumer = rd_consumer(&bootstrap);
+        let consumer = rd_consumer(&bootstrap);
         let mut events = consumer.connection_events();
         let mut ledger = Ledger::default();
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 500)
+            .await
+        );
         assert_eq!(replica(&consumer.connections()), Some(2));
         drain(&mut events);
 
@@ -299,7 +292,7 @@ fn librdkafka_mock_a_follower_that_goes_down_sends_the_partition_back_to_the_lea
         // cluster names another follower, as in librdkafka's own
         // do_test_follower_down.)
         assert!(
-            poll_until(&mut consumer, &mut ledger, |c, _| {
+            poll_until(&consumer, &mut ledger, POLLING, enter, |c, _| {
                 count(&mock, 1, FETCH) >= 2 && replica(&c.connections()) != Some(2)
             })
             .await,
@@ -320,7 +313,11 @@ fn librdkafka_mock_a_follower_that_goes_down_sends_the_partition_back_to_the_lea
         ledger.assert_exactly(0..500);
 
         mock.set_follower(TOPIC, 0, 3);
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 1000)
+            .await
+        );
         ledger.assert_exactly(0..1000);
         assert!(count(&mock, 3, FETCH) > 0);
         assert_eq!(replica(&consumer.connections()), Some(3));
@@ -334,24 +331,34 @@ fn librdkafka_mock_a_lagging_follower_sends_the_partition_back_to_the_leader_wit
         let (mock, bootstrap) = librdkafka_mock(1000);
         // The follower holds offsets up to 599 only.
         mock.set_follower_wmarks(TOPIC, 0, -1, 599);
-        let mut consumer = rd_consumer(&bootstrap);
+        let consumer = rd_consumer(&bootstrap);
         let mut ledger = Ledger::default();
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 600).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 600)
+            .await
+        );
         // At 600 the follower answers OFFSET_OUT_OF_RANGE: the partition goes
         // back to the leader (which names the follower again), again and
         // again, and its position is never reset (a reset to earliest would
         // deliver offset 0 again).
         let leader = count(&mock, 1, FETCH);
         assert!(
-            poll_until(&mut consumer, &mut ledger, |_, _| count(&mock, 1, FETCH)
-                >= leader + 3)
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, _| count(
+                &mock, 1, FETCH
+            ) >= leader
+                + 3)
             .await
         );
         ledger.assert_exactly(0..600);
         assert_eq!(consumer.position(&tp()), Some(600));
         // Caught up, the follower serves the rest.
         mock.set_follower_wmarks(TOPIC, 0, -1, -1);
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 1000)
+            .await
+        );
         ledger.assert_exactly(0..1000);
         let resets: usize = (1..=3).map(|b| count(&mock, b, LIST_OFFSETS)).sum();
         assert_eq!(resets, 1, "only the first lookup (auto.offset.reset)");
@@ -363,16 +370,24 @@ fn librdkafka_mock_a_lagging_follower_sends_the_partition_back_to_the_leader_wit
 fn librdkafka_mock_a_broker_that_stops_following_sends_the_partition_back_to_the_leader() {
     crate::common::block_on(async {
         let (mock, bootstrap) = librdkafka_mock(500);
-        let mut consumer = rd_consumer(&bootstrap);
+        let consumer = rd_consumer(&bootstrap);
         let mut ledger = Ledger::default();
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 500)
+            .await
+        );
         assert_eq!(replica(&consumer.connections()), Some(2));
         // Broker 2 is no follower any more: it answers NOT_LEADER_OR_FOLLOWER,
         // and the leader names no replica: it serves the rest itself.
         mock.set_follower(TOPIC, 0, -1);
         produce(&bootstrap, 500..1000);
         mock.clear_requests();
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 1000)
+            .await
+        );
         ledger.assert_exactly(0..1000);
         assert!(count(&mock, 1, FETCH) > 0);
         consumer.close().await.unwrap();
@@ -509,13 +524,18 @@ fn requests(mock: &MockCluster, broker: i32, api: ApiKey) -> usize {
 fn the_follower_in_the_consumers_rack_serves_it_and_the_leader_connection_idles_out() {
     crate::common::block_on(async {
         let mock = our_mock(1000);
-        let mut consumer = our_consumer_with(&mock, "r2", |b| {
+        let consumer = our_consumer_with(&mock, "r2", |b| {
             b.connections_max_idle(Some(Duration::from_millis(1500)))
                 .metadata_max_age(Duration::from_secs(300))
         });
         let mut events = consumer.connection_events();
         let mut ledger = Ledger::default();
-        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter_strictly, |_, l| l
+                .len()
+                >= 1000)
+            .await
+        );
         ledger.assert_exactly(0..1000);
         let fetches = mock.fetches();
         let bytes = record_bytes(&fetches);
@@ -529,7 +549,7 @@ fn the_follower_in_the_consumers_rack_serves_it_and_the_leader_connection_idles_
         // Nothing needs the leader connection any more: it is closed as idle,
         // and the consumer keeps one socket, to its replica.
         assert!(
-            poll_strictly_until(&mut consumer, &mut ledger, |c, _| {
+            poll_until(&consumer, &mut ledger, POLLING, enter_strictly, |c, _| {
                 let census: Vec<(Purpose, Option<i32>)> = c
                     .connections()
                     .iter()
@@ -561,7 +581,12 @@ fn the_follower_in_the_consumers_rack_serves_it_and_the_leader_connection_idles_
         // More records come over the replica connection; no leader connection
         // is opened for them.
         produce_to(&mock, 1000..1100);
-        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1100).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter_strictly, |_, l| l
+                .len()
+                >= 1100)
+            .await
+        );
         ledger.assert_exactly(0..1100);
         assert!(!drain(&mut events)
             .iter()
@@ -575,10 +600,12 @@ fn the_follower_in_the_consumers_rack_serves_it_and_the_leader_connection_idles_
 fn errors_from_the_replica_send_the_partition_back_to_the_leader_each_time() {
     crate::common::block_on(async {
         let mock = our_mock(300);
-        let mut consumer = our_consumer(&mock, "r2");
+        let consumer = our_consumer(&mock, "r2");
         let mut ledger = Ledger::default();
         assert!(
-            poll_strictly_until(&mut consumer, &mut ledger, |c, l| l.len() >= 100
+            poll_until(&consumer, &mut ledger, POLLING, enter_strictly, |c, l| l
+                .len()
+                >= 100
                 && replica(&c.connections()) == Some(2))
             .await
         );
@@ -598,7 +625,9 @@ fn errors_from_the_replica_send_the_partition_back_to_the_leader_each_time() {
         )
         .unwrap();
         assert!(
-            poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 300
+            poll_until(&consumer, &mut ledger, POLLING, enter_strictly, |_, l| l
+                .len()
+                >= 300
                 && mock.pending_errors(ApiKey::Fetch) == 0
                 && requests(&mock, 1, ApiKey::Fetch) >= leader + 3)
             .await,
@@ -618,9 +647,13 @@ fn errors_from_the_replica_send_the_partition_back_to_the_leader_each_time() {
 fn a_follower_down_leaves_the_partition_to_the_leader_until_it_is_back() {
     crate::common::block_on(async {
         let mock = our_mock(500);
-        let mut consumer = our_consumer(&mock, "r2");
+        let consumer = our_consumer(&mock, "r2");
         let mut ledger = Ledger::default();
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 500).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 500)
+            .await
+        );
         assert_eq!(replica(&consumer.connections()), Some(2));
 
         // Broker 2 goes down: the leader names no replica in r2 any more and
@@ -628,7 +661,11 @@ fn a_follower_down_leaves_the_partition_to_the_leader_until_it_is_back() {
         mock.broker_down(2).unwrap();
         let down = mock.fetches().len();
         produce_to(&mock, 500..1000);
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1000).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 1000)
+            .await
+        );
         ledger.assert_exactly(0..1000);
         let bytes = record_bytes(&mock.fetches()[down..]);
         assert!(bytes[&1] > 0, "{bytes:?}");
@@ -643,13 +680,18 @@ fn a_follower_down_leaves_the_partition_to_the_leader_until_it_is_back() {
         let up = mock.fetches().len();
         produce_to(&mock, 1000..1500);
         assert!(
-            poll_until(&mut consumer, &mut ledger, |c, l| l.len() >= 1500
+            poll_until(&consumer, &mut ledger, POLLING, enter, |c, l| l.len()
+                >= 1500
                 && replica(&c.connections()) == Some(2))
             .await
         );
         ledger.assert_exactly(0..1500);
         produce_to(&mock, 1500..1600);
-        assert!(poll_until(&mut consumer, &mut ledger, |_, l| l.len() >= 1600).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter, |_, l| l.len()
+                >= 1600)
+            .await
+        );
         ledger.assert_exactly(0..1600);
         let bytes = record_bytes(&mock.fetches()[up..]);
         assert!(bytes.get(&2).is_some_and(|b| *b > 0), "{bytes:?}");
@@ -661,10 +703,15 @@ fn a_follower_down_leaves_the_partition_to_the_leader_until_it_is_back() {
 fn the_leader_is_asked_again_when_each_lease_ends() {
     crate::common::block_on(async {
         let mock = our_mock(100);
-        let mut consumer =
+        let consumer =
             our_consumer_with(&mock, "r3", |b| b.metadata_max_age(Duration::from_secs(1)));
         let mut ledger = Ledger::default();
-        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 100).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter_strictly, |_, l| l
+                .len()
+                >= 100)
+            .await
+        );
         // Every lease of 1 s ends with a Fetch to the leader, which names
         // broker 3 again; records keep coming from broker 3 only.
         let named = |mock: &MockCluster| {
@@ -673,9 +720,23 @@ fn the_leader_is_asked_again_when_each_lease_ends() {
                 .filter(|f| f.broker == 1 && !f.preferred_read_replicas.is_empty())
                 .count()
         };
-        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, _| named(&mock) >= 3).await);
+        assert!(
+            poll_until(
+                &consumer,
+                &mut ledger,
+                POLLING,
+                enter_strictly,
+                |_, _| named(&mock) >= 3
+            )
+            .await
+        );
         produce_to(&mock, 100..200);
-        assert!(poll_strictly_until(&mut consumer, &mut ledger, |_, l| l.len() >= 200).await);
+        assert!(
+            poll_until(&consumer, &mut ledger, POLLING, enter_strictly, |_, l| l
+                .len()
+                >= 200)
+            .await
+        );
         ledger.assert_exactly(0..200);
         let bytes = record_bytes(&mock.fetches());
         assert_eq!(bytes.get(&1).copied().unwrap_or(0), 0, "{bytes:?}");

@@ -16,6 +16,7 @@ mod common;
 
 use common::clusters::TestCluster;
 use common::peers::{config, produce_range, WAIT};
+use common::polling::{poll_until, Polled, Polling};
 use futures::StreamExt;
 use lazykafka::protocol::ApiKey;
 use lazykafka::{Consumer, TopicPartition};
@@ -28,33 +29,24 @@ enum Seen {
     Eof(i32, i64),
 }
 
-/// Polls until `done` holds on what was seen (false at [`WAIT`]). Every
-/// error must be a partition EOF: any other fails the test.
-async fn poll_until(
-    consumer: &Consumer,
-    seen: &mut Vec<Seen>,
-    done: impl Fn(&[Seen]) -> bool,
-) -> bool {
-    let deadline = Instant::now() + WAIT;
-    while !done(seen) {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        match consumer.poll(Duration::from_millis(100)).await {
-            Ok(records) => seen.extend(
-                records
-                    .iter()
-                    .map(|r| Seen::Record(r.partition(), r.offset())),
-            ),
-            Err(e) => {
-                assert!(e.is_retriable(), "the end of a partition is retriable: {e}");
-                let (tp, offset) = e.partition_eof().unwrap_or_else(|| panic!("poll: {e}"));
-                seen.push(Seen::Eof(tp.partition, offset));
-            }
+/// What a `poll` gave, kept for [`poll_until`]. Every error must be a
+/// partition EOF: any other fails the test.
+fn keep(seen: &mut Vec<Seen>, polled: Polled) {
+    match polled {
+        Ok(records) => seen.extend(
+            records
+                .iter()
+                .map(|r| Seen::Record(r.partition(), r.offset())),
+        ),
+        Err(e) => {
+            assert!(e.is_retriable(), "the end of a partition is retriable: {e}");
+            let (tp, offset) = e.partition_eof().unwrap_or_else(|| panic!("poll: {e}"));
+            seen.push(Seen::Eof(tp.partition, offset));
         }
     }
-    true
 }
+
+const POLLING: Polling = Polling::every(100);
 
 fn count(seen: &[Seen], item: &Seen) -> usize {
     seen.iter().filter(|s| *s == item).count()
@@ -87,7 +79,7 @@ async fn the_end_of_a_partition_is_said_once_per_arrival<C: TestCluster>() {
     let mut seen = Vec::new();
     let both = |s: &[Seen]| s.contains(&Seen::Eof(0, 10)) && s.contains(&Seen::Eof(1, 0));
     assert!(
-        poll_until(&consumer, &mut seen, both).await,
+        poll_until(&consumer, &mut seen, POLLING, keep, |_, s| both(s)).await,
         "{} {seen:?}",
         cluster.name()
     );
@@ -117,7 +109,9 @@ async fn the_end_of_a_partition_is_said_once_per_arrival<C: TestCluster>() {
     };
     let more = fetches() + 10;
     assert!(
-        poll_until(&consumer, &mut seen, |_| fetches() >= more).await,
+        poll_until(&consumer, &mut seen, POLLING, keep, |_, _| fetches()
+            >= more)
+        .await,
         "{} {seen:?}",
         cluster.name()
     );
@@ -128,7 +122,9 @@ async fn the_end_of_a_partition_is_said_once_per_arrival<C: TestCluster>() {
     // New records: read, then the end again, at the new end.
     produce_range(&bootstrap, "eof", 1, 10..15, "none");
     assert!(
-        poll_until(&consumer, &mut seen, |s| s.contains(&Seen::Eof(0, 15))).await,
+        poll_until(&consumer, &mut seen, POLLING, keep, |_, s| s
+            .contains(&Seen::Eof(0, 15)))
+        .await,
         "{seen:?}"
     );
     assert!(
@@ -147,7 +143,11 @@ async fn the_end_of_a_partition_is_said_once_per_arrival<C: TestCluster>() {
     // A seek starts over: partition 1's end is said again.
     consumer.seek(&p1, 0).unwrap();
     assert!(
-        poll_until(&consumer, &mut seen, |s| count(s, &Seen::Eof(1, 0)) == 2).await,
+        poll_until(&consumer, &mut seen, POLLING, keep, |_, s| count(
+            s,
+            &Seen::Eof(1, 0)
+        ) == 2)
+        .await,
         "{seen:?}"
     );
     consumer.close().await.unwrap();
@@ -250,7 +250,10 @@ fn the_end_of_a_partition_on_tansu() {
             .unwrap();
         let mut seen = Vec::new();
         let both = |s: &[Seen]| s.contains(&Seen::Eof(0, 3)) && s.contains(&Seen::Eof(1, 3));
-        assert!(poll_until(&consumer, &mut seen, both).await, "{seen:?}");
+        assert!(
+            poll_until(&consumer, &mut seen, POLLING, keep, |_, s| both(s)).await,
+            "{seen:?}"
+        );
         for p in 0..2 {
             assert!(
                 position(&seen, &Seen::Record(p, 2)) < position(&seen, &Seen::Eof(p, 3)),
@@ -259,7 +262,10 @@ fn the_end_of_a_partition_on_tansu() {
         }
         produce_range(&addr, &topic, 2, 6..8, "none");
         let again = |s: &[Seen]| s.contains(&Seen::Eof(0, 4)) && s.contains(&Seen::Eof(1, 4));
-        assert!(poll_until(&consumer, &mut seen, again).await, "{seen:?}");
+        assert!(
+            poll_until(&consumer, &mut seen, POLLING, keep, |_, s| again(s)).await,
+            "{seen:?}"
+        );
         assert_eq!(count(&seen, &Seen::Eof(0, 3)), 1, "{seen:?}");
         consumer.close().await.unwrap();
     })

@@ -23,6 +23,7 @@ pub mod kafka;
 pub mod mock;
 pub mod mock216;
 pub mod peers;
+pub mod polling;
 pub mod producing;
 pub mod raw;
 pub mod threads;

@@ -2,6 +2,7 @@
 //! with lazykafka, plus the consumer settings and loops the consumer tests
 //! share.
 
+use super::polling::{records_through_faults, Polled};
 use lazykafka::config::ConsumerConfigBuilder;
 use lazykafka::{Consumer, ConsumerConfig, OffsetReset};
 use rdkafka::config::ClientConfig;
@@ -124,14 +125,7 @@ pub async fn poll_through_faults(
     consumer: &mut Consumer,
     timeout: Duration,
 ) -> Vec<lazykafka::ConsumerRecord> {
-    match consumer.poll(timeout).await {
-        Ok(records) => records,
-        Err(e) if e.is_retriable() => {
-            eprintln!("poll: {e}");
-            Vec::new()
-        }
-        Err(e) => panic!("poll: {e}"),
-    }
+    records_through_faults(consumer.poll(timeout).await)
 }
 
 /// One commit: an error the consumer goes on after by itself (a group
@@ -159,26 +153,12 @@ pub async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, St
     out
 }
 
-/// Polls until `cond` holds on the consumer (or [`WAIT`] passed), keeping
-/// (partition, offset, value) of every record polled meanwhile; returns
-/// whether it held.
-pub async fn poll_until(
-    consumer: &mut Consumer,
-    seen: &mut Vec<(i32, i64, String)>,
-    mut cond: impl FnMut(&Consumer, &[(i32, i64, String)]) -> bool,
-) -> bool {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if cond(consumer, seen) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        for r in poll_through_faults(consumer, Duration::from_millis(100)).await {
-            let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
-            seen.push((r.partition(), r.offset(), value));
-        }
+/// A [`poll_until`](super::polling::poll_until) `take`: (partition,
+/// offset, value) of every record, through faults.
+pub fn keep_values(seen: &mut Vec<(i32, i64, String)>, polled: Polled) {
+    for r in records_through_faults(polled) {
+        let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
+        seen.push((r.partition(), r.offset(), value));
     }
 }
 
