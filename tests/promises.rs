@@ -397,8 +397,17 @@ async fn heartbeats_go_on_while_the_application_does_not_poll<C: TestCluster>() 
     consume_all(&mut consumer, 4).await;
     let assigned = consumer.assignment();
     consumer.pause(&assigned);
-    // A Fetch still in flight is answered within fetch.max.wait.ms (100 ms).
-    common::sleep(Duration::from_millis(300)).await;
+    // A Fetch still in flight is answered within fetch.max.wait.ms (100 ms):
+    // every request sent is answered before the measure starts.
+    assert!(
+        common::wait_for_async(WAIT, || consumer
+            .broker_counters()
+            .values()
+            .all(|c| c.requests == c.responses))
+        .await,
+        "{name}: requests unanswered: {:?}",
+        consumer.broker_counters()
+    );
     mock.clear_requests();
     let cpu0 = common::cpu::cpu_seconds();
     common::sleep(Duration::from_secs(2)).await;

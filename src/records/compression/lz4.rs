@@ -82,36 +82,13 @@ const BD: u8 = 0x40;
 /// A block's size word with this bit set: the block is stored as it is.
 const UNCOMPRESSED: u32 = 0x8000_0000;
 
-thread_local! {
-    /// The frame being written, kept between calls on a thread: a frame
-    /// needs room for its worst case (a little over its input), but a
-    /// batch of records usually compresses to a fraction of it. Writing
-    /// into a fresh zeroed buffer of the worst case's size for every batch
-    /// cost an allocation, a `memset` and a free of some 10 KiB per batch
-    /// of one 10 KiB record; this buffer grows (and is zeroed) only when a
-    /// larger batch comes.
-    static FRAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// One LZ4 frame of independent 64 KiB blocks, written block by block into
-/// the thread's frame buffer ([`FRAME`]; a frame encoder would allocate
-/// and zero its block buffers and hash table for every batch), then copied
-/// out at its final size.
+/// One LZ4 frame of independent 64 KiB blocks, written straight into one
+/// buffer (a frame encoder would allocate and zero its block buffers and
+/// hash table for every batch).
 pub(super) fn compress(input: &[u8]) -> Result<Vec<u8>, RecordsErrorKind> {
-    FRAME.with(|frame| match frame.try_borrow_mut() {
-        Ok(mut out) => compress_into(input, &mut out),
-        // Not reached (nothing here calls back in); a fresh buffer then.
-        Err(_) => compress_into(input, &mut Vec::new()),
-    })
-}
-
-fn compress_into(input: &[u8], out: &mut Vec<u8>) -> Result<Vec<u8>, RecordsErrorKind> {
     let blocks = input.len().div_ceil(BLOCK).max(1);
     let bound = 7 + blocks * (4 + lz4_flex::block::get_maximum_output_size(BLOCK.min(input.len()))) + 4;
-    if out.len() < bound {
-        out.resize(bound, 0);
-    }
-    let out = &mut out[..bound];
+    let mut out = vec![0u8; bound];
     out[..4].copy_from_slice(&MAGIC);
     out[4] = FLG;
     out[5] = BD;
@@ -133,7 +110,8 @@ fn compress_into(input: &[u8], out: &mut Vec<u8>) -> Result<Vec<u8>, RecordsErro
     }
     // The end mark.
     out[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
-    Ok(out[..at + 4].to_vec())
+    out.truncate(at + 4);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -205,20 +183,6 @@ mod tests {
             }
         }
         assert!(compress(&text).unwrap().len() < text.len() / 10);
-    }
-
-    /// The thread's frame buffer is reused: a frame written after a larger
-    /// one (whose bytes are still in the buffer) is the frame a fresh
-    /// buffer gives, and reads back.
-    #[test]
-    fn a_frame_after_a_larger_one_is_the_same_as_in_a_fresh_buffer() {
-        let noise: Vec<u8> = (0..150_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-        let text = b"0000123 the same value again ".repeat(400);
-        for input in [&noise[..], &text[..], &noise[..5000], &b"x"[..], &noise[..], &[][..]] {
-            let frame = compress(input).unwrap();
-            assert_eq!(frame, compress_into(input, &mut Vec::new()).unwrap());
-            assert_eq!(decompress(&frame, input.len().max(1), 1).unwrap(), input);
-        }
     }
 
     #[test]
