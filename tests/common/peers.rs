@@ -2,7 +2,7 @@
 //! with lazykafka, plus the consumer settings and loops the consumer tests
 //! share.
 
-use super::polling::{records_through_faults, Polled};
+use super::polling::{poll_until, records_through_faults, Polled, Polling};
 use lazykafka::config::ConsumerConfigBuilder;
 use lazykafka::{Consumer, ConsumerConfig, OffsetReset};
 use rdkafka::config::ClientConfig;
@@ -11,7 +11,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a test waits for a condition. librdkafka's mock paces group
 /// rebalances with a timer of several seconds each (it waits most of the
@@ -142,14 +142,12 @@ pub async fn commit_through_faults(consumer: &Consumer) {
 /// Polls until `count` records arrived (or [`WAIT`] passed), returning
 /// (partition, offset, value) of each.
 pub async fn consume(consumer: &mut Consumer, count: usize) -> Vec<(i32, i64, String)> {
-    let deadline = Instant::now() + WAIT;
     let mut out = Vec::new();
-    while out.len() < count && Instant::now() < deadline {
-        for r in poll_through_faults(consumer, Duration::from_millis(200)).await {
-            let value = String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned();
-            out.push((r.partition(), r.offset(), value));
-        }
-    }
+    let polling = Polling::every(200);
+    poll_until(consumer, &mut out, polling, keep_values, |_, out| {
+        out.len() >= count
+    })
+    .await;
     out
 }
 

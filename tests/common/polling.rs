@@ -69,13 +69,14 @@ pub async fn poll_until<S: ?Sized>(
         let polled = consumer.poll(how.step).await;
         let records = matches!(&polled, Ok(r) if !r.is_empty());
         take(seen, polled);
-        if records && how.commit != Commit::No {
-            match consumer.commit().await {
-                Ok(()) => {}
-                Err(e) if how.commit == Commit::ThroughFaults && e.is_retriable() => {
-                    eprintln!("commit: {e}")
-                }
-                Err(e) => panic!("commit: {e}"),
+        if records {
+            match how.commit {
+                Commit::No => {}
+                Commit::Strictly => consumer
+                    .commit()
+                    .await
+                    .unwrap_or_else(|e| panic!("commit: {e}")),
+                Commit::ThroughFaults => super::peers::commit_through_faults(consumer).await,
             }
         }
     }
