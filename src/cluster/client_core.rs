@@ -5,7 +5,55 @@
 
 use super::Cluster;
 use crate::events::ConnectionEvent;
+use std::ops::{BitOr, BitOrAssign};
 use std::time::Instant;
+
+/// Kinds of change in a client's state that a waiting call can wait for.
+/// After each step the background task looks again only at the calls
+/// waiting for a kind that changed ([`ClientCore::take_changes`]), and at
+/// each call's own deadline; every call looks again when the client is
+/// [refused](Changes::REFUSED).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Changes(u8);
+
+impl Changes {
+    /// Nothing changed.
+    pub const NONE: Changes = Changes(0);
+    /// `poll` has something to take: records, an error, a group event.
+    pub const OUTPUT: Changes = Changes(1);
+    /// A request a call waits for was answered or failed: a commit, an
+    /// offsets or committed-offsets lookup, leaving the group.
+    pub const ANSWERS: Changes = Changes(1 << 1);
+    /// The metadata changed: topics, partitions, leaders, or the client
+    /// gave up waiting for a topic.
+    pub const METADATA: Changes = Changes(1 << 2);
+    /// Records were delivered or failed: memory was freed, a flush may be
+    /// done.
+    pub const DELIVERIES: Changes = Changes(1 << 3);
+    /// The client is refused by every broker it knows: a waiting call
+    /// says so at once.
+    pub const REFUSED: Changes = Changes(1 << 4);
+    /// Every kind: a core that does not tell what changed.
+    pub const ALL: Changes = Changes((1 << 5) - 1);
+
+    /// Whether `self` and `other` share a kind.
+    pub fn intersects(self, other: Changes) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
+impl BitOr for Changes {
+    type Output = Changes;
+    fn bitor(self, other: Changes) -> Changes {
+        Changes(self.0 | other.0)
+    }
+}
+
+impl BitOrAssign for Changes {
+    fn bitor_assign(&mut self, other: Changes) {
+        self.0 |= other.0;
+    }
+}
 
 /// A client's state machines, as its background task drives them: the
 /// connection manager, one step of everything else, and what they say.
@@ -25,6 +73,12 @@ pub trait ClientCore: Send + 'static {
     /// once less).
     fn has_after_actions(&self) -> bool {
         false
+    }
+    /// What changed since the last call, of what calls wait for (asked
+    /// after a step while calls wait; a kind may be told that did not
+    /// change, never the other way round). The default tells every kind.
+    fn take_changes(&mut self) -> Changes {
+        Changes::ALL
     }
     /// The next connection event for the client's listeners.
     fn poll_event(&mut self) -> Option<ConnectionEvent>;

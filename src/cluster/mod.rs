@@ -74,7 +74,7 @@ mod requests;
 mod routing;
 
 pub use backoff::{ExponentialBackoff, Retry, Rng};
-pub use client_core::{ClientCore, Deferred};
+pub use client_core::{Changes, ClientCore, Deferred};
 pub use config::{ClusterConfig, REFUSAL_BACKOFF_MAX};
 pub use conn::RequestBody;
 pub use metadata::{BrokerAddress, LeaderHint, Metadata, PartitionInfo, TopicInfo};

@@ -171,6 +171,42 @@ fn manual_assignment_fetches_every_record_from_the_leaders_only() {
     assert_eq!(offsets, [3, 4]);
 }
 
+/// What a call waiting on the core is looked at again for: `poll`'s output
+/// while there is some, the metadata when it changed, answers when a
+/// query (or commit) was answered, and nothing after a step that changed
+/// none of these (an empty Fetch answer, a timer).
+#[test]
+fn the_core_tells_which_kinds_of_change_a_waiting_call_waits_for() {
+    use crate::cluster::Changes;
+    use crate::fetch::OffsetSpec;
+    let mut pair = assigned_two_leaders();
+    pair.core.take_changes();
+    pair.core.polled(pair.now);
+    pair.advance(Duration::from_millis(100));
+    let changes = pair.core.take_changes();
+    assert!(changes.intersects(Changes::OUTPUT), "{changes:?}");
+    assert!(changes.intersects(Changes::METADATA), "{changes:?}");
+    assert!(!changes.intersects(Changes::ANSWERS), "{changes:?}");
+    assert_eq!(pair.core.take_records(500).len(), 8);
+    assert_eq!(pair.core.take_changes(), Changes::NONE);
+    pair.advance(Duration::from_secs(1));
+    assert_eq!(
+        pair.core.take_changes(),
+        Changes::NONE,
+        "empty Fetch answers"
+    );
+
+    let query = BTreeMap::from([(tp(0), OffsetSpec::Latest)]);
+    let asked = pair.core.query_offsets(pair.now, &query);
+    assert_eq!(asked.len(), 1);
+    // Answered once the Fetch parked before it on the leader's connection
+    // is (a broker answers a connection's requests in order).
+    pair.advance(Duration::from_secs(1));
+    assert_eq!(pair.core.take_changes(), Changes::ANSWERS);
+    assert!(pair.core.take_query(asked[0]).is_some());
+    assert_eq!(pair.core.take_changes(), Changes::NONE);
+}
+
 /// Joins with `pair`'s member alone, polling every 100 ms, and returns
 /// when it is stable, with the records polled meanwhile.
 fn join_alone(pair: &mut Pair) -> Vec<ConsumerRecord> {

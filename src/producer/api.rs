@@ -4,6 +4,7 @@
 use super::core::{lock_front, Front, OutRecord, ProducerCore, Refused, TopicState};
 use super::delivery::{BatchOutcome, DeliveryReport, ReportQueue};
 use super::partitioner::Partitioner;
+use crate::cluster::Changes;
 use crate::error::DeliveryError;
 use crate::error::{Error, ErrorCode};
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
@@ -630,7 +631,7 @@ impl Producer {
         };
         let marker = link.shared().lock().flush();
         let answer = link
-            .wait(timeout, None, move |core, _| {
+            .wait(timeout, None, Changes::DELIVERIES, move |core, _| {
                 if core.flush_done(marker) {
                     Some(Ok(()))
                 } else {
@@ -674,7 +675,7 @@ impl Producer {
         let max_block = self.inner.config.max_block();
         let wanted = topic.to_owned();
         let answer = link
-            .wait(max_block, None, move |core, now| {
+            .wait(max_block, None, Changes::METADATA, move |core, now| {
                 core.use_topic(now, &wanted);
                 core.partitions(&wanted).map(Ok).or_else(|| {
                     gives_up(core, &wanted, |topic, code, _| Error::Topic { topic, code }).map(Err)
@@ -878,7 +879,7 @@ async fn wait_for_topic(
 ) -> Result<(), Error> {
     let wanted = topic.to_owned();
     let answer = link
-        .wait(left, None, move |core, now| {
+        .wait(left, None, Changes::METADATA, move |core, now| {
             core.use_topic(now, &wanted);
             if let TopicState::Known(_) = core.topic_state(&wanted) {
                 // The records' way in learns it before `send` appends again.
@@ -946,7 +947,7 @@ async fn wait_for_room(
     max_block: Duration,
 ) -> Result<(), Error> {
     let room = link
-        .wait(left, None, move |core, _| {
+        .wait(left, None, Changes::DELIVERIES, move |core, _| {
             core.has_room(needed).then_some(())
         })
         .await;

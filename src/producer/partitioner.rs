@@ -2,6 +2,7 @@
 //! module, which re-exports all of it).
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use crate::cluster::Rng;
 use crate::error::PartitionerError;
@@ -318,7 +319,12 @@ pub struct TopicPartitions<'a> {
 ///
 /// It stays on one partition until `batch.size` bytes were appended there,
 /// then moves to another, chosen at random among the partitions with a
-/// leader (all of them when none has one). The Java client's adaptive
+/// leader (all of them when none has one). Made
+/// [`with_linger`](StickyPartitioner::with_linger), it also moves on once
+/// it has been on a partition that long (librdkafka's
+/// `sticky.partitioning.linger.ms`), so that a producer sending little
+/// spreads its records as one sending much does; the time is told with
+/// the appends that read a clock ([`appended_at`](StickyPartitioner::appended_at)). The Java client's adaptive
 /// weights (`partitioner.adaptive.partitioning.enable`, favouring short
 /// queues) are not applied: docs/producer.md, "Not yet".
 ///
@@ -358,6 +364,8 @@ pub struct TopicPartitions<'a> {
 pub struct StickyPartitioner {
     topic: String,
     batch_size: u64,
+    /// The longest stay on a partition, if bounded.
+    linger: Option<Duration>,
     current: Option<Current>,
 }
 
@@ -365,6 +373,8 @@ pub struct StickyPartitioner {
 struct Current {
     partition: i32,
     produced_bytes: u64,
+    /// The first time told for this partition ([`StickyPartitioner::appended_at`]).
+    since: Option<Instant>,
 }
 
 impl StickyPartitioner {
@@ -374,8 +384,18 @@ impl StickyPartitioner {
         StickyPartitioner {
             topic: topic.into(),
             batch_size: u64::from(batch_size.max(1)),
+            linger: None,
             current: None,
         }
+    }
+
+    /// Moves on from a partition also once it has been there for
+    /// `linger` (`sticky.partitioning.linger.ms`), as told by
+    /// [`StickyPartitioner::appended_at`]; `Duration::ZERO` moves on after
+    /// every record.
+    pub fn with_linger(mut self, linger: Duration) -> Self {
+        self.linger = Some(linger);
+        self
     }
 
     /// The partition chosen for the records now, if one is (before the
@@ -400,6 +420,7 @@ impl StickyPartitioner {
         self.current = Some(Current {
             partition,
             produced_bytes: 0,
+            since: None,
         });
         Ok(partition)
     }
@@ -411,6 +432,16 @@ impl StickyPartitioner {
     /// partition's batches are all full, it completes a switch held back
     /// before. Nothing happens while no partition is current.
     pub fn appended(&mut self, bytes: usize, switch_allowed: bool) -> bool {
+        self.appended_at(bytes, switch_allowed, None)
+    }
+
+    /// [`StickyPartitioner::appended`], with the time of the append when
+    /// the caller read a clock for it (`at`): the first time told for a
+    /// partition starts its stay, and a later one at least the
+    /// [`linger`](StickyPartitioner::with_linger) after it ends the stay
+    /// (whatever `switch_allowed` says). With a linger of zero every
+    /// append ends it.
+    pub fn appended_at(&mut self, bytes: usize, switch_allowed: bool, at: Option<Instant>) -> bool {
         let Some(current) = self.current.as_mut() else {
             return false;
         };
@@ -418,7 +449,19 @@ impl StickyPartitioner {
             .produced_bytes
             .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
         let produced = current.produced_bytes;
-        if (produced >= self.batch_size && switch_allowed)
+        let stayed = match (self.linger, at) {
+            (Some(linger), _) if linger.is_zero() => true,
+            (Some(linger), Some(at)) => match current.since {
+                Some(since) => at.saturating_duration_since(since) >= linger,
+                None => {
+                    current.since = Some(at);
+                    false
+                }
+            },
+            _ => false,
+        };
+        if stayed
+            || (produced >= self.batch_size && switch_allowed)
             || produced >= self.batch_size.saturating_mul(2)
         {
             // The next partition is drawn when the next record asks, from
@@ -637,6 +680,49 @@ mod tests {
             assert_eq!(sticky.partition(&one, &mut rng).unwrap(), 0);
             assert!(sticky.appended(1, true));
         }
+    }
+
+    // librdkafka's sticky.partitioning.linger.ms: the stay starts at the
+    // first time told for the partition and ends at the first append told
+    // at least the linger after it; appends that read no clock change
+    // nothing; a linger of zero moves on after every record.
+    #[test]
+    fn the_partition_holds_at_most_the_sticky_linger() {
+        let t0 = Instant::now();
+        let ms = |n: u64| Some(t0 + Duration::from_millis(n));
+        let mut rng = Counting(0);
+        let mut sticky =
+            StickyPartitioner::new("a", 1_000_000).with_linger(Duration::from_millis(10));
+        let first = sticky.partition(&ALL3, &mut rng).unwrap();
+        // No time told yet: however long, no stay has started.
+        assert!(!sticky.appended_at(100, true, None));
+        assert!(!sticky.appended_at(100, true, ms(2)), "the stay starts");
+        assert!(!sticky.appended_at(100, true, None));
+        assert!(!sticky.appended_at(100, true, ms(11)), "9 ms in");
+        assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
+        assert!(sticky.appended_at(100, true, ms(12)), "10 ms in");
+        let second = sticky.partition(&ALL3, &mut rng).unwrap();
+        assert_ne!(second, first);
+        // The new partition's stay starts at its own first time.
+        assert!(!sticky.appended_at(100, true, ms(15)));
+        assert!(!sticky.appended_at(100, true, ms(24)));
+        assert!(sticky.appended_at(100, true, ms(25)));
+        // The bytes still end a stay first when they come first.
+        let third = sticky.partition(&ALL3, &mut rng).unwrap();
+        assert!(!sticky.appended_at(600_000, true, ms(26)));
+        assert!(sticky.appended_at(400_000, true, ms(27)));
+        assert_ne!(sticky.partition(&ALL3, &mut rng).unwrap(), third);
+
+        let mut every = StickyPartitioner::new("b", 1_000_000).with_linger(Duration::ZERO);
+        for _ in 0..5 {
+            every.partition(&ALL3, &mut rng).unwrap();
+            assert!(every.appended_at(1, true, None));
+        }
+        // Without a linger, time told changes nothing (the Java client's).
+        let mut java = StickyPartitioner::new("c", 1_000_000);
+        java.partition(&ALL3, &mut rng).unwrap();
+        assert!(!java.appended_at(1, true, ms(0)));
+        assert!(!java.appended_at(1, true, ms(60_000)));
     }
 
     #[test]

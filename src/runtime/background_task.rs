@@ -15,7 +15,7 @@ use super::drive_pass::{pass, Driven, Machine, Wake};
 use super::rt::{BoxFuture, Runtime};
 use super::signal::Signal;
 use super::sockets::{Readers, SocketOptions, SocketTable, Sockets};
-use crate::cluster::{ClientCore as Core, Cluster};
+use crate::cluster::{Changes, ClientCore as Core, Cluster};
 use crate::events::EventHub;
 use futures::channel::oneshot;
 use futures::FutureExt;
@@ -29,12 +29,14 @@ use std::time::{Duration, Instant};
 type WatchFn<C> = Box<dyn FnMut(&mut C, Instant, bool) -> bool + Send>;
 
 /// A condition a waiting call registered: evaluated by the background task
-/// after each step of the state machines (so whenever the state may have
-/// changed), and at its deadline. It holds the waiting call's completion
-/// and sends its answer there; it is forgotten once answered, or once the
-/// call stopped waiting (its future was dropped).
+/// after a step of the state machines that changed what it waits for
+/// ([`Changes`]), and at its deadline. It holds the waiting call's
+/// completion and sends its answer there; it is forgotten once answered,
+/// or once the call stopped waiting (its future was dropped).
 struct Watch<C> {
     run: WatchFn<C>,
+    /// The kinds of change that may answer it.
+    waits_for: Changes,
     /// When to evaluate it again even if nothing else happens.
     deadline: Option<Instant>,
 }
@@ -42,6 +44,7 @@ struct Watch<C> {
 impl<C> std::fmt::Debug for Watch<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watch")
+            .field("waits_for", &self.waits_for)
             .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
@@ -69,17 +72,32 @@ impl<C> DerefMut for State<C> {
 }
 
 impl<C> State<C> {
-    /// Evaluates every watch at `now`; forgets those done.
-    fn run_watches(&mut self, now: Instant) {
+    /// Evaluates at `now` the watches waiting for one of `changes` (or for
+    /// any, when the client is refused) and those whose deadline came;
+    /// forgets those done.
+    fn run_watches(&mut self, now: Instant, changes: Changes) {
         let core = &mut self.core;
-        self.watches.retain_mut(|w| !(w.run)(core, now, true));
+        self.watches.retain_mut(|w| {
+            let due = changes.intersects(w.waits_for | Changes::REFUSED)
+                || w.deadline.is_some_and(|d| d <= now);
+            // Kept unless looked at and answered.
+            !(due && (w.run)(core, now, true))
+        });
     }
 
     /// Answers the watches whose condition holds now, from a call that
-    /// changed the state without the task (a `poll` that put decoded
-    /// records back, which another waiting `poll` may take).
-    pub fn answer_watches(&mut self) {
-        self.run_watches(Instant::now());
+    /// changed the state without the task: `changes` says how (a `poll`
+    /// that put decoded records back, which another waiting `poll` may
+    /// take, tells [`Changes::OUTPUT`]).
+    pub fn answer_watches(&mut self, changes: Changes) {
+        self.run_watches(Instant::now(), changes);
+    }
+
+    /// Registers a watch (forgetting those whose callers went away).
+    fn add_watch(&mut self, now: Instant, watch: Watch<C>) {
+        let State { core, watches } = self;
+        watches.retain_mut(|w| !(w.run)(core, now, false));
+        watches.push(watch);
     }
 
     fn watch_deadline(&self) -> Option<Instant> {
@@ -160,14 +178,16 @@ impl<C: Core> Link<C> {
     }
 
     /// Registers `check`: evaluated now, then by the task after each step
-    /// (and at `deadline`) until it gives an answer, which the returned
-    /// future completes with. The task is not woken (a waiting `poll`
-    /// changes nothing it acts on): a `check` that may change the state
-    /// (ask for a topic's metadata, say) goes through [`Link::wait`],
-    /// which wakes it once.
+    /// that changed one of `waits_for` (or refused the client), and at
+    /// `deadline`, until it gives an answer, which the returned future
+    /// completes with. The task is not woken (a waiting `poll` changes
+    /// nothing it acts on): a `check` that may change the state (ask for a
+    /// topic's metadata, say) goes through [`Link::wait`], which wakes it
+    /// once.
     pub fn watch<T: Send + 'static>(
         &self,
         deadline: Option<Instant>,
+        waits_for: Changes,
         mut check: impl FnMut(&mut C, Instant) -> Option<T> + Send + 'static,
     ) -> Answer<T> {
         let now = Instant::now();
@@ -202,12 +222,14 @@ impl<C: Core> Link<C> {
         };
         // Watches whose callers went away are dropped here too, so that
         // calls timing out while the task is idle leave nothing behind.
-        let State { core, watches } = &mut *state;
-        watches.retain_mut(|w| !(w.run)(core, now, false));
-        watches.push(Watch {
-            run: Box::new(run),
-            deadline,
-        });
+        state.add_watch(
+            now,
+            Watch {
+                run: Box::new(run),
+                waits_for,
+                deadline,
+            },
+        );
         Box::pin(rx)
     }
 
@@ -217,9 +239,10 @@ impl<C: Core> Link<C> {
         &self,
         timeout: Duration,
         deadline: Option<Instant>,
+        waits_for: Changes,
         check: impl FnMut(&mut C, Instant) -> Option<T> + Send + 'static,
     ) -> Option<Result<T, oneshot::Canceled>> {
-        let answer = self.watch(deadline, check);
+        let answer = self.watch(deadline, waits_for, check);
         // The check may have changed the state: the task acts on it.
         self.kick();
         futures::select_biased! {
@@ -337,7 +360,10 @@ impl<C: Core> Driven for Locked<'_, C> {
 
     fn publish(&mut self) {
         forward_events(&mut self.state.core, self.events);
-        self.state.run_watches(Instant::now());
+        if !self.state.watches.is_empty() {
+            let changes = self.state.core.take_changes();
+            self.state.run_watches(Instant::now(), changes);
+        }
     }
 
     fn after_actions(&mut self) {
@@ -364,5 +390,81 @@ async fn run<C: Core>(mut state: TaskState<C>, mut sockets: Sockets) {
             until: None,
         };
         pass(&mut state, &mut sockets, wake).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A core that counts how often watches looked at it.
+    #[derive(Default)]
+    struct Looked(u32);
+
+    /// A watch waiting for `waits_for` (and `deadline`) that never gives
+    /// an answer, counting its evaluations in the core.
+    fn counting(waits_for: Changes, deadline: Option<Instant>) -> Watch<Looked> {
+        Watch {
+            run: Box::new(|core: &mut Looked, _, evaluate| {
+                if evaluate {
+                    core.0 += 1;
+                }
+                false
+            }),
+            waits_for,
+            deadline,
+        }
+    }
+
+    #[test]
+    fn a_watch_is_looked_at_for_its_changes_its_deadline_and_a_refusal_only() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(1);
+        let mut state = State {
+            core: Looked::default(),
+            watches: Vec::new(),
+        };
+        state.add_watch(now, counting(Changes::METADATA, Some(deadline)));
+        let looks = |state: &mut State<Looked>, at: Instant, changes: Changes| {
+            state.run_watches(at, changes);
+            state.core.0
+        };
+        assert_eq!(looks(&mut state, now, Changes::NONE), 0);
+        assert_eq!(looks(&mut state, now, Changes::OUTPUT), 0);
+        assert_eq!(
+            looks(&mut state, now, Changes::ANSWERS | Changes::DELIVERIES),
+            0
+        );
+        assert_eq!(looks(&mut state, now, Changes::METADATA), 1);
+        assert_eq!(looks(&mut state, now, Changes::ALL), 2);
+        assert_eq!(looks(&mut state, now, Changes::REFUSED), 3, "a refusal");
+        assert_eq!(looks(&mut state, deadline, Changes::NONE), 4, "its deadline");
+        assert_eq!(state.watches.len(), 1, "never answered: still waiting");
+
+        // An answered watch is forgotten; so is one whose caller went away
+        // (its run says so without evaluating), at the next registration.
+        state.add_watch(
+            now,
+            Watch {
+                run: Box::new(|core: &mut Looked, _, evaluate| {
+                    core.0 += 100 * u32::from(evaluate);
+                    evaluate
+                }),
+                waits_for: Changes::OUTPUT,
+                deadline: None,
+            },
+        );
+        assert_eq!(looks(&mut state, now, Changes::OUTPUT), 104, "answered");
+        assert_eq!(state.watches.len(), 1);
+        state.add_watch(
+            now,
+            Watch {
+                run: Box::new(|_: &mut Looked, _, _| true),
+                waits_for: Changes::OUTPUT,
+                deadline: None,
+            },
+        );
+        state.add_watch(now, counting(Changes::OUTPUT, None));
+        assert_eq!(state.watches.len(), 2, "the gone one left at registration");
     }
 }

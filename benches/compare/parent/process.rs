@@ -75,9 +75,9 @@ pub(crate) fn process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<
 /// a 3-broker mock, 24 partitions: 300,000 × scale generated records of
 /// 100 B (`--generate N --size 100`: no key, each client's partitioner
 /// spreads them), idempotent, `acks=all`, `linger.ms` 5, with each
-/// client's default `batch.size` (lazykafka's 16384, librdkafka's
-/// 1000000), then 16384 on both, then 1000000 on both; and 30,000 ×
-/// scale of 10 KiB with lz4 and the defaults.
+/// client's default `batch.size` (1000000 in both), then 16384 on both
+/// (the Java client's default), then 1000000 on both; and 30,000 × scale
+/// of 10 KiB with lz4, with the defaults and with 16384 on both.
 pub(crate) fn produce_process_case(s: &Settings, runs: &mut Vec<Value>, notes: &mut Vec<String>) {
     // LAZYKAFKA_BENCH_PRODUCE_EXAMPLE: another build of the example (an
     // older commit's, to compare), measured instead of this one.
@@ -94,11 +94,17 @@ pub(crate) fn produce_process_case(s: &Settings, runs: &mut Vec<Value>, notes: &
     let target = ProduceTarget::new("produce-process");
     let small = ((300_000.0 * s.scale).round() as usize).max(24);
     let large = ((30_000.0 * s.scale).round() as usize).max(24);
-    let variants: [(&str, usize, usize, &[&str]); 4] = [
+    let variants: [(&str, usize, usize, &[&str]); 5] = [
         ("100B-defaults", small, 100, &[]),
         ("100B-batch16384", small, 100, &["batch.size=16384"]),
         ("100B-batch1000000", small, 100, &["batch.size=1000000"]),
         ("10KiB-lz4", large, 10_240, &["compression.type=lz4"]),
+        (
+            "10KiB-lz4-batch16384",
+            large,
+            10_240,
+            &["compression.type=lz4", "batch.size=16384"],
+        ),
     ];
     for (variant, records, size, extra) in variants {
         let case = format!("produce-process-{variant}");

@@ -80,22 +80,24 @@ macro_rules! producer_table {
                     ];
                 }
                 BATCH_SIZE = "batch.size" {
-                    batch_size: u32 = 16_384;
+                    batch_size: u32 = 1_000_000;
                     parse: parse_u32;
                     check int(0);
                     render: shown;
                     get
                         /// `batch.size`: the most bytes of records one partition's batch holds
-                        /// (default 16384); a larger record goes in a batch of its own. `0`
-                        /// turns batching off.
+                        /// (default 1000000, librdkafka's; the Java client's is 16384); a larger
+                        /// record goes in a batch of its own. `0` turns batching off. A batch
+                        /// takes memory as records come, not `batch.size` up front
+                        /// (docs/producer.md, "Semantics, by property").
                         -> u32;
                     set
                         /// `batch.size`; at most 2147483647.
                         (bytes: u32);
                     docs [
                         "`u32`",
-                        "16384",
-                        "most bytes of records in one partition's batch; a larger record gets a batch of its own; 0 turns batching off",
+                        "1000000",
+                        "most bytes of records in one partition's batch (librdkafka's default; the Java client's is 16384); a larger record gets a batch of its own; 0 turns batching off",
                         "0-2147483647"
                     ];
                 }
@@ -281,6 +283,28 @@ macro_rules! producer_table {
                         "`murmur2_random`",
                         "how keyed records are placed: the Java producer's murmur2 by default; librdkafka's default is `consistent_random` (CRC-32), which a producer moving from librdkafka sets to keep each key's partition (`lazykafka::producer::BuiltinPartitioner`)",
                         "`murmur2_random`, `murmur2`, `consistent_random`, `consistent`, `fnv1a_random`, `fnv1a`, `random` (any case)"
+                    ];
+                }
+                STICKY_PARTITIONING_LINGER_MS = "sticky.partitioning.linger.ms" {
+                    sticky_partitioning_linger: Duration = Duration::from_millis(10);
+                    parse: parse_ms;
+                    check ms(0, 900_000);
+                    render: ms;
+                    get
+                        /// `sticky.partitioning.linger.ms` (librdkafka's property): the sticky
+                        /// partitioner moves on from a partition once it has been there this
+                        /// long, or once `batch.size` bytes went there, whichever comes first
+                        /// (default 10 ms, as librdkafka; `0`: a partition drawn for each
+                        /// record). The time is looked at when a record opens a batch.
+                        -> Duration;
+                    set
+                        /// `sticky.partitioning.linger.ms`; at most 900000 ms.
+                        (linger: Duration);
+                    docs [
+                        "`Duration`",
+                        "10",
+                        "how long the sticky partitioner stays on a partition at most (it also moves on after `batch.size` bytes; [producer.md](producer.md#where-a-record-goes)); 0 draws a partition for each record",
+                        "0-900000"
                     ];
                 }
                 METADATA_MAX_IDLE_MS = "metadata.max.idle.ms" {

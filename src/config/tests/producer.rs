@@ -73,7 +73,7 @@ const PRODUCER_CASES: &[Case] = &[
     },
     Case {
         property: "batch.size",
-        default: Some("16384"),
+        default: Some("1000000"),
         valid: "0",
         valid_rendered: "0",
         invalid: &[("2147483648", "batch.size", &["at most 2147483647"])],
@@ -161,6 +161,17 @@ const PRODUCER_CASES: &[Case] = &[
         valid: "Consistent_Random",
         valid_rendered: "consistent_random",
         invalid: &[("crc32", "partitioner", &["\"crc32\"", "consistent_random"])],
+    },
+    Case {
+        property: "sticky.partitioning.linger.ms",
+        default: Some("10"),
+        valid: "0",
+        valid_rendered: "0",
+        invalid: &[(
+            "900001",
+            "sticky.partitioning.linger.ms",
+            &["\"900001\"", "at most 900000"],
+        )],
     },
     Case {
         property: "metadata.max.idle.ms",
@@ -258,7 +269,8 @@ fn typed_getters_return_the_defaults() {
     assert_eq!(c.acks(), Acks::All);
     assert!(c.enable_idempotence());
     assert_eq!(c.linger(), ms(5));
-    assert_eq!(c.batch_size(), 16_384);
+    assert_eq!(c.batch_size(), 1_000_000);
+    assert_eq!(c.sticky_partitioning_linger(), ms(10));
     assert_eq!(c.compression_type(), Compression::None);
     assert_eq!(c.max_request_size(), 1_048_576);
     assert_eq!(c.buffer_memory(), 33_554_432);

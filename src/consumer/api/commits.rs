@@ -4,7 +4,7 @@
 //! the application stores for the next commit (`store_offset`).
 
 use super::{at_offsets, or_refused, timed_out, Consumer, Link};
-use crate::cluster::Retry;
+use crate::cluster::{Changes, Retry};
 use crate::consumer::core::CommitId;
 use crate::consumer::offsets::OffsetAndEpoch;
 use crate::error::Error;
@@ -126,7 +126,7 @@ impl Consumer {
             id,
         };
         let result = match link
-            .wait(timeout, None, move |core, _| {
+            .wait(timeout, None, Changes::ANSWERS, move |core, _| {
                 or_refused(core, |core| core.take_commit_result(id))
             })
             .await
@@ -164,7 +164,7 @@ impl Consumer {
             };
             let left = deadline.saturating_duration_since(Instant::now());
             let response = link
-                .wait(left, None, move |core, _| {
+                .wait(left, None, Changes::ANSWERS, move |core, _| {
                     or_refused(core, |core| core.take_query(q))
                 })
                 .await

@@ -3,6 +3,7 @@
 //! (Metadata).
 
 use super::{or_refused, timed_out, Consumer};
+use crate::cluster::Changes;
 use crate::error::Error;
 use crate::fetch::{OffsetAndTimestamp, OffsetSpec};
 use crate::group::TopicPartition;
@@ -129,7 +130,7 @@ impl Consumer {
         let deadline = Instant::now() + timeout;
         let partitions: BTreeSet<TopicPartition> = query.keys().cloned().collect();
         // The leaders must be known first.
-        link.wait(timeout, None, move |core, _| {
+        link.wait(timeout, None, Changes::METADATA, move |core, _| {
             or_refused(core, |core| {
                 core.want_leaders(&partitions).is_empty().then_some(())
             })
@@ -143,7 +144,7 @@ impl Consumer {
         for q in queries {
             let left = deadline.saturating_duration_since(Instant::now());
             let response = link
-                .wait(left, None, move |core, _| {
+                .wait(left, None, Changes::ANSWERS, move |core, _| {
                     or_refused(core, |core| core.take_query(q))
                 })
                 .await
@@ -202,9 +203,12 @@ impl Consumer {
         let propagation = asked + self.inner.config.topic_metadata_propagation_max();
         let wanted = topic.to_owned();
         match link
-            .wait(timeout, Some(propagation), move |core, now| {
-                or_refused(core, |core| core.want_partitions(&wanted, now, asked))
-            })
+            .wait(
+                timeout,
+                Some(propagation),
+                Changes::METADATA,
+                move |core, now| or_refused(core, |core| core.want_partitions(&wanted, now, asked)),
+            )
             .await
         {
             Some(Ok(Ok(Ok(partitions)))) => Ok(partitions),

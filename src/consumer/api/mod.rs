@@ -42,6 +42,7 @@ pub use streams::RecordStream;
 use super::core::{CommitId, ConsumerCore, Mode};
 use super::metrics::ConsumerMetrics;
 use super::offsets::OffsetAndEpoch;
+use crate::cluster::Changes;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
 use crate::events::{BrokerCounters, ConnectionEvents, ConnectionInfo, EventHub, EVENT_BUFFER};
@@ -689,7 +690,7 @@ impl Consumer {
         let mut result = Ok(());
         if let Some(id) = commit {
             match link
-                .wait(left(), None, move |core, _| {
+                .wait(left(), None, Changes::ANSWERS, move |core, _| {
                     or_refused(core, |core| core.take_commit_result(id))
                 })
                 .await
@@ -703,7 +704,7 @@ impl Consumer {
         // listener hears of it here, and what it commits lands first.
         self.with_core(|core, now| core.prepare_leave(now));
         self.run_callbacks();
-        link.wait(left(), None, |core, _| {
+        link.wait(left(), None, Changes::ANSWERS, |core, _| {
             or_refused(core, |core| core.revocation_commits_done().then_some(()))
         })
         .await;
@@ -711,7 +712,7 @@ impl Consumer {
         let leave = link.shared().lock().send_leave(Instant::now());
         link.kick();
         if let Some(id) = leave {
-            link.wait(left(), None, move |core, _| {
+            link.wait(left(), None, Changes::ANSWERS, move |core, _| {
                 or_refused(core, |core| (!core.is_in_flight(id)).then_some(()))
             })
             .await;

@@ -3,6 +3,7 @@
 //! for the background task to have something.
 
 use super::{Consumer, Link};
+use crate::cluster::Changes;
 use crate::error::Error;
 use crate::fetch::{ConsumerRecord, DecodeJob};
 use futures::FutureExt;
@@ -125,7 +126,7 @@ impl Consumer {
             if decode.is_empty() && state.has_output() {
                 // What was put back and not taken is for another `poll`
                 // that may be waiting.
-                state.answer_watches();
+                state.answer_watches(Changes::OUTPUT);
             }
         }
         if wake {
@@ -155,7 +156,9 @@ impl Consumer {
             // Answered by the task when there is something to take (a step
             // with nothing for `poll`, a Fetch answered empty or a
             // heartbeat, does not answer it).
-            let output = link.watch(None, |core, _| core.has_output().then_some(()));
+            let output = link.watch(None, Changes::OUTPUT, |core, _| {
+                core.has_output().then_some(())
+            });
             let wait = timer.get_or_insert_with(|| link.timer(left));
             futures::select_biased! {
                 answer = output.fuse() => {

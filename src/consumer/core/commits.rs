@@ -286,6 +286,7 @@ impl ConsumerCore {
     ) -> Option<RequestId> {
         let Some(group) = self.group_id.clone() else {
             if let Some((id, _)) = id {
+                self.answers += 1;
                 self.commit_results.insert(
                     id,
                     Err(Error::Config {
@@ -299,6 +300,7 @@ impl ConsumerCore {
         if offsets.is_empty() {
             if let Some((id, _)) = id {
                 log::info!("nothing to commit: no assigned partition has a position yet");
+                self.answers += 1;
                 self.commit_results.insert(id, Ok(()));
             }
             return None;
@@ -459,6 +461,7 @@ impl ConsumerCore {
                 self.commit_retries.insert(id, (retry, offsets));
             }
             (Some((id, _)), outcome) => {
+                self.answers += 1;
                 self.commit_results.insert(id, outcome);
             }
             // An automatic commit: one retrying can't fix (authorization,

@@ -39,7 +39,8 @@ use reporting::Missing;
 
 use super::offsets::OffsetAndEpoch;
 use crate::cluster::{
-    Cluster, ExponentialBackoff, RequestBody, RequestError, RequestId, Response, Retry, Rng,
+    Changes, Cluster, ExponentialBackoff, RequestBody, RequestError, RequestId, Response, Retry,
+    Rng,
 };
 use crate::config::ConsumerConfig;
 use crate::error::Error;
@@ -135,6 +136,12 @@ pub(crate) struct ConsumerCore {
     /// The LeaveGroup to send when closing, once revocations are handled.
     pending_leave: Option<Box<dyn RequestBody>>,
     next_query: u64,
+    /// Grows by one with each answer a call may wait for (a commit's
+    /// outcome, a query's, the group's); the value [`ConsumerCore::take_changes`]
+    /// last saw, and the metadata generation it last saw.
+    answers: u64,
+    answers_seen: u64,
+    metadata_seen: u64,
     closing: bool,
     /// `topic.metadata.propagation.max.ms`: how long a topic may be
     /// missing from the metadata before the application hears of it.
@@ -240,6 +247,9 @@ impl ConsumerCore {
             query_topics: BTreeSet::new(),
             pending_leave: None,
             next_query: 1,
+            answers: 0,
+            answers_seen: 0,
+            metadata_seen: 0,
             closing: false,
             propagation: Duration::from_secs(5),
             missing: BTreeMap::new(),
@@ -358,6 +368,29 @@ impl ConsumerCore {
         self.cluster
             .refused_everywhere()
             .map(|attempts| Error::BrokersUnreachable { attempts })
+    }
+
+    /// What changed, of what calls wait for, since the last call: `poll`'s
+    /// output (told while there is some), answers a call may wait for,
+    /// the metadata, and a refusal by every broker (told while it lasts).
+    pub fn take_changes(&mut self) -> Changes {
+        let mut changes = Changes::NONE;
+        if self.has_output() {
+            changes |= Changes::OUTPUT;
+        }
+        if self.answers != self.answers_seen {
+            self.answers_seen = self.answers;
+            changes |= Changes::ANSWERS;
+        }
+        let generation = self.cluster.metadata_generation();
+        if generation != self.metadata_seen {
+            self.metadata_seen = generation;
+            changes |= Changes::METADATA;
+        }
+        if self.cluster.refused_everywhere().is_some() {
+            changes |= Changes::REFUSED;
+        }
+        changes
     }
 
     /// The fetcher, for tests.
@@ -486,6 +519,9 @@ impl ConsumerCore {
             let Some(pending) = self.in_flight.remove(&id) else {
                 continue;
             };
+            if !matches!(pending, Pending::Fetch(_)) {
+                self.answers += 1;
+            }
             match pending {
                 Pending::Group(kind) => {
                     if let Some(m) = &mut self.membership {
@@ -632,6 +668,9 @@ fn fetch_config(config: &ConsumerConfig, seed: u64) -> FetchConfig {
 impl crate::cluster::ClientCore for ConsumerCore {
     fn io(&mut self) -> &mut Cluster {
         ConsumerCore::io(self)
+    }
+    fn take_changes(&mut self) -> Changes {
+        ConsumerCore::take_changes(self)
     }
     fn drive(&mut self, now: Instant) {
         ConsumerCore::drive(self, now);

@@ -26,7 +26,7 @@ use crate::group::TopicPartition;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Locks `front` (a poisoned lock is taken over: an append that panicked
 /// half-way left at worst a record counted and not queued).
@@ -69,6 +69,8 @@ pub(crate) struct Placing {
     pub builtin: BuiltinPartitioner,
     /// `batch.size` (the sticky partitioner moves on after it).
     pub batch_size: usize,
+    /// `sticky.partitioning.linger.ms` (or after this long).
+    pub sticky_linger: Duration,
     /// A partitioner of the application's (`Producer::with_partitioner`).
     pub custom: Option<Arc<dyn Partitioner>>,
 }
@@ -202,7 +204,8 @@ impl Front {
         };
         let mut now = Memo::new(now);
         let appended = self.acc.append(&mut now, &tp, &new);
-        if let Some(now) = now.read() {
+        let opened_at = now.read();
+        if let Some(now) = opened_at {
             match self.used.get_mut(&tp.topic) {
                 Some(last) => *last = now,
                 None => {
@@ -214,7 +217,7 @@ impl Front {
             Ok(appended) => {
                 if sticky {
                     if let Some(s) = self.sticky.get_mut(&tp.topic) {
-                        s.appended(size, true);
+                        s.appended_at(size, true, opened_at);
                     }
                 }
                 Ok(self.queued(&tp, leader, appended.batch, appended.index))
@@ -299,7 +302,10 @@ fn choose_partition(
             let batch_size = placing.batch_size as u32;
             let chosen = sticky
                 .entry(record.topic.clone())
-                .or_insert_with(|| StickyPartitioner::new(record.topic.clone(), batch_size))
+                .or_insert_with(|| {
+                    StickyPartitioner::new(record.topic.clone(), batch_size)
+                        .with_linger(placing.sticky_linger)
+                })
                 .partition(
                     &TopicPartitions {
                         count,

@@ -32,7 +32,7 @@ mod tests;
 
 use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker, ProducerBatch};
 use super::partitioner::{BuiltinPartitioner, Partitioner};
-use crate::cluster::{Cluster, ExponentialBackoff, Problem, RequestId, Retry, Rng};
+use crate::cluster::{Changes, Cluster, ExponentialBackoff, Problem, RequestId, Retry, Rng};
 use crate::config::{Acks, ProducerConfig};
 use crate::error::DeliveryError;
 use crate::error::Error;
@@ -76,6 +76,9 @@ pub(crate) struct ProducerSettings {
     pub builtin_partitioner: BuiltinPartitioner,
     /// `batch.size` (the sticky partitioner switches after it).
     pub batch_size: usize,
+    /// `sticky.partitioning.linger.ms` (the sticky partitioner switches
+    /// after it too).
+    pub sticky_linger: Duration,
     /// `topic.metadata.propagation.max.ms`: how long the Metadata answers
     /// must say a topic does not exist before `send` gives up on it.
     pub topic_propagation: Duration,
@@ -250,6 +253,12 @@ pub(crate) struct ProducerCore {
     /// Delivered and failed records so far.
     delivered: u64,
     failed: u64,
+    /// Grows by one with each batch delivered or failed (its memory
+    /// freed); the value [`ProducerCore::take_changes`] last saw, and the
+    /// view of the topics it last saw (metadata generation, view changes).
+    settled: u64,
+    settled_seen: u64,
+    view_seen: (u64, u64),
     /// The time of the last step or append (deadlines are computed from it).
     now: Instant,
     counters: BTreeMap<TopicPartition, PartitionCounters>,
@@ -281,6 +290,7 @@ impl ProducerCore {
             ignore_keys: settings.ignore_keys,
             builtin: settings.builtin_partitioner,
             batch_size: settings.batch_size,
+            sticky_linger: settings.sticky_linger,
             custom: partitioner,
         };
         let front = Front::new(acc, placing, rng.next_u64());
@@ -311,6 +321,9 @@ impl ProducerCore {
             counters: BTreeMap::new(),
             delivered: 0,
             failed: 0,
+            settled: 0,
+            settled_seen: 0,
+            view_seen: (0, 0),
         }
     }
 
@@ -351,6 +364,7 @@ impl ProducerCore {
             ignore_keys: config.partitioner_ignore_keys(),
             builtin_partitioner: config.partitioner(),
             batch_size: config.batch_size() as usize,
+            sticky_linger: config.sticky_partitioning_linger(),
             topic_propagation: config.topic_metadata_propagation_max(),
         };
         ProducerCore::new(cluster, acc, settings, None, now, seeds.next_u64())
@@ -403,6 +417,26 @@ impl ProducerCore {
     /// Whether every record given before `marker` was delivered or failed.
     pub fn flush_done(&self, marker: FlushMarker) -> bool {
         lock(&self.front).acc.flush_done(marker)
+    }
+
+    /// What changed, of what calls wait for, since the last call: batches
+    /// delivered or failed (memory freed, flushes done), what the
+    /// metadata says of the topics, and a refusal (told while it lasts).
+    pub fn take_changes(&mut self) -> Changes {
+        let mut changes = Changes::NONE;
+        if self.settled != self.settled_seen {
+            self.settled_seen = self.settled;
+            changes |= Changes::DELIVERIES;
+        }
+        let view = (self.cluster.metadata_generation(), self.view_changes);
+        if view != self.view_seen {
+            self.view_seen = view;
+            changes |= Changes::METADATA;
+        }
+        if self.refusal.is_some() {
+            changes |= Changes::REFUSED;
+        }
+        changes
     }
 
     /// Partitions of `topic` as the metadata lists them.
@@ -635,6 +669,9 @@ fn entry_of<'a, V: Default>(
 impl crate::cluster::ClientCore for ProducerCore {
     fn io(&mut self) -> &mut Cluster {
         ProducerCore::io(self)
+    }
+    fn take_changes(&mut self) -> Changes {
+        ProducerCore::take_changes(self)
     }
     fn drive(&mut self, now: Instant) {
         ProducerCore::drive(self, now);

@@ -130,6 +130,7 @@ impl ProducerCore {
             }
         }
         entry_of(&mut self.counters, &batch.tp).records += batch.records.len() as u64;
+        self.settled += 1;
         let mut front = lock(&self.front);
         if let Some(slot) = front.slots.remove(&batch.first()) {
             let n = batch.records.len();
@@ -151,6 +152,7 @@ impl ProducerCore {
         error: impl Fn(&TopicPartition) -> DeliveryError,
     ) {
         entry_of(&mut self.counters, &batch.tp).records_failed += batch.records.len() as u64;
+        self.settled += 1;
         let mut front = lock(&self.front);
         if let Some(slot) = front.slots.remove(&batch.first()) {
             let n = batch.records.len();

@@ -115,6 +115,30 @@ fn records_are_batched_per_partition_and_written_once_in_order() {
     assert_eq!(pair.connected_brokers(), [2, 3].into_iter().collect());
 }
 
+/// What a call waiting on the core is looked at again for: the topic's
+/// metadata once it changed, deliveries once a batch is decided (memory
+/// freed, a flush done), and nothing after a step that changed neither.
+#[test]
+fn the_core_tells_which_kinds_of_change_a_waiting_call_waits_for() {
+    use crate::cluster::Changes;
+    let mut pair = pair(3, &[2, 3], |b| b.linger(Duration::from_millis(5)));
+    pair.core.take_changes();
+    pair.core.use_topic(pair.now, TOPIC);
+    pair.advance(Duration::from_millis(100));
+    assert!(matches!(
+        pair.core.topic_state(TOPIC),
+        super::TopicState::Known(2)
+    ));
+    assert_eq!(pair.core.take_changes(), Changes::METADATA);
+    let sent = vec![append(&mut pair, 0, "a".into()).unwrap()];
+    assert_eq!(pair.core.take_changes(), Changes::NONE, "queued only");
+    pair.advance(Duration::from_millis(100));
+    assert_eq!(written(&sent), [Some((0, 0))]);
+    assert_eq!(pair.core.take_changes(), Changes::DELIVERIES);
+    pair.advance(Duration::from_secs(1));
+    assert_eq!(pair.core.take_changes(), Changes::NONE, "idle");
+}
+
 #[test]
 fn records_follow_a_leader_that_moves_mid_flight_once_and_in_order() {
     let mut pair = pair(3, &[2, 3], |b| b.linger(Duration::ZERO));
