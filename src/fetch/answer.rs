@@ -12,7 +12,7 @@ use super::position::{PosState, Position};
 use super::replica::{leaves_replica, ReadReplica};
 use super::request::{classify, ErrorClass, FIRST_TOPIC_ID_VERSION};
 use super::{
-    broker_of, Asked, FetchError, FetchOutcome, FetchSent, FetchToken, Fetcher, InFlight, OffsetReset,
+    broker_of, Around, Asked, FetchError, FetchOutcome, FetchSent, FetchToken, Fetcher, InFlight, OffsetReset,
     TopicPartition,
 };
 use crate::cluster::{BrokerAddress, LeaderHint, RequestError, Response, Target};
@@ -356,11 +356,8 @@ impl Fetcher {
         // Looked up once, for the checks and `accept` alike: every
         // partition of every answer passes here, and each lookup compares
         // topic names.
-        let Some(st) = self
-            .partitions
-            .get_mut(&tp)
-            .filter(|st| st.answer_applies(&s))
-        else {
+        let (partitions, mut around) = self.split();
+        let Some(st) = partitions.get_mut(&tp).filter(|st| st.answer_applies(&s)) else {
             log::debug!(
                 "stale fetch data for {tp} at offset {} ignored",
                 s.entry.fetch_offset
@@ -393,7 +390,7 @@ impl Fetcher {
             pos
         };
         if matches!(target, Target::Replica(_)) && leaves_replica(code) {
-            self.replica_refused(now, &tp, pos, broker, code, outcome);
+            around.replica_refused(st, now, &tp, pos, broker, code, outcome);
         } else if code == ErrorCode::None && diverges {
             // Fetch v12+: the leader compared `last_fetched_epoch` with
             // its log and found it diverging (KIP-320, as the Java
@@ -401,22 +398,44 @@ impl Fetcher {
             // settled as an OffsetForLeaderEpoch answer would settle it.
             let end = (diverging.epoch >= 0 && diverging.end_offset >= 0)
                 .then_some((diverging.epoch, diverging.end_offset));
-            self.apply_epoch_end(&tp, pos, end, s.entry.leader_epoch);
+            around.apply_epoch_end(st, &tp, pos, end, s.entry.leader_epoch);
         } else if code != ErrorCode::None {
-            self.partition_refused(now, tp, pos, broker, &data, outcome);
+            around.partition_refused(st, now, tp, pos, broker, &data, outcome);
         } else {
-            let lease = self.config.replica_lease;
+            let lease = around.config.replica_lease;
             if accept(st, now, target, &tp, &data, lease) {
-                self.replicas = true;
+                *around.replicas = true;
             }
             let aborted = &data.aborted_transactions;
             if let Some(set) = data.records.filter(|b| !b.is_empty()) {
                 let aborted = aborted_transactions(aborted);
-                let max_bytes = s.entry.max_bytes;
-                self.buffer_records(tp, pos, ahead, max_bytes, set, &aborted, outcome);
+                let arrived = Arrived {
+                    pos,
+                    ahead,
+                    max_bytes: s.entry.max_bytes,
+                    set,
+                    aborted: &aborted,
+                };
+                around.buffer_records(st, tp, arrived, outcome);
             }
         }
     }
+}
+
+/// A record set a Fetch answer brought for a partition: fetched from
+/// `pos`, `ahead` of the records waiting or not, asked with the partition
+/// limit `max_bytes`, with the answer's aborted transactions.
+struct Arrived<'a> {
+    pos: Position,
+    ahead: bool,
+    max_bytes: i32,
+    set: Bytes,
+    aborted: &'a [records::AbortedTransaction],
+}
+
+/// The handlers of one partition's part of a Fetch answer: each gets the
+/// partition's state, looked up once by [`Fetcher::handle_partition`].
+impl Around<'_> {
 
     /// KIP-392, as the Java consumer's `FetchCollector`: a read replica
     /// answered `code` for `tp` at `pos`, one that sends the partition
@@ -424,8 +443,10 @@ impl Fetcher {
     /// again if it still prefers one. It waits `retry.backoff.ms` first
     /// (the Java consumer does not), so that a leader that keeps naming a
     /// replica that keeps failing is not asked in a tight loop.
+    #[allow(clippy::too_many_arguments)]
     fn replica_refused(
         &mut self,
+        st: &mut PartitionState,
         now: Instant,
         tp: &TopicPartition,
         pos: Position,
@@ -437,7 +458,6 @@ impl Fetcher {
             "fetch of {tp} at {} from read replica {broker}: {code}; fetching from the leader",
             pos.offset
         );
-        let st = self.partitions.get_mut(tp).expect("checked");
         st.replica = None;
         if code == ErrorCode::FencedLeaderEpoch {
             st.checked_epoch = None;
@@ -450,8 +470,10 @@ impl Fetcher {
     /// the partition leaves): a leader epoch that differs, an offset out
     /// of range (a reset, or a stop under `none`), or any other error
     /// (reported when due, retried after a backoff).
+    #[allow(clippy::too_many_arguments)]
     fn partition_refused(
         &mut self,
+        st: &mut PartitionState,
         now: Instant,
         tp: TopicPartition,
         pos: Position,
@@ -461,7 +483,6 @@ impl Fetcher {
     ) {
         let code = ErrorCode::from_code(data.error_code);
         let policy = self.config.auto_offset_reset;
-        let st = self.partitions.get_mut(&tp).expect("checked");
         // KIP-951 (Fetch v12+ carries it, brokers fill it from Kafka 3.7):
         // the broker names the partition's current leader; it is used at
         // once if newer than ours, without waiting for metadata.
@@ -523,8 +544,7 @@ impl Fetcher {
                 );
                 st.pos = PosState::auto_reset(policy);
                 // Whatever was sent for the old position is stale.
-                st.generation = self.next_generation;
-                self.next_generation += 1;
+                st.generation = self.generation();
             }
             other => {
                 let refusal = Refusal {
@@ -548,24 +568,26 @@ impl Fetcher {
     /// `take_records`; a set with nothing to deliver moves the position
     /// past it; one that held only part of a batch too large for the
     /// limit has it asked for with a larger one.
-    #[allow(clippy::too_many_arguments)]
     fn buffer_records(
         &mut self,
+        st: &mut PartitionState,
         tp: TopicPartition,
-        pos: Position,
-        ahead: bool,
-        max_bytes: i32,
-        set: Bytes,
-        aborted: &[records::AbortedTransaction],
+        arrived: Arrived<'_>,
         outcome: &mut FetchOutcome,
     ) {
-        self.next_buffer += 1;
+        let Arrived {
+            pos,
+            ahead,
+            max_bytes,
+            set,
+            aborted,
+        } = arrived;
+        *self.next_buffer += 1;
         let decoding = (&self.decoders.checking, self.config.isolation);
-        let arrival = Buffer::arrive(&tp, self.next_buffer, set, aborted, pos.offset, decoding);
+        let arrival = Buffer::arrive(&tp, *self.next_buffer, set, aborted, pos.offset, decoding);
         if arrival.lazy.is_some() && self.config.check_crcs {
             self.crcs_pending.insert(tp.clone());
         }
-        let st = self.partitions.get_mut(&tp).expect("checked");
         if ahead {
             // Nothing to deliver (a batch cut short, control batches
             // only): the Fetch from the position meets it again.
@@ -580,7 +602,7 @@ impl Fetcher {
             st.size_override = None;
         } else if arrival.buffer.error.is_none() {
             if let Some(tail) = arrival.partial_tail {
-                self.partial_batch(&tp, pos, max_bytes, tail);
+                self.partial_batch(st, &tp, pos, max_bytes, tail);
                 return;
             }
         }
@@ -610,15 +632,21 @@ impl Fetcher {
     /// broker that keeps to KIP-74 sends a first batch whole anyway);
     /// when it is larger than this client takes, stop and say so. One cut
     /// by the response's `max_bytes` is just asked for again.
-    fn partial_batch(&mut self, tp: &TopicPartition, pos: Position, max_bytes: i32, tail: PartialTail) {
-        let st = self.partitions.get_mut(tp).expect("checked");
+    fn partial_batch(
+        &mut self,
+        st: &mut PartitionState,
+        tp: &TopicPartition,
+        pos: Position,
+        max_bytes: i32,
+        tail: PartialTail,
+    ) {
         match tail.declared_size {
             Some(size) if size > max_bytes.max(0) as usize => {
                 if size <= MAX_PARTITION_OVERRIDE {
                     log::debug!("{tp}: a {size}-byte batch at offset {} did not fit; fetching it with a larger limit", pos.offset);
                     st.size_override = Some(size as i32);
-                    self.front_rank -= 1;
-                    st.rank = self.front_rank;
+                    *self.front_rank -= 1;
+                    st.rank = *self.front_rank;
                 } else {
                     self.reports.push(FetchError::RecordTooLarge {
                         partition: tp.clone(),

@@ -770,6 +770,39 @@ impl Fetcher {
         g
     }
 
+    /// The partitions' states, and the rest of the fetcher apart from
+    /// them: a handler for one partition looks it up once and works on
+    /// its state and the rest together.
+    fn split(&mut self) -> (&mut BTreeMap<TopicPartition, PartitionState>, Around<'_>) {
+        let Fetcher {
+            partitions,
+            config,
+            decoders,
+            backoff,
+            reports,
+            ready,
+            crcs_pending,
+            next_generation,
+            next_buffer,
+            front_rank,
+            replicas,
+            ..
+        } = self;
+        let around = Around {
+            config,
+            decoders,
+            backoff,
+            reports,
+            ready,
+            crcs_pending,
+            next_generation,
+            next_buffer,
+            front_rank,
+            replicas,
+        };
+        (partitions, around)
+    }
+
     /// `tp` failed at `now`: it waits before it is asked again.
     fn back_off(&mut self, now: Instant, tp: &TopicPartition) {
         if let Some(st) = self.partitions.get_mut(tp) {
@@ -781,6 +814,30 @@ impl Fetcher {
     fn back_rank(&mut self) -> i64 {
         self.next_rank += 1;
         self.next_rank
+    }
+}
+
+/// What a handler for one partition works with beside that partition's
+/// state ([`Fetcher::split`]): the fetcher's other parts it may change.
+struct Around<'a> {
+    config: &'a FetchConfig,
+    decoders: &'a Decoders,
+    backoff: &'a mut Backoff,
+    reports: &'a mut Reports,
+    ready: &'a mut VecDeque<TopicPartition>,
+    crcs_pending: &'a mut BTreeSet<TopicPartition>,
+    next_generation: &'a mut u64,
+    next_buffer: &'a mut u64,
+    front_rank: &'a mut i64,
+    replicas: &'a mut bool,
+}
+
+impl Around<'_> {
+    /// A new generation (as [`Fetcher::generation`]).
+    fn generation(&mut self) -> u64 {
+        let g = *self.next_generation;
+        *self.next_generation += 1;
+        g
     }
 }
 

@@ -73,37 +73,30 @@ impl Fetcher {
         response: &Response,
         refresh_metadata: &mut bool,
     ) {
-        // Which partitions this answer may still move.
-        let mut current = BTreeMap::new();
-        for (tp, (generation, epoch)) in &sent {
-            if let Some(st) = self.partitions.get_mut(tp) {
-                if st.generation == *generation {
-                    if let PosState::Resetting { spec, auto, .. } = st.pos {
-                        st.pos.clear_in_flight();
-                        current.insert(tp.clone(), (spec, auto, *epoch));
-                    }
-                }
-            }
+        let listed = read_list_offsets(response);
+        if let Err(source) = &listed {
+            log::warn!("cannot decode ListOffsets response of broker {broker}: {source}");
         }
-        let listed = match read_list_offsets(response) {
-            Ok(listed) => listed,
-            Err(source) => {
-                log::warn!("cannot decode ListOffsets response of broker {broker}: {source}");
-                self.reports.push(FetchError::Decode {
-                    broker,
-                    api: ApiKey::ListOffsets,
-                    source,
-                });
-                for tp in current.keys() {
-                    self.back_off(now, tp);
-                }
-                return;
-            }
-        };
+        let (partitions, around) = self.split();
         let mut settled = Vec::new();
-        for (tp, (spec, auto, epoch)) in current {
-            let st = self.partitions.get_mut(&tp).expect("checked");
-            match listed.get(&tp) {
+        // Each partition the answer may still move (its request's
+        // generation, still resetting), looked up once.
+        for (tp, (generation, epoch)) in &sent {
+            let Some(st) = partitions.get_mut(tp) else {
+                continue;
+            };
+            let PosState::Resetting { spec, auto, .. } = st.pos else {
+                continue;
+            };
+            if st.generation != *generation {
+                continue;
+            }
+            st.pos.clear_in_flight();
+            let Ok(listed) = &listed else {
+                around.backoff.failed(&mut st.retry, now);
+                continue;
+            };
+            match listed.get(tp) {
                 Some(Ok(Some(found))) => {
                     settled.push(tp.clone());
                     if auto {
@@ -117,28 +110,36 @@ impl Fetcher {
                     });
                     // The leader answered at this epoch: nothing to
                     // validate until it changes.
-                    st.checked_epoch = (epoch >= 0).then_some(epoch);
+                    st.checked_epoch = (*epoch >= 0).then_some(*epoch);
                     st.retry = Retry::default();
                 }
                 Some(Err(code)) => {
                     let refusal = Refusal {
                         api: ApiKey::ListOffsets,
                         broker,
-                        partition: &tp,
+                        partition: tp,
                         code: *code,
                     };
                     *refresh_metadata |=
-                        self.reports
+                        around
+                            .reports
                             .partition_error(&mut st.retry.streak, now, refusal);
-                    self.backoff.failed(&mut st.retry, now);
+                    around.backoff.failed(&mut st.retry, now);
                 }
                 // No offset, or the partition left out of the answer: ask
                 // again later.
                 Some(Ok(None)) | None => {
                     log::debug!("ListOffsets from broker {broker} gave no offset for {tp}");
-                    self.backoff.failed(&mut st.retry, now);
+                    around.backoff.failed(&mut st.retry, now);
                 }
             }
+        }
+        if let Err(source) = listed {
+            self.reports.push(FetchError::Decode {
+                broker,
+                api: ApiKey::ListOffsets,
+                source,
+            });
         }
         for tp in &settled {
             self.check_eof(tp);

@@ -6,7 +6,8 @@
 //! answer's `diverging_epoch` is read the same way.
 
 use super::position::{PosState, Position};
-use super::{offsets, Asked, FetchError, Fetcher, InFlight, OffsetReset, Planned, TopicPartition};
+use super::partition::PartitionState;
+use super::{offsets, Around, Asked, FetchError, Fetcher, InFlight, OffsetReset, Planned, TopicPartition};
 use super::failure::Refusal;
 use crate::cluster::{Metadata, Response, Target};
 use crate::protocol::messages::offset_for_leader_epoch::{
@@ -172,57 +173,54 @@ impl Fetcher {
         response: &Response,
         refresh_metadata: &mut bool,
     ) {
-        // Which partitions this answer may still move.
-        let mut current = BTreeMap::new();
-        for (tp, (generation, epoch)) in &sent {
-            if let Some(st) = self.partitions.get_mut(tp) {
-                if st.generation == *generation {
-                    if let PosState::Validating { pos, .. } = st.pos {
-                        st.pos.clear_in_flight();
-                        current.insert(tp.clone(), (pos, *epoch));
-                    }
-                }
-            }
+        let mut answers = read_epoch_ends(response);
+        if let Err(source) = &answers {
+            log::warn!("cannot decode OffsetForLeaderEpoch response of broker {broker}: {source}");
         }
-        let mut answers = match read_epoch_ends(response) {
-            Ok(answers) => answers,
-            Err(source) => {
-                log::warn!(
-                    "cannot decode OffsetForLeaderEpoch response of broker {broker}: {source}"
-                );
-                self.reports.push(FetchError::Decode {
-                    broker,
-                    api: ApiKey::OffsetForLeaderEpoch,
-                    source,
-                });
-                for tp in current.keys() {
-                    self.back_off(now, tp);
-                }
-                return;
+        let (partitions, mut around) = self.split();
+        // Each partition the answer may still move (its request's
+        // generation, still validating), looked up once.
+        for (tp, (generation, epoch)) in &sent {
+            let Some(st) = partitions.get_mut(tp) else {
+                continue;
+            };
+            let PosState::Validating { pos, .. } = st.pos else {
+                continue;
+            };
+            if st.generation != *generation {
+                continue;
             }
-        };
-        for (tp, (pos, epoch)) in current {
-            let Some(answer) = answers.remove(&tp) else {
-                // Left out of the answer: ask again later.
-                self.back_off(now, &tp);
+            st.pos.clear_in_flight();
+            // Undecodable, or left out of the answer: ask again later.
+            let Some(answer) = answers.as_mut().ok().and_then(|a| a.remove(tp)) else {
+                around.backoff.failed(&mut st.retry, now);
                 continue;
             };
             let code = ErrorCode::from_code(answer.error_code);
             if code != ErrorCode::None {
-                let st = self.partitions.get_mut(&tp).expect("checked");
                 let refusal = Refusal {
                     api: ApiKey::OffsetForLeaderEpoch,
                     broker,
-                    partition: &tp,
+                    partition: tp,
                     code,
                 };
-                *refresh_metadata |= self.reports.partition_error(&mut st.retry.streak, now, refusal);
-                self.backoff.failed(&mut st.retry, now);
+                *refresh_metadata |=
+                    around
+                        .reports
+                        .partition_error(&mut st.retry.streak, now, refusal);
+                around.backoff.failed(&mut st.retry, now);
                 continue;
             }
             let end = (answer.end_offset >= 0 && answer.leader_epoch >= 0)
                 .then_some((answer.leader_epoch, answer.end_offset));
-            self.apply_epoch_end(&tp, pos, end, epoch);
+            around.apply_epoch_end(st, tp, pos, end, *epoch);
+        }
+        if let Err(source) = answers {
+            self.reports.push(FetchError::Decode {
+                broker,
+                api: ApiKey::OffsetForLeaderEpoch,
+                source,
+            });
         }
     }
 
@@ -244,6 +242,11 @@ impl Fetcher {
         }
     }
 
+}
+
+/// Settling a position: for OffsetForLeaderEpoch answers and a Fetch
+/// answer's diverging epoch alike, on the partition's state looked up once.
+impl Around<'_> {
     /// Settles a position against where the leader says the position's
     /// epoch ends (`end`: epoch and end offset; `None` when the leader
     /// knows no such epoch), from OffsetForLeaderEpoch or a Fetch's
@@ -252,6 +255,7 @@ impl Fetcher {
     /// settled.
     pub(super) fn apply_epoch_end(
         &mut self,
+        st: &mut PartitionState,
         tp: &TopicPartition,
         pos: Position,
         end: Option<(i32, i64)>,
@@ -259,7 +263,6 @@ impl Fetcher {
     ) {
         let policy = self.config.auto_offset_reset;
         let generation = self.generation();
-        let st = self.partitions.get_mut(tp).expect("the caller checked");
         st.retry = Default::default();
         let checked = (leader_epoch >= 0).then_some(leader_epoch);
         match EpochEnd::of(pos, end, policy) {

@@ -225,6 +225,53 @@ fn keyless(value: String) -> OutRecord {
     }
 }
 
+/// A producer sending little (a keyless record every 20 ms, each in a
+/// batch of its own, far below `batch.size`) changes partition after
+/// `sticky.partitioning.linger.ms` (10 ms by default), so its records
+/// spread over the partitions; with a linger longer than the run they all
+/// go to one, as the Java client's partitioner (bytes only) sends them.
+#[test]
+fn a_producer_sending_little_spreads_its_records_by_the_sticky_linger() {
+    let placed = |linger: Option<Duration>| -> Vec<i32> {
+        let mut pair = pair(3, &[2, 3, 2, 3], |b| match linger {
+            Some(l) => b.sticky_partitioning_linger(l),
+            None => b,
+        });
+        append(&mut pair, 0, "first".into()).unwrap();
+        (0..40)
+            .map(|i| {
+                let queued = pair
+                    .core
+                    .append(pair.now, keyless(format!("v-{i}")))
+                    .unwrap();
+                pair.advance(Duration::from_millis(20));
+                let waker = futures::task::noop_waker();
+                assert!(
+                    matches!(
+                        queued.outcome.poll(queued.index, 1_000, &waker),
+                        Poll::Ready(Ok(_))
+                    ),
+                    "delivered within 20 ms: a batch of its own"
+                );
+                queued.outcome.partition()
+            })
+            .collect()
+    };
+    let spread = placed(None);
+    let used: BTreeSet<i32> = spread.iter().copied().collect();
+    assert_eq!(used, (0..4).collect(), "{spread:?}");
+    // A stay lasts about two records (10 ms, told when a record opens a
+    // batch 20 ms after the one before): never a long run on one.
+    let longest = spread
+        .chunk_by(|a, b| a == b)
+        .map(<[i32]>::len)
+        .max()
+        .unwrap();
+    assert!(longest <= 8, "{spread:?}");
+    let held = placed(Some(Duration::from_secs(900)));
+    assert!(held.iter().all(|p| *p == held[0]), "{held:?}");
+}
+
 #[test]
 fn the_sticky_partitioner_leaves_out_a_partition_whose_leader_is_gone_once_metadata_says_so() {
     // Each record fills a batch, so the sticky partitioner moves on at
