@@ -785,7 +785,10 @@ impl Fetcher {
             next_generation,
             next_buffer,
             front_rank,
+            next_rank,
             replicas,
+            dirty,
+            drained,
             ..
         } = self;
         let around = Around {
@@ -798,7 +801,10 @@ impl Fetcher {
             next_generation,
             next_buffer,
             front_rank,
+            next_rank,
             replicas,
+            dirty,
+            drained,
         };
         (partitions, around)
     }
@@ -829,7 +835,10 @@ struct Around<'a> {
     next_generation: &'a mut u64,
     next_buffer: &'a mut u64,
     front_rank: &'a mut i64,
+    next_rank: &'a mut i64,
     replicas: &'a mut bool,
+    dirty: &'a mut BTreeSet<TopicPartition>,
+    drained: &'a mut u64,
 }
 
 impl Around<'_> {

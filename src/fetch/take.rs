@@ -6,7 +6,8 @@
 
 use super::buffer::{crcs_hold, Buffer, DecodeJob, Decoded};
 use super::position::{PosState, Position};
-use super::{ConsumerRecord, FetchError, Fetcher, TopicPartition};
+use super::partition::PartitionState;
+use super::{Around, ConsumerRecord, FetchError, Fetcher, TopicPartition};
 use std::sync::Arc;
 
 impl Fetcher {
@@ -75,51 +76,52 @@ impl Fetcher {
     pub fn take_ready(&mut self, max: usize, out: &mut Vec<ConsumerRecord>) -> Vec<DecodeJob> {
         let mut jobs = Vec::new();
         let mut passed = 0;
-        while out.len() < max && passed < self.ready.len() {
-            let Some(tp) = self.ready.pop_front() else {
+        let (partitions, mut around) = self.split();
+        while out.len() < max && passed < around.ready.len() {
+            let Some(tp) = around.ready.pop_front() else {
                 break;
             };
-            let Some(st) = self.partitions.get_mut(&tp) else {
+            let Some(st) = partitions.get_mut(&tp) else {
                 continue;
             };
             let Some(buffer) = st.buffer.as_mut() else {
                 continue;
             };
             if st.paused || buffer.decoding {
-                self.ready.push_back(tp);
+                around.ready.push_back(tp);
                 passed += 1;
                 continue;
             }
             passed = 0;
             let PosState::Valid(mut pos) = st.pos else {
                 st.drop_buffered();
-                self.drained += 1;
-                self.dirty.insert(tp);
+                *around.drained += 1;
+                around.dirty.insert(tp);
                 continue;
             };
             let taken = take_from(buffer, &mut pos, &st.topic, tp.partition, max, out);
             if taken > 0 {
-                self.next_rank += 1;
-                st.rank = self.next_rank;
+                *around.next_rank += 1;
+                st.rank = *around.next_rank;
             }
             st.stats.records_consumed += taken;
             st.pos = PosState::Valid(pos);
             if buffer.records.len() > 0 {
-                self.ready.push_back(tp);
+                around.ready.push_back(tp);
             } else if buffer.error.is_none() && !buffer.undecoded.is_empty() {
                 buffer.decoding = true;
                 jobs.push(DecodeJob {
                     tp: tp.clone(),
                     buffer: buffer.id,
-                    decoder: *self.decoders.get(buffer.crcs_checked),
-                    isolation: self.config.isolation,
+                    decoder: *around.decoders.get(buffer.crcs_checked),
+                    isolation: around.config.isolation,
                     undecoded: buffer.undecoded.clone(),
                     from: pos.offset,
                     floor: buffer.next_offset,
                 });
-                self.ready.push_back(tp);
-            } else if self.finish_buffer(&tp) {
-                self.ready.push_back(tp);
+                around.ready.push_back(tp);
+            } else if around.finish_buffer(st, &tp) {
+                around.ready.push_back(tp);
             }
         }
         jobs
@@ -129,7 +131,8 @@ impl Fetcher {
     /// came from; dropped if that buffer is gone meanwhile (a seek, a new
     /// assignment: its records would have been dropped too).
     pub fn put_decoded(&mut self, decoded: Decoded) {
-        let Some(st) = self.partitions.get_mut(&decoded.tp) else {
+        let (partitions, mut around) = self.split();
+        let Some(st) = partitions.get_mut(&decoded.tp) else {
             return;
         };
         let Some(buffer) = st.buffer.as_mut().filter(|b| b.id == decoded.buffer) else {
@@ -146,80 +149,20 @@ impl Fetcher {
         // Known used up now, not at the next take: the partition is
         // fetchable again. (It is in `ready` since its chunk went out.)
         if buffer.used_up() && matches!(st.pos, PosState::Valid(_)) {
-            let follows = self.finish_buffer(&decoded.tp);
+            let follows = around.finish_buffer(st, &decoded.tp);
             if !follows {
-                self.ready.retain(|t| t != &decoded.tp);
+                around.ready.retain(|t| t != &decoded.tp);
             }
         }
-    }
-
-    /// Ends a partition's buffer whose records were all taken (its
-    /// position [`PosState::Valid`]): the position moves past its last
-    /// batch, its error (if any) is reported and halts the partition, and
-    /// the answer fetched ahead follows on if it starts exactly there.
-    /// Returns whether a buffer follows.
-    pub(super) fn finish_buffer(&mut self, tp: &TopicPartition) -> bool {
-        let st = self.partitions.get_mut(tp).expect("the caller checked");
-        let PosState::Valid(mut pos) = st.pos else {
-            return false;
-        };
-        let Some(buffer) = st.buffer.take() else {
-            return false;
-        };
-        self.dirty.insert(tp.clone());
-        pos.offset = pos.offset.max(buffer.next_offset);
-        let error = buffer.error;
-        st.buffer = st
-            .ahead
-            .take()
-            .filter(|next| error.is_none() && next.from == pos.offset);
-        self.drained += 1;
-        st.pos = match error {
-            Some(e) => {
-                self.reports.push(e);
-                PosState::Halted(pos)
-            }
-            None => PosState::Valid(pos),
-        };
-        let follows = st.buffer.is_some();
-        if !follows {
-            self.check_eof(tp);
-        }
-        follows
     }
 
     /// With `enable.partition.eof`: says once that `tp` reached the end
-    /// of its log, when its position (with nothing buffered before it) is
-    /// at the end the last answer gave (the last stable offset under
-    /// `read_committed`) and that was not said at this position already.
-    /// A paused partition says nothing: it is fetched, and says it, once
-    /// resumed.
-    /// It follows the errors and records taken before it.
+    /// of its log ([`Around::check_eof`]).
     pub(super) fn check_eof(&mut self, tp: &TopicPartition) {
-        if !self.config.partition_eof {
-            return;
+        let (partitions, mut around) = self.split();
+        if let Some(st) = partitions.get_mut(tp) {
+            around.check_eof(st, tp);
         }
-        let Some(st) = self.partitions.get_mut(tp) else {
-            return;
-        };
-        let PosState::Valid(pos) = st.pos else {
-            return;
-        };
-        let end = st.log_end(self.config.isolation);
-        let at_end = end.is_some_and(|end| pos.offset >= end);
-        if !at_end
-            || st.paused
-            || st.buffer.is_some()
-            || st.ahead.is_some()
-            || st.eof_at == Some(pos.offset)
-        {
-            return;
-        }
-        st.eof_at = Some(pos.offset);
-        self.reports.push(FetchError::PartitionEof {
-            partition: tp.clone(),
-            offset: pos.offset,
-        });
     }
 
     /// How many partition buffers [`Fetcher::take_records`] has emptied so
@@ -300,4 +243,73 @@ fn take_from(
         taken += 1;
     }
     taken
+}
+
+/// Ending a partition's buffer, and saying it reached the end of its
+/// log, on the partition's state looked up once.
+impl Around<'_> {
+    /// Ends a partition's buffer whose records were all taken (its
+    /// position [`PosState::Valid`]): the position moves past its last
+    /// batch, its error (if any) is reported and halts the partition, and
+    /// the answer fetched ahead follows on if it starts exactly there.
+    /// Returns whether a buffer follows.
+    pub(super) fn finish_buffer(&mut self, st: &mut PartitionState, tp: &TopicPartition) -> bool {
+        let PosState::Valid(mut pos) = st.pos else {
+            return false;
+        };
+        let Some(buffer) = st.buffer.take() else {
+            return false;
+        };
+        self.dirty.insert(tp.clone());
+        pos.offset = pos.offset.max(buffer.next_offset);
+        let error = buffer.error;
+        st.buffer = st
+            .ahead
+            .take()
+            .filter(|next| error.is_none() && next.from == pos.offset);
+        *self.drained += 1;
+        st.pos = match error {
+            Some(e) => {
+                self.reports.push(e);
+                PosState::Halted(pos)
+            }
+            None => PosState::Valid(pos),
+        };
+        let follows = st.buffer.is_some();
+        if !follows {
+            self.check_eof(st, tp);
+        }
+        follows
+    }
+
+    /// With `enable.partition.eof`: says once that `tp` reached the end
+    /// of its log, when its position (with nothing buffered before it) is
+    /// at the end the last answer gave (the last stable offset under
+    /// `read_committed`) and that was not said at this position already.
+    /// A paused partition says nothing: it is fetched, and says it, once
+    /// resumed.
+    /// It follows the errors and records taken before it.
+    pub(super) fn check_eof(&mut self, st: &mut PartitionState, tp: &TopicPartition) {
+        if !self.config.partition_eof {
+            return;
+        }
+        let PosState::Valid(pos) = st.pos else {
+            return;
+        };
+        let end = st.log_end(self.config.isolation);
+        let at_end = end.is_some_and(|end| pos.offset >= end);
+        if !at_end
+            || st.paused
+            || st.buffer.is_some()
+            || st.ahead.is_some()
+            || st.eof_at == Some(pos.offset)
+        {
+            return;
+        }
+        st.eof_at = Some(pos.offset);
+        self.reports.push(FetchError::PartitionEof {
+            partition: tp.clone(),
+            offset: pos.offset,
+        });
+    }
 }
