@@ -331,7 +331,7 @@ pub struct TopicPartitions<'a> {
 /// The producer uses it in three steps, as `RecordAccumulator.append`
 /// does: [`partition`](StickyPartitioner::partition) says where the next
 /// record goes; the record is appended there; then
-/// [`appended`](StickyPartitioner::appended) counts its bytes, with
+/// [`appended_at`](StickyPartitioner::appended_at) counts its bytes, with
 /// `switch_allowed` false while that partition's queue holds a batch that
 /// is not full (the switch then waits for the batch to fill, or until twice
 /// `batch.size` was appended).
@@ -355,9 +355,9 @@ pub struct TopicPartitions<'a> {
 /// let topic = TopicPartitions { count: 3, available: &[0, 1, 2] };
 /// let mut sticky = StickyPartitioner::new("orders", 100);
 /// let first = sticky.partition(&topic, &mut rng)?;
-/// sticky.appended(60, true);
+/// sticky.appended_at(60, true, None);
 /// assert_eq!(sticky.partition(&topic, &mut rng)?, first); // 60 < 100
-/// assert!(sticky.appended(60, true)); // 120 >= 100: the next record moves
+/// assert!(sticky.appended_at(60, true, None)); // 120 >= 100: the next record moves
 /// # Ok::<(), lazykafka::producer::PartitionerError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -431,13 +431,10 @@ impl StickyPartitioner {
     /// any case. Called with 0 bytes and `switch_allowed` once the
     /// partition's batches are all full, it completes a switch held back
     /// before. Nothing happens while no partition is current.
-    pub fn appended(&mut self, bytes: usize, switch_allowed: bool) -> bool {
-        self.appended_at(bytes, switch_allowed, None)
-    }
-
-    /// [`StickyPartitioner::appended`], with the time of the append when
-    /// the caller read a clock for it (`at`): the first time told for a
-    /// partition starts its stay, and a later one at least the
+    ///
+    /// `at` is the time of the append when the caller read a clock for it
+    /// (`None` otherwise): the first time told for a partition starts its
+    /// stay, and a later one at least the
     /// [`linger`](StickyPartitioner::with_linger) after it ends the stay
     /// (whatever `switch_allowed` says). With a linger of zero every
     /// append ends it.
@@ -663,11 +660,11 @@ mod tests {
         assert_eq!(sticky.current(), None);
         let first = sticky.partition(&ALL3, &mut rng).unwrap();
         assert_eq!(sticky.current(), Some(first));
-        assert!(!sticky.appended(1, true));
+        assert!(!sticky.appended_at(1, true, None));
         assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
-        assert!(!sticky.appended(1, true));
+        assert!(!sticky.appended_at(1, true, None));
         assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
-        assert!(sticky.appended(1, true));
+        assert!(sticky.appended_at(1, true, None));
         assert_eq!(sticky.current(), None, "switched: none until the next draw");
         assert_ne!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
 
@@ -678,7 +675,7 @@ mod tests {
         let mut sticky = StickyPartitioner::new("b", 1);
         for _ in 0..10 {
             assert_eq!(sticky.partition(&one, &mut rng).unwrap(), 0);
-            assert!(sticky.appended(1, true));
+            assert!(sticky.appended_at(1, true, None));
         }
     }
 
@@ -731,20 +728,20 @@ mod tests {
         let mut sticky = StickyPartitioner::new("a", 10);
         let first = sticky.partition(&ALL3, &mut rng).unwrap();
         // The batch is not full: no switch at 10 bytes...
-        assert!(!sticky.appended(10, false));
+        assert!(!sticky.appended_at(10, false, None));
         assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
         // ...nor at 19, but at 20 (twice the batch size) in any case.
-        assert!(!sticky.appended(9, false));
-        assert!(sticky.appended(1, false));
+        assert!(!sticky.appended_at(9, false, None));
+        assert!(sticky.appended_at(1, false, None));
         let second = sticky.partition(&ALL3, &mut rng).unwrap();
         assert_ne!(second, first);
         // Held back at 12, completed by a zero-byte call once allowed.
-        assert!(!sticky.appended(12, false));
+        assert!(!sticky.appended_at(12, false, None));
         assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), second);
-        assert!(sticky.appended(0, true));
+        assert!(sticky.appended_at(0, true, None));
         assert_ne!(sticky.partition(&ALL3, &mut rng).unwrap(), second);
         // Nothing to count before the first partition is chosen.
-        assert!(!StickyPartitioner::new("c", 1).appended(5, true));
+        assert!(!StickyPartitioner::new("c", 1).appended_at(5, true, None));
     }
 
     #[test]
@@ -752,9 +749,9 @@ mod tests {
         let mut rng = Counting(0);
         let mut sticky = StickyPartitioner::new("a", 0);
         let first = sticky.partition(&ALL3, &mut rng).unwrap();
-        assert!(!sticky.appended(0, true));
+        assert!(!sticky.appended_at(0, true, None));
         assert_eq!(sticky.partition(&ALL3, &mut rng).unwrap(), first);
-        assert!(sticky.appended(1, true));
+        assert!(sticky.appended_at(1, true, None));
     }
 
     // After BuiltInPartitionerTest.unavailablePartitionsTest: a partition
@@ -773,7 +770,7 @@ mod tests {
             let p = sticky.partition(&a, &mut rng).unwrap();
             assert_ne!(p, 1);
             seen.insert(p);
-            sticky.appended(1, true);
+            sticky.appended_at(1, true, None);
         }
         assert_eq!(seen, [0, 2].into());
 
@@ -784,7 +781,7 @@ mod tests {
         let mut sticky = StickyPartitioner::new("b", 1);
         for _ in 0..100 {
             assert_eq!(sticky.partition(&b, &mut rng).unwrap(), 1);
-            sticky.appended(1, true);
+            sticky.appended_at(1, true, None);
         }
 
         let c = TopicPartitions {
@@ -793,7 +790,7 @@ mod tests {
         };
         let mut sticky = StickyPartitioner::new("c", 1);
         assert_eq!(sticky.partition(&c, &mut rng).unwrap(), 0);
-        sticky.appended(1, true);
+        sticky.appended_at(1, true, None);
         assert_eq!(sticky.partition(&c, &mut rng).unwrap(), 0);
 
         let none = TopicPartitions {
@@ -820,7 +817,7 @@ mod tests {
         let mut counts = [0u32; 4];
         for _ in 0..40_000 {
             counts[sticky.partition(&topic, &mut rng).unwrap() as usize] += 1;
-            sticky.appended(1, true);
+            sticky.appended_at(1, true, None);
         }
         for c in counts {
             assert!((9_000..11_000).contains(&c), "{counts:?}");
