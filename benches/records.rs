@@ -16,7 +16,7 @@
 //! size at the start.
 //!
 //! `build_one_record` builds the batches a producer sends with 10 KiB
-//! values and its default `batch.size` (16384): one record each, as the
+//! values and the Java client's `batch.size` (16384): one record each, as the
 //! `produce` example generates them (ten digits, then dots), with each
 //! codec, so that a batch's fixed costs (buffers, a codec's set-up) show.
 
