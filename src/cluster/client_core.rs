@@ -33,7 +33,7 @@ impl Changes {
     /// The client is refused by every broker it knows: a waiting call
     /// says so at once.
     pub const REFUSED: Changes = Changes(1 << 4);
-    /// Every kind: a core that does not tell what changed.
+    /// Every kind.
     pub const ALL: Changes = Changes((1 << 5) - 1);
 
     /// Whether `self` and `other` share a kind.
@@ -76,10 +76,9 @@ pub trait ClientCore: Send + 'static {
     }
     /// What changed since the last call, of what calls wait for (asked
     /// after a step while calls wait; a kind may be told that did not
-    /// change, never the other way round). The default tells every kind.
-    fn take_changes(&mut self) -> Changes {
-        Changes::ALL
-    }
+    /// change, never the other way round: a kind left untold leaves the
+    /// calls waiting for it asleep until their deadline).
+    fn take_changes(&mut self) -> Changes;
     /// The next connection event for the client's listeners.
     fn poll_event(&mut self) -> Option<ConnectionEvent>;
     /// Closes every connection (the task stops).

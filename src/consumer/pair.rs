@@ -4,6 +4,7 @@
 //! scenarios.
 
 use super::core::{CommitId, ConsumerCore, Mode};
+use crate::cluster::Changes;
 use crate::config::{ConsumerConfig, ConsumerConfigBuilder};
 use crate::error::Error;
 use crate::fetch::ConsumerRecord;
@@ -177,7 +178,6 @@ fn manual_assignment_fetches_every_record_from_the_leaders_only() {
 /// none of these (an empty Fetch answer, a timer).
 #[test]
 fn the_core_tells_which_kinds_of_change_a_waiting_call_waits_for() {
-    use crate::cluster::Changes;
     use crate::fetch::OffsetSpec;
     let mut pair = assigned_two_leaders();
     pair.core.take_changes();
@@ -261,8 +261,19 @@ fn a_member_joins_heartbeats_on_time_and_commits() {
         .collect();
     assert_eq!(beats, expected);
 
+    // Heartbeats answered are nothing a waiting call waits for (a
+    // `commit` waiting meanwhile is not looked at again); a commit's
+    // answer is.
+    pair.core.take_changes();
+    let heartbeats = pair.served(ApiKey::Heartbeat).len();
+    pair.advance(Duration::from_secs(4));
+    assert!(pair.served(ApiKey::Heartbeat).len() > heartbeats);
+    let changes = pair.core.take_changes();
+    assert!(!changes.intersects(Changes::ANSWERS), "{changes:?}");
     let id = pair.core.commit(pair.now, None);
     pair.commit_result(id).unwrap();
+    let changes = pair.core.take_changes();
+    assert!(changes.intersects(Changes::ANSWERS), "{changes:?}");
     for p in 0..4 {
         assert_eq!(
             pair.mock.groups.committed(GROUP, TOPIC, p),

@@ -137,7 +137,7 @@ pub(crate) struct ConsumerCore {
     pending_leave: Option<Box<dyn RequestBody>>,
     next_query: u64,
     /// Grows by one with each answer a call may wait for (a commit's
-    /// outcome, a query's, the group's); the value [`ConsumerCore::take_changes`]
+    /// outcome, a query's, leaving the group's); the value [`ConsumerCore::take_changes`]
     /// last saw, and the metadata generation it last saw.
     answers: u64,
     answers_seen: u64,
@@ -519,7 +519,14 @@ impl ConsumerCore {
             let Some(pending) = self.in_flight.remove(&id) else {
                 continue;
             };
-            if !matches!(pending, Pending::Fetch(_)) {
+            // What a call waits for: a query's answer, a commit's (also
+            // the revocation commit `close` waits for), leaving the group.
+            // Fetches, heartbeats and the rest of the group's traffic are
+            // not.
+            if matches!(
+                pending,
+                Pending::Query(_) | Pending::Commit(..) | Pending::Group(GroupRequestKind::Leave)
+            ) {
                 self.answers += 1;
             }
             match pending {
