@@ -4,11 +4,12 @@
 //! large, or failed; a gap in a partition's sequences takes a new epoch
 //! (KIP-360).
 
-use super::super::accumulator::{ProducerBatch, Stamp};
+use super::super::accumulator::ProducerBatch;
 use super::entry_of;
 use super::front::lock;
 use super::outcomes::{Part, Slot};
-use super::{Pending, Pid, ProducerCore};
+use super::requests::Pending;
+use super::ProducerCore;
 use crate::cluster::{BrokerAddress, LeaderHint, RequestError};
 use crate::error::DeliveryError;
 use crate::group::TopicPartition;
@@ -17,11 +18,6 @@ use crate::protocol::messages::produce::{PartitionProduceResponse, ProduceRespon
 use crate::protocol::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-
-/// How long a partition's Produce requests fail (and are retried) before a
-/// `warn` line names the failure: longer than a leader move takes to be
-/// found again, short enough that a user hears within seconds.
-pub(super) const RETRY_WARN_GRACE: Duration = Duration::from_secs(1);
 
 /// Errors a retry can cure (the Java client's `RetriableException`s for
 /// Produce).
@@ -57,20 +53,15 @@ fn leader_moved(code: ErrorCode) -> bool {
 impl ProducerCore {
     pub(super) fn route_responses(&mut self, now: Instant) {
         while let Some((id, result)) = self.cluster.poll_response() {
-            match self.in_flight.remove(&id) {
+            match self.requests.answered(id) {
                 Some(Pending::InitPid) => self.handle_pid(now, result),
                 Some(Pending::Produce {
                     broker,
                     batches,
                     sent,
                 }) => {
-                    if let Some(n) = self.per_broker.get_mut(&broker) {
-                        *n = n.saturating_sub(1);
-                    }
                     for b in &batches {
-                        if let Some(seq) = self.sequences.get_mut(&b.tp) {
-                            seq.in_flight = seq.in_flight.saturating_sub(1);
-                        }
+                        self.idempotence.answered(&b.tp);
                         let c = entry_of(&mut self.counters, &b.tp);
                         c.latency += now.saturating_duration_since(sent);
                         c.answered += 1;
@@ -90,31 +81,18 @@ impl ProducerCore {
         match answer {
             Ok(r) if r.error_code == 0 => {
                 log::debug!("producer id {} epoch {}", r.producer_id, r.producer_epoch);
-                self.pid = Pid::Known {
-                    id: r.producer_id,
-                    epoch: r.producer_epoch,
-                };
-                self.pid_retry.succeeded();
                 // A new producer id or epoch: every partition's sequences
                 // restart at 0, and batches waiting for a retry are
                 // stamped anew in their order.
-                self.sequences.clear();
-                let (id, epoch) = (r.producer_id, r.producer_epoch);
+                self.idempotence.granted(r.producer_id, r.producer_epoch);
+                let idempotence = &mut self.idempotence;
                 let mut front = lock(&self.front);
                 let waiting: Vec<TopicPartition> =
                     front.acc.partitions_with_data().cloned().collect();
                 for tp in waiting {
-                    let seq = self.sequences.entry(tp.clone()).or_default();
-                    let restamped = front.acc.restamp(&tp, |info| {
-                        let base = seq.next;
-                        seq.next = seq.next.wrapping_add(info.record_count as i32) & i32::MAX;
-                        seq.unresolved.insert(base);
-                        Some(Stamp {
-                            producer_id: id,
-                            epoch,
-                            base_sequence: base,
-                        })
-                    });
+                    let restamped = front
+                        .acc
+                        .restamp(&tp, |info| idempotence.restamp(&tp, info.record_count));
                     if let Err(e) = restamped {
                         log::warn!("{tp}: batches waiting for a retry could not be given the new epoch: {e}");
                     }
@@ -131,13 +109,9 @@ impl ProducerCore {
                 };
                 let unit = self.rng.unit();
                 let delay = self
-                    .pid_retry
-                    .failed(now, &self.settings.retry_backoff, unit);
+                    .idempotence
+                    .refused(now, &self.settings.retry_backoff, unit);
                 log::warn!("InitProducerId failed ({why}); asking again in {delay:?}");
-                self.pid = match self.pid {
-                    Pid::Asking => Pid::None,
-                    p => p,
-                };
                 if let Some(
                     code @ (ErrorCode::ClusterAuthorizationFailed
                     | ErrorCode::TransactionalIdAuthorizationFailed),
@@ -169,7 +143,7 @@ impl ProducerCore {
                 .to_owned(),
         );
         for batch in batches {
-            self.forget_sequence(&batch);
+            self.idempotence.forget(&batch.tp, batch.stamp);
             self.fail_batch(&batch, |tp| DeliveryError::Broker {
                 topic: tp.topic.clone(),
                 partition: tp.partition,
@@ -215,9 +189,7 @@ impl ProducerCore {
             // Java client), so that nothing waits in its socket buffer.
             let wait = Duration::from_millis(response.throttle_time_ms as u64);
             log::debug!("broker {broker} throttles Produce for {wait:?} (quota)");
-            self.throttled.insert(broker, now + wait);
-            self.throttles.0 += 1;
-            self.throttles.1 = self.throttles.1.max(wait);
+            self.requests.throttle(broker, now, wait);
         }
         let mut answers: BTreeMap<(String, i32), _> = BTreeMap::new();
         for topic in response.responses {
@@ -299,12 +271,12 @@ impl ProducerCore {
                 // producer's state (its records were deleted, say):
                 // the producer takes a new epoch, whose sequences
                 // start again at 0 (KIP-360), and sends it with those.
-                if !self.earlier_unresolved(&batch) {
+                if !self.idempotence.earlier_unresolved(&batch.tp, batch.stamp) {
                     log::warn!(
                         "{}: Produce refused with {code}; taking a new producer epoch",
                         batch.tp
                     );
-                    self.bump_epoch();
+                    self.idempotence.bump();
                 }
                 self.retry(now, batch, code.to_string(), Leader::Same);
             }
@@ -340,7 +312,7 @@ impl ProducerCore {
                         .unwrap_or_default(),
                     batch.records.len()
                 );
-                self.forget_sequence(&batch);
+                self.idempotence.forget(&batch.tp, batch.stamp);
                 let message = answer.error_message.clone();
                 self.fail_batch(&batch, |tp| DeliveryError::Broker {
                     topic: tp.topic.clone(),
@@ -384,9 +356,7 @@ impl ProducerCore {
         // The memory moves to the halves.
         front.acc.complete(&batch);
         for (half, start) in halves {
-            if let (Some(stamp), Some(seq)) = (half.stamp, self.sequences.get_mut(&half.tp)) {
-                seq.unresolved.insert(stamp.base_sequence);
-            }
+            self.idempotence.queued_again(&half.tp, half.stamp);
             if let Some(Part {
                 outcome, start: s0, ..
             }) = slot.as_ref().and_then(|s| s.0.clone())
@@ -414,25 +384,13 @@ impl ProducerCore {
         batch: &ProducerBatch,
         e: &crate::records::RecordsError,
     ) {
-        self.forget_sequence(batch);
+        self.idempotence.forget(&batch.tp, batch.stamp);
         let reason = e.to_string();
         self.fail_batch(batch, |tp| DeliveryError::Encode {
             topic: tp.topic.clone(),
             partition: tp.partition,
             reason: reason.clone(),
         });
-    }
-
-    /// Whether a batch of the same partition with a lower sequence is
-    /// still unresolved.
-    fn earlier_unresolved(&self, batch: &ProducerBatch) -> bool {
-        match (batch.stamp, self.sequences.get(&batch.tp)) {
-            (Some(stamp), Some(seq)) => seq
-                .unresolved
-                .first()
-                .is_some_and(|first| *first != stamp.base_sequence),
-            _ => false,
-        }
     }
 
     pub(super) fn retry(
@@ -456,7 +414,7 @@ impl ProducerCore {
                 batch.tp,
                 batch.records.len()
             );
-            self.forget_sequence(&batch);
+            self.idempotence.forget(&batch.tp, batch.stamp);
             let after = self.settings.delivery_timeout;
             self.fail_batch(&batch, |tp| DeliveryError::TimedOut {
                 topic: tp.topic.clone(),
@@ -467,39 +425,20 @@ impl ProducerCore {
             return;
         }
         log::debug!("{}: retrying a batch ({why})", batch.tp);
-        // A failure that lasts is named at warn level (then again every
-        // REPORT_AGAIN_AFTER while it goes on): a leader that moves is
-        // found again within the grace and says nothing above debug.
-        let run = crate::streak::Streak::note(
-            self.retry_runs.entry(batch.tp.clone()).or_default(),
-            why.clone(),
-            now,
-            Duration::MAX,
-        );
-        if run.due(now, RETRY_WARN_GRACE) {
-            log::warn!(
-                "{}: Produce failing for {} ms ({why}); {} records wait, retried until delivery.timeout.ms (the producer goes on by itself)",
-                batch.tp,
-                run.lasted(now).as_millis(),
-                batch.records.len()
-            );
-            run.mark_reported(now);
-        }
         // To a leader the answer named (KIP-951), at once: the backoff is
         // for a retry to the same place (as the Java producer, which skips
         // it when the leader changed). Only a newer leader epoch is taken,
         // so this cannot repeat without the leadership moving each time.
-        let delay = if leader == Leader::Moved {
-            Duration::ZERO
-        } else {
-            let unit = self.rng.unit();
-            self.backoff.entry(batch.tp.clone()).or_default().failed(
-                now,
-                &self.settings.retry_backoff,
-                unit,
-            )
-        };
-        self.last_failure.insert(batch.tp.clone(), why);
+        let at_once = leader == Leader::Moved;
+        let unit = if at_once { 0.0 } else { self.rng.unit() };
+        let delay = self.retries.failed(
+            now,
+            &batch.tp,
+            batch.records.len(),
+            why,
+            at_once,
+            (&self.settings.retry_backoff, unit),
+        );
         lock(&self.front).acc.reenqueue(batch, now + delay);
     }
 
@@ -524,28 +463,5 @@ impl ProducerCore {
             ));
         }
         None
-    }
-
-    /// Sends nothing more until a new epoch came (asked for once nothing
-    /// is in flight).
-    fn bump_epoch(&mut self) {
-        if let Pid::Known { id, epoch } = self.pid {
-            self.pid = Pid::Bump { id, epoch };
-        }
-    }
-
-    /// A batch that failed for good left a gap in its partition's
-    /// sequences: later batches would be refused as out of order, so the
-    /// producer takes a new epoch (KIP-360) before it sends again.
-    pub(super) fn forget_sequence(&mut self, batch: &ProducerBatch) {
-        let Some(stamp) = batch.stamp else {
-            return;
-        };
-        if let Some(seq) = self.sequences.get_mut(&batch.tp) {
-            seq.unresolved.remove(&stamp.base_sequence);
-        }
-        if matches!(self.pid, Pid::Known { epoch, .. } if epoch == stamp.epoch) {
-            self.bump_epoch();
-        }
     }
 }

@@ -14,7 +14,8 @@
 //! tells of itself, and the step; the rest is split by job, each an
 //! `impl ProducerCore` of its own:
 //!
-//! - `append`: records in: placed on a partition and queued;
+//! - `front`: records in (placed on a partition and queued, under a lock
+//!   of their own);
 //! - `send`: requests out: InitProducerId, and Produce per leader with the
 //!   batches stamped with their sequence numbers;
 //! - `answers`: their answers read: batches delivered, retried, split or
@@ -23,32 +24,38 @@
 //!   the records' futures once no lock is held.
 
 mod answers;
-mod append;
 mod front;
+mod idempotence;
 mod outcomes;
+mod requests;
+mod retries;
 mod send;
 #[cfg(all(test, feature = "mock"))]
 mod tests;
+mod topics;
 
-use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker, ProducerBatch};
+use super::accumulator::{Accumulator, AccumulatorConfig, FlushMarker};
 use super::partitioner::{BuiltinPartitioner, Partitioner};
-use crate::cluster::{Changes, Cluster, ExponentialBackoff, Problem, RequestId, Retry, Rng};
+use crate::cluster::{Changes, Cluster, ExponentialBackoff, Problem, Rng};
 use crate::config::{Acks, ProducerConfig};
 use crate::error::DeliveryError;
 use crate::error::Error;
 use crate::events::{ConnectionEvent, ConnectionState};
 use crate::group::TopicPartition;
 use crate::protocol::ErrorCode;
-use crate::streak::Streak;
 use bytes::Bytes;
 #[cfg(any(feature = "runtime-async-std", feature = "runtime-tokio"))]
 pub(crate) use front::lock as lock_front;
 pub(crate) use front::Front;
 use front::{lock, Placing};
+use idempotence::Idempotence;
 use outcomes::Outcomes;
+use requests::{Pending, Requests};
+use retries::Retries;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use topics::Topics;
 
 /// What the producer does, beyond its connections and its queue.
 #[derive(Debug, Clone)]
@@ -123,47 +130,6 @@ pub(crate) enum Refused {
     Invalid(Error),
 }
 
-/// The producer id and epoch (idempotence), and where getting one stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pid {
-    /// None asked for yet (or the last request failed: `pid_retry` says
-    /// when to ask again).
-    None,
-    /// InitProducerId in flight.
-    Asking,
-    /// Known.
-    Known { id: i64, epoch: i16 },
-    /// A batch failed with its sequence numbers used: new sequences need a
-    /// new epoch, asked for once nothing is in flight (KIP-360).
-    Bump { id: i64, epoch: i16 },
-}
-
-/// A partition's sequence numbers (idempotence).
-#[derive(Debug, Default)]
-struct Sequences {
-    /// The next base sequence to give.
-    next: i32,
-    /// Base sequences given and not yet resolved, in order.
-    unresolved: BTreeSet<i32>,
-    /// Requests carrying a batch of this partition.
-    in_flight: usize,
-    /// The broker those requests went to (while `in_flight` > 0).
-    in_flight_to: i32,
-    /// A batch of this epoch was written: the leader knows the producer,
-    /// and refuses a batch that skips one before it.
-    acked: bool,
-}
-
-#[derive(Debug)]
-enum Pending {
-    InitPid,
-    Produce {
-        broker: i32,
-        batches: Vec<ProducerBatch>,
-        sent: Instant,
-    },
-}
-
 /// What a producer did for one partition, since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct PartitionCounters {
@@ -201,43 +167,16 @@ pub(crate) struct ProducerCore {
     /// partitioners), behind a lock of its own that `send` takes instead
     /// of the client's.
     front: Arc<Mutex<Front>>,
-    /// What [`Front`] was last told of the topics: the metadata
-    /// generation and `view_changes` then.
-    published: Option<(u64, u64)>,
-    /// Grows when what the core says of the topics produced to may have
-    /// changed other than by a metadata update (a topic used or
-    /// forgotten, a Metadata answer read for missing topics).
-    view_changes: u64,
     settings: ProducerSettings,
     rng: Rng,
-    /// Topics produced to, and when last.
-    topics: BTreeMap<String, Instant>,
-    /// Topics produced to that the Metadata answers say do not exist: the
-    /// run of such answers, from the first to the last (`append`'s
-    /// `watch_missing_topics`).
-    missing: BTreeMap<String, Option<Streak<ErrorCode>>>,
-    /// When the Metadata answer last looked at for `missing` came.
-    answer_seen: Option<Instant>,
-    pid: Pid,
-    pid_retry: Retry,
-    sequences: BTreeMap<TopicPartition, Sequences>,
-    /// Each partition's run of retriable failures (its retries wait
-    /// longer each time, under the retry policy).
-    backoff: BTreeMap<TopicPartition, Retry>,
-    /// The last failure of each partition, for a timeout's message.
-    last_failure: BTreeMap<TopicPartition, String>,
-    /// Each partition's run of retried failures, for the rate-limited
-    /// `warn` line that names one which lasts (`answers::RETRY_WARN_GRACE`); a
-    /// delivery ends it.
-    retry_runs: BTreeMap<TopicPartition, Option<crate::streak::Streak<String>>>,
-    in_flight: BTreeMap<RequestId, Pending>,
-    per_broker: BTreeMap<i32, usize>,
-    /// Brokers that throttle this producer (a Produce answer's
-    /// `throttle_time_ms`, KIP-219), until when: nothing is sent to them
-    /// before.
-    throttled: BTreeMap<i32, Instant>,
-    /// Produce answers that asked for a wait, and the longest wait asked.
-    throttles: (u64, Duration),
+    /// The topics produced to.
+    topics: Topics,
+    /// The producer id and epoch, and the partitions' sequence numbers.
+    idempotence: Idempotence,
+    /// The partitions' runs of retried failures.
+    retries: Retries,
+    /// The requests in flight, and the brokers' throttles.
+    requests: Requests,
     /// Outcomes decided under the lock, handed to the records' futures
     /// after it is released ([`ProducerCore::take_outcomes`]), so that
     /// waking the application never holds up a `send`.
@@ -255,7 +194,8 @@ pub(crate) struct ProducerCore {
     failed: u64,
     /// Grows by one with each batch delivered or failed (its memory
     /// freed); the value [`ProducerCore::take_changes`] last saw, and the
-    /// view of the topics it last saw (metadata generation, view changes).
+    /// view of the topics it last saw (metadata generation, the topics'
+    /// changes).
     settled: u64,
     settled_seen: u64,
     view_seen: (u64, u64),
@@ -267,9 +207,9 @@ pub(crate) struct ProducerCore {
 impl std::fmt::Debug for ProducerCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProducerCore")
-            .field("pid", &self.pid)
-            .field("topics", &self.topics.keys().collect::<Vec<_>>())
-            .field("in_flight", &self.in_flight.len())
+            .field("pid", &self.idempotence.pid())
+            .field("topics", &self.topics.names().collect::<Vec<_>>())
+            .field("in_flight", &self.requests.len())
             .field("front", &*lock(&self.front))
             .finish_non_exhaustive()
     }
@@ -294,27 +234,19 @@ impl ProducerCore {
             custom: partitioner,
         };
         let front = Front::new(acc, placing, rng.next_u64());
+        let idempotence = Idempotence::new(settings.idempotence);
+        let requests = Requests::new(settings.max_in_flight);
+        let topics = Topics::new(settings.metadata_max_idle, settings.topic_propagation);
         ProducerCore {
             now,
             cluster,
             front: Arc::new(Mutex::new(front)),
-            published: None,
-            view_changes: 0,
             settings,
             rng,
-            topics: BTreeMap::new(),
-            missing: BTreeMap::new(),
-            answer_seen: None,
-            pid: Pid::None,
-            pid_retry: Retry::default(),
-            sequences: BTreeMap::new(),
-            backoff: BTreeMap::new(),
-            last_failure: BTreeMap::new(),
-            retry_runs: BTreeMap::new(),
-            throttled: BTreeMap::new(),
-            throttles: (0, Duration::ZERO),
-            in_flight: BTreeMap::new(),
-            per_broker: BTreeMap::new(),
+            topics,
+            idempotence,
+            retries: Retries::default(),
+            requests,
             outcomes: Vec::new(),
             last_problem: None,
             refusal: None,
@@ -399,7 +331,7 @@ impl ProducerCore {
     /// Produce answers that asked the producer to wait (a quota,
     /// KIP-219), and the longest wait one asked.
     pub fn throttles(&self) -> (u64, Duration) {
-        self.throttles
+        self.requests.throttles()
     }
 
     /// Records given and not yet delivered or failed.
@@ -428,7 +360,7 @@ impl ProducerCore {
             self.settled_seen = self.settled;
             changes |= Changes::DELIVERIES;
         }
-        let view = (self.cluster.metadata_generation(), self.view_changes);
+        let view = (self.cluster.metadata_generation(), self.topics.changes());
         if view != self.view_seen {
             self.view_seen = view;
             changes |= Changes::METADATA;
@@ -487,7 +419,8 @@ impl ProducerCore {
         self.cluster.handle_timeout(now);
         self.route_responses(now);
         self.forget_idle_topics(now);
-        self.watch_missing_topics();
+        let answered = self.cluster.metadata_answered_at();
+        self.topics.watch_missing(answered, self.cluster.metadata());
         self.expire(now);
         self.producer_id(now);
         self.send_ready(now);
@@ -508,12 +441,9 @@ impl ProducerCore {
         let next = [
             self.cluster.poll_timeout(),
             front.acc.next_deadline(now),
-            self.pid_retry.not_before(),
-            self.throttled.values().min().copied(),
-            self.topics
-                .values()
-                .min()
-                .map(|t| *t + self.settings.metadata_max_idle),
+            self.idempotence.not_before(),
+            self.requests.next_throttle_end(),
+            self.topics.next_idle(),
         ]
         .into_iter()
         .flatten()
@@ -549,8 +479,8 @@ impl ProducerCore {
                 partition: tp.partition,
             });
         }
-        let pending = std::mem::take(&mut self.in_flight);
-        for (_, p) in pending {
+        let pending: Vec<Pending> = self.requests.take_all().collect();
+        for p in pending {
             if let Pending::Produce { batches, .. } = p {
                 for batch in batches {
                     self.fail_batch(&batch, |tp| DeliveryError::Closed {
@@ -570,20 +500,70 @@ impl ProducerCore {
     }
 
     fn forget_idle_topics(&mut self, now: Instant) {
-        let idle = self.settings.metadata_max_idle;
         let busy: BTreeSet<String> = lock(&self.front)
             .acc
             .partitions_with_data()
             .map(|tp| tp.topic.clone())
             .collect();
-        let before = self.topics.len();
-        self.topics
-            .retain(|t, last| busy.contains(t) || now.saturating_duration_since(*last) < idle);
-        if self.topics.len() != before {
-            self.view_changes += 1;
-            self.missing.retain(|t, _| self.topics.contains_key(t));
-            self.cluster.set_topics(self.topics.keys().cloned());
+        if self.topics.forget_idle(now, &busy) {
+            self.cluster.set_topics(self.topics.names());
         }
+    }
+
+    // ===== the topics produced to =====
+
+    /// Marks `topic` as produced to at `now`; the metadata covers it from
+    /// the next step on.
+    pub fn use_topic(&mut self, now: Instant, topic: &str) {
+        if self.topics.use_topic(now, topic) {
+            self.cluster.set_topics(self.topics.names());
+        }
+    }
+
+    /// What the metadata says of `topic`: `Unknown` too for a topic not
+    /// produced to (or forgotten after `metadata.max.idle.ms`), whose
+    /// metadata is not kept fresh ([`ProducerCore::use_topic`] asks for it).
+    pub fn topic_state(&self, topic: &str) -> TopicState {
+        self.topics.state(topic, self.cluster.metadata())
+    }
+
+    /// Tells the records' way in ([`Front`]) what the metadata now says
+    /// of the topics produced to, and which brokers have a Produce in
+    /// flight, when either changed since it was last told; and takes from
+    /// it when records last opened a batch of each topic (which keeps a
+    /// topic's metadata from going idle). Called at the end of each step,
+    /// and by a `send` that waited for a topic's metadata before it
+    /// appends again.
+    pub fn sync_front(&mut self) {
+        let generation = self.cluster.metadata_generation();
+        let views = self
+            .topics
+            .views_to_publish(self.cluster.metadata(), generation);
+        let mut front = lock(&self.front);
+        if let Some(views) = views {
+            front.publish(views);
+        }
+        front.set_busy(self.requests.busy());
+        let used = front.take_used();
+        drop(front);
+        for (topic, at) in used {
+            self.topics.used_at(&topic, at);
+            self.now = self.now.max(at);
+        }
+    }
+
+    /// Places `record` (its topic's metadata must be known:
+    /// [`ProducerCore::topic_state`]) and queues it, as a `send` does
+    /// through [`ProducerCore::front`] after the core told it what it
+    /// knows.
+    #[cfg(test)]
+    pub fn append(
+        &mut self,
+        now: impl super::accumulator::Now,
+        record: OutRecord,
+    ) -> Result<front::Queued, Refused> {
+        self.sync_front();
+        lock(&self.front).append(now, record)
     }
 
     fn expire(&mut self, now: Instant) {
@@ -591,12 +571,12 @@ impl ProducerCore {
         for batch in expired {
             let after = self.settings.delivery_timeout;
             let last = self
-                .last_failure
-                .get(&batch.tp)
+                .retries
+                .last_failure(&batch.tp)
                 .cloned()
                 .or_else(|| self.leader_trouble(&batch.tp))
                 .or_else(|| self.last_problem.clone());
-            self.forget_sequence(&batch);
+            self.idempotence.forget(&batch.tp, batch.stamp);
             self.fail_batch(&batch, |tp| DeliveryError::TimedOut {
                 topic: tp.topic.clone(),
                 partition: tp.partition,

@@ -6,7 +6,7 @@ use super::super::accumulator::ProducerBatch;
 use super::super::delivery::{BatchOutcome, Written};
 use super::entry_of;
 use super::front::lock;
-use super::{Pid, ProducerCore};
+use super::ProducerCore;
 use crate::error::DeliveryError;
 use crate::group::TopicPartition;
 use std::sync::Arc;
@@ -120,15 +120,8 @@ impl ProducerCore {
         base_offset: i64,
         append_time: i64,
     ) {
-        self.backoff.remove(&batch.tp);
-        self.last_failure.remove(&batch.tp);
-        self.retry_runs.remove(&batch.tp);
-        if let (Some(stamp), Some(seq)) = (batch.stamp, self.sequences.get_mut(&batch.tp)) {
-            seq.unresolved.remove(&stamp.base_sequence);
-            if matches!(self.pid, Pid::Known { epoch, .. } if epoch == stamp.epoch) {
-                seq.acked = true;
-            }
-        }
+        self.retries.delivered(&batch.tp);
+        self.idempotence.written(&batch.tp, batch.stamp);
         entry_of(&mut self.counters, &batch.tp).records += batch.records.len() as u64;
         self.settled += 1;
         let mut front = lock(&self.front);

@@ -2,10 +2,10 @@
 //! needed, and Produce per leader, its batches drained from the
 //! accumulator and stamped with their sequence numbers (idempotence).
 
-use super::super::accumulator::{ProducerBatch, Stamp};
+use super::super::accumulator::ProducerBatch;
 use super::entry_of;
 use super::front::lock;
-use super::{Pending, Pid, ProducerCore};
+use super::ProducerCore;
 use crate::cluster::{RequestBody, Target};
 use crate::group::TopicPartition;
 use crate::protocol::messages::init_producer_id::InitProducerIdRequest;
@@ -64,31 +64,16 @@ impl RequestBody for Produce {
 impl ProducerCore {
     /// Asks for a producer id (or a new epoch) when one is needed.
     pub(super) fn producer_id(&mut self, now: Instant) {
-        if !self.settings.idempotence || !self.pid_retry.ready(now) {
+        let front = &self.front;
+        let waiting = || !lock(front).acc.is_empty();
+        let in_flight = self.requests.produce_in_flight();
+        let Some(body) = self.idempotence.request(now, waiting, in_flight) else {
             return;
-        }
-        let (producer_id, producer_epoch) = match self.pid {
-            Pid::None if !lock(&self.front).acc.is_empty() => (-1, -1),
-            // A new epoch once nothing is in flight: the sequences restart.
-            Pid::Bump { id, epoch } if self.produce_in_flight() == 0 => (id, epoch),
-            _ => return,
-        };
-        let body = InitProducerIdRequest {
-            transactional_id: None,
-            transaction_timeout_ms: i32::MAX,
-            producer_id,
-            producer_epoch,
-            ..Default::default()
         };
         let id = self
             .cluster
             .request(now, Target::AnyBroker, Box::new(InitPid(body)));
-        self.in_flight.insert(id, Pending::InitPid);
-        self.pid = Pid::Asking;
-    }
-
-    fn produce_in_flight(&self) -> usize {
-        self.per_broker.values().sum()
+        self.requests.asked_pid(id);
     }
 
     pub(super) fn send_ready(&mut self, now: Instant) {
@@ -103,20 +88,11 @@ impl ProducerCore {
         if !ready.unknown_leaders.is_empty() {
             self.cluster.request_metadata_refresh(now);
         }
-        self.throttled.retain(|_, until| *until > now);
+        // Throttled by a quota (KIP-219): sent when it ends.
+        self.requests.end_throttles(now);
         for broker in ready.brokers {
-            if self.throttled.contains_key(&broker) {
-                // Throttled by a quota (KIP-219): sent when it ends.
-                continue;
-            }
-            loop {
-                if self.per_broker.get(&broker).copied().unwrap_or(0) >= self.settings.max_in_flight
-                {
-                    break;
-                }
-                let idempotence = self.settings.idempotence;
-                let pid = self.pid;
-                let sequences = &mut self.sequences;
+            while self.requests.may_send(broker, now) {
+                let idempotence = &mut self.idempotence;
                 let metadata = self.cluster.metadata();
                 let leader_of = |tp: &TopicPartition| metadata.leader(&tp.topic, tp.partition);
                 // Taken under the front's lock, built (compressed,
@@ -125,48 +101,7 @@ impl ProducerCore {
                 let taken = lock(&self.front)
                     .acc
                     .take(now, broker, leader_of, |tp, info| {
-                        if !idempotence {
-                            return Some(None);
-                        }
-                        let Pid::Known { id, epoch } = pid else {
-                            return None;
-                        };
-                        let seq = entry_of(sequences, tp);
-                        match info.stamp {
-                            // A retry goes alone, first among its partition's
-                            // unresolved batches: order is kept.
-                            Some(stamp) => (seq.in_flight == 0
-                                && seq.unresolved.first() == Some(&stamp.base_sequence)
-                                && stamp.epoch == epoch)
-                                .then_some(Some(stamp)),
-                            None => {
-                                // A leader that knows nothing of this producer
-                                // takes any sequence as its first. So until a
-                                // batch of the epoch is written, one goes at a
-                                // time, and never to another broker while
-                                // earlier ones are in flight: a later batch
-                                // could be written first (on a topic just
-                                // created, the leader refuses the first
-                                // requests with NOT_LEADER_OR_FOLLOWER and
-                                // takes the next), and the earlier ones, sent
-                                // again, would come after it.
-                                if seq.in_flight >= 5
-                                    || (seq.in_flight > 0
-                                        && (!seq.acked || seq.in_flight_to != broker))
-                                {
-                                    return None;
-                                }
-                                let base = seq.next;
-                                seq.next =
-                                    seq.next.wrapping_add(info.record_count as i32) & i32::MAX;
-                                seq.unresolved.insert(base);
-                                Some(Some(Stamp {
-                                    producer_id: id,
-                                    epoch,
-                                    base_sequence: base,
-                                }))
-                            }
-                        }
+                        idempotence.stamp(tp, info.record_count, info.stamp, broker)
                     });
                 if taken.is_empty() {
                     break;
@@ -183,7 +118,6 @@ impl ProducerCore {
             }
         }
     }
-
     fn send_batches(&mut self, now: Instant, broker: i32, batches: Vec<ProducerBatch>) {
         let mut topics: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
         for b in &batches {
@@ -205,10 +139,7 @@ impl ProducerCore {
                     records: Some(b.bytes.clone()),
                     ..Default::default()
                 });
-            if let Some(seq) = self.sequences.get_mut(&b.tp) {
-                seq.in_flight += 1;
-                seq.in_flight_to = broker;
-            }
+            self.idempotence.sent(&b.tp, broker);
         }
         let body = ProduceRequest {
             transactional_id: None,
@@ -241,14 +172,6 @@ impl ProducerCore {
         } else {
             self.cluster.request(now, target, Box::new(body))
         };
-        *self.per_broker.entry(broker).or_default() += 1;
-        self.in_flight.insert(
-            id,
-            Pending::Produce {
-                broker,
-                batches,
-                sent: now,
-            },
-        );
+        self.requests.produced(id, broker, batches, now);
     }
 }
