@@ -14,13 +14,138 @@ use crate::group::errors::{classify, GroupErrorClass};
 use crate::group::TopicPartition;
 use crate::protocol::ApiKey;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Offsets by partition, as a commit takes them.
+type Offsets = BTreeMap<TopicPartition, OffsetAndEpoch>;
+
+/// The commits' own state: the application's commits and their outcomes,
+/// the automatic ones' timer, the offsets the application stored, and the
+/// committed-offsets lookup a partition starts from.
+#[derive(Debug)]
+pub(super) struct Commits {
+    /// The next commit's number.
+    next: u64,
+    /// Outcomes not yet taken by their callers.
+    results: BTreeMap<CommitId, CommitResult>,
+    /// Commits whose caller stopped waiting (a dropped `commit` future):
+    /// their outcome is dropped when it comes.
+    abandoned: BTreeSet<CommitId>,
+    /// The application's commits refused with an error that passes (a
+    /// coordinator that moved or is loading, a lost connection): sent
+    /// again once their retry wait ends, until the caller stops waiting.
+    retries: BTreeMap<CommitId, (Retry, Offsets)>,
+    /// `enable.auto.offset.store=false`: the offsets the application
+    /// stored, which commits take instead of the consumed positions.
+    store: Option<Offsets>,
+    /// `auto.commit.interval.ms`, with `enable.auto.commit` and a group.
+    auto: Option<Duration>,
+    /// When the next automatic commit is due (from the first `poll`).
+    next_auto: Option<Instant>,
+    /// A commit that must finish before the group may rejoin (offsets of
+    /// revoked partitions).
+    blocking: Option<RequestId>,
+    /// The OffsetFetch of positions to start from: in flight, and its run
+    /// of failures.
+    committed_in_flight: bool,
+    committed_retry: Retry,
+}
+
+impl Commits {
+    pub(super) fn new(auto: Option<Duration>) -> Self {
+        Commits {
+            next: 1,
+            results: BTreeMap::new(),
+            abandoned: BTreeSet::new(),
+            retries: BTreeMap::new(),
+            store: None,
+            auto,
+            next_auto: None,
+            blocking: None,
+            committed_in_flight: false,
+            committed_retry: Retry::default(),
+        }
+    }
+
+    /// A new commit's number.
+    fn start(&mut self) -> CommitId {
+        let id = CommitId(self.next);
+        self.next += 1;
+        id
+    }
+
+    /// Whether commits are automatic (`enable.auto.commit`).
+    pub(super) fn is_auto(&self) -> bool {
+        self.auto.is_some()
+    }
+
+    /// Starts the automatic commits' timer at `now` (the first `poll`);
+    /// `true` when it started.
+    pub(super) fn start_auto(&mut self, now: Instant) -> bool {
+        match (self.next_auto, self.auto) {
+            (None, Some(interval)) => {
+                self.next_auto = Some(now + interval);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether an automatic commit is due at `now`; the next one is then
+    /// due an interval later.
+    fn auto_due(&mut self, now: Instant) -> bool {
+        let (Some(interval), Some(due)) = (self.auto, self.next_auto) else {
+            return false;
+        };
+        if now < due {
+            return false;
+        }
+        self.next_auto = Some(now + interval);
+        true
+    }
+
+    /// The group may not rejoin before request `id` (a commit of revoked
+    /// partitions) is answered.
+    pub(super) fn block_on(&mut self, id: Option<RequestId>) {
+        self.blocking = id;
+    }
+
+    /// The commit the group waits for before rejoining, if any.
+    pub(super) fn blocking(&self) -> Option<RequestId> {
+        self.blocking
+    }
+
+    /// Whether the committed-offsets lookup may be sent at `now`: none in
+    /// flight and its retry wait over (no deadline is then left in the
+    /// past).
+    fn committed_ready(&mut self, now: Instant) -> bool {
+        if self.committed_in_flight || !self.committed_retry.ready(now) {
+            return false;
+        }
+        self.committed_retry.clear_wait();
+        true
+    }
+
+    /// The committed-offsets lookup was answered (or failed).
+    pub(super) fn committed_answered(&mut self) {
+        self.committed_in_flight = false;
+    }
+
+    /// The deadlines of the commits' own timers.
+    pub(super) fn deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
+        let retries = self.retries.values().filter_map(|(r, _)| r.not_before());
+        [self.next_auto, self.committed_retry.not_before()]
+            .into_iter()
+            .flatten()
+            .chain(retries)
+    }
+}
 
 impl ConsumerCore {
     /// `enable.auto.offset.store=false`: commits take the offsets stored
     /// with [`ConsumerCore::store_offsets`] only.
     pub fn set_manual_offset_store(&mut self) {
-        self.offset_store = Some(BTreeMap::new());
+        self.commits.store = Some(BTreeMap::new());
     }
 
     /// Stores offsets (the next offset to consume) for the next commit.
@@ -29,7 +154,7 @@ impl ConsumerCore {
         &mut self,
         offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
     ) -> Result<(), Error> {
-        let Some(store) = self.offset_store.as_mut() else {
+        let Some(store) = self.commits.store.as_mut() else {
             return Err(Error::Config {
                 property: "enable.auto.offset.store".into(),
                 reason: "offsets are stored automatically; set enable.auto.offset.store=false to store them with store_offset".into(),
@@ -48,14 +173,14 @@ impl ConsumerCore {
     /// The offsets stored for the next commit (`None` with
     /// `enable.auto.offset.store=true`).
     pub fn stored_offsets(&self) -> Option<&BTreeMap<TopicPartition, OffsetAndEpoch>> {
-        self.offset_store.as_ref()
+        self.commits.store.as_ref()
     }
 
     /// Forgets stored offsets of partitions no longer assigned (a partition
     /// assigned again later starts from its committed offset, not from an
     /// offset stored under an earlier assignment).
     pub(super) fn prune_offset_store(&mut self) {
-        if let Some(store) = self.offset_store.as_mut() {
+        if let Some(store) = self.commits.store.as_mut() {
             let fetcher = &self.fetcher;
             store.retain(|tp, _| fetcher.is_assigned(tp));
         }
@@ -64,11 +189,12 @@ impl ConsumerCore {
     /// The caller stopped waiting for commit `id`: its outcome, when it
     /// comes, is dropped (the commit itself may still land).
     pub fn abandon_commit(&mut self, id: CommitId) {
-        if self.commit_retries.remove(&id).is_some() {
+        let commits = &mut self.commits;
+        if commits.retries.remove(&id).is_some() {
             return;
         }
-        if self.commit_results.remove(&id).is_none() {
-            self.abandoned_commits.insert(id);
+        if commits.results.remove(&id).is_none() {
+            commits.abandoned.insert(id);
         }
     }
 
@@ -78,8 +204,7 @@ impl ConsumerCore {
         now: Instant,
         offsets: Option<BTreeMap<TopicPartition, OffsetAndEpoch>>,
     ) -> CommitId {
-        let id = CommitId(self.next_commit);
-        self.next_commit += 1;
+        let id = self.commits.start();
         let offsets = offsets.unwrap_or_else(|| {
             // The partitions revoked since the last poll too: their
             // records were returned before the revocation.
@@ -93,7 +218,7 @@ impl ConsumerCore {
 
     /// The outcome of commit `id`, once known.
     pub fn take_commit_result(&mut self, id: CommitId) -> Option<CommitResult> {
-        self.commit_results.remove(&id)
+        self.commits.results.remove(&id)
     }
 
     /// Makes the group wait for commit `id` before rejoining.
@@ -103,23 +228,21 @@ impl ConsumerCore {
             _ => None,
         });
         if request.is_some() {
-            self.blocking_commit = request;
+            self.commits.block_on(request);
         }
     }
 
     pub(super) fn drive_committed(&mut self, now: Instant) {
-        if self.committed_in_flight || !self.committed_retry.ready(now) {
+        if !self.commits.committed_ready(now) {
             return;
         }
-        // Its wait is over: no deadline left in the past.
-        self.committed_retry.clear_wait();
         let needed: BTreeSet<TopicPartition> = self.fetcher.needs_committed().into_iter().collect();
         if needed.is_empty() {
             return;
         }
         match &self.group_id {
             Some(group) => {
-                self.committed_in_flight = true;
+                self.commits.committed_in_flight = true;
                 let id = self.cluster.request(
                     now,
                     Target::Coordinator,
@@ -149,39 +272,47 @@ impl ConsumerCore {
         let group = self.group_id.clone().unwrap_or_default();
         let offsets = match result.map(|r| read_committed(&r, &group)) {
             Ok(Ok(CommittedOffsets::Offsets(o))) => {
-                self.committed_retry.succeeded();
-                self.refusals_reported.remove(&ApiKey::OffsetFetch);
+                self.commits.committed_retry.succeeded();
+                self.reports.refusal_ended(ApiKey::OffsetFetch);
                 o
             }
             Ok(Ok(CommittedOffsets::Error(code))) => {
                 // Asked again under the retry policy, whatever the code: a
                 // coordinator loading its offsets after a restart answers
                 // COORDINATOR_LOAD_IN_PROGRESS for seconds.
-                let delay = self
-                    .committed_retry
-                    .failed(now, &self.retry_policy, self.rng.unit());
+                let delay =
+                    self.commits
+                        .committed_retry
+                        .failed(now, &self.retry_policy, self.rng.unit());
                 log::debug!("OffsetFetch for {group}: {code}; asked again in {delay:?}");
                 match classify(code) {
                     GroupErrorClass::Coordinator => self.cluster.coordinator_unknown(now),
-                    GroupErrorClass::Refused => self.report_refusal(now, ApiKey::OffsetFetch, code),
+                    GroupErrorClass::Refused => self.reports.report_refusal(
+                        now,
+                        self.group_id.as_deref(),
+                        ApiKey::OffsetFetch,
+                        code,
+                    ),
                     GroupErrorClass::Transient | GroupErrorClass::Rebalance => {}
                 }
                 return;
             }
             Ok(Err(e)) => {
-                self.committed_retry
+                self.commits
+                    .committed_retry
                     .failed(now, &self.retry_policy, self.rng.unit());
-                self.errors.push_back(Error::Decode {
+                self.reports.queue([Error::Decode {
                     api: ApiKey::OffsetFetch,
                     addr: String::new(),
                     source: e,
-                });
+                }]);
                 return;
             }
             Err(e) => {
-                let delay = self
-                    .committed_retry
-                    .failed(now, &self.retry_policy, self.rng.unit());
+                let delay =
+                    self.commits
+                        .committed_retry
+                        .failed(now, &self.retry_policy, self.rng.unit());
                 log::debug!(
                     "OffsetFetch for {group} got no response: {e}; asked again in {delay:?}"
                 );
@@ -204,13 +335,9 @@ impl ConsumerCore {
     }
 
     pub(super) fn drive_auto_commit(&mut self, now: Instant) {
-        let (Some(interval), Some(due)) = (self.auto_commit, self.next_auto_commit) else {
-            return;
-        };
-        if now < due || self.closing {
+        if self.closing || !self.commits.auto_due(now) {
             return;
         }
-        self.next_auto_commit = Some(now + interval);
         let stable = self.membership.as_ref().is_some_and(|m| m.is_stable());
         if self.group_id.is_some() && (stable || matches!(self.mode, Mode::Assigned(_))) {
             let offsets = self.committable(None);
@@ -227,7 +354,7 @@ impl ConsumerCore {
         &self,
         only: Option<&BTreeSet<TopicPartition>>,
     ) -> BTreeMap<TopicPartition, OffsetAndEpoch> {
-        match &self.offset_store {
+        match &self.commits.store {
             None => self.consumed_positions(only),
             Some(stored) => stored
                 .iter()
@@ -263,13 +390,14 @@ impl ConsumerCore {
     /// Sends again the application's commits whose retry wait ended.
     pub(super) fn drive_commit_retries(&mut self, now: Instant) {
         let due: Vec<CommitId> = self
-            .commit_retries
+            .commits
+            .retries
             .iter()
             .filter(|(_, (retry, _))| retry.ready(now))
             .map(|(id, _)| *id)
             .collect();
         for id in due {
-            if let Some((retry, offsets)) = self.commit_retries.remove(&id) {
+            if let Some((retry, offsets)) = self.commits.retries.remove(&id) {
                 self.send_commit(now, Some((id, retry)), offsets);
             }
         }
@@ -287,7 +415,7 @@ impl ConsumerCore {
         let Some(group) = self.group_id.clone() else {
             if let Some((id, _)) = id {
                 self.answers += 1;
-                self.commit_results.insert(
+                self.commits.results.insert(
                     id,
                     Err(Error::Config {
                         property: "group.id".into(),
@@ -301,7 +429,7 @@ impl ConsumerCore {
             if let Some((id, _)) = id {
                 log::info!("nothing to commit: no assigned partition has a position yet");
                 self.answers += 1;
-                self.commit_results.insert(id, Ok(()));
+                self.commits.results.insert(id, Ok(()));
             }
             return None;
         }
@@ -368,7 +496,7 @@ impl ConsumerCore {
             Ok(r) => match read_commit(&r) {
                 Ok(None) => {
                     log::debug!("committed {count} offsets");
-                    self.refusals_reported.remove(&ApiKey::OffsetCommit);
+                    self.reports.refusal_ended(ApiKey::OffsetCommit);
                     (Ok(()), false)
                 }
                 Ok(Some(code)) => self.commit_refused(now, code),
@@ -449,7 +577,7 @@ impl ConsumerCore {
     ) {
         let group = self.group_id.clone().unwrap_or_default();
         match (id, outcome) {
-            (Some((id, _)), _) if self.abandoned_commits.remove(&id) => {}
+            (Some((id, _)), _) if self.commits.abandoned.remove(&id) => {}
             // The application's commit is sent again under the retry policy
             // (as the Java consumer's commitSync does) until its caller
             // stops waiting (`default.api.timeout.ms`, which names the
@@ -457,12 +585,12 @@ impl ConsumerCore {
             (Some((id, mut retry)), Err(e)) if again => {
                 let delay = retry.failed(now, &self.retry_policy, self.rng.unit());
                 log::debug!("commit {id:?}: {e}; sent again in {delay:?}");
-                self.last_error = Some(e.to_string());
-                self.commit_retries.insert(id, (retry, offsets));
+                self.reports.note(e.to_string());
+                self.commits.retries.insert(id, (retry, offsets));
             }
             (Some((id, _)), outcome) => {
                 self.answers += 1;
-                self.commit_results.insert(id, outcome);
+                self.commits.results.insert(id, outcome);
             }
             // An automatic commit: one retrying can't fix (authorization,
             // say) reaches `poll`; a rebalance or a coordinator that moved
@@ -473,10 +601,13 @@ impl ConsumerCore {
                 Err(Error::Group {
                     code: Some(code), ..
                 }),
-            ) if classify(code) == GroupErrorClass::Refused => {
-                self.report_refusal(now, ApiKey::OffsetCommit, code)
-            }
-            (None, Err(e)) if !e.is_retriable() => self.report(e),
+            ) if classify(code) == GroupErrorClass::Refused => self.reports.report_refusal(
+                now,
+                self.group_id.as_deref(),
+                ApiKey::OffsetCommit,
+                code,
+            ),
+            (None, Err(e)) if !e.is_retriable() => self.reports.report(e),
             (None, Err(e)) => {
                 log::info!("automatic commit for group {group:?} not done: {e} (committed again at the next interval)")
             }

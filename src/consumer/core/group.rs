@@ -135,12 +135,13 @@ impl ConsumerCore {
                 // revokes only inside poll, and a commit until then
                 // covers the revoked partitions too (Kafka accepts it: the
                 // group waits for this member's JoinGroup).
-                if self.hold_for_listener || self.auto_commit.is_none() {
+                if self.hold_for_listener || !self.commits.is_auto() {
                     self.undelivered_revocations += 1;
                     self.revoked_offsets.extend(offsets.clone());
                 }
-                if self.auto_commit.is_some() && !offsets.is_empty() {
-                    self.blocking_commit = self.send_commit(now, None, offsets);
+                if self.commits.is_auto() && !offsets.is_empty() {
+                    let request = self.send_commit(now, None, offsets);
+                    self.commits.block_on(request);
                 }
             }
             if let Some(m) = &self.membership {
@@ -195,11 +196,11 @@ impl ConsumerCore {
         if self.closing || self.left_for_poll_timeout {
             return;
         }
-        if let Some(id) = self.blocking_commit {
+        if let Some(id) = self.commits.blocking() {
             if self.in_flight.contains_key(&id) {
                 return;
             }
-            self.blocking_commit = None;
+            self.commits.block_on(None);
         }
         if self.undelivered_revocations > 0 {
             return;
@@ -239,7 +240,7 @@ impl ConsumerCore {
     /// Returns the commit to wait for, if any.
     pub fn begin_close(&mut self, now: Instant) -> Option<CommitId> {
         self.closing = true;
-        (self.auto_commit.is_some() && self.group_id.is_some()).then(|| self.commit(now, None))
+        (self.commits.is_auto() && self.group_id.is_some()).then(|| self.commit(now, None))
     }
 
     /// Closing, step two: gives up the partitions (the rebalance listener
@@ -255,7 +256,8 @@ impl ConsumerCore {
 
     /// Whether commits the group must wait for (revocations) are done.
     pub fn revocation_commits_done(&self) -> bool {
-        self.blocking_commit
+        self.commits
+            .blocking()
             .is_none_or(|id| !self.in_flight.contains_key(&id))
     }
 

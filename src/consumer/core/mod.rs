@@ -34,14 +34,12 @@ mod positions;
 mod queries;
 mod reporting;
 
-use crate::protocol::ApiKey;
-use reporting::Missing;
+use commits::Commits;
+use queries::Queries;
+use reporting::Reports;
 
 use super::offsets::OffsetAndEpoch;
-use crate::cluster::{
-    Changes, Cluster, ExponentialBackoff, RequestBody, RequestError, RequestId, Response, Retry,
-    Rng,
-};
+use crate::cluster::{Changes, Cluster, ExponentialBackoff, RequestBody, RequestId, Retry, Rng};
 use crate::config::ConsumerConfig;
 use crate::error::Error;
 use crate::events::ConnectionEvent;
@@ -52,7 +50,6 @@ use crate::group::consumer_membership::{
 use crate::group::either_membership::GroupMembership;
 use crate::group::membership::{GroupEvent, GroupRequestKind, Membership, MembershipConfig};
 use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
-use crate::streak::Streak;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -104,14 +101,8 @@ pub(crate) struct ConsumerCore {
     group_id: Option<String>,
     join_timeout: Duration,
     in_flight: HashMap<RequestId, Pending>,
-    committed_in_flight: bool,
-    next_commit: u64,
-    commit_results: BTreeMap<CommitId, CommitResult>,
-    /// A commit that must finish before the group may rejoin (offsets of
-    /// revoked partitions).
-    blocking_commit: Option<RequestId>,
-    auto_commit: Option<Duration>,
-    next_auto_commit: Option<Instant>,
+    /// The commits and the offsets they take.
+    commits: Commits,
     max_poll_interval: Duration,
     last_poll: Option<Instant>,
     left_for_poll_timeout: bool,
@@ -129,13 +120,10 @@ pub(crate) struct ConsumerCore {
     /// were returned before the revocation, and the member is still in
     /// the generation that owned them.
     revoked_offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
-    errors: VecDeque<Error>,
-    queries: BTreeMap<u64, Result<Response, RequestError>>,
-    /// Topics whose metadata an offsets query needs, besides the mode's.
-    query_topics: BTreeSet<String>,
+    /// The application's lookups in flight and their answers.
+    queries: Queries,
     /// The LeaveGroup to send when closing, once revocations are handled.
     pending_leave: Option<Box<dyn RequestBody>>,
-    next_query: u64,
     /// Grows by one with each answer a call may wait for (a commit's
     /// outcome, a query's, leaving the group's); the value [`ConsumerCore::take_changes`]
     /// last saw, and the metadata generation it last saw.
@@ -143,27 +131,10 @@ pub(crate) struct ConsumerCore {
     answers_seen: u64,
     metadata_seen: u64,
     closing: bool,
-    /// `topic.metadata.propagation.max.ms`: how long a topic may be
-    /// missing from the metadata before the application hears of it.
-    propagation: Duration,
-    /// Topics (and assigned partitions, as `(topic, Some(partition))`)
-    /// missing from the metadata: their runs, and when each was last
-    /// reported.
-    missing: BTreeMap<(String, Option<i32>), Option<Missing>>,
-    /// The inputs of the last [`ConsumerCore::watch_topics`] that found
-    /// nothing lacking (metadata generation, mode generation, assignment
-    /// generation): until one of them changes, there is nothing to look at.
-    watched_quiet: Option<(u64, u64, u64)>,
+    /// What the application was told, and when.
+    reports: Reports,
     /// Bumped whenever `mode` is replaced.
     mode_generation: u64,
-    /// The last failure reported, in words, for operations that time out.
-    last_error: Option<String>,
-    /// `enable.auto.offset.store=false`: the offsets the application
-    /// stored, which commits take instead of the consumed positions.
-    offset_store: Option<BTreeMap<TopicPartition, OffsetAndEpoch>>,
-    /// Commits whose caller stopped waiting (a dropped `commit` future):
-    /// their outcome is dropped when it comes.
-    abandoned_commits: BTreeSet<CommitId>,
     /// Completed rebalances (assignments received), and when the last one
     /// completed.
     rebalances: u64,
@@ -178,16 +149,6 @@ pub(crate) struct ConsumerCore {
     /// doubling to `retry.backoff.max.ms`), and its jitter source.
     retry_policy: ExponentialBackoff,
     rng: Rng,
-    /// The OffsetFetch of positions to start from: its run of failures.
-    committed_retry: Retry,
-    /// The application's commits refused with an error that passes (a
-    /// coordinator that moved or is loading, a lost connection): sent
-    /// again once their retry wait ends, until the caller stops waiting.
-    commit_retries: BTreeMap<CommitId, (Retry, BTreeMap<TopicPartition, OffsetAndEpoch>)>,
-    /// Refusals by the group coordinator (per API) and when each was last
-    /// reported: said at once, then every `REPORT_AGAIN_AFTER` while it
-    /// lasts.
-    refusals_reported: BTreeMap<ApiKey, Option<Streak<()>>>,
     /// A `poll` is giving group events to the rebalance listener: they are
     /// not output for the other `poll`s meanwhile.
     listener_busy: bool,
@@ -228,12 +189,7 @@ impl ConsumerCore {
             group_id,
             join_timeout,
             in_flight: HashMap::new(),
-            committed_in_flight: false,
-            next_commit: 1,
-            commit_results: BTreeMap::new(),
-            blocking_commit: None,
-            auto_commit,
-            next_auto_commit: None,
+            commits: Commits::new(auto_commit),
             max_poll_interval,
             last_poll: None,
             left_for_poll_timeout: false,
@@ -242,22 +198,14 @@ impl ConsumerCore {
             undelivered_revocations: 0,
             revoked_positions: BTreeMap::new(),
             revoked_offsets: BTreeMap::new(),
-            errors: VecDeque::new(),
-            queries: BTreeMap::new(),
-            query_topics: BTreeSet::new(),
+            queries: Queries::new(),
             pending_leave: None,
-            next_query: 1,
             answers: 0,
             answers_seen: 0,
             metadata_seen: 0,
             closing: false,
-            propagation: Duration::from_secs(5),
-            missing: BTreeMap::new(),
-            watched_quiet: None,
+            reports: Reports::new(Duration::from_secs(5)),
             mode_generation: 0,
-            last_error: None,
-            offset_store: None,
-            abandoned_commits: BTreeSet::new(),
             rebalances: 0,
             last_rebalance: None,
             exclude_internal_topics: true,
@@ -269,9 +217,6 @@ impl ConsumerCore {
                 jitter: 0.2,
             },
             rng: Rng::new(0x5eed),
-            committed_retry: Retry::default(),
-            commit_retries: BTreeMap::new(),
-            refusals_reported: BTreeMap::new(),
             listener_busy: false,
         }
     }
@@ -346,7 +291,7 @@ impl ConsumerCore {
 
     /// Sets `topic.metadata.propagation.max.ms`.
     pub fn set_topic_propagation(&mut self, propagation: Duration) {
-        self.propagation = propagation;
+        self.reports.set_propagation(propagation);
     }
 
     /// The error for an operation (`what`) that did not finish within
@@ -355,7 +300,7 @@ impl ConsumerCore {
         Error::Timeout {
             what,
             after,
-            last_error: self.last_error.clone(),
+            last_error: self.reports.last_error().cloned(),
         }
     }
 
@@ -447,8 +392,14 @@ impl ConsumerCore {
         self.drive_commit_retries(now);
         // Requests issued above may complete synchronously in tests.
         self.route_responses(now);
-        self.collect_problems();
-        self.watch_topics(now);
+        self.reports.collect_problems(
+            &mut self.cluster,
+            self.membership.as_mut(),
+            self.group_id.as_deref(),
+        );
+        let mode = (&self.mode, self.mode_generation);
+        self.reports
+            .watch_topics(now, &self.cluster, &self.fetcher, mode);
     }
 
     /// The earliest deadline after `now`. Call it right after
@@ -469,19 +420,14 @@ impl ConsumerCore {
             self.cluster.poll_timeout(),
             self.membership.as_ref().and_then(|m| m.next_deadline()),
             self.fetcher.next_deadline(),
-            self.next_auto_commit,
-            self.committed_retry.not_before(),
             self.poll_deadline(),
         ];
-        let retries = self
-            .commit_retries
-            .values()
-            .filter_map(|(r, _)| r.not_before());
-        let reports = self.missing_report_deadlines();
+        let commits = self.commits.deadlines();
+        let reports = self.reports.missing_report_deadlines();
         candidates
             .into_iter()
             .flatten()
-            .chain(retries)
+            .chain(commits)
             .chain(reports)
     }
 
@@ -503,7 +449,7 @@ impl ConsumerCore {
         if let Some(extra) = self.membership.as_ref().and_then(|m| m.awaiting_metadata()) {
             topics.extend(extra.iter().cloned());
         }
-        topics.extend(self.query_topics.iter().cloned());
+        topics.extend(self.queries.topics().cloned());
         self.cluster.set_topics(topics);
         self.cluster.set_partitions_wanted(
             self.fetcher
@@ -539,7 +485,7 @@ impl ConsumerCore {
                     }
                 }
                 Pending::Committed(partitions) => {
-                    self.committed_in_flight = false;
+                    self.commits.committed_answered();
                     self.handle_committed(now, partitions, result);
                 }
                 Pending::Commit(commit, offsets) => {
@@ -575,7 +521,7 @@ impl ConsumerCore {
                     }
                 },
                 Pending::Query(q) => {
-                    self.queries.insert(q, result);
+                    self.queries.answered(q, result);
                 }
             }
         }

@@ -66,7 +66,7 @@ impl ConsumerCore {
     /// event for the rebalance listener. The background task wakes a
     /// waiting `poll` only then.
     pub fn has_output(&self) -> bool {
-        !self.errors.is_empty()
+        self.reports.has_errors()
             || (!self.group_events.is_empty() && !self.listener_busy)
             || self.fetcher.has_buffered()
             || self.fetcher.has_errors()
@@ -74,12 +74,12 @@ impl ConsumerCore {
 
     /// Errors for the application.
     pub fn take_error(&mut self) -> Option<Error> {
-        if let Some(e) = self.errors.pop_front() {
+        if let Some(e) = self.reports.take_error() {
             return Some(e);
         }
         let mut errors = self.fetcher.take_errors().into_iter().map(Error::Fetch);
         let first = errors.next();
-        self.errors.extend(errors);
+        self.reports.queue(errors);
         first
     }
 
@@ -108,8 +108,7 @@ impl ConsumerCore {
             }
             changed = true;
         }
-        if self.next_auto_commit.is_none() && self.auto_commit.is_some() {
-            self.next_auto_commit = self.auto_commit.map(|i| now + i);
+        if self.commits.start_auto(now) {
             changed = true;
         }
         changed

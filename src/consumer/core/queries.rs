@@ -13,6 +13,56 @@ use crate::protocol::ApiKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+/// The application's lookups in flight and their answers.
+#[derive(Debug)]
+pub(super) struct Queries {
+    /// The next lookup's number.
+    next: u64,
+    /// Answers not yet taken by their callers.
+    answers: BTreeMap<u64, Result<Response, RequestError>>,
+    /// Topics whose metadata a lookup needs, besides the mode's.
+    topics: BTreeSet<String>,
+}
+
+impl Queries {
+    pub(super) fn new() -> Self {
+        Queries {
+            next: 1,
+            answers: BTreeMap::new(),
+            topics: BTreeSet::new(),
+        }
+    }
+
+    /// A new lookup's number.
+    fn start(&mut self) -> u64 {
+        let q = self.next;
+        self.next += 1;
+        q
+    }
+
+    /// Lookup `q` was answered.
+    pub(super) fn answered(&mut self, q: u64, answer: Result<Response, RequestError>) {
+        self.answers.insert(q, answer);
+    }
+
+    /// The answer to lookup `q`, once come.
+    fn take(&mut self, q: u64) -> Option<Result<Response, RequestError>> {
+        self.answers.remove(&q)
+    }
+
+    /// Adds `topics` to those a lookup needs; `true` when one is new.
+    fn want(&mut self, topics: impl IntoIterator<Item = String>) -> bool {
+        let before = self.topics.len();
+        self.topics.extend(topics);
+        self.topics.len() != before
+    }
+
+    /// The topics lookups need.
+    pub(super) fn topics(&self) -> impl Iterator<Item = &String> {
+        self.topics.iter()
+    }
+}
+
 impl ConsumerCore {
     /// Sends the ListOffsets requests `query` needs (one per leader; the
     /// leaders must be known: [`ConsumerCore::want_leaders`]); returns
@@ -34,8 +84,7 @@ impl ConsumerCore {
     /// Sends an arbitrary request (offsets queries); its response comes out
     /// of [`ConsumerCore::take_query`].
     pub fn query(&mut self, now: Instant, target: Target, body: Box<dyn RequestBody>) -> u64 {
-        let q = self.next_query;
-        self.next_query += 1;
+        let q = self.queries.start();
         let id = self.cluster.request(now, target, body);
         self.in_flight.insert(id, Pending::Query(q));
         q
@@ -43,7 +92,7 @@ impl ConsumerCore {
 
     /// The response to query `q`, once known.
     pub fn take_query(&mut self, q: u64) -> Option<Result<Response, RequestError>> {
-        self.queries.remove(&q)
+        self.queries.take(q)
     }
 
     /// Makes the metadata cover `topics` (for offsets queries), and returns
@@ -52,10 +101,10 @@ impl ConsumerCore {
         &mut self,
         partitions: &BTreeSet<TopicPartition>,
     ) -> BTreeSet<TopicPartition> {
-        let before = self.query_topics.len();
-        self.query_topics
-            .extend(partitions.iter().map(|tp| tp.topic.clone()));
-        if self.query_topics.len() != before {
+        if self
+            .queries
+            .want(partitions.iter().map(|tp| tp.topic.clone()))
+        {
             self.update_topics();
         }
         let unknown: BTreeSet<TopicPartition> = partitions
@@ -87,7 +136,7 @@ impl ConsumerCore {
         now: Instant,
         asked: Instant,
     ) -> Option<Result<Vec<TopicPartition>, ErrorCode>> {
-        if self.query_topics.insert(topic.to_owned()) {
+        if self.queries.want([topic.to_owned()]) {
             self.update_topics();
         }
         let metadata = self.cluster.metadata();
@@ -101,7 +150,7 @@ impl ConsumerCore {
                 .collect()));
         }
         if let Some(info) = metadata.topics.get(topic) {
-            let waited = now.saturating_duration_since(asked) >= self.propagation;
+            let waited = now.saturating_duration_since(asked) >= self.reports.propagation();
             if info.error != ErrorCode::None && (!info.error.is_retriable() || waited) {
                 return Some(Err(info.error));
             }

@@ -2,13 +2,21 @@
 //! connection and group problems, topics and partitions missing from the
 //! metadata (`topic.metadata.propagation.max.ms`), and refusals by the
 //! group coordinator (said at once, then every `REPORT_AGAIN_AFTER`).
+//! [`Reports`] owns what was said and when; the core tells it what it
+//! sees.
 
-use super::{ConsumerCore, Mode};
+use super::Mode;
+use crate::cluster::{Cluster, Metadata};
 use crate::error::{Error, ErrorCode};
+use crate::fetch::Fetcher;
+use crate::group::either_membership::GroupMembership;
 use crate::protocol::ApiKey;
 use crate::streak::Streak;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
+
+/// Errors kept for `poll` at most: a burst of conditions keeps the newest.
+const MAX_ERRORS: usize = 64;
 
 /// A topic or partition the metadata lacks: the run of metadata answers
 /// that lack it with one error code (another code starts a new run).
@@ -36,24 +44,88 @@ enum Lack {
     Leader,
 }
 
-impl ConsumerCore {
-    /// Hands what the cluster and the group report to the application:
-    /// each becomes an error of `poll` and a warn line.
-    pub(super) fn collect_problems(&mut self) {
-        while let Some(problem) = self.cluster.poll_problem() {
-            let error = Error::from_problem(problem);
-            self.report(error);
+/// A topic, or a partition of it, the metadata is watched for.
+type Wanted = (String, Option<i32>);
+
+/// What the consumer reported and when.
+#[derive(Debug)]
+pub(super) struct Reports {
+    /// Errors for `poll`, oldest first.
+    errors: VecDeque<Error>,
+    /// The last failure reported, in words, for operations that time out.
+    last_error: Option<String>,
+    /// `topic.metadata.propagation.max.ms`: how long a topic may be
+    /// missing from the metadata before the application hears of it.
+    propagation: Duration,
+    /// Topics (and assigned partitions, as `(topic, Some(partition))`)
+    /// missing from the metadata: their runs, and when each was last
+    /// reported.
+    missing: BTreeMap<Wanted, Option<Missing>>,
+    /// The inputs of the last [`Reports::watch_topics`] that found nothing
+    /// lacking (metadata generation, mode generation, assignment
+    /// generation): until one of them changes, there is nothing to look at.
+    watched_quiet: Option<(u64, u64, u64)>,
+    /// Refusals by the group coordinator (per API) and when each was last
+    /// reported.
+    refusals: BTreeMap<ApiKey, Option<Streak<()>>>,
+}
+
+impl Reports {
+    pub(super) fn new(propagation: Duration) -> Self {
+        Reports {
+            errors: VecDeque::new(),
+            last_error: None,
+            propagation,
+            missing: BTreeMap::new(),
+            watched_quiet: None,
+            refusals: BTreeMap::new(),
         }
-        if let Some(failure) = self.membership.as_mut().and_then(|m| m.take_failure()) {
-            let group = self.group_id.clone().unwrap_or_default();
-            self.report(Error::Group {
-                group,
-                api: failure.api,
-                code: failure.code,
-                reason: failure.reason,
-                stopped: true,
-            });
+    }
+
+    /// Sets `topic.metadata.propagation.max.ms`.
+    pub(super) fn set_propagation(&mut self, propagation: Duration) {
+        self.propagation = propagation;
+    }
+
+    /// `topic.metadata.propagation.max.ms`.
+    pub(super) fn propagation(&self) -> Duration {
+        self.propagation
+    }
+
+    /// The last failure reported (or noted), in words.
+    pub(super) fn last_error(&self) -> Option<&String> {
+        self.last_error.as_ref()
+    }
+
+    /// Notes `failure` as the last one seen, without reporting it (a
+    /// failure retried inside a call: a timeout names it).
+    pub(super) fn note(&mut self, failure: String) {
+        self.last_error = Some(failure);
+    }
+
+    /// Whether an error waits for `poll`.
+    pub(super) fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    /// The oldest error waiting for `poll`.
+    pub(super) fn take_error(&mut self) -> Option<Error> {
+        self.errors.pop_front()
+    }
+
+    /// Queues `errors` for `poll` without logging them (the fetcher's,
+    /// logged where they arose), after those waiting.
+    pub(super) fn queue(&mut self, errors: impl IntoIterator<Item = Error>) {
+        for error in errors {
+            self.push(error);
         }
+    }
+
+    fn push(&mut self, error: Error) {
+        if self.errors.len() >= MAX_ERRORS {
+            self.errors.pop_front();
+        }
+        self.errors.push_back(error);
     }
 
     /// Queues `error` for `poll` and logs it at warn level. Callers report
@@ -78,39 +150,95 @@ impl ConsumerCore {
         };
         log::warn!("{error} ({next})");
         self.last_error = Some(error.to_string());
-        // Bounded: a burst of conditions keeps the newest.
-        if self.errors.len() >= 64 {
-            self.errors.pop_front();
-        }
-        self.errors.push_back(error);
+        self.push(error);
     }
 
-    /// Notes which wanted topics (and assigned partitions) the metadata
-    /// lacks, and which assigned partitions it names no leader for, and
-    /// reports those missing for `topic.metadata.propagation.max.ms` (at
-    /// once for an error retrying can't fix, such as an authorization
-    /// failure). Nothing is said before metadata arrived at all.
-    pub(super) fn watch_topics(&mut self, now: Instant) {
-        if self.cluster.metadata_generation() == 0 {
+    /// Hands what the cluster and the group (`group`) report to the
+    /// application: each becomes an error of `poll` and a warn line.
+    pub(super) fn collect_problems(
+        &mut self,
+        cluster: &mut Cluster,
+        membership: Option<&mut GroupMembership>,
+        group: Option<&str>,
+    ) {
+        while let Some(problem) = cluster.poll_problem() {
+            self.report(Error::from_problem(problem));
+        }
+        if let Some(failure) = membership.and_then(|m| m.take_failure()) {
+            self.report(Error::Group {
+                group: group.unwrap_or_default().to_owned(),
+                api: failure.api,
+                code: failure.code,
+                reason: failure.reason,
+                stopped: true,
+            });
+        }
+    }
+
+    /// Reports a refusal of `group`'s coordinator (`api`: the request it
+    /// refused) at once, then again only every `REPORT_AGAIN_AFTER` while
+    /// it lasts.
+    pub(super) fn report_refusal(
+        &mut self,
+        now: Instant,
+        group: Option<&str>,
+        api: ApiKey,
+        code: ErrorCode,
+    ) {
+        let slot = self.refusals.entry(api).or_default();
+        let run = Streak::note(slot, (), now, Duration::MAX);
+        if run.due(now, Duration::ZERO) {
+            run.mark_reported(now);
+            self.report(Error::Group {
+                group: group.unwrap_or_default().to_owned(),
+                api,
+                code: Some(code),
+                reason: format!("{api} failed: {code}"),
+                stopped: false,
+            });
+        }
+    }
+
+    /// `api` was answered without a refusal: a later refusal is said at
+    /// once.
+    pub(super) fn refusal_ended(&mut self, api: ApiKey) {
+        self.refusals.remove(&api);
+    }
+
+    /// Notes which wanted topics (those of `mode`, and partitions assigned
+    /// by hand) the metadata lacks, and which partitions the fetcher
+    /// fetches it names no leader for, and reports those missing for
+    /// `topic.metadata.propagation.max.ms` (at once for an error retrying
+    /// can't fix, such as an authorization failure). Nothing is said
+    /// before metadata arrived at all. `mode_generation` grows whenever
+    /// the mode is replaced.
+    pub(super) fn watch_topics(
+        &mut self,
+        now: Instant,
+        cluster: &Cluster,
+        fetcher: &Fetcher,
+        (mode, mode_generation): (&Mode, u64),
+    ) {
+        if cluster.metadata_generation() == 0 {
             return;
         }
         // Looked at again only when the metadata, the subscription or the
         // assignment changed, or while something is lacking: a quiet
         // consumer does not walk its partitions on every pass.
         let inputs = (
-            self.cluster.metadata_generation(),
-            self.mode_generation,
-            self.fetcher.assignment_generation(),
+            cluster.metadata_generation(),
+            mode_generation,
+            fetcher.assignment_generation(),
         );
         if self.watched_quiet == Some(inputs) {
             return;
         }
-        let wanted = self.wanted_in_metadata();
-        let mut lacking = self.lacking_wanted(&wanted);
-        lacking.extend(self.lacking_leaders(&wanted));
-        self.watched_quiet = (lacking.is_empty()
-            && self.fetcher.every_leader_known(self.cluster.metadata()))
-        .then_some(inputs);
+        let metadata = cluster.metadata();
+        let wanted = wanted_in_metadata(mode);
+        let mut lacking = lacking_wanted(metadata, &wanted);
+        lacking.extend(lacking_leaders(metadata, fetcher, &wanted));
+        self.watched_quiet =
+            (lacking.is_empty() && fetcher.every_leader_known(metadata)).then_some(inputs);
         let lacking_keys: BTreeSet<_> = lacking.iter().map(|(k, _, _)| k.clone()).collect();
         self.missing.retain(|k, _| lacking_keys.contains(k));
         for (key, code, lack) in lacking {
@@ -138,130 +266,109 @@ impl ConsumerCore {
         }
     }
 
-    /// The topics the mode names, and the partitions assigned by hand, as
-    /// `(topic, None)` and `(topic, Some(partition))`.
-    fn wanted_in_metadata(&self) -> BTreeSet<(String, Option<i32>)> {
-        let mut wanted: BTreeSet<(String, Option<i32>)> = BTreeSet::new();
-        match &self.mode {
-            Mode::Idle => {}
-            Mode::Subscribed(topics) => wanted.extend(topics.iter().map(|t| (t.clone(), None))),
-            // A pattern names no topic: one it does not match is not
-            // missing.
-            Mode::Pattern(_) => {}
-            Mode::Assigned(tps) => {
-                for tp in tps {
-                    wanted.insert((tp.topic.clone(), None));
-                    wanted.insert((tp.topic.clone(), Some(tp.partition)));
-                }
-            }
-        }
-        wanted
-    }
-
-    /// Which of `wanted` the metadata lacks, with the error code that
-    /// stands for it.
-    fn lacking_wanted(
-        &self,
-        wanted: &BTreeSet<(String, Option<i32>)>,
-    ) -> Vec<((String, Option<i32>), ErrorCode, Lack)> {
-        let metadata = self.cluster.metadata();
-        let mut lacking = Vec::new();
-        for key in wanted {
-            let info = metadata.topics.get(&key.0);
-            let code = match (info, key.1) {
-                (None, _) => ErrorCode::UnknownTopicOrPartition,
-                (Some(t), None) => t.error,
-                (Some(t), Some(p)) => {
-                    if t.error == ErrorCode::None
-                        && !t.partitions.is_empty()
-                        && !t.partitions.contains_key(&p)
-                    {
-                        ErrorCode::UnknownTopicOrPartition
-                    } else {
-                        ErrorCode::None
-                    }
-                }
-            };
-            if code != ErrorCode::None {
-                let lack = match key.1 {
-                    None => Lack::Topic,
-                    Some(_) => Lack::Partition {
-                        partitions: info.map_or(0, |t| t.partitions.len()),
-                    },
-                };
-                lacking.push((key.clone(), code, lack));
-            }
-        }
-        lacking
-    }
-
-    /// Partitions being fetched (assigned by hand or by the group) of a
-    /// known topic whose metadata names no leader: nothing is fetched from
-    /// them until it does. A partition the group assigned that the
-    /// metadata lacks (one assigned by hand is among `wanted`) is lacking
-    /// too.
-    fn lacking_leaders(
-        &self,
-        wanted: &BTreeSet<(String, Option<i32>)>,
-    ) -> Vec<((String, Option<i32>), ErrorCode, Lack)> {
-        let metadata = self.cluster.metadata();
-        let mut lacking = Vec::new();
-        for tp in self.fetcher.leader_unknown(metadata) {
-            let Some(t) = metadata
-                .topics
-                .get(&tp.topic)
-                .filter(|t| t.error == ErrorCode::None && !t.partitions.is_empty())
-            else {
-                continue;
-            };
-            let key = (tp.topic.clone(), Some(tp.partition));
-            let Some(p) = t.partitions.get(&tp.partition) else {
-                // Assigned by the group but not in the metadata (assigned
-                // by hand, it is among `wanted`).
-                if !wanted.contains(&key) {
-                    lacking.push((
-                        key,
-                        ErrorCode::UnknownTopicOrPartition,
-                        Lack::Partition {
-                            partitions: t.partitions.len(),
-                        },
-                    ));
-                }
-                continue;
-            };
-            let code = match p.error {
-                ErrorCode::None => ErrorCode::LeaderNotAvailable,
-                code => code,
-            };
-            lacking.push((key, code, Lack::Leader));
-        }
-        lacking
-    }
-
     /// When each topic or partition missing from the metadata is due to be
-    /// reported (again): deadlines of [`ConsumerCore::next_deadline`].
+    /// reported (again): deadlines of the core's next step.
     pub(super) fn missing_report_deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
         self.missing
             .values()
             .flatten()
             .map(|m| m.next_due(missing_grace(*m.what(), self.propagation)))
     }
+}
 
-    /// Reports a refusal by the group coordinator (`api`: the request it
-    /// refused) at once, then again only every `REPORT_AGAIN_AFTER` while
-    /// it lasts.
-    pub(super) fn report_refusal(&mut self, now: Instant, api: ApiKey, code: ErrorCode) {
-        let slot = self.refusals_reported.entry(api).or_default();
-        let run = Streak::note(slot, (), now, Duration::MAX);
-        if run.due(now, Duration::ZERO) {
-            run.mark_reported(now);
-            self.report(Error::Group {
-                group: self.group_id.clone().unwrap_or_default(),
-                api,
-                code: Some(code),
-                reason: format!("{api} failed: {code}"),
-                stopped: false,
-            });
+/// The topics `mode` names, and the partitions assigned by hand, as
+/// `(topic, None)` and `(topic, Some(partition))`.
+fn wanted_in_metadata(mode: &Mode) -> BTreeSet<Wanted> {
+    let mut wanted: BTreeSet<Wanted> = BTreeSet::new();
+    match mode {
+        Mode::Idle => {}
+        Mode::Subscribed(topics) => wanted.extend(topics.iter().map(|t| (t.clone(), None))),
+        // A pattern names no topic: one it does not match is not missing.
+        Mode::Pattern(_) => {}
+        Mode::Assigned(tps) => {
+            for tp in tps {
+                wanted.insert((tp.topic.clone(), None));
+                wanted.insert((tp.topic.clone(), Some(tp.partition)));
+            }
         }
     }
+    wanted
+}
+
+/// Which of `wanted` `metadata` lacks, with the error code that stands for
+/// it.
+fn lacking_wanted(
+    metadata: &Metadata,
+    wanted: &BTreeSet<Wanted>,
+) -> Vec<(Wanted, ErrorCode, Lack)> {
+    let mut lacking = Vec::new();
+    for key in wanted {
+        let info = metadata.topics.get(&key.0);
+        let code = match (info, key.1) {
+            (None, _) => ErrorCode::UnknownTopicOrPartition,
+            (Some(t), None) => t.error,
+            (Some(t), Some(p)) => {
+                if t.error == ErrorCode::None
+                    && !t.partitions.is_empty()
+                    && !t.partitions.contains_key(&p)
+                {
+                    ErrorCode::UnknownTopicOrPartition
+                } else {
+                    ErrorCode::None
+                }
+            }
+        };
+        if code != ErrorCode::None {
+            let lack = match key.1 {
+                None => Lack::Topic,
+                Some(_) => Lack::Partition {
+                    partitions: info.map_or(0, |t| t.partitions.len()),
+                },
+            };
+            lacking.push((key.clone(), code, lack));
+        }
+    }
+    lacking
+}
+
+/// Partitions `fetcher` fetches (assigned by hand or by the group) of a
+/// known topic whose metadata names no leader: nothing is fetched from
+/// them until it does. A partition the group assigned that the metadata
+/// lacks (one assigned by hand is among `wanted`) is lacking too.
+fn lacking_leaders(
+    metadata: &Metadata,
+    fetcher: &Fetcher,
+    wanted: &BTreeSet<Wanted>,
+) -> Vec<(Wanted, ErrorCode, Lack)> {
+    let mut lacking = Vec::new();
+    for tp in fetcher.leader_unknown(metadata) {
+        let Some(t) = metadata
+            .topics
+            .get(&tp.topic)
+            .filter(|t| t.error == ErrorCode::None && !t.partitions.is_empty())
+        else {
+            continue;
+        };
+        let key = (tp.topic.clone(), Some(tp.partition));
+        let Some(p) = t.partitions.get(&tp.partition) else {
+            // Assigned by the group but not in the metadata (assigned by
+            // hand, it is among `wanted`).
+            if !wanted.contains(&key) {
+                lacking.push((
+                    key,
+                    ErrorCode::UnknownTopicOrPartition,
+                    Lack::Partition {
+                        partitions: t.partitions.len(),
+                    },
+                ));
+            }
+            continue;
+        };
+        let code = match p.error {
+            ErrorCode::None => ErrorCode::LeaderNotAvailable,
+            code => code,
+        };
+        lacking.push((key, code, Lack::Leader));
+    }
+    lacking
 }
