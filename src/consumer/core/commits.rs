@@ -208,7 +208,7 @@ impl ConsumerCore {
         let offsets = offsets.unwrap_or_else(|| {
             // The partitions revoked since the last poll too: their
             // records were returned before the revocation.
-            let mut offsets = self.revoked_offsets.clone();
+            let mut offsets = self.listener.revoked_offsets().clone();
             offsets.extend(self.committable(None));
             offsets
         });
@@ -414,7 +414,7 @@ impl ConsumerCore {
     ) -> Option<RequestId> {
         let Some(group) = self.group_id.clone() else {
             if let Some((id, _)) = id {
-                self.answers += 1;
+                self.told.answered();
                 self.commits.results.insert(
                     id,
                     Err(Error::Config {
@@ -428,7 +428,7 @@ impl ConsumerCore {
         if offsets.is_empty() {
             if let Some((id, _)) = id {
                 log::info!("nothing to commit: no assigned partition has a position yet");
-                self.answers += 1;
+                self.told.answered();
                 self.commits.results.insert(id, Ok(()));
             }
             return None;
@@ -589,7 +589,7 @@ impl ConsumerCore {
                 self.commits.retries.insert(id, (retry, offsets));
             }
             (Some((id, _)), outcome) => {
-                self.answers += 1;
+                self.told.answered();
                 self.commits.results.insert(id, outcome);
             }
             // An automatic commit: one retrying can't fix (authorization,
@@ -613,5 +613,55 @@ impl ConsumerCore {
             }
             (None, Ok(())) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn automatic_commits_start_at_the_first_poll_and_fall_due_each_interval() {
+        let now = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut manual = Commits::new(None);
+        assert!(!manual.start_auto(now) && !manual.auto_due(now + 10 * second));
+        let mut commits = Commits::new(Some(second));
+        assert!(!commits.auto_due(now + 10 * second), "not before a poll");
+        assert!(commits.start_auto(now));
+        assert!(!commits.start_auto(now + second), "started once");
+        assert!(!commits.auto_due(now));
+        assert_eq!(commits.deadlines().collect::<Vec<_>>(), [now + second]);
+        assert!(commits.auto_due(now + second));
+        assert!(
+            !commits.auto_due(now + second),
+            "the next one an interval later"
+        );
+        assert!(commits.auto_due(now + 2 * second));
+        assert_ne!(commits.start(), commits.start(), "each commit its number");
+    }
+
+    #[test]
+    fn the_committed_lookup_waits_for_its_answer_and_its_backoff() {
+        let now = Instant::now();
+        let policy = crate::cluster::ExponentialBackoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            jitter: 0.0,
+        };
+        let mut commits = Commits::new(None);
+        assert!(commits.committed_ready(now));
+        commits.committed_in_flight = true;
+        assert!(!commits.committed_ready(now), "one in flight");
+        commits.committed_answered();
+        let delay = commits.committed_retry.failed(now, &policy, 0.5);
+        assert!(!commits.committed_ready(now), "backing off");
+        assert_eq!(commits.deadlines().collect::<Vec<_>>(), [now + delay]);
+        assert!(commits.committed_ready(now + delay));
+        assert_eq!(
+            commits.deadlines().count(),
+            0,
+            "no deadline left in the past"
+        );
     }
 }

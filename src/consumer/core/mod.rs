@@ -26,6 +26,17 @@
 //! - `reporting`: what the application hears of: connection and group
 //!   problems, topics and partitions missing from the metadata, refusals
 //!   by the group coordinator.
+//!
+//! The state each job keeps for itself is a part that owns its fields,
+//! beside the job's `impl ConsumerCore`: `Commits` (commit numbers and
+//! outcomes, the automatic commits' timer, stored offsets, the
+//! committed-offsets lookup), `ListenerEvents` (group events for the
+//! rebalance listener, what revocations hold back, rebalances counted),
+//! `PollInterval` (`max.poll.interval.ms`), `Queries` (lookups in flight
+//! and their answers) and `Reports` (errors for `poll`, the last failure,
+//! missing topics, refusals said). The core keeps what ties them: the
+//! connection manager, the membership, the fetcher, the mode and the
+//! requests in flight.
 
 mod commits;
 mod group;
@@ -35,6 +46,8 @@ mod queries;
 mod reporting;
 
 use commits::Commits;
+use group::ListenerEvents;
+use poll::PollInterval;
 use queries::Queries;
 use reporting::Reports;
 
@@ -48,9 +61,9 @@ use crate::group::consumer_membership::{
     generate_member_id, ConsumerMembership, ConsumerMembershipConfig,
 };
 use crate::group::either_membership::GroupMembership;
-use crate::group::membership::{GroupEvent, GroupRequestKind, Membership, MembershipConfig};
+use crate::group::membership::{GroupRequestKind, Membership, MembershipConfig};
 use crate::group::{GroupProtocol, TopicPartition, TopicPattern};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// Identifies a commit the consumer started.
@@ -103,42 +116,22 @@ pub(crate) struct ConsumerCore {
     in_flight: HashMap<RequestId, Pending>,
     /// The commits and the offsets they take.
     commits: Commits,
-    max_poll_interval: Duration,
-    last_poll: Option<Instant>,
-    left_for_poll_timeout: bool,
-    group_events: VecDeque<GroupEvent>,
-    /// With a rebalance listener, the group waits for `poll` to deliver
-    /// revocations (so the listener can commit) before rejoining; so it
-    /// does without automatic commits (so the application's commit after
-    /// processing lands, see `revoked_offsets`).
-    hold_for_listener: bool,
-    undelivered_revocations: usize,
-    /// Positions of revoked partitions, for the listener.
-    revoked_positions: BTreeMap<TopicPartition, i64>,
-    /// What a commit of the consumed positions takes for the partitions
-    /// revoked while the group waits for the next `poll`: their records
-    /// were returned before the revocation, and the member is still in
-    /// the generation that owned them.
-    revoked_offsets: BTreeMap<TopicPartition, OffsetAndEpoch>,
+    /// `max.poll.interval.ms` and the last `poll`.
+    poll_interval: PollInterval,
+    /// The group's events for the rebalance listener, and what its
+    /// revocations hold back.
+    listener: ListenerEvents,
     /// The application's lookups in flight and their answers.
     queries: Queries,
     /// The LeaveGroup to send when closing, once revocations are handled.
     pending_leave: Option<Box<dyn RequestBody>>,
-    /// Grows by one with each answer a call may wait for (a commit's
-    /// outcome, a query's, leaving the group's); the value [`ConsumerCore::take_changes`]
-    /// last saw, and the metadata generation it last saw.
-    answers: u64,
-    answers_seen: u64,
-    metadata_seen: u64,
+    /// What waiting calls were told of last.
+    told: Told,
     closing: bool,
     /// What the application was told, and when.
     reports: Reports,
     /// Bumped whenever `mode` is replaced.
     mode_generation: u64,
-    /// Completed rebalances (assignments received), and when the last one
-    /// completed.
-    rebalances: u64,
-    last_rebalance: Option<Instant>,
     /// `exclude.internal.topics`: a classic pattern never matches an
     /// internal topic.
     exclude_internal_topics: bool,
@@ -149,9 +142,40 @@ pub(crate) struct ConsumerCore {
     /// doubling to `retry.backoff.max.ms`), and its jitter source.
     retry_policy: ExponentialBackoff,
     rng: Rng,
-    /// A `poll` is giving group events to the rebalance listener: they are
-    /// not output for the other `poll`s meanwhile.
-    listener_busy: bool,
+}
+
+/// What waiting calls were told of last ([`ConsumerCore::take_changes`]).
+#[derive(Debug, Default)]
+struct Told {
+    /// Grows by one with each answer a call may wait for (a commit's
+    /// outcome, a query's, leaving the group's).
+    answers: u64,
+    /// `answers` when last told.
+    answers_seen: u64,
+    /// The metadata generation when last told.
+    metadata_seen: u64,
+}
+
+impl Told {
+    /// An answer a call may wait for came.
+    fn answered(&mut self) {
+        self.answers += 1;
+    }
+
+    /// Which of answers and the metadata (now at `generation`) changed
+    /// since the last call.
+    fn changes(&mut self, generation: u64) -> Changes {
+        let mut changes = Changes::NONE;
+        if self.answers != self.answers_seen {
+            self.answers_seen = self.answers;
+            changes |= Changes::ANSWERS;
+        }
+        if generation != self.metadata_seen {
+            self.metadata_seen = generation;
+            changes |= Changes::METADATA;
+        }
+        changes
+    }
 }
 
 /// What [`ConsumerCore::take_for_poll`] (or [`ConsumerCore::take_decoded`])
@@ -190,24 +214,14 @@ impl ConsumerCore {
             join_timeout,
             in_flight: HashMap::new(),
             commits: Commits::new(auto_commit),
-            max_poll_interval,
-            last_poll: None,
-            left_for_poll_timeout: false,
-            group_events: VecDeque::new(),
-            hold_for_listener: false,
-            undelivered_revocations: 0,
-            revoked_positions: BTreeMap::new(),
-            revoked_offsets: BTreeMap::new(),
+            poll_interval: PollInterval::new(max_poll_interval),
+            listener: ListenerEvents::default(),
             queries: Queries::new(),
             pending_leave: None,
-            answers: 0,
-            answers_seen: 0,
-            metadata_seen: 0,
+            told: Told::default(),
             closing: false,
             reports: Reports::new(Duration::from_secs(5)),
             mode_generation: 0,
-            rebalances: 0,
-            last_rebalance: None,
             exclude_internal_topics: true,
             matched_generation: None,
             cluster_id: None,
@@ -217,7 +231,6 @@ impl ConsumerCore {
                 jitter: 0.2,
             },
             rng: Rng::new(0x5eed),
-            listener_busy: false,
         }
     }
 
@@ -323,15 +336,7 @@ impl ConsumerCore {
         if self.has_output() {
             changes |= Changes::OUTPUT;
         }
-        if self.answers != self.answers_seen {
-            self.answers_seen = self.answers;
-            changes |= Changes::ANSWERS;
-        }
-        let generation = self.cluster.metadata_generation();
-        if generation != self.metadata_seen {
-            self.metadata_seen = generation;
-            changes |= Changes::METADATA;
-        }
+        changes |= self.told.changes(self.cluster.metadata_generation());
         if self.cluster.refused_everywhere().is_some() {
             changes |= Changes::REFUSED;
         }
@@ -473,7 +478,7 @@ impl ConsumerCore {
                 pending,
                 Pending::Query(_) | Pending::Commit(..) | Pending::Group(GroupRequestKind::Leave)
             ) {
-                self.answers += 1;
+                self.told.answered();
             }
             match pending {
                 Pending::Group(kind) => {

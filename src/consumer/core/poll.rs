@@ -5,7 +5,47 @@
 use super::{ConsumerCore, Mode, Taken};
 use crate::error::Error;
 use crate::fetch::{ConsumerRecord, Decoded};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// `max.poll.interval.ms`: when the application last polled, and whether
+/// the member left the group for want of a `poll`.
+#[derive(Debug)]
+pub(super) struct PollInterval {
+    max: Duration,
+    last_poll: Option<Instant>,
+    left: bool,
+}
+
+impl PollInterval {
+    pub(super) fn new(max: Duration) -> Self {
+        PollInterval {
+            max,
+            last_poll: None,
+            left: false,
+        }
+    }
+
+    /// The application polled at `now`; `true` when the member had left
+    /// for want of a `poll` (it joins again).
+    fn polled(&mut self, now: Instant) -> bool {
+        self.last_poll = Some(now);
+        std::mem::take(&mut self.left)
+    }
+
+    /// Whether the member left the group for want of a `poll`.
+    pub(super) fn left(&self) -> bool {
+        self.left
+    }
+
+    /// When the member leaves without a `poll`, while `active` (a stable
+    /// member, not closing).
+    fn deadline(&self, active: bool) -> Option<Instant> {
+        active
+            .then_some(self.last_poll)
+            .flatten()
+            .map(|t| t + self.max)
+    }
+}
 
 impl ConsumerCore {
     /// What a `poll` takes: the first error, else at most `max` records
@@ -67,7 +107,7 @@ impl ConsumerCore {
     /// waiting `poll` only then.
     pub fn has_output(&self) -> bool {
         self.reports.has_errors()
-            || (!self.group_events.is_empty() && !self.listener_busy)
+            || self.listener.has_output()
             || self.fetcher.has_buffered()
             || self.fetcher.has_errors()
     }
@@ -89,11 +129,9 @@ impl ConsumerCore {
     /// deadline alone needs no wake-up: the driver re-reads `last_poll`
     /// when the earlier one comes.
     pub fn polled(&mut self, now: Instant) -> bool {
-        self.last_poll = Some(now);
         let mut changed = false;
-        if self.left_for_poll_timeout {
+        if self.poll_interval.polled(now) {
             // Join again: the next drive sends JoinGroup.
-            self.left_for_poll_timeout = false;
             match (&mut self.membership, &self.mode) {
                 (Some(m), Mode::Subscribed(topics)) => m.subscribe(topics.clone()),
                 (Some(m), Mode::Pattern(pattern)) => {
@@ -116,10 +154,7 @@ impl ConsumerCore {
 
     pub(super) fn poll_deadline(&self) -> Option<Instant> {
         let stable = self.membership.as_ref().is_some_and(|m| m.is_stable());
-        (stable && !self.closing)
-            .then_some(self.last_poll)
-            .flatten()
-            .map(|t| t + self.max_poll_interval)
+        self.poll_interval.deadline(stable && !self.closing)
     }
 
     pub(super) fn check_poll_interval(&mut self, now: Instant) {
@@ -134,9 +169,33 @@ impl ConsumerCore {
         // members that make progress; it joins again at its next poll.
         log::warn!(
             "no poll for max.poll.interval.ms ({:?}): leaving the group",
-            self.max_poll_interval
+            self.poll_interval.max
         );
         self.leave_group(now, "max.poll.interval.ms passed without a poll");
-        self.left_for_poll_timeout = true;
+        self.poll_interval.left = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_poll_interval_counts_from_the_last_poll_while_active() {
+        let now = Instant::now();
+        let max = Duration::from_secs(30);
+        let mut interval = PollInterval::new(max);
+        assert_eq!(interval.deadline(true), None, "no poll yet");
+        assert!(!interval.polled(now));
+        assert_eq!(interval.deadline(true), Some(now + max));
+        assert_eq!(interval.deadline(false), None, "not a stable member");
+        interval.left = true;
+        assert!(interval.left());
+        assert!(
+            interval.polled(now + max),
+            "the member left: it joins again"
+        );
+        assert!(!interval.left());
+        assert_eq!(interval.deadline(true), Some(now + 2 * max));
     }
 }

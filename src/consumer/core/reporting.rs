@@ -372,3 +372,49 @@ fn lacking_leaders(
     }
     lacking
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_said_once_while_it_lasts_and_at_once_after_it_ended() {
+        let now = Instant::now();
+        let mut reports = Reports::new(Duration::from_secs(5));
+        let code = ErrorCode::GroupAuthorizationFailed;
+        reports.report_refusal(now, Some("g"), ApiKey::OffsetFetch, code);
+        reports.report_refusal(now, Some("g"), ApiKey::OffsetFetch, code);
+        assert!(matches!(
+            reports.take_error(),
+            Some(Error::Group { ref group, api: ApiKey::OffsetFetch, .. }) if group == "g"
+        ));
+        assert!(!reports.has_errors(), "said once");
+        reports.refusal_ended(ApiKey::OffsetFetch);
+        reports.report_refusal(now, Some("g"), ApiKey::OffsetFetch, code);
+        assert!(reports.has_errors(), "a new refusal is said at once");
+        assert!(reports
+            .last_error()
+            .is_some_and(|e| e.contains("OffsetFetch")));
+    }
+
+    #[test]
+    fn errors_wait_for_poll_in_order_and_a_burst_keeps_the_newest() {
+        let mut reports = Reports::new(Duration::from_secs(5));
+        for i in 0..(MAX_ERRORS + 3) {
+            reports.queue([Error::Topic {
+                topic: format!("t{i}"),
+                code: ErrorCode::UnknownTopicOrPartition,
+            }]);
+        }
+        let mut topics = Vec::new();
+        while let Some(Error::Topic { topic, .. }) = reports.take_error() {
+            topics.push(topic);
+        }
+        assert_eq!(topics.len(), MAX_ERRORS);
+        assert_eq!(topics.first().map(String::as_str), Some("t3"));
+        assert_eq!(
+            topics.last().map(String::as_str),
+            Some(format!("t{}", MAX_ERRORS + 2).as_str())
+        );
+    }
+}
