@@ -79,20 +79,36 @@ impl Consumer {
         link: &Link,
         max: usize,
     ) -> Option<Result<Vec<ConsumerRecord>, Error>> {
-        // One look at the state: closed, `max.poll.interval.ms` kept,
-        // and whether the listener or commit callbacks have work.
+        // Closed, and whether commit callbacks wait or another `poll`
+        // gives the listener its events: looked at, then let go, before the
+        // state is taken (the two are never held together here).
         let now = Instant::now();
-        let (kick, events, callbacks) = {
+        let (callbacks, delivering) = {
             let local = self.local();
             if local.closed {
                 return Some(Err(Error::Closed));
             }
-            let callbacks = !local.callbacks.is_empty();
-            let (kick, events) = {
-                let mut core = self.inner.link.shared().lock();
-                (core.polled(now), core.has_group_events())
-            };
-            (kick, events && !local.delivering, callbacks)
+            (!local.callbacks.is_empty(), local.delivering)
+        };
+        // One hold of the state in the steady state: `max.poll.interval.ms`
+        // kept and, when neither the listener nor commit callbacks have
+        // work first, the records taken.
+        //
+        // Emptying a partition's buffer (taking its last records, or
+        // dropping buffered ones below the position) makes it fetchable
+        // again, and taking an error may let the fetcher go on: the task is
+        // woken then, and only then (taking 500 of a buffer's 3,000 records
+        // changes nothing it could do).
+        //
+        // Records are decoded here, between two short holds of the state:
+        // the background task goes on meanwhile.
+        let mut records = Vec::new();
+        let (kick, events, taken) = {
+            let mut core = link.shared().lock();
+            let kick = core.polled(now);
+            let events = !delivering && core.has_group_events();
+            let taken = (!events && !callbacks).then(|| core.take_for_poll(max, &mut records));
+            (kick, events, taken)
         };
         if kick {
             link.kick();
@@ -103,16 +119,7 @@ impl Consumer {
         if callbacks {
             self.run_commit_callbacks();
         }
-        // Emptying a partition's buffer (taking its last records, or
-        // dropping buffered ones below the position) makes it fetchable
-        // again, and taking an error may let the fetcher go on: the task is
-        // woken then, and only then (taking 500 of a buffer's 3,000 records
-        // changes nothing it could do).
-        //
-        // Records are decoded here, between two short holds of the state:
-        // the background task goes on meanwhile.
-        let mut records = Vec::new();
-        let taken = link.shared().lock().take_for_poll(max, &mut records);
+        let taken = taken.unwrap_or_else(|| link.shared().lock().take_for_poll(max, &mut records));
         let (had_buffered, mut wake, mut decode) = (taken.had_buffered, taken.wake, taken.decode);
         if let Some(e) = taken.error {
             link.kick();

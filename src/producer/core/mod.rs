@@ -499,7 +499,13 @@ impl ProducerCore {
         front.outstanding = 0;
     }
 
+    /// Forgets the topics idle for `metadata.max.idle.ms` with no record
+    /// held. Looks at the records held only once a topic may be idle:
+    /// most steps take no lock and build nothing here.
     fn forget_idle_topics(&mut self, now: Instant) {
+        if self.topics.next_idle().is_none_or(|t| t > now) {
+            return;
+        }
         let busy: BTreeSet<String> = lock(&self.front)
             .acc
             .partitions_with_data()

@@ -207,3 +207,27 @@ impl Topics {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topic_is_forgotten_once_idle_unless_records_of_it_are_held() {
+        let now = Instant::now();
+        let idle = Duration::from_secs(300);
+        let mut topics = Topics::new(idle, Duration::from_secs(30));
+        assert!(topics.use_topic(now, "a"));
+        assert!(topics.use_topic(now, "b"));
+        assert!(!topics.use_topic(now, "a"), "known already");
+        topics.used_at("a", now + Duration::from_secs(10));
+        assert_eq!(topics.next_idle(), Some(now + idle));
+        let changes = topics.changes();
+        let busy = BTreeSet::from(["b".to_owned()]);
+        assert!(!topics.forget_idle(now + idle - Duration::from_millis(1), &BTreeSet::new()));
+        assert!(!topics.forget_idle(now + idle, &busy), "b holds records");
+        assert!(topics.forget_idle(now + idle + Duration::from_secs(10), &busy));
+        assert_eq!(topics.names().collect::<Vec<_>>(), ["b"]);
+        assert!(topics.changes() > changes);
+    }
+}
