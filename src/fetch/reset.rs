@@ -15,26 +15,35 @@ impl Fetcher {
     /// One ListOffsets per leader for the positions waiting for a reset
     /// (not asked yet, not backing off).
     pub(super) fn plan_resets(&mut self, now: Instant, metadata: &Metadata, out: &mut Planned) {
-        let mut per_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
-        for (tp, st) in self.dirty_states() {
-            if let PosState::Resetting {
-                spec,
-                in_flight: false,
-                ..
-            } = st.pos
-            {
-                if st.backing_off(now) {
-                    continue;
-                }
-                if let Some(leader) = metadata.leader(&tp.topic, tp.partition) {
-                    per_leader
-                        .entry(leader)
-                        .or_default()
-                        .push((tp.clone(), spec));
-                }
+        // One pass over the dirty partitions, each looked up once: marked
+        // in flight and put in its leader's request.
+        let mut per_leader: BTreeMap<i32, (Vec<(TopicPartition, OffsetSpec)>, Asked)> =
+            BTreeMap::new();
+        for tp in &self.dirty {
+            let Some(st) = self.partitions.get_mut(tp) else {
+                continue;
+            };
+            if st.backing_off(now) {
+                continue;
             }
+            let PosState::Resetting {
+                spec,
+                in_flight: in_flight @ false,
+                ..
+            } = &mut st.pos
+            else {
+                continue;
+            };
+            let Some(leader) = metadata.leader(&tp.topic, tp.partition) else {
+                continue;
+            };
+            *in_flight = true;
+            let (list, sent) = per_leader.entry(leader).or_default();
+            list.push((tp.clone(), *spec));
+            let epoch = offsets::leader_epoch(metadata, tp);
+            sent.insert(tp.clone(), (st.generation, epoch));
         }
-        for (broker, list) in per_leader {
+        for (broker, (list, sent)) in per_leader {
             let plan = offsets::plan(
                 list.iter().map(|(tp, spec)| (tp, *spec)),
                 metadata,
@@ -42,15 +51,6 @@ impl Fetcher {
                 self.config.request_timeout,
             );
             let token = self.token();
-            let mut sent = BTreeMap::new();
-            for (tp, _) in list {
-                let st = self.partitions.get_mut(&tp).expect("planned from the map");
-                if let PosState::Resetting { in_flight, .. } = &mut st.pos {
-                    *in_flight = true;
-                }
-                let epoch = offsets::leader_epoch(metadata, &tp);
-                sent.insert(tp, (st.generation, epoch));
-            }
             let asked = InFlight::ListOffsets {
                 broker,
                 partitions: sent,

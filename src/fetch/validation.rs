@@ -113,41 +113,47 @@ impl Fetcher {
     /// One OffsetForLeaderEpoch (v2+: `current_leader_epoch` fences a stale
     /// leader) per leader for the positions to validate.
     pub(super) fn plan_validations(&mut self, now: Instant, metadata: &Metadata, out: &mut Planned) {
-        let mut per_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
-        for (tp, st) in self.dirty_states() {
-            if st.pos.wants_validation() && !st.paused && !st.backing_off(now) {
-                if let Some(leader) = metadata.leader(&tp.topic, tp.partition) {
-                    per_leader.entry(leader).or_default().push(tp.clone());
-                }
+        // One pass over the dirty partitions, each looked up once: marked
+        // in flight and put in its leader's request.
+        let mut per_leader: BTreeMap<i32, (Vec<OffsetForLeaderTopic>, Asked)> = BTreeMap::new();
+        for tp in &self.dirty {
+            let Some(st) = self.partitions.get_mut(tp) else {
+                continue;
+            };
+            if st.paused || st.backing_off(now) {
+                continue;
             }
+            let PosState::Validating {
+                pos,
+                in_flight: in_flight @ false,
+            } = &mut st.pos
+            else {
+                continue;
+            };
+            let Some(leader) = metadata.leader(&tp.topic, tp.partition) else {
+                continue;
+            };
+            *in_flight = true;
+            let current = offsets::leader_epoch(metadata, tp);
+            let partition = OffsetForLeaderPartition {
+                partition: tp.partition,
+                current_leader_epoch: current,
+                leader_epoch: pos.leader_epoch.unwrap_or(-1),
+                ..OffsetForLeaderPartition::default()
+            };
+            let (topics, sent) = per_leader.entry(leader).or_default();
+            match topics.iter_mut().find(|t| t.topic == tp.topic) {
+                Some(t) => t.partitions.push(partition),
+                None => topics.push(OffsetForLeaderTopic {
+                    topic: tp.topic.clone(),
+                    partitions: vec![partition],
+                    ..OffsetForLeaderTopic::default()
+                }),
+            }
+            sent.insert(tp.clone(), (st.generation, current));
         }
-        for (broker, list) in per_leader {
+        for (broker, (topics, sent)) in per_leader {
             let token = self.token();
-            let mut topics: Vec<OffsetForLeaderTopic> = Vec::new();
-            let mut sent = BTreeMap::new();
-            for tp in list {
-                let current = offsets::leader_epoch(metadata, &tp);
-                let st = self.partitions.get_mut(&tp).expect("planned from the map");
-                let PosState::Validating { pos, in_flight } = &mut st.pos else {
-                    continue;
-                };
-                *in_flight = true;
-                let partition = OffsetForLeaderPartition {
-                    partition: tp.partition,
-                    current_leader_epoch: current,
-                    leader_epoch: pos.leader_epoch.unwrap_or(-1),
-                    ..OffsetForLeaderPartition::default()
-                };
-                match topics.iter_mut().find(|t| t.topic == tp.topic) {
-                    Some(t) => t.partitions.push(partition),
-                    None => topics.push(OffsetForLeaderTopic {
-                        topic: tp.topic.clone(),
-                        partitions: vec![partition],
-                        ..OffsetForLeaderTopic::default()
-                    }),
-                }
-                sent.insert(tp, (st.generation, current));
-            }
             let request = OffsetForLeaderEpochRequest {
                 // A consumer (v3+): the answer stops at the high watermark.
                 replica_id: -1,
