@@ -2,16 +2,14 @@
 //! exchange and ready, and again when its session is renewed (KIP-368).
 //!
 //! [`Authentication`] is the phase's state, in the connection's
-//! [`Phase::Authenticating`]: SaslHandshake v1 names the mechanism, then
-//! SaslAuthenticate round trips carry the mechanism's messages until the
-//! broker accepts the credentials. It says what to do next as an
-//! [`AuthStep`]; the `impl Cluster` below carries steps out (sends, closes,
-//! events) and supplies the OAUTHBEARER token (see `oauth.rs`).
+//! [`Phase::Authenticating`](super::conn::Phase::Authenticating):
+//! SaslHandshake v1 names the mechanism, then SaslAuthenticate round trips
+//! carry the mechanism's messages until the broker accepts the
+//! credentials. It says what to do next as an
+//! [`AuthStep`]; the connection manager carries steps out (sends, closes,
+//! events, in `lifecycle.rs`) and supplies the OAUTHBEARER token (see
+//! `oauth.rs`).
 
-use super::conn::Phase;
-use super::requests::Origin;
-use super::Cluster;
-use crate::events::{CloseReason, ConnectionError, ConnectionId, EventKind};
 use crate::protocol::messages::decode_response_body;
 use crate::protocol::messages::sasl_authenticate::{
     SaslAuthenticateRequest, SaslAuthenticateResponse,
@@ -20,7 +18,7 @@ use crate::protocol::messages::sasl_handshake::{SaslHandshakeRequest, SaslHandsh
 use crate::protocol::{ApiKey, ApiVersionTable, DecodeError, ErrorCode};
 use crate::sasl::{Mechanism, OAuthToken, SaslConfig, SaslSession, SaslStep};
 use bytes::Bytes;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A connection's SASL exchange under way.
 #[derive(Debug)]
@@ -174,237 +172,6 @@ impl Authentication {
                 Some(AuthStep::Done(lifetime))
             }
             Err(e) => Some(AuthStep::Failed(e)),
-        }
-    }
-}
-
-impl Cluster {
-    /// `conn`'s SASL phase, if it is in it.
-    fn authentication(&mut self, conn: ConnectionId) -> Option<&mut Authentication> {
-        match self.conns.get_mut(&conn).map(|c| &mut c.phase) {
-            Some(Phase::Authenticating(auth)) => Some(auth),
-            _ => None,
-        }
-    }
-
-    /// Starts SASL on `conn` (KIP-43, KIP-152): SaslHandshake v1 names the
-    /// mechanism; the SaslAuthenticate exchange follows its answer.
-    pub(super) fn start_authentication(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        versions: ApiVersionTable,
-        reauth: bool,
-    ) {
-        let Some(sasl) = self.config.sasl.as_ref() else {
-            return;
-        };
-        let (auth, step) = Authentication::start(versions, reauth, sasl.mechanism);
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        c.phase = Phase::Authenticating(auth);
-        self.take_auth_step(now, conn, step);
-    }
-
-    /// Carries out `step` of `conn`'s SASL phase.
-    fn take_auth_step(&mut self, now: Instant, conn: ConnectionId, step: AuthStep) {
-        match step {
-            AuthStep::Handshake(request, v) => {
-                self.send_setup(now, conn, Origin::SaslHandshake, &request, v)
-            }
-            AuthStep::Authenticate(request, v) => {
-                self.send_setup(now, conn, Origin::SaslAuthenticate, &request, v)
-            }
-            AuthStep::Done(lifetime) => self.authenticated(now, conn, lifetime),
-            AuthStep::Failed(message) => self.authentication_failed(now, conn, message),
-        }
-    }
-
-    /// Closes `conn` for a failed authentication; the address's failures
-    /// ([`AddressFailures::failed`](super::address_failures::AddressFailures::failed))
-    /// report it and back the address off.
-    fn authentication_failed(&mut self, now: Instant, conn: ConnectionId, message: String) {
-        let mechanism = self
-            .config
-            .sasl
-            .as_ref()
-            .map_or("?", |s| s.mechanism.name())
-            .to_owned();
-        self.close(
-            now,
-            conn,
-            CloseReason::Error,
-            Some(ConnectionError::Authentication { mechanism, message }),
-        );
-    }
-
-    /// SaslHandshake answered on `conn`: the exchange starts, once the
-    /// OAUTHBEARER token is at hand when the mechanism needs one.
-    pub(super) fn on_sasl_handshake(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        version: i16,
-        body: Bytes,
-    ) {
-        match Authentication::handshake_answered(version, body, self.config.sasl.as_ref()) {
-            Err(e) => return self.close_undecodable(now, conn, ApiKey::SaslHandshake, &e),
-            Ok(Some(step)) => return self.take_auth_step(now, conn, step),
-            Ok(None) => {}
-        }
-        let Some(sasl) = self.config.sasl.clone() else {
-            return;
-        };
-        let token = if sasl.mechanism == Mechanism::OAuthBearer {
-            match self.oauth_token(now, &sasl) {
-                super::oauth::TokenNow::Ready(t) => Some(t),
-                super::oauth::TokenNow::Wait => {
-                    // The exchange starts when the token comes
-                    // (`handle_oauth_token`); the setup timeout still
-                    // covers the wait.
-                    if let Some(auth) = self.authentication(conn) {
-                        auth.awaiting_token = true;
-                    }
-                    return;
-                }
-                super::oauth::TokenNow::Failed(e) => {
-                    return self.token_provider_failed(now, conn, e)
-                }
-            }
-        } else {
-            None
-        };
-        self.start_sasl_session(now, conn, &sasl, token.as_ref());
-    }
-
-    /// Starts the SASL exchange on `conn` (its SaslHandshake answered): the
-    /// session and its first SaslAuthenticate.
-    pub(super) fn start_sasl_session(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        sasl: &SaslConfig,
-        token: Option<&OAuthToken>,
-    ) {
-        let mut random = [0u8; 24];
-        (self.config.random_bytes)(&mut random);
-        // Mixed with the cluster's own generator: a broken OS source alone
-        // does not make nonces repeat.
-        for chunk in random.chunks_mut(8) {
-            let r = self.rng.next_u64().to_le_bytes();
-            for (b, x) in chunk.iter_mut().zip(r) {
-                *b ^= x;
-            }
-        }
-        let Some(step) = self
-            .authentication(conn)
-            .and_then(|auth| auth.begin(sasl, random, token))
-        else {
-            return;
-        };
-        self.take_auth_step(now, conn, step);
-    }
-
-    /// Closes `conn` because the OAUTHBEARER token provider failed (a
-    /// retriable cause, not a refusal: see
-    /// [`ConnectionError::TokenProvider`]).
-    pub(super) fn token_provider_failed(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        message: String,
-    ) {
-        self.close(
-            now,
-            conn,
-            CloseReason::Error,
-            Some(ConnectionError::TokenProvider {
-                mechanism: Mechanism::OAuthBearer.name().to_owned(),
-                message,
-            }),
-        );
-    }
-
-    /// SaslAuthenticate answered on `conn`.
-    pub(super) fn on_sasl_authenticate(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        version: i16,
-        body: Bytes,
-    ) {
-        let response = match Authentication::read_authenticate_answer(version, body) {
-            Ok(Ok(response)) => response,
-            Ok(Err(message)) => return self.authentication_failed(now, conn, message),
-            Err(e) => return self.close_undecodable(now, conn, ApiKey::SaslAuthenticate, &e),
-        };
-        let Some(step) = self
-            .authentication(conn)
-            .and_then(|auth| auth.authenticate_answered(&response))
-        else {
-            return;
-        };
-        self.take_auth_step(now, conn, step);
-    }
-
-    /// The broker accepted the credentials. With a session lifetime, the
-    /// next authentication is due at 85-95% of it, as the Java client
-    /// picks (KIP-368: time for the round trips, and jitter so that many
-    /// connections do not renew at once).
-    fn authenticated(&mut self, now: Instant, conn: ConnectionId, lifetime: Option<Duration>) {
-        let reauth_at = lifetime.map(|l| now + l.mul_f64(0.85 + 0.10 * self.rng.unit()));
-        let mechanism = self
-            .config
-            .sasl
-            .as_ref()
-            .map_or("?", |s| s.mechanism.name())
-            .to_owned();
-        let Some(auth) = self.authentication(conn) else {
-            return;
-        };
-        let (versions, reauth) = (auth.versions.clone(), auth.reauth);
-        self.emit(
-            now,
-            conn,
-            EventKind::Authenticated {
-                mechanism,
-                session_lifetime: lifetime,
-                reauthentication: reauth,
-            },
-        );
-        if reauth {
-            let c = self.conns.get_mut(&conn).expect("present");
-            c.phase = Phase::Ready {
-                versions,
-                reauth_at,
-            };
-        } else {
-            self.became_ready(now, conn, versions, reauth_at);
-        }
-    }
-
-    /// KIP-368: a ready connection whose SASL session is due for renewal
-    /// authenticates again once its requests in flight are answered (new
-    /// ones wait in its queue meanwhile), on the same socket.
-    pub(super) fn reauthenticate(&mut self, now: Instant) {
-        let due: Vec<ConnectionId> = self
-            .conns
-            .values()
-            .filter(|c| {
-                c.in_flight.is_empty()
-                    && matches!(c.phase, Phase::Ready { reauth_at: Some(t), .. } if now >= t)
-            })
-            .map(|c| c.id)
-            .collect();
-        for id in due {
-            let c = self.conns.get_mut(&id).expect("present");
-            let Phase::Ready { versions, .. } = &c.phase else {
-                continue;
-            };
-            let versions = versions.clone();
-            log::debug!("connection {id} to {}: renewing its SASL session", c.addr);
-            self.start_authentication(now, id, versions, true);
         }
     }
 }

@@ -1,21 +1,26 @@
 //! A connection's life from its connect to its close (docs/connections.md,
 //! rules 6 to 10): the setup (ApiVersions, then SASL when configured,
-//! under one setup timeout), deadlines (connect, setup, requests), the
-//! bootstrap connection's retirement, idle reaping, and what a close or a
-//! failed connect leaves behind: requests failed or waiting again, the
-//! address backed off, the event and the counters.
+//! under one setup timeout, with its renewal and the OAUTHBEARER token
+//! provider's calls), deadlines (connect, setup, requests), the bootstrap
+//! connection's retirement, idle reaping, and what a close or a failed
+//! connect leaves behind: requests failed or waiting again, the address
+//! backed off, the event and the counters.
+//!
+//! This is where the parts meet over one connection: its state is in
+//! [`Connections`](super::connections::Connections), its SASL phase in
+//! [`Authentication`], its address's failures in
+//! [`AddressFailures`](super::address_failures::AddressFailures), what it
+//! tells the runtime in [`Outputs`](super::outputs::Outputs).
 
-use super::conn::{Conn, Phase, Queued};
-use super::metadata::Metadata;
-use super::requests::{Origin, Waiting};
+use super::authentication::{AuthStep, Authentication};
+use super::conn::{Conn, Phase};
+use super::oauth::{self, TokenNow};
+use super::requests::Origin;
 use super::{Action, Cluster, Problem, RequestBody, RequestError, Target};
-use crate::events::{
-    BrokerCounters, CloseReason, ConnectionError, ConnectionEvent, ConnectionId, EventKind,
-    Purpose,
-};
+use crate::events::{CloseReason, ConnectionError, ConnectionId, EventKind, Purpose};
 use crate::protocol::{ApiKey, ApiVersionTable, ExchangeStep};
+use crate::sasl::{Mechanism, OAuthToken, SaslConfig};
 use bytes::{Bytes, BytesMut};
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -25,7 +30,7 @@ impl Cluster {
     /// `conn`'s TCP connection is established: the ApiVersions exchange
     /// starts.
     pub(super) fn start_handshake(&mut self, now: Instant, conn: ConnectionId, peer: SocketAddr) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         c.peer = Some(peer);
@@ -46,7 +51,7 @@ impl Cluster {
     /// ApiVersions answered on `conn`: asked again at another version, or
     /// the versions are negotiated and SASL (when configured) follows.
     pub(super) fn on_api_versions(&mut self, now: Instant, conn: ConnectionId, body: Bytes) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         let Phase::Handshake { exchange } = &mut c.phase else {
@@ -83,7 +88,7 @@ impl Cluster {
     ) {
         let client_id = self.config.client_id.clone();
         let deadline = now + self.config.request_timeout;
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         let mut frame = BytesMut::new();
@@ -99,10 +104,10 @@ impl Cluster {
             Ok(()) => {
                 let bytes = frame.freeze();
                 let addr = c.addr.clone();
-                let counter = self.counter(&addr);
+                let counter = self.conns.counter(&addr);
                 counter.requests += 1;
                 counter.bytes_out += bytes.len() as u64;
-                self.actions.push_back(Action::Transmit {
+                self.out.act(Action::Transmit {
                     conn,
                     bytes,
                     written: None,
@@ -126,7 +131,7 @@ impl Cluster {
         versions: ApiVersionTable,
         reauth_at: Option<Instant>,
     ) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         c.phase = Phase::Ready {
@@ -137,30 +142,290 @@ impl Cluster {
         self.emit(now, conn, EventKind::Ready);
     }
 
-    /// Names the brokers of connections opened to a bootstrap address
-    /// once a Metadata answer lists their addresses; the counters of an
-    /// address follow the broker found behind it.
-    pub(super) fn name_brokers(&mut self, md: &Metadata) {
-        for c in self.conns.values_mut() {
-            if c.broker.is_none() {
-                c.broker = md
-                    .brokers
-                    .values()
-                    .find(|b| {
-                        let addr = b.addr();
-                        c.addr == addr || c.peer.is_some_and(|p| p.to_string() == addr)
-                    })
-                    .map(|b| b.id);
+    // ===== SASL =====
+
+    /// Starts SASL on `conn` (KIP-43, KIP-152): SaslHandshake v1 names the
+    /// mechanism; the SaslAuthenticate exchange follows its answer.
+    pub(super) fn start_authentication(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        versions: ApiVersionTable,
+        reauth: bool,
+    ) {
+        let Some(sasl) = self.config.sasl.as_ref() else {
+            return;
+        };
+        let (auth, step) = Authentication::start(versions, reauth, sasl.mechanism);
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        c.phase = Phase::Authenticating(auth);
+        self.take_auth_step(now, conn, step);
+    }
+
+    /// Carries out `step` of `conn`'s SASL phase.
+    fn take_auth_step(&mut self, now: Instant, conn: ConnectionId, step: AuthStep) {
+        match step {
+            AuthStep::Handshake(request, v) => {
+                self.send_setup(now, conn, Origin::SaslHandshake, &request, v)
+            }
+            AuthStep::Authenticate(request, v) => {
+                self.send_setup(now, conn, Origin::SaslAuthenticate, &request, v)
+            }
+            AuthStep::Done(lifetime) => self.authenticated(now, conn, lifetime),
+            AuthStep::Failed(message) => self.authentication_failed(now, conn, message),
+        }
+    }
+
+    /// Closes `conn` for a failed authentication; the address's failures
+    /// ([`AddressFailures::failed`](super::address_failures::AddressFailures::failed))
+    /// report it and back the address off.
+    fn authentication_failed(&mut self, now: Instant, conn: ConnectionId, message: String) {
+        let mechanism = self
+            .config
+            .sasl
+            .as_ref()
+            .map_or("?", |s| s.mechanism.name())
+            .to_owned();
+        self.close(
+            now,
+            conn,
+            CloseReason::Error,
+            Some(ConnectionError::Authentication { mechanism, message }),
+        );
+    }
+
+    /// SaslHandshake answered on `conn`: the exchange starts, once the
+    /// OAUTHBEARER token is at hand when the mechanism needs one.
+    pub(super) fn on_sasl_handshake(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        version: i16,
+        body: Bytes,
+    ) {
+        match Authentication::handshake_answered(version, body, self.config.sasl.as_ref()) {
+            Err(e) => return self.close_undecodable(now, conn, ApiKey::SaslHandshake, &e),
+            Ok(Some(step)) => return self.take_auth_step(now, conn, step),
+            Ok(None) => {}
+        }
+        let Some(sasl) = self.config.sasl.clone() else {
+            return;
+        };
+        let token = if sasl.mechanism == Mechanism::OAuthBearer {
+            match self.oauth.token_now(now, &sasl) {
+                TokenNow::Ready(t) => Some(t),
+                TokenNow::Wait => {
+                    // The exchange starts when the token comes
+                    // (`handle_oauth_token`); the setup timeout still
+                    // covers the wait.
+                    if let Some(auth) = self.conns.authentication(conn) {
+                        auth.awaiting_token = true;
+                    }
+                    return;
+                }
+                TokenNow::Failed(e) => return self.token_provider_failed(now, conn, e),
+            }
+        } else {
+            None
+        };
+        self.start_sasl_session(now, conn, &sasl, token.as_ref());
+    }
+
+    /// Starts the SASL exchange on `conn` (its SaslHandshake answered): the
+    /// session and its first SaslAuthenticate.
+    pub(super) fn start_sasl_session(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        sasl: &SaslConfig,
+        token: Option<&OAuthToken>,
+    ) {
+        let mut random = [0u8; 24];
+        (self.config.random_bytes)(&mut random);
+        // Mixed with the cluster's own generator: a broken OS source alone
+        // does not make nonces repeat.
+        for chunk in random.chunks_mut(8) {
+            let r = self.rng.next_u64().to_le_bytes();
+            for (b, x) in chunk.iter_mut().zip(r) {
+                *b ^= x;
             }
         }
-        let named: Vec<(String, i32)> = self
+        let Some(step) = self
             .conns
-            .values()
-            .filter_map(|c| c.broker.map(|b| (c.addr.clone(), b)))
-            .collect();
-        for (addr, broker) in named {
-            self.counter(&addr).broker = Some(broker);
+            .authentication(conn)
+            .and_then(|auth| auth.begin(sasl, random, token))
+        else {
+            return;
+        };
+        self.take_auth_step(now, conn, step);
+    }
+
+    /// Closes `conn` because the OAUTHBEARER token provider failed (a
+    /// retriable cause, not a refusal: see
+    /// [`ConnectionError::TokenProvider`]).
+    pub(super) fn token_provider_failed(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        message: String,
+    ) {
+        self.close(
+            now,
+            conn,
+            CloseReason::Error,
+            Some(ConnectionError::TokenProvider {
+                mechanism: Mechanism::OAuthBearer.name().to_owned(),
+                message,
+            }),
+        );
+    }
+
+    /// SaslAuthenticate answered on `conn`.
+    pub(super) fn on_sasl_authenticate(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        version: i16,
+        body: Bytes,
+    ) {
+        let response = match Authentication::read_authenticate_answer(version, body) {
+            Ok(Ok(response)) => response,
+            Ok(Err(message)) => return self.authentication_failed(now, conn, message),
+            Err(e) => return self.close_undecodable(now, conn, ApiKey::SaslAuthenticate, &e),
+        };
+        let Some(step) = self
+            .conns
+            .authentication(conn)
+            .and_then(|auth| auth.authenticate_answered(&response))
+        else {
+            return;
+        };
+        self.take_auth_step(now, conn, step);
+    }
+
+    /// The broker accepted the credentials. With a session lifetime, the
+    /// next authentication is due at 85-95% of it, as the Java client
+    /// picks (KIP-368: time for the round trips, and jitter so that many
+    /// connections do not renew at once).
+    fn authenticated(&mut self, now: Instant, conn: ConnectionId, lifetime: Option<Duration>) {
+        let reauth_at = lifetime.map(|l| now + l.mul_f64(0.85 + 0.10 * self.rng.unit()));
+        let mechanism = self
+            .config
+            .sasl
+            .as_ref()
+            .map_or("?", |s| s.mechanism.name())
+            .to_owned();
+        let Some(auth) = self.conns.authentication(conn) else {
+            return;
+        };
+        let (versions, reauth) = (auth.versions.clone(), auth.reauth);
+        self.emit(
+            now,
+            conn,
+            EventKind::Authenticated {
+                mechanism,
+                session_lifetime: lifetime,
+                reauthentication: reauth,
+            },
+        );
+        if reauth {
+            let c = self.conns.get_mut(conn).expect("present");
+            c.phase = Phase::Ready {
+                versions,
+                reauth_at,
+            };
+        } else {
+            self.became_ready(now, conn, versions, reauth_at);
         }
+    }
+
+    /// KIP-368: a ready connection whose SASL session is due for renewal
+    /// authenticates again once its requests in flight are answered (new
+    /// ones wait in its queue meanwhile), on the same socket.
+    pub(super) fn reauthenticate(&mut self, now: Instant) {
+        for id in self.conns.reauthentication_due(now) {
+            let c = self.conns.get_mut(id).expect("present");
+            let Phase::Ready { versions, .. } = &c.phase else {
+                continue;
+            };
+            let versions = versions.clone();
+            log::debug!("connection {id} to {}: renewing its SASL session", c.addr);
+            self.start_authentication(now, id, versions, true);
+        }
+    }
+
+    /// When the asynchronous OAUTHBEARER token provider is to be called
+    /// next, if one is configured (see [`OAuthState::due`](super::oauth::OAuthState::due)):
+    /// at once for a connection that waits for a token, for a renewal
+    /// while connections live.
+    pub(super) fn oauth_due(&self) -> Option<Instant> {
+        oauth::async_token_provider(&self.config)?;
+        self.oauth.due(
+            self.conns.awaiting_token(),
+            !self.conns.is_empty(),
+            self.epoch,
+        )
+    }
+
+    /// Asks the runtime for an OAUTHBEARER token when it is due
+    /// ([`Cluster::oauth_due`]).
+    pub(super) fn drive_oauth(&mut self, now: Instant) {
+        if self.oauth_due().is_none_or(|t| now < t) {
+            return;
+        }
+        let Some(provider) = oauth::async_token_provider(&self.config).cloned() else {
+            return;
+        };
+        self.oauth.fetching();
+        log::debug!("asking the OAUTHBEARER token provider for a token");
+        self.out.act(Action::FetchOAuthToken {
+            provider,
+            timeout: self.config.request_timeout,
+        });
+    }
+
+    /// The asynchronous OAUTHBEARER token provider answered (the runtime
+    /// ran the future of an [`Action::FetchOAuthToken`]): with a token,
+    /// the connections that waited for one start their exchange with it,
+    /// and it is kept for the next ones until 80% of its lifetime has
+    /// passed, when a new one is asked for; with an `Err`, each of them is
+    /// closed with [`ConnectionError::TokenProvider`] (a failure of its
+    /// address, backed off and reported as connection failures are), and
+    /// the provider is called again only after the reconnect backoff.
+    pub fn handle_oauth_token(&mut self, now: Instant, token: Result<OAuthToken, String>) {
+        let waiting = self.conns.take_token_waiters();
+        let backoff = self.config.reconnect_backoff;
+        let delay = self.oauth.answered(now, &token, &backoff, &mut self.rng);
+        match token {
+            Ok(token) => {
+                if let Some(sasl) = self.config.sasl.clone() {
+                    for id in waiting {
+                        self.start_sasl_session(now, id, &sasl, Some(&token));
+                    }
+                }
+            }
+            Err(message) => {
+                if waiting.is_empty() {
+                    // A renewal ahead of need: the last token still serves.
+                    let log = if self.oauth.failures() == 1 {
+                        log::Level::Warn
+                    } else {
+                        log::Level::Debug
+                    };
+                    let delay = delay.unwrap_or_default();
+                    log::log!(
+                        log,
+                        "the OAUTHBEARER token provider failed: {message}; asked again in {delay:?}"
+                    );
+                }
+                for id in waiting {
+                    self.token_provider_failed(now, id, message.clone());
+                }
+            }
+        }
+        self.drive(now);
     }
 
     // ===== deadlines =====
@@ -204,15 +469,9 @@ impl Cluster {
 
     /// Connect attempts past their setup timeout.
     fn expire_connects(&mut self, now: Instant) {
-        let late: Vec<ConnectionId> = self
-            .conns
-            .values()
-            .filter(|c| matches!(c.phase, Phase::Connecting { deadline } if now >= deadline))
-            .map(|c| c.id)
-            .collect();
-        for id in late {
-            let c = self.conns.remove(&id).expect("present");
-            self.actions.push_back(Action::Close { conn: id });
+        for id in self.conns.late_connects(now) {
+            let c = self.conns.remove(id).expect("present");
+            self.out.act(Action::Close { conn: id });
             self.connect_failed(now, c, ConnectionError::SetupTimeout);
         }
     }
@@ -220,17 +479,7 @@ impl Cluster {
     /// Connected, but the setup (ApiVersions, SASL) did not finish within
     /// the setup timeout, which covers it all.
     fn expire_setups(&mut self, now: Instant) {
-        let slow: Vec<ConnectionId> = self
-            .conns
-            .values()
-            .filter(|c| {
-                !matches!(c.phase, Phase::Connecting { .. })
-                    && !c.is_usable()
-                    && c.setup_deadline.is_some_and(|t| now >= t)
-            })
-            .map(|c| c.id)
-            .collect();
-        for id in slow {
+        for id in self.conns.late_setups(now) {
             self.close(
                 now,
                 id,
@@ -243,17 +492,7 @@ impl Cluster {
     /// Requests past request.timeout.ms: the connection is closed, as the
     /// Java client does, since the broker may never answer in order again.
     fn expire_in_flight(&mut self, now: Instant) {
-        let timed_out: Vec<(ConnectionId, ApiKey)> = self
-            .conns
-            .values()
-            .filter_map(|c| {
-                c.in_flight
-                    .iter()
-                    .find(|r| now >= r.deadline)
-                    .map(|r| (c.id, r.api))
-            })
-            .collect();
-        for (id, api) in timed_out {
+        for (id, api) in self.conns.timed_out(now) {
             self.close(
                 now,
                 id,
@@ -265,42 +504,26 @@ impl Cluster {
 
     /// Requests that never got a connection in time.
     fn expire_waiting(&mut self, now: Instant) {
-        let mut kept = VecDeque::new();
-        for w in std::mem::take(&mut self.waiting) {
-            if now >= w.queued.deadline {
-                let api = w.queued.body.api_key();
-                let last_error = self.failures.last_failure();
-                self.fail(w.queued.origin, RequestError::Timeout { api, last_error });
-            } else {
-                kept.push_back(w);
-            }
+        for w in self.waiting.take_expired(now) {
+            let api = w.queued.body.api_key();
+            let last_error = self.failures.last_failure();
+            self.fail(w.queued.origin, RequestError::Timeout { api, last_error });
         }
-        self.waiting = kept;
     }
 
-    /// Requests queued on a connection that did not write them in time.
+    /// Requests queued on a connection that did not write them in time:
+    /// the caller's fail (the connection manager's own are dropped).
     fn expire_queued(&mut self, now: Instant) {
-        for c in self.conns.values_mut() {
-            let (expired, kept): (Vec<Queued>, Vec<Queued>) =
-                c.queue.drain(..).partition(|q| now >= q.deadline);
-            c.queue = kept.into();
-            if !expired.is_empty() {
-                self.counters
-                    .entry(c.addr.clone())
-                    .or_default()
-                    .request_errors += expired.len() as u64;
-            }
-            for q in expired {
-                let api = q.body.api_key();
-                if let Origin::User(id) = q.origin {
-                    self.responses.push_back((
-                        id,
-                        Err(RequestError::Timeout {
-                            api,
-                            last_error: None,
-                        }),
-                    ));
-                }
+        for q in self.conns.take_expired_queued(now) {
+            let api = q.body.api_key();
+            if let Origin::User(id) = q.origin {
+                self.out.respond(
+                    id,
+                    Err(RequestError::Timeout {
+                        api,
+                        last_error: None,
+                    }),
+                );
             }
         }
     }
@@ -313,22 +536,15 @@ impl Cluster {
     pub(super) fn retire_bootstrap(&mut self, now: Instant) {
         let leader_ready = self
             .conns
-            .values()
-            .any(|c| matches!(c.purpose, Purpose::Leader | Purpose::Replica) && c.is_ready());
-        let coordinator_ready = self.config.group_id.is_none()
-            || self
-                .conns
-                .values()
-                .any(|c| c.purpose == Purpose::Coordinator && c.is_ready());
+            .any_ready_for(&[Purpose::Leader, Purpose::Replica]);
+        let coordinator_ready =
+            self.config.group_id.is_none() || self.conns.any_ready_for(&[Purpose::Coordinator]);
         if !(leader_ready && coordinator_ready) {
             return;
         }
-        let idle_bootstrap: Vec<ConnectionId> = self
+        let idle_bootstrap = self
             .conns
-            .values()
-            .filter(|c| c.purpose == Purpose::Bootstrap && c.load() == 0 && c.is_ready())
-            .map(|c| c.id)
-            .collect();
+            .ids_where(|c| c.purpose == Purpose::Bootstrap && c.load() == 0 && c.is_ready());
         for id in idle_bootstrap {
             self.emit(now, id, EventKind::Retired);
             self.close(now, id, CloseReason::Retired, None);
@@ -344,12 +560,9 @@ impl Cluster {
 
     /// Closes the connections idle for `connections.max.idle.ms`.
     pub(super) fn reap_idle(&mut self, now: Instant) {
-        let idle: Vec<ConnectionId> = self
+        let idle = self
             .conns
-            .values()
-            .filter(|c| self.idle_deadline(c).is_some_and(|t| now >= t))
-            .map(|c| c.id)
-            .collect();
+            .ids_where(|c| self.idle_deadline(c).is_some_and(|t| now >= t));
         for id in idle {
             self.close(now, id, CloseReason::Idle, None);
         }
@@ -357,12 +570,7 @@ impl Cluster {
 
     /// Closes the coordinator connection (the coordinator moved).
     pub(super) fn close_coordinator_connections(&mut self, now: Instant) {
-        let coordinator_conns: Vec<ConnectionId> = self
-            .conns
-            .values()
-            .filter(|c| c.purpose == Purpose::Coordinator)
-            .map(|c| c.id)
-            .collect();
+        let coordinator_conns = self.conns.ids_where(|c| c.purpose == Purpose::Coordinator);
         for id in coordinator_conns {
             self.close(now, id, CloseReason::Retired, None);
         }
@@ -394,7 +602,7 @@ impl Cluster {
     /// request of the connection manager's own is wanted again.
     pub(super) fn fail(&mut self, origin: Origin, error: RequestError) {
         match origin {
-            Origin::User(id) => self.responses.push_back((id, Err(error))),
+            Origin::User(id) => self.out.respond(id, Err(error)),
             Origin::Metadata | Origin::MetadataById => self.metadata.request_lost(origin),
             Origin::FindCoordinator => self.coordinator.request_lost(),
             Origin::Handshake | Origin::SaslHandshake | Origin::SaslAuthenticate => {}
@@ -403,7 +611,7 @@ impl Cluster {
 
     /// Connecting `c` (already removed) failed.
     pub(super) fn connect_failed(&mut self, now: Instant, c: Conn, error: ConnectionError) {
-        self.counter(&c.addr).connect_failures += 1;
+        self.conns.counter(&c.addr).connect_failures += 1;
         let delay = self.failed(now, &c, &error);
         log::debug!(
             "connection {} to {} ({}) failed: {error}; next attempt in {delay:?}",
@@ -411,7 +619,8 @@ impl Cluster {
             c.addr,
             c.purpose
         );
-        self.push_event(
+        self.out.event(
+            self.epoch,
             now,
             &c,
             EventKind::ConnectFailed {
@@ -428,7 +637,7 @@ impl Cluster {
     /// failures ([`AddressFailures::failed`](super::address_failures::AddressFailures::failed))
     /// back it off and say what to report. Returns the backoff.
     fn failed(&mut self, now: Instant, c: &Conn, error: &ConnectionError) -> Duration {
-        let any_ready = self.any_ready();
+        let any_ready = self.conns.any_ready();
         let (delay, mut problem) =
             self.failures
                 .failed(now, c, error, &self.config, &mut self.rng, any_ready);
@@ -445,7 +654,7 @@ impl Cluster {
                 *purpose = Purpose::Coordinator;
             }
         }
-        self.problems.extend(problem);
+        self.out.report(problem);
         // A known broker that cannot be reached (a connect that failed, a
         // connection that broke before it answered a request) may have
         // left the cluster, or the cluster moved: the metadata is asked
@@ -462,15 +671,10 @@ impl Cluster {
         delay
     }
 
-    /// Whether some connection is ready.
-    pub(super) fn any_ready(&self) -> bool {
-        self.conns.values().any(|c| c.is_ready())
-    }
-
     /// A connection answered a request: its address's run of failures is
     /// over.
     pub(super) fn answered(&mut self, conn: ConnectionId) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         if c.answered {
@@ -509,7 +713,7 @@ impl Cluster {
                 );
                 continue;
             }
-            self.waiting.push_back(Waiting { target, queued });
+            self.waiting.push(target, queued);
         }
     }
 
@@ -523,11 +727,11 @@ impl Cluster {
         reason: CloseReason,
         error: Option<ConnectionError>,
     ) {
-        let Some(mut c) = self.conns.remove(&id) else {
+        let Some(mut c) = self.conns.remove(id) else {
             return;
         };
-        self.actions.push_back(Action::Close { conn: id });
-        self.counter(&c.addr).count_close(reason);
+        self.out.act(Action::Close { conn: id });
+        self.conns.counter(&c.addr).count_close(reason);
         if matches!(reason, CloseReason::Peer | CloseReason::Error) {
             // A connection that broke backs its address off like a failed
             // connect (a first failure if it had answered requests), so a
@@ -539,7 +743,7 @@ impl Cluster {
             .clone()
             .unwrap_or(ConnectionError::ClosedByClient { reason });
         if reason != CloseReason::Shutdown {
-            self.counter(&c.addr).request_errors += c.in_flight.len() as u64;
+            self.conns.counter(&c.addr).request_errors += c.in_flight.len() as u64;
         }
         let unwritten = c.unwritten.drain(..).map(|(_, origin, ..)| origin);
         for origin in c.in_flight.drain(..).map(|r| r.origin).chain(unwritten) {
@@ -558,7 +762,8 @@ impl Cluster {
             }
             _ => log::debug!("connection {id} to {} closed ({reason})", c.addr),
         }
-        self.push_event(now, &c, EventKind::Closed { reason, error });
+        self.out
+            .event(self.epoch, now, &c, EventKind::Closed { reason, error });
         if reason == CloseReason::Shutdown {
             for q in c.queue.drain(..) {
                 self.fail(q.origin, RequestError::Shutdown);
@@ -577,53 +782,15 @@ impl Cluster {
         {
             self.coordinator.forget();
         }
-        if let Some(broker) = c.broker {
-            match c.purpose {
-                Purpose::Leader => *self.leader_generations.entry(broker).or_default() += 1,
-                Purpose::Replica => *self.replica_generations.entry(broker).or_default() += 1,
-                Purpose::Bootstrap | Purpose::Coordinator => {}
-            }
-        }
+        self.conns.count_closed(c);
     }
 
     // ===== bookkeeping =====
 
-    /// The counters of `addr`.
-    pub(super) fn counter(&mut self, addr: &str) -> &mut BrokerCounters {
-        if !self.counters.contains_key(addr) {
-            self.counters
-                .insert(addr.to_owned(), BrokerCounters::default());
-        }
-        self.counters.get_mut(addr).expect("inserted")
-    }
-
     /// Records an event of the live connection `id`.
     pub(super) fn emit(&mut self, now: Instant, id: ConnectionId, kind: EventKind) {
-        if let Some(c) = self.conns.get(&id) {
-            let event = connection_event(self.epoch, now, c, kind);
-            self.record(event);
+        if let Some(c) = self.conns.get(id) {
+            self.out.event(self.epoch, now, c, kind);
         }
-    }
-
-    /// Records an event of `c`, live or not.
-    fn push_event(&mut self, now: Instant, c: &Conn, kind: EventKind) {
-        let event = connection_event(self.epoch, now, c, kind);
-        self.record(event);
-    }
-
-    fn record(&mut self, event: ConnectionEvent) {
-        log::debug!("{event}");
-        self.events.push_back(event);
-    }
-}
-
-fn connection_event(epoch: Instant, now: Instant, c: &Conn, kind: EventKind) -> ConnectionEvent {
-    ConnectionEvent {
-        at: now.saturating_duration_since(epoch),
-        kind,
-        connection: c.id,
-        broker: c.broker,
-        addr: c.addr.clone(),
-        purpose: c.purpose,
     }
 }

@@ -43,20 +43,30 @@
 //!
 //! # What it is made of
 //!
-//! `Cluster` composes one part per job, each in a file of its own:
+//! `Cluster` holds one part per job, each a type that owns its state, in a
+//! file of its own:
 //!
-//! - routing and the connections' lifecycle: `routing.rs` (which
-//!   connection a request goes on, opening one if needed; the queues
-//!   written out) and `lifecycle.rs` (a connection's setup, expiry,
-//!   retirement, idle reaping and close), over `conn.rs` (one connection's
-//!   protocol state) and `framing.rs` (received bytes cut into frames);
+//! - `connections.rs`: the connections themselves (each one's protocol
+//!   state in `conn.rs`, its received bytes cut into frames in
+//!   `framing.rs`), the lookups over them, each broker's connection generations, the turn of
+//!   the bootstrap addresses, and the counters of each address;
+//! - `waiting.rs`: the requests not yet given to a connection, and the
+//!   request ids;
+//! - `outputs.rs`: the queues the runtime, the observer, the callers and
+//!   the application poll (actions, events, responses, [`Problem`]s);
 //! - `address_failures.rs`: each address's failures, its backoff, and the
 //!   [`Problem`]s they make;
 //! - `metadata_manager.rs`: the metadata cache and its refresh schedules,
 //!   over `metadata.rs` (the cache's contents, the request and answer);
 //! - `coordinator.rs`: the group coordinator's lookup;
-//! - `authentication.rs`: the SASL phase a connection goes through
-//!   between ApiVersions and ready, with `oauth.rs` for OAUTHBEARER tokens.
+//! - `authentication.rs`: a connection's SASL phase, between ApiVersions
+//!   and ready; `oauth.rs`: OAUTHBEARER tokens and the provider's calls.
+//!
+//! `impl Cluster` steps the parts where they meet: this file (the
+//! interface, one step of the machine, answers handed to whoever waits),
+//! `routing.rs` (which connection a request goes on, opening one if
+//! needed; the queues written out) and `lifecycle.rs` (a connection's
+//! setup with its SASL steps, expiry, retirement, idle reaping and close).
 
 mod address_failures;
 mod authentication;
@@ -64,14 +74,17 @@ mod backoff;
 mod client_core;
 mod config;
 mod conn;
+mod connections;
 mod coordinator;
 pub(crate) mod framing;
 mod lifecycle;
 pub mod metadata;
 mod metadata_manager;
 mod oauth;
+mod outputs;
 mod requests;
 mod routing;
+mod waiting;
 
 pub use backoff::{ExponentialBackoff, Retry, Rng};
 pub use client_core::{Changes, ClientCore, Deferred};
@@ -88,14 +101,17 @@ use crate::events::{
 use address_failures::AddressFailures;
 use crate::protocol::{ApiKey, ErrorCode};
 use bytes::Bytes;
-use conn::{Conn, Phase, Queued};
+use conn::Queued;
+use connections::Connections;
 use coordinator::CoordinatorLookup;
 use metadata_manager::MetadataManager;
 use oauth::OAuthState;
-use requests::{check_route, Origin, Waiting};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use outputs::Outputs;
+use requests::{check_route, Origin};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use waiting::WaitingRequests;
 
 /// What the runtime must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,22 +228,11 @@ pub struct Cluster {
     /// The time event timestamps count from.
     epoch: Instant,
     rng: Rng,
-    // ----- connections and routing (routing.rs, lifecycle.rs) -----
-    /// The connections, from their connect to their close.
-    conns: BTreeMap<ConnectionId, Conn>,
-    /// Per broker, how many of its leader connections have closed (see
-    /// [`Cluster::leader_generations`]).
-    leader_generations: BTreeMap<i32, u64>,
-    /// The same for replica connections ([`Cluster::replica_generations`]).
-    replica_generations: BTreeMap<i32, u64>,
-    next_conn: u64,
-    next_request: u64,
-    /// The bootstrap address to try next.
-    bootstrap_cursor: usize,
-    /// Requests not yet given to a connection.
-    waiting: VecDeque<Waiting>,
-    counters: BTreeMap<String, BrokerCounters>,
-    // ----- the other jobs -----
+    /// The connections, their generations and counters, and the turn of
+    /// the bootstrap addresses (connections.rs).
+    conns: Connections,
+    /// Requests not yet given to a connection (waiting.rs).
+    waiting: WaitingRequests,
     /// Each address's failures and backoff (address_failures.rs).
     failures: AddressFailures,
     /// The metadata cache and its refreshes (metadata_manager.rs).
@@ -237,11 +242,10 @@ pub struct Cluster {
     /// OAUTHBEARER tokens: the last one, and the asynchronous provider's
     /// calls (oauth.rs).
     oauth: OAuthState,
-    // ----- outputs -----
-    actions: VecDeque<Action>,
-    events: VecDeque<ConnectionEvent>,
-    responses: VecDeque<(RequestId, Result<Response, RequestError>)>,
-    problems: VecDeque<Problem>,
+    /// What the runtime, the observer, the callers and the application
+    /// poll (outputs.rs).
+    out: Outputs,
+    /// Set by [`Cluster::shutdown`]: nothing is stepped any more.
     shut_down: bool,
 }
 
@@ -260,22 +264,13 @@ impl Cluster {
             config,
             epoch,
             rng,
-            conns: BTreeMap::new(),
-            leader_generations: BTreeMap::new(),
-            replica_generations: BTreeMap::new(),
-            next_conn: 1,
-            next_request: 1,
-            bootstrap_cursor,
-            waiting: VecDeque::new(),
-            counters: BTreeMap::new(),
+            conns: Connections::new(bootstrap_cursor),
+            waiting: WaitingRequests::default(),
             failures: AddressFailures::default(),
             metadata: MetadataManager::default(),
             coordinator: CoordinatorLookup::default(),
             oauth: OAuthState::default(),
-            actions: VecDeque::new(),
-            events: VecDeque::new(),
-            responses: VecDeque::new(),
-            problems: VecDeque::new(),
+            out: Outputs::default(),
             shut_down: false,
         }
     }
@@ -417,21 +412,20 @@ impl Cluster {
         timeout: Duration,
         answered: bool,
     ) -> RequestId {
-        let id = RequestId(self.next_request);
-        self.next_request += 1;
+        let id = self.waiting.next_id();
         if let Err(e) = check_route(body.api_key(), target) {
-            self.responses.push_back((id, Err(e)));
+            self.out.respond(id, Err(e));
             return id;
         }
-        self.waiting.push_back(Waiting {
+        self.waiting.push(
             target,
-            queued: Queued {
+            Queued {
                 origin: Origin::User(id),
                 body,
                 deadline: now + timeout,
                 answered,
             },
-        });
+        );
         self.drive(now);
         id
     }
@@ -449,7 +443,7 @@ impl Cluster {
         conn: ConnectionId,
         error: ConnectionError,
     ) {
-        if let Some(c) = self.conns.remove(&conn) {
+        if let Some(c) = self.conns.remove(conn) {
             self.connect_failed(now, c, error);
         }
         self.drive(now);
@@ -467,16 +461,16 @@ impl Cluster {
     /// it; bytes cut anywhere else are joined until they make whole frames
     /// (see `framing.rs`).
     pub fn handle_received(&mut self, now: Instant, conn: ConnectionId, bytes: Bytes) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         let addr = c.addr.clone();
         let len = bytes.len() as u64;
         let received = c.receive(now, bytes);
-        self.counter(&addr).bytes_in += len;
+        self.conns.counter(&addr).bytes_in += len;
         for (request, body) in received.answers {
             let rtt = now.saturating_duration_since(request.sent_at);
-            self.counter(&addr).count_rtt(rtt);
+            self.conns.counter(&addr).count_rtt(rtt);
             let (origin, api, version) = (request.origin, request.api, request.version);
             self.handle_response(now, conn, origin, api, version, body);
         }
@@ -492,7 +486,7 @@ impl Cluster {
     /// it failed (reset, IO error). The client closes its side at once: a
     /// [`Action::Close`] follows.
     pub fn handle_closed(&mut self, now: Instant, conn: ConnectionId, cause: ConnectionError) {
-        if self.conns.contains_key(&conn) {
+        if self.conns.contains(conn) {
             let reason = cause.close_reason();
             self.close(now, conn, reason, Some(cause));
         }
@@ -508,11 +502,10 @@ impl Cluster {
     /// Closes every connection and fails every request.
     pub fn shutdown(&mut self, now: Instant) {
         self.shut_down = true;
-        let ids: Vec<ConnectionId> = self.conns.keys().copied().collect();
-        for id in ids {
+        for id in self.conns.ids() {
             self.close(now, id, CloseReason::Shutdown, None);
         }
-        for w in std::mem::take(&mut self.waiting) {
+        for w in self.waiting.take_all() {
             self.fail(w.queued.origin, RequestError::Shutdown);
         }
     }
@@ -521,22 +514,22 @@ impl Cluster {
 
     /// The next thing the runtime must do.
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.out.next_action()
     }
 
     /// The next connection event.
     pub fn poll_event(&mut self) -> Option<ConnectionEvent> {
-        self.events.pop_front()
+        self.out.next_event()
     }
 
     /// The next condition to report to the application.
     pub fn poll_problem(&mut self) -> Option<Problem> {
-        self.problems.pop_front()
+        self.out.next_problem()
     }
 
     /// The next finished request.
     pub fn poll_response(&mut self) -> Option<(RequestId, Result<Response, RequestError>)> {
-        self.responses.pop_front()
+        self.out.next_response()
     }
 
     /// When [`Cluster::handle_timeout`] must be called next, if ever.
@@ -547,12 +540,10 @@ impl Cluster {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        for c in self.conns.values() {
+        for c in self.conns.iter() {
             consider(self.connection_deadline(c));
         }
-        for w in &self.waiting {
-            consider(Some(w.queued.deadline));
-        }
+        consider(self.waiting.next_deadline());
         if !self.waiting.is_empty() {
             // A waiting request may get its connection when a backoff ends
             // (ended ones were cleared by the last step).
@@ -584,14 +575,14 @@ impl Cluster {
     /// such as the fetcher's fetch sessions (KIP-227), ends with it.
     /// Brokers whose leader connections never closed are absent (0).
     pub fn leader_generations(&self) -> &BTreeMap<i32, u64> {
-        &self.leader_generations
+        self.conns.leader_generations()
     }
 
     /// Like [`Cluster::leader_generations`], for replica connections
     /// (`Target::Replica(id)`, KIP-392): per broker, how many replica
     /// connections to it have closed.
     pub fn replica_generations(&self) -> &BTreeMap<i32, u64> {
-        &self.replica_generations
+        self.conns.replica_generations()
     }
 
     /// Metadata requests sent so far, and partition leaders taken from
@@ -621,31 +612,18 @@ impl Cluster {
 
     /// A snapshot of the live connections.
     pub fn connections(&self, now: Instant) -> Vec<ConnectionInfo> {
-        self.conns
-            .values()
-            .map(|c| ConnectionInfo {
-                id: c.id,
-                broker: c.broker,
-                addr: c.addr.clone(),
-                purpose: c.purpose,
-                state: c.state(),
-                in_flight: c.in_flight.len(),
-                idle_for: now.saturating_duration_since(c.last_activity),
-            })
-            .collect()
+        self.conns.snapshot(now)
     }
 
     /// Whether `conn` is a connection attempt still wanted (a runtime whose
     /// connect completes late must close the socket otherwise).
     pub fn is_connecting(&self, conn: ConnectionId) -> bool {
-        self.conns
-            .get(&conn)
-            .is_some_and(|c| matches!(c.phase, Phase::Connecting { .. }))
+        self.conns.is_connecting(conn)
     }
 
     /// Counters per broker address.
     pub fn counters(&self) -> &BTreeMap<String, BrokerCounters> {
-        &self.counters
+        self.conns.counters()
     }
 
     /// The versions negotiated on connection `conn`, once it is ready.
@@ -653,12 +631,12 @@ impl Cluster {
         &self,
         conn: ConnectionId,
     ) -> Option<&crate::protocol::ApiVersionTable> {
-        self.conns.get(&conn).and_then(|c| c.versions())
+        self.conns.get(conn).and_then(|c| c.versions())
     }
 
     /// The socket address connection `conn` reached, once connected.
     pub fn connection_peer(&self, conn: ConnectionId) -> Option<SocketAddr> {
-        self.conns.get(&conn).and_then(|c| c.peer)
+        self.conns.get(conn).and_then(|c| c.peer)
     }
 
     /// Opens a connection to the least-loaded broker ahead of any request
@@ -679,7 +657,7 @@ impl Cluster {
     /// with its last failure. A call that waits for the network then
     /// returns this cause instead of waiting for its timeout.
     pub fn refused_everywhere(&self) -> Option<Vec<(String, ConnectionError)>> {
-        if self.any_ready() {
+        if self.conns.any_ready() {
             return None;
         }
         self.failures.refused_everywhere(&self.config.bootstrap)
@@ -726,8 +704,8 @@ impl Cluster {
             }
             Origin::FindCoordinator => self.on_find_coordinator(now, conn, version, body),
             Origin::User(id) => {
-                let broker = self.conns.get(&conn).and_then(|c| c.broker);
-                self.responses.push_back((
+                let broker = self.conns.get(conn).and_then(|c| c.broker);
+                self.out.respond(
                     id,
                     Ok(Response {
                         api,
@@ -735,7 +713,7 @@ impl Cluster {
                         broker,
                         body,
                     }),
-                ));
+                );
             }
         }
     }
@@ -771,7 +749,7 @@ impl Cluster {
             }
             Ok((md, _)) => {
                 self.forget_replaced_cluster(now, conn, &md);
-                self.name_brokers(&md);
+                self.conns.name_brokers(&md);
                 if origin == Origin::MetadataById {
                     self.metadata
                         .take_by_id_answer(now, md, &backoff, &mut self.rng);
@@ -806,14 +784,13 @@ impl Cluster {
         );
         self.metadata.forget_cluster();
         self.coordinator.forget();
-        let others: Vec<ConnectionId> = self.conns.keys().copied().filter(|id| *id != conn).collect();
-        for id in others {
+        for id in self.conns.ids_where(|c| c.id != conn) {
             self.close(now, id, CloseReason::Retired, None);
         }
         // The answering connection reaches the new cluster, but not as the
         // broker it was opened for: it serves as a bootstrap connection
         // (promoted if it reaches a needed broker, retired otherwise).
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let Some(c) = self.conns.get_mut(conn) {
             c.purpose = Purpose::Bootstrap;
             c.broker = None;
         }
@@ -827,7 +804,7 @@ impl Cluster {
             .coordinator
             .take_answer(now, version, body, &group, &backoff, &mut self.rng)
         {
-            Ok(problem) => self.problems.extend(problem),
+            Ok(problem) => self.out.report(problem),
             Err(e) => {
                 self.close_undecodable(now, conn, ApiKey::FindCoordinator, &e)
             }

@@ -5,7 +5,7 @@
 //! queue written out as far as `max.in.flight` allows.
 
 use super::conn::{Conn, Phase, Queued, RequestBody};
-use super::requests::{Origin, Waiting};
+use super::requests::Origin;
 use super::{Action, Cluster, RequestError, Response, Target};
 use crate::events::{ConnectionId, EventKind, Purpose};
 use crate::protocol::ApiVersionTable;
@@ -59,31 +59,31 @@ impl Cluster {
         origin: Origin,
         body: Box<dyn RequestBody>,
     ) {
-        self.waiting.push_back(Waiting {
+        self.waiting.push(
             target,
-            queued: Queued {
+            Queued {
                 origin,
                 body,
                 deadline: now + self.config.request_timeout,
                 answered: true,
             },
-        });
+        );
     }
 
     /// Whether a request waits for the coordinator connection.
     pub(super) fn coordinator_needed(&self) -> bool {
-        self.waiting.iter().any(|w| w.target == Target::Coordinator)
+        self.waiting.wants(Target::Coordinator)
     }
 
     /// Moves waiting requests onto connections, opening connections where
     /// a request needs one.
     pub(super) fn dispatch_waiting(&mut self, now: Instant) {
         let mut still = std::collections::VecDeque::new();
-        for w in std::mem::take(&mut self.waiting) {
+        for w in self.waiting.take_all() {
             match self.connection_for(now, w.target) {
                 Ok(Some(id)) => {
                     self.conns
-                        .get_mut(&id)
+                        .get_mut(id)
                         .expect("connection_for returns live ids")
                         .queue
                         .push_back(w.queued);
@@ -92,7 +92,7 @@ impl Cluster {
                 Err(e) => self.fail(w.queued.origin, e),
             }
         }
-        self.waiting = still;
+        self.waiting.restore(still);
     }
 
     /// The connection a request for `target` should use, opening one if
@@ -104,7 +104,7 @@ impl Cluster {
     ) -> Result<Option<ConnectionId>, RequestError> {
         match target {
             Target::AnyBroker => Ok(self.least_loaded(now)),
-            Target::Bootstrap => match self.find_conn(Purpose::Bootstrap, None) {
+            Target::Bootstrap => match self.conns.find(Purpose::Bootstrap, None) {
                 Some(id) => Ok(Some(id)),
                 None => Ok(self.open_bootstrap(now)),
             },
@@ -112,15 +112,6 @@ impl Cluster {
             Target::Broker(id) => Ok(self.leader_connection(now, id)),
             Target::Replica(id) => self.replica_connection(now, id),
         }
-    }
-
-    /// The connection of `purpose` (to `broker`, when given), if there is
-    /// one.
-    fn find_conn(&self, purpose: Purpose, broker: Option<i32>) -> Option<ConnectionId> {
-        self.conns
-            .values()
-            .find(|c| c.purpose == purpose && (broker.is_none() || c.broker == broker))
-            .map(|c| c.id)
     }
 
     /// The coordinator connection, opened once the coordinator is known.
@@ -131,7 +122,7 @@ impl Cluster {
         if self.config.group_id.is_none() {
             return Err(RequestError::NoGroup);
         }
-        if let Some(id) = self.find_conn(Purpose::Coordinator, None) {
+        if let Some(id) = self.conns.find(Purpose::Coordinator, None) {
             return Ok(Some(id));
         }
         let Some(coordinator) = self.coordinator.known().cloned() else {
@@ -149,7 +140,7 @@ impl Cluster {
     /// is looked up, and the request waits; its own deadline bounds the
     /// wait.
     fn leader_connection(&mut self, now: Instant, id: i32) -> Option<ConnectionId> {
-        if let Some(cid) = self.find_conn(Purpose::Leader, Some(id)) {
+        if let Some(cid) = self.conns.find(Purpose::Leader, Some(id)) {
             return Some(cid);
         }
         let Some(broker) = self.metadata.cache().brokers.get(&id).cloned() else {
@@ -174,7 +165,7 @@ impl Cluster {
         now: Instant,
         id: i32,
     ) -> Result<Option<ConnectionId>, RequestError> {
-        if let Some(cid) = self.find_conn(Purpose::Replica, Some(id)) {
+        if let Some(cid) = self.conns.find(Purpose::Replica, Some(id)) {
             return Ok(Some(cid));
         }
         let Some(broker) = self.metadata.cache().brokers.get(&id).cloned() else {
@@ -207,19 +198,7 @@ impl Cluster {
         id: i32,
         purpose: Purpose,
     ) -> Option<ConnectionId> {
-        let cid = self
-            .conns
-            .values()
-            .find(|c| {
-                c.purpose == Purpose::Bootstrap
-                    && (c.addr == addr || c.peer.is_some_and(|p| p.to_string() == addr))
-            })
-            .map(|c| c.id)?;
-        let c = self.conns.get_mut(&cid).expect("present");
-        c.purpose = purpose;
-        c.broker = Some(id);
-        let addr = c.addr.clone();
-        self.counter(&addr).broker = Some(id);
+        let cid = self.conns.promote(addr, id, purpose)?;
         self.emit(now, cid, EventKind::Promoted);
         Some(cid)
     }
@@ -228,16 +207,11 @@ impl Cluster {
     /// connection, else the coordinator connection, else the bootstrap
     /// connection (at most one exists), else a new bootstrap connection.
     pub(super) fn least_loaded(&mut self, now: Instant) -> Option<ConnectionId> {
-        let pick = |purposes: &[Purpose], ready_only: bool| {
-            self.conns
-                .values()
-                .filter(|c| purposes.contains(&c.purpose) && (!ready_only || c.is_usable()))
-                .min_by_key(|c| (c.load(), c.id))
-                .map(|c| c.id)
-        };
-        if let Some(id) = pick(&[Purpose::Leader, Purpose::Replica], true)
-            .or_else(|| pick(&[Purpose::Coordinator], true))
-            .or_else(|| pick(&[Purpose::Bootstrap], false))
+        let conns = &self.conns;
+        if let Some(id) = conns
+            .least_loaded(&[Purpose::Leader, Purpose::Replica], true)
+            .or_else(|| conns.least_loaded(&[Purpose::Coordinator], true))
+            .or_else(|| conns.least_loaded(&[Purpose::Bootstrap], false))
         {
             return Some(id);
         }
@@ -262,32 +236,22 @@ impl Cluster {
             .values()
             .map(|b| (b.id, b.addr()))
             .collect();
-        let n = brokers.len();
-        for step in 0..n {
-            let i = (self.bootstrap_cursor + step) % n;
-            let (id, addr) = brokers[i].clone();
-            if self.failures.in_backoff(now, &addr) {
-                continue;
-            }
-            self.bootstrap_cursor = (i + 1) % n;
-            return self.open(now, addr, Some(id), Purpose::Bootstrap);
-        }
-        None
+        let failures = &self.failures;
+        let i = self
+            .conns
+            .next_in_turn(brokers.len(), |i| failures.in_backoff(now, &brokers[i].1))?;
+        let (id, addr) = brokers[i].clone();
+        self.open(now, addr, Some(id), Purpose::Bootstrap)
     }
 
     /// A connection to the next bootstrap address not in backoff, if any.
     fn open_bootstrap(&mut self, now: Instant) -> Option<ConnectionId> {
-        let n = self.config.bootstrap.len();
-        for step in 0..n {
-            let i = (self.bootstrap_cursor + step) % n;
-            let addr = self.config.bootstrap[i].clone();
-            if self.failures.in_backoff(now, &addr) {
-                continue;
-            }
-            self.bootstrap_cursor = (i + 1) % n;
-            return self.open(now, addr, None, Purpose::Bootstrap);
-        }
-        None
+        let (failures, bootstrap) = (&self.failures, &self.config.bootstrap);
+        let i = self
+            .conns
+            .next_in_turn(bootstrap.len(), |i| failures.in_backoff(now, &bootstrap[i]))?;
+        let addr = self.config.bootstrap[i].clone();
+        self.open(now, addr, None, Purpose::Bootstrap)
     }
 
     /// Asks the runtime to connect to `addr`, unless it is in backoff; the
@@ -307,24 +271,15 @@ impl Cluster {
             .config
             .setup_timeout
             .delay(failures + 1, self.rng.unit());
-        let id = ConnectionId(self.next_conn);
-        self.next_conn += 1;
-        let conn = Conn::new(
-            id,
+        let id = self.conns.open(
+            now,
             addr.clone(),
             broker,
             purpose,
-            now,
             now + timeout,
             self.config.max_frame_size,
         );
-        self.conns.insert(id, conn);
-        let counter = self.counter(&addr);
-        counter.connects += 1;
-        if broker.is_some() {
-            counter.broker = broker;
-        }
-        self.actions.push_back(Action::Connect {
+        self.out.act(Action::Connect {
             conn: id,
             addr,
             timeout,
@@ -336,8 +291,7 @@ impl Cluster {
     /// Writes out every ready connection's queue, as far as
     /// `max.in.flight` allows.
     pub(super) fn flush_queues(&mut self, now: Instant) {
-        let ids: Vec<ConnectionId> = self.conns.keys().copied().collect();
-        for id in ids {
+        for id in self.conns.ids() {
             self.flush_queue(now, id);
         }
     }
@@ -348,7 +302,7 @@ impl Cluster {
     fn flush_queue(&mut self, now: Instant, id: ConnectionId) {
         let client_id = self.config.client_id.clone();
         let max_in_flight = self.config.max_in_flight;
-        let c = self.conns.get_mut(&id).expect("present");
+        let c = self.conns.get_mut(id).expect("present");
         let Phase::Ready {
             versions,
             reauth_at,
@@ -367,10 +321,10 @@ impl Cluster {
         }
         if !batch.frames.is_empty() {
             let bytes = batch.frames.freeze();
-            let counter = self.counter(&addr);
+            let counter = self.conns.counter(&addr);
             counter.requests += batch.sent;
             counter.bytes_out += bytes.len() as u64;
-            self.actions.push_back(Action::Transmit {
+            self.out.act(Action::Transmit {
                 conn: id,
                 bytes,
                 written: batch.written,
@@ -382,7 +336,7 @@ impl Cluster {
     /// [`Action::Transmit`] whose `written` was `n`: the requests it
     /// carried that the broker does not answer are done.
     pub fn handle_written(&mut self, conn: ConnectionId, n: u64) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         let broker = c.broker;
@@ -395,7 +349,7 @@ impl Cluster {
                     broker,
                     body: Bytes::new(),
                 };
-                self.responses.push_back((id, Ok(response)));
+                self.out.respond(id, Ok(response));
             }
         }
     }

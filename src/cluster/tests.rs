@@ -2307,7 +2307,7 @@ fn reauthentication_finds_the_token_renewed_ahead() {
             answer_token(&mut sim, Ok(token(&value, Duration::from_secs(10))));
         }
         // No connection ever waits for a token after the first one.
-        assert!(!sim.c.awaits_token());
+        assert!(!sim.c.conns.awaiting_token());
     }
     // A renewal every 8 s: at 8, 16 and 24 s.
     let asked: Vec<Duration> = sim.token_asks.iter().map(|t| *t - start).collect();
