@@ -6,8 +6,8 @@ use super::backoff::Rng;
 use super::config::ClusterConfig;
 use super::conn::Conn;
 use super::Problem;
-use crate::streak::Streak;
 use crate::events::{ConnectionError, Purpose};
+use crate::streak::Streak;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -123,7 +123,8 @@ impl AddressFailures {
             self.count_refusal(now, &c.addr, config, rng)
         } else {
             let delay = config.reconnect_backoff.delay(failures, rng.unit());
-            let due = Streak::note(&mut entry.report, (), now, Duration::MAX).due(now, Duration::ZERO);
+            let due =
+                Streak::note(&mut entry.report, (), now, Duration::MAX).due(now, Duration::ZERO);
             (delay, due)
         };
         self.backoff.get_mut(&c.addr).expect("inserted").until = Some(now + delay);
@@ -254,7 +255,10 @@ impl AddressFailures {
     /// Each of `bootstrap` with its last failure, when every one failed
     /// since one last answered with a cause waiting does not cure soon
     /// (see [`Cluster::refused_everywhere`](super::Cluster::refused_everywhere)).
-    pub fn refused_everywhere(&self, bootstrap: &[String]) -> Option<Vec<(String, ConnectionError)>> {
+    pub fn refused_everywhere(
+        &self,
+        bootstrap: &[String],
+    ) -> Option<Vec<(String, ConnectionError)>> {
         bootstrap
             .iter()
             .map(|addr| match self.backoff.get(addr) {

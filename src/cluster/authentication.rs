@@ -57,7 +57,11 @@ impl Authentication {
     /// step: SaslHandshake v1 naming `mechanism`. (v0 would mean raw SASL
     /// tokens outside Kafka's framing, before KIP-152; this client speaks
     /// only v1, with SaslAuthenticate.)
-    pub fn start(versions: ApiVersionTable, reauth: bool, mechanism: Mechanism) -> (Self, AuthStep) {
+    pub fn start(
+        versions: ApiVersionTable,
+        reauth: bool,
+        mechanism: Mechanism,
+    ) -> (Self, AuthStep) {
         let handshake = versions
             .version(ApiKey::SaslHandshake)
             .ok()
@@ -152,17 +156,22 @@ impl Authentication {
             return Ok(Ok(response));
         }
         let code = ErrorCode::from_code(response.error_code);
-        Ok(Err(match response.error_message.filter(|m| !m.is_empty()) {
-            Some(m) => format!("{m} ({code})"),
-            None => code.to_string(),
-        }))
+        Ok(Err(
+            match response.error_message.filter(|m| !m.is_empty()) {
+                Some(m) => format!("{m} ({code})"),
+                None => code.to_string(),
+            },
+        ))
     }
 
     /// Takes a SaslAuthenticate answer the broker did not refuse: the next
     /// message to send, the session accepted (with its lifetime when it
     /// ends), or the mechanism's failure. `None` before the exchange
     /// started.
-    pub fn authenticate_answered(&mut self, response: &SaslAuthenticateResponse) -> Option<AuthStep> {
+    pub fn authenticate_answered(
+        &mut self,
+        response: &SaslAuthenticateResponse,
+    ) -> Option<AuthStep> {
         let session = self.session.as_mut()?;
         match session.step(&response.auth_bytes) {
             Ok(SaslStep::Send(next)) => self.authenticate(next),

@@ -178,7 +178,6 @@ impl Refresh {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

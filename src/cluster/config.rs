@@ -95,7 +95,6 @@ impl ClusterConfig {
     }
 }
 
-
 /// The longest wait between two attempts at an address that keeps refusing
 /// this client (authentication, TLS, protocol failures).
 pub const REFUSAL_BACKOFF_MAX: Duration = Duration::from_secs(30);

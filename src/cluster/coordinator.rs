@@ -6,12 +6,12 @@ use super::backoff::{ExponentialBackoff, Refresh, Rng};
 use super::conn::RequestBody;
 use super::metadata::BrokerAddress;
 use super::Problem;
-use crate::streak::Streak;
 use crate::protocol::messages::decode_response_body;
 use crate::protocol::messages::find_coordinator::{
     FindCoordinatorRequest, FindCoordinatorResponse,
 };
 use crate::protocol::{ApiKey, DecodeError, EncodeError, ErrorCode, Message, Writer};
+use crate::streak::Streak;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
 

@@ -440,9 +440,19 @@ mod tests {
     fn an_older_answer_keeps_the_newer_epoch() {
         let known = cache(7, [1; 16]);
         let mut answer = cache(5, [1; 16]);
-        answer.topics.get_mut("t").unwrap().partitions.get_mut(&0).unwrap().leader = 2;
+        answer
+            .topics
+            .get_mut("t")
+            .unwrap()
+            .partitions
+            .get_mut(&0)
+            .unwrap()
+            .leader = 2;
         answer.keep_newer_epochs(&known);
-        assert_eq!(answer.topics["t"].partitions[&0], known.topics["t"].partitions[&0]);
+        assert_eq!(
+            answer.topics["t"].partitions[&0],
+            known.topics["t"].partitions[&0]
+        );
 
         let mut recreated = cache(0, [2; 16]);
         recreated.keep_newer_epochs(&known);
@@ -450,7 +460,13 @@ mod tests {
 
         let mut gone = cache(5, [1; 16]);
         gone.brokers.remove(&1);
-        gone.topics.get_mut("t").unwrap().partitions.get_mut(&0).unwrap().leader = 2;
+        gone.topics
+            .get_mut("t")
+            .unwrap()
+            .partitions
+            .get_mut(&0)
+            .unwrap()
+            .leader = 2;
         gone.keep_newer_epochs(&known);
         assert_eq!(gone.leader("t", 0), Some(2));
     }

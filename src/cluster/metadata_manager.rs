@@ -101,7 +101,11 @@ impl MetadataManager {
         let topics: BTreeSet<String> = topics.into_iter().collect();
         if topics != self.topics {
             self.topics = topics;
-            if !self.topics.iter().all(|t| self.cache.topics.contains_key(t)) {
+            if !self
+                .topics
+                .iter()
+                .all(|t| self.cache.topics.contains_key(t))
+            {
                 self.wanted = true;
             }
         }
@@ -235,13 +239,14 @@ impl MetadataManager {
     /// one by id when ids are unknown. (While one is in flight, its
     /// response moves it on, not time.)
     pub fn next_due(&self, epoch: Instant, max_age: Duration) -> Option<Instant> {
-        let regular = (!self.refresh.in_flight && (self.wanted || self.keeps_metadata())).then(|| {
-            let due = match self.fetched_at {
-                Some(t) if !self.wanted => t + max_age,
-                _ => epoch,
-            };
-            self.refresh.next_send().map_or(due, |t| t.max(due))
-        });
+        let regular =
+            (!self.refresh.in_flight && (self.wanted || self.keeps_metadata())).then(|| {
+                let due = match self.fetched_at {
+                    Some(t) if !self.wanted => t + max_age,
+                    _ => epoch,
+                };
+                self.refresh.next_send().map_or(due, |t| t.max(due))
+            });
         let by_id = (!self.by_id_refresh.in_flight && !self.unresolved_ids().is_empty())
             .then(|| self.by_id_refresh.next_send().unwrap_or(epoch));
         regular.into_iter().chain(by_id).min()

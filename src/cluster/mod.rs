@@ -98,8 +98,8 @@ use crate::events::{
     BrokerCounters, CloseReason, ConnectionError, ConnectionEvent, ConnectionId, ConnectionInfo,
     Purpose,
 };
-use address_failures::AddressFailures;
 use crate::protocol::{ApiKey, ErrorCode};
+use address_failures::AddressFailures;
 use bytes::Bytes;
 use conn::Queued;
 use connections::Connections;
@@ -157,7 +157,6 @@ pub enum Action {
         timeout: Duration,
     },
 }
-
 
 /// How long a condition that goes on (a broker still unreachable, a topic
 /// still unknown) waits before it is reported again.
@@ -477,7 +476,12 @@ impl Cluster {
         if let Some(e) = received.error {
             // The requests still in flight, the one whose frame was bad
             // first, fail with the connection.
-            self.close(now, conn, CloseReason::Error, Some(ConnectionError::protocol(e)));
+            self.close(
+                now,
+                conn,
+                CloseReason::Error,
+                Some(ConnectionError::protocol(e)),
+            );
         }
         self.drive(now);
     }
@@ -773,7 +777,10 @@ impl Cluster {
     /// cluster's brokers are retired; `conn` becomes a bootstrap
     /// connection).
     fn forget_replaced_cluster(&mut self, now: Instant, conn: ConnectionId, md: &Metadata) {
-        let (Some(old), Some(new)) = (self.metadata.cache().cluster_id.as_deref(), md.cluster_id.as_deref()) else {
+        let (Some(old), Some(new)) = (
+            self.metadata.cache().cluster_id.as_deref(),
+            md.cluster_id.as_deref(),
+        ) else {
             return;
         };
         if old == new {
@@ -805,9 +812,7 @@ impl Cluster {
             .take_answer(now, version, body, &group, &backoff, &mut self.rng)
         {
             Ok(problem) => self.out.report(problem),
-            Err(e) => {
-                self.close_undecodable(now, conn, ApiKey::FindCoordinator, &e)
-            }
+            Err(e) => self.close_undecodable(now, conn, ApiKey::FindCoordinator, &e),
         }
     }
 }

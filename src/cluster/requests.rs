@@ -51,7 +51,6 @@ impl fmt::Display for Target {
     }
 }
 
-
 /// A response to a request made with [`Cluster::request`](super::Cluster::request).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {

@@ -1101,7 +1101,11 @@ fn a_bad_frame_after_good_ones_fails_its_request_and_answers_those_before_it() {
     bytes.extend(frame(&(corr + 1000).to_be_bytes()));
     sim.c.handle_received(sim.now, conn, Bytes::from(bytes));
     sim.pump();
-    assert!(matches!(sim.responses.get(&first), Some(Ok(_))), "{:?}", sim.responses.get(&first));
+    assert!(
+        matches!(sim.responses.get(&first), Some(Ok(_))),
+        "{:?}",
+        sim.responses.get(&first)
+    );
     match sim.responses.get(&second) {
         Some(Err(RequestError::ConnectionLost { cause, .. })) => {
             assert!(cause.to_string().contains("correlation id"), "{cause}")
@@ -2225,7 +2229,11 @@ fn a_connection_waits_in_sasl_for_the_async_token_and_fresh_tokens_are_reused() 
     // Only the setup timeout is due while the token is awaited, and
     // stepping to it asks nothing more of the provider.
     let due = sim.c.poll_timeout().expect("the setup deadline");
-    assert!(due - sim.now >= Duration::from_secs(8), "{:?}", due - sim.now);
+    assert!(
+        due - sim.now >= Duration::from_secs(8),
+        "{:?}",
+        due - sim.now
+    );
     sim.advance(Duration::from_secs(1));
     assert_eq!(sim.token_asks.len(), 1);
     assert!(sim.responses.is_empty());
@@ -2263,7 +2271,10 @@ fn connections_waiting_for_a_token_share_one_call_and_renewal_is_due_at_80_perce
     // Unanswered: nothing more is due for it (the runtime's own timeout
     // bounds the call), and nothing else asks again.
     let due = sim.c.poll_timeout();
-    assert!(due.is_none_or(|t| t > sim.now + Duration::from_secs(60)), "{due:?}");
+    assert!(
+        due.is_none_or(|t| t > sim.now + Duration::from_secs(60)),
+        "{due:?}"
+    );
     // The token expires at 10 s; two new connections then wait, and share
     // the call already out.
     sim.advance(Duration::from_secs(3));
@@ -2322,7 +2333,11 @@ fn reauthentication_finds_the_token_renewed_ahead() {
     assert!(seen.len() >= 6, "{seen:?}");
     let mut distinct = seen.clone();
     distinct.dedup();
-    assert_eq!(distinct, ["good-1", "good-2", "good-3", "good-4"], "{seen:?}");
+    assert_eq!(
+        distinct,
+        ["good-1", "good-2", "good-3", "good-4"],
+        "{seen:?}"
+    );
     assert_eq!(connecting_events(&sim), 1);
 }
 
@@ -2347,7 +2362,10 @@ fn a_failed_renewal_keeps_the_token_and_is_asked_again_after_backoff() {
             answer_token(&mut sim, Err("token endpoint: timeout".into()));
         }
     }
-    let gaps: Vec<Duration> = sim.token_asks[1..].windows(2).map(|w| w[1] - w[0]).collect();
+    let gaps: Vec<Duration> = sim.token_asks[1..]
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .collect();
     // 50 ms, 100 ms, 200 ms, ... to 1 s (±20%).
     assert!((4..=10).contains(&gaps.len()), "{gaps:?}");
     for (i, gap) in gaps.iter().enumerate() {
@@ -2373,7 +2391,10 @@ fn a_failing_async_provider_is_reported_retriable_and_called_at_backoff_pace() {
     sim.c.set_topics(["t".to_owned()]);
     let id = sim.request(Target::AnyBroker);
     let start = sim.now;
-    answer_token(&mut sim, Err("token endpoint: 503 Service Unavailable".into()));
+    answer_token(
+        &mut sim,
+        Err("token endpoint: 503 Service Unavailable".into()),
+    );
     assert!(sim.sockets.is_empty(), "closed");
     let cause = sim.events.iter().find_map(|e| match &e.kind {
         EventKind::Closed {
@@ -2417,9 +2438,17 @@ fn a_failing_async_provider_is_reported_retriable_and_called_at_backoff_pace() {
     // 50 ms doubling to 1 s (±20%): about 0.05, 0.15, 0.35, 0.75, 1.55,
     // then every second: 8 or so calls in 5 s, never a loop.
     let calls = sim.token_asks.len();
-    assert!((5..=10).contains(&calls), "{calls} calls: {:?}", sim.token_asks);
+    assert!(
+        (5..=10).contains(&calls),
+        "{calls} calls: {:?}",
+        sim.token_asks
+    );
     for pair in sim.token_asks.windows(2) {
-        assert!(pair[1] - pair[0] >= Duration::from_millis(40), "{:?}", sim.token_asks);
+        assert!(
+            pair[1] - pair[0] >= Duration::from_millis(40),
+            "{:?}",
+            sim.token_asks
+        );
     }
     // Reported once (again only after REPORT_AGAIN_AFTER).
     assert!(sim.c.poll_problem().is_none());
@@ -2445,7 +2474,10 @@ fn a_failing_sync_provider_is_a_retriable_connection_failure_too() {
         match counted.fetch_add(1, Ordering::SeqCst) {
             0 => Err("no token yet".into()),
             1 => panic!("the provider's bug"),
-            _ => Ok(crate::sasl::OAuthToken::new("good-sync", Duration::from_secs(60))),
+            _ => Ok(crate::sasl::OAuthToken::new(
+                "good-sync",
+                Duration::from_secs(60),
+            )),
         }
     });
     let mut cfg = config(&["b2:9092"], None);
@@ -2468,7 +2500,10 @@ fn a_failing_sync_provider_is_a_retriable_connection_failure_too() {
             .collect()
     };
     assert_eq!(causes(&sim), ["no token yet"]);
-    assert!(sim.token_asks.is_empty(), "called inline, not through the runtime");
+    assert!(
+        sim.token_asks.is_empty(),
+        "called inline, not through the runtime"
+    );
     // The reconnect backoff, not the refusal backoff (1 s): within 100 ms.
     sim.advance(Duration::from_millis(100));
     assert_eq!(calls.load(Ordering::SeqCst), 2);
@@ -2761,10 +2796,13 @@ fn an_unanswered_request_completes_once_written_and_waits_for_nothing() {
     sim.now += Duration::from_secs(60);
     sim.c.handle_timeout(sim.now);
     sim.pump();
-    assert!(sim
-        .events
-        .iter()
-        .all(|e| !matches!(e.kind, EventKind::Closed { reason: CloseReason::Error, .. })));
+    assert!(sim.events.iter().all(|e| !matches!(
+        e.kind,
+        EventKind::Closed {
+            reason: CloseReason::Error,
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -2897,7 +2935,10 @@ fn metadata_unanswered_past_the_trigger_goes_to_a_bootstrap_address() {
             assert_eq!(sent[1], "boot:9092");
         } else {
             assert_ne!(sent[1], first[0]);
-            assert!(sent[1].starts_with('b') && sent[1] != "boot:9092", "{sent:?}");
+            assert!(
+                sent[1].starts_with('b') && sent[1] != "boot:9092",
+                "{sent:?}"
+            );
         }
         // Answered: the trigger starts again; the next request goes to a
         // known broker.

@@ -12,8 +12,8 @@ use super::position::{PosState, Position};
 use super::replica::{leaves_replica, ReadReplica};
 use super::request::{classify, ErrorClass, FIRST_TOPIC_ID_VERSION};
 use super::{
-    broker_of, Around, Asked, FetchError, FetchOutcome, FetchSent, FetchToken, Fetcher, InFlight, OffsetReset,
-    TopicPartition,
+    broker_of, Around, Asked, FetchError, FetchOutcome, FetchSent, FetchToken, Fetcher, InFlight,
+    OffsetReset, TopicPartition,
 };
 use crate::cluster::{BrokerAddress, LeaderHint, RequestError, Response, Target};
 use crate::protocol::messages::fetch::{
@@ -89,9 +89,11 @@ impl Fetcher {
                     self.validation_unsupported(partitions);
                     return outcome;
                 }
-                Some(InFlight::Validate { broker, partitions }) => {
-                    (broker, ApiKey::OffsetForLeaderEpoch, generations(partitions))
-                }
+                Some(InFlight::Validate { broker, partitions }) => (
+                    broker,
+                    ApiKey::OffsetForLeaderEpoch,
+                    generations(partitions),
+                ),
                 None => return outcome,
             };
         log::debug!("{api} request to broker {broker} failed: {error}");
@@ -125,7 +127,11 @@ impl Fetcher {
     /// broker made of the request is unknown), a read replica's
     /// partitions go back to their leaders, and every member leaves the
     /// target. Returns them, with the generation each was sent under.
-    fn fetch_failed(&mut self, sent: FetchSent, error: &RequestError) -> Vec<(TopicPartition, u64)> {
+    fn fetch_failed(
+        &mut self,
+        sent: FetchSent,
+        error: &RequestError,
+    ) -> Vec<(TopicPartition, u64)> {
         self.sessions.lost(sent.target, sent.session.as_ref());
         if let Target::Replica(replica) = sent.target {
             // The Java consumer's `handleFetchFailure`: every partition
@@ -176,7 +182,10 @@ impl Fetcher {
         if let Some(sent) = session {
             let none = BTreeMap::new();
             let members = self.parked.get(&target).map_or(&none, |p| &p.members);
-            if !self.sessions.read_answer(target, sent, top, resp.session_id, members) {
+            if !self
+                .sessions
+                .read_answer(target, sent, top, resp.session_id, members)
+            {
                 return;
             }
         }
@@ -436,7 +445,6 @@ struct Arrived<'a> {
 /// The handlers of one partition's part of a Fetch answer: each gets the
 /// partition's state, looked up once by [`Fetcher::handle_partition`].
 impl Around<'_> {
-
     /// KIP-392, as the Java consumer's `FetchCollector`: a read replica
     /// answered `code` for `tp` at `pos`, one that sends the partition
     /// back to its leader ([`leaves_replica`]), which names a replica
@@ -675,9 +683,7 @@ fn decode_fetch(response: &Response) -> Result<FetchResponse, DecodeError> {
 }
 
 /// The aborted transactions of a partition's answer (read_committed).
-fn aborted_transactions(
-    aborted: &Option<Vec<WireAborted>>,
-) -> Vec<records::AbortedTransaction> {
+fn aborted_transactions(aborted: &Option<Vec<WireAborted>>) -> Vec<records::AbortedTransaction> {
     aborted
         .iter()
         .flatten()

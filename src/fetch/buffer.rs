@@ -7,8 +7,8 @@
 use super::{FetchError, TopicPartition};
 use crate::protocol::DEFAULT_MAX_FRAME_SIZE;
 use crate::records::{
-    self, DecodeOptions, DecodedRecords, IsolationLevel, OwnedRecord, PartialTail, RecordSetDecoder,
-    RecordsError,
+    self, DecodeOptions, DecodedRecords, IsolationLevel, OwnedRecord, PartialTail,
+    RecordSetDecoder, RecordsError,
 };
 use bytes::Bytes;
 
@@ -115,7 +115,9 @@ pub(super) fn batches_end(set: &[u8]) -> Option<BatchesEnd> {
 /// The whole entries at the head of a record set (8-byte base offset,
 /// 4-byte length, body), each as its base offset and its bytes' range in
 /// `set`, until one is cut short or declares a negative length.
-pub(super) fn whole_entries(set: &[u8]) -> impl Iterator<Item = (i64, std::ops::Range<usize>)> + '_ {
+pub(super) fn whole_entries(
+    set: &[u8],
+) -> impl Iterator<Item = (i64, std::ops::Range<usize>)> + '_ {
     let mut at = 0usize;
     std::iter::from_fn(move || {
         let head = set.get(at..at + 12)?;
@@ -319,7 +321,6 @@ pub(super) fn decode_some(
     Ok(())
 }
 
-
 /// The largest `partition_max_bytes` this layer raises a partition's
 /// limit to when a batch did not fit: below the default frame limit, so
 /// the response can still be received.
@@ -387,7 +388,14 @@ impl Buffer {
             Some(_) => Ok(()),
             None => {
                 let (decoder, isolation) = decoding;
-                decode_some(decoder, isolation, aborted, &mut undecoded, from, &mut decoded)
+                decode_some(
+                    decoder,
+                    isolation,
+                    aborted,
+                    &mut undecoded,
+                    from,
+                    &mut decoded,
+                )
             }
         };
         let (records, next_offset, error) = records_from(tp, &decoded, result, from, from);

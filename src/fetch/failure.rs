@@ -301,7 +301,11 @@ mod tests {
                 code: ErrorCode::CorruptMessage
             }]
         );
-        assert!(!r.partition_error(&mut streak, now + MS, refusal(&tp, ErrorCode::CorruptMessage)));
+        assert!(!r.partition_error(
+            &mut streak,
+            now + MS,
+            refusal(&tp, ErrorCode::CorruptMessage)
+        ));
         assert!(r.is_empty(), "said once while it lasts");
     }
 
@@ -336,7 +340,11 @@ mod tests {
         r.response_error(t0, target, ErrorCode::NotLeaderOrFollower);
         r.response_error(t0, Target::Replica(2), ErrorCode::NotLeaderOrFollower);
         assert!(r.is_empty(), "within its grace");
-        r.response_error(t0 + LEADER_ERRORS_REPORTED_AFTER, target, ErrorCode::NotLeaderOrFollower);
+        r.response_error(
+            t0 + LEADER_ERRORS_REPORTED_AFTER,
+            target,
+            ErrorCode::NotLeaderOrFollower,
+        );
         assert_eq!(
             taken(&mut r),
             [FetchError::Broker {

@@ -110,7 +110,6 @@ pub use offsets::{
 };
 pub use record::ConsumerRecord;
 
-
 use crate::cluster::{BrokerAddress, LeaderHint, Metadata, RequestBody, Target};
 use buffer::Decoders;
 use failure::{Backoff, Reports};
@@ -201,9 +200,15 @@ type Asked = BTreeMap<TopicPartition, (u64, i32)>;
 enum InFlight {
     Fetch(FetchSent),
     /// ListOffsets for positions being reset.
-    ListOffsets { broker: i32, partitions: Asked },
+    ListOffsets {
+        broker: i32,
+        partitions: Asked,
+    },
     /// OffsetForLeaderEpoch for positions being validated (KIP-320).
-    Validate { broker: i32, partitions: Asked },
+    Validate {
+        broker: i32,
+        partitions: Asked,
+    },
 }
 
 /// The requests a pass plans: each with its target and token.
@@ -339,7 +344,6 @@ pub struct Fetcher {
     /// their leases.
     replicas: bool,
 }
-
 
 impl Fetcher {
     /// A fetcher with no partition.
@@ -734,7 +738,6 @@ impl Fetcher {
             .chain(self.throttled.values().copied())
             .min()
     }
-
 
     // ===== offsets for times =====
 

@@ -81,7 +81,12 @@ impl PartitionState {
     /// A partition just assigned: it waits for its committed offset.
     /// `member`: the target its earlier self is still parked at, if any
     /// (assigned again before that membership ended: it takes it over).
-    pub(super) fn new(tp: &TopicPartition, generation: u64, rank: i64, member: Option<Target>) -> Self {
+    pub(super) fn new(
+        tp: &TopicPartition,
+        generation: u64,
+        rank: i64,
+        member: Option<Target>,
+    ) -> Self {
         PartitionState {
             topic: Arc::from(tp.topic.as_str()),
             generation,
@@ -183,7 +188,13 @@ impl PartitionState {
     /// Whether it is still fetched as `member` of `target` says, after an
     /// answer: nothing buffered, no error or wait, the same position,
     /// generation, size and read replica.
-    pub(super) fn parked_as(&self, now: Instant, target: Target, member: &Member, max_bytes: i32) -> bool {
+    pub(super) fn parked_as(
+        &self,
+        now: Instant,
+        target: Target,
+        member: &Member,
+        max_bytes: i32,
+    ) -> bool {
         let same_replica = match (target, self.replica) {
             (Target::Broker(_), None) => true,
             (Target::Replica(r), Some(replica)) => replica.broker == r,

@@ -8,8 +8,8 @@ use super::position::Position;
 use super::request::FetchRequestBody;
 use super::session::{SessionEntry, SessionRequest};
 use super::{
-    broker_of, offsets, take_token, FetchConfig, FetchSent, FetchToken, Fetcher, InFlight,
-    Planned, TopicPartition,
+    broker_of, offsets, take_token, FetchConfig, FetchSent, FetchToken, Fetcher, InFlight, Planned,
+    TopicPartition,
 };
 use crate::cluster::{Metadata, RequestBody, Target};
 use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic, ForgottenTopic};

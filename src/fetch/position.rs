@@ -80,9 +80,7 @@ impl PosState {
             }),
             _ => match policy {
                 OffsetReset::Earliest | OffsetReset::Latest => {
-                    log::debug!(
-                        "{tp} has no committed offset; resetting to the {policy} offset"
-                    );
+                    log::debug!("{tp} has no committed offset; resetting to the {policy} offset");
                     PosState::auto_reset(policy)
                 }
                 OffsetReset::None => PosState::NoOffset { reported: false },

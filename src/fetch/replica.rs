@@ -35,7 +35,12 @@ pub(super) enum ReplicaCheck {
 
 impl ReadReplica {
     /// Whether `tp` keeps following it at `now` under `metadata`.
-    pub(super) fn check(&self, now: Instant, tp: &TopicPartition, metadata: &Metadata) -> ReplicaCheck {
+    pub(super) fn check(
+        &self,
+        now: Instant,
+        tp: &TopicPartition,
+        metadata: &Metadata,
+    ) -> ReplicaCheck {
         if now >= self.until {
             ReplicaCheck::LeaseEnded
         } else if metadata.leader(&tp.topic, tp.partition) == Some(self.broker) {
@@ -193,8 +198,14 @@ mod tests {
         assert_eq!(replica.check(now, &tp, &md), ReplicaCheck::Keep);
         let ended = now + Duration::from_secs(1);
         assert_eq!(replica.check(ended, &tp, &md), ReplicaCheck::LeaseEnded);
-        assert_eq!(replica.check(now, &tp, &metadata(2, &[1, 2])), ReplicaCheck::Leads);
-        assert_eq!(replica.check(now, &tp, &metadata(1, &[1])), ReplicaCheck::Unknown);
+        assert_eq!(
+            replica.check(now, &tp, &metadata(2, &[1, 2])),
+            ReplicaCheck::Leads
+        );
+        assert_eq!(
+            replica.check(now, &tp, &metadata(1, &[1])),
+            ReplicaCheck::Unknown
+        );
     }
 
     #[test]
@@ -206,7 +217,10 @@ mod tests {
         };
         let later = now + Duration::from_secs(5);
         // None named.
-        assert_eq!(ReadReplica::named(Some(two), Target::Broker(1), -1, later), None);
+        assert_eq!(
+            ReadReplica::named(Some(two), Target::Broker(1), -1, later),
+            None
+        );
         // A new one: followed until the new lease ends.
         let three = ReadReplica {
             broker: 3,
@@ -217,11 +231,23 @@ mod tests {
             Some(Some(three))
         );
         // The same one again: its lease goes on unchanged.
-        assert_eq!(ReadReplica::named(Some(two), Target::Replica(2), 2, later), None);
-        assert_eq!(ReadReplica::named(Some(two), Target::Broker(1), 2, later), None);
+        assert_eq!(
+            ReadReplica::named(Some(two), Target::Replica(2), 2, later),
+            None
+        );
+        assert_eq!(
+            ReadReplica::named(Some(two), Target::Broker(1), 2, later),
+            None
+        );
         // The leader names itself: read from it.
-        assert_eq!(ReadReplica::named(Some(two), Target::Broker(1), 1, later), Some(None));
-        assert_eq!(ReadReplica::named(None, Target::Broker(1), 1, later), Some(None));
+        assert_eq!(
+            ReadReplica::named(Some(two), Target::Broker(1), 1, later),
+            Some(None)
+        );
+        assert_eq!(
+            ReadReplica::named(None, Target::Broker(1), 1, later),
+            Some(None)
+        );
     }
 
     #[test]

@@ -4,8 +4,10 @@
 
 use super::failure::{Refusal, Retry};
 use super::position::{PosState, Position};
-use super::{offsets, read_list_offsets, Asked, FetchError, Fetcher, InFlight, OffsetSpec, Planned};
 use super::TopicPartition;
+use super::{
+    offsets, read_list_offsets, Asked, FetchError, Fetcher, InFlight, OffsetSpec, Planned,
+};
 use crate::cluster::{Metadata, Response, Target};
 use crate::protocol::ApiKey;
 use std::collections::BTreeMap;

@@ -388,7 +388,10 @@ mod tests {
         assert!(s.read_answer(LEADER, sent.expect("on"), ErrorCode::None, 0, &members));
         assert_eq!(s.get(LEADER), None);
         let request = s.next_request(LEADER, &members, BTreeSet::new());
-        assert_eq!((request.id, request.epoch, names(&request)), (0, 0, vec![0]));
+        assert_eq!(
+            (request.id, request.epoch, names(&request)),
+            (0, 0, vec![0])
+        );
     }
 
     #[test]

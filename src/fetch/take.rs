@@ -5,8 +5,8 @@
 //! queued ([`Fetcher::take_errors`]).
 
 use super::buffer::{crcs_hold, Buffer, DecodeJob, Decoded};
-use super::position::{PosState, Position};
 use super::partition::PartitionState;
+use super::position::{PosState, Position};
 use super::{Around, ConsumerRecord, FetchError, Fetcher, TopicPartition};
 use std::sync::Arc;
 

@@ -9,22 +9,22 @@ use crate::protocol::messages::fetch::{
     AbortedTransaction as WireAborted, FetchRequest, FetchResponse, FetchableTopicResponse,
     PartitionData,
 };
-use crate::protocol::messages::offset_for_leader_epoch::{
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-};
-use crate::protocol::{ApiKey, ErrorCode};
-use crate::records::{self, IsolationLevel};
-use bytes::Bytes;
-use std::time::Duration;
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
 use crate::protocol::messages::offset_for_leader_epoch::{
     EpochEndOffset as WireEpochEnd, OffsetForLeaderTopicResult,
 };
+use crate::protocol::messages::offset_for_leader_epoch::{
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+};
+use crate::protocol::{ApiKey, ErrorCode};
 use crate::protocol::{EncodeError, Message, Reader, Writer};
+use crate::records::{self, IsolationLevel};
 use crate::records::{ControlRecordType, RecordBatchBuilder, RecordsErrorKind};
+use bytes::Bytes;
 use proptest::prelude::*;
+use std::time::Duration;
 
 // ===== fixtures =====
 
@@ -858,8 +858,15 @@ fn a_partition_revoked_and_assigned_again_while_its_fetch_is_out_is_not_fetched_
             answer.body = encode(&body, 13);
         }
         f.handle_response(now, token, &answer);
-        assert!(!f.has_buffered(), "the answer was for the earlier assignment");
-        assert_eq!(fetches_while_not_fetchable(&mut f, now, &md), 0, "sessions: {sessions}");
+        assert!(
+            !f.has_buffered(),
+            "the answer was for the earlier assignment"
+        );
+        assert_eq!(
+            fetches_while_not_fetchable(&mut f, now, &md),
+            0,
+            "sessions: {sessions}"
+        );
     }
 }
 
@@ -899,17 +906,17 @@ fn a_partition_assigned_again_and_moved_while_its_fetch_is_out_is_fetched_from_o
     f.handle_response(
         now,
         first,
-        &fetch_response(12, vec![("t", vec![data(0, Bytes::new()), data(1, Bytes::new())])]),
+        &fetch_response(
+            12,
+            vec![("t", vec![data(0, Bytes::new()), data(1, Bytes::new())])],
+        ),
     );
     let mut sent = fetches(&f.poll_requests(now, &md));
     sent.sort_by_key(|(broker, _, _)| *broker);
     let parts: Vec<(i32, Parts)> = sent.iter().map(|(b, p, _)| (*b, p.clone())).collect();
     assert_eq!(
         parts,
-        [
-            (1, vec![("t".into(), 1, 0)]),
-            (2, vec![("t".into(), 0, 5)])
-        ]
+        [(1, vec![("t".into(), 1, 0)]), (2, vec![("t".into(), 0, 5)])]
     );
     // Broker 2 answers with nothing; paused, t-0 is in no Fetch.
     f.handle_response(now, sent[1].2, &fetch_response(12, vec![]));
@@ -963,10 +970,7 @@ fn partitions_left_out_of_an_answer_follow_a_leader_that_moves() {
     sent.sort();
     assert_eq!(
         sent,
-        [
-            (1, vec![("t".into(), 0, 0)]),
-            (2, vec![("t".into(), 1, 0)])
-        ]
+        [(1, vec![("t".into(), 0, 0)]), (2, vec![("t".into(), 1, 0)])]
     );
 }
 
@@ -1054,7 +1058,12 @@ fn the_end_of_a_partition_is_said_after_its_records_once_per_arrival() {
     assert!(!f.has_errors());
 
     // New records: the end again, at the new end, after them.
-    fetch_once(&mut f, now, &md, vec![("t", vec![caught_up(0, batch(3, 2))])]);
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![caught_up(0, batch(3, 2))])],
+    );
     assert!(!f.has_errors());
     assert_eq!(t0_offsets(&f.take_records(10)), [3, 4]);
     assert_eq!(eofs(&mut f), [(0, 5)]);
@@ -1094,7 +1103,12 @@ fn without_partition_eof_nothing_is_said_at_the_end() {
     let md = metadata(&[("t", 0, 1)]);
     let mut f = fetcher(config(), &[(tp("t", 0), 0)]);
     let now = Instant::now();
-    fetch_once(&mut f, now, &md, vec![("t", vec![caught_up(0, batch(0, 3))])]);
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![caught_up(0, batch(0, 3))])],
+    );
     assert_eq!(take_all(&mut f), [0, 1, 2]);
     assert!(!f.has_errors());
 }
@@ -1493,7 +1507,9 @@ fn while_a_chunk_is_out_its_partition_waits_and_once_back_its_records_follow_in_
     let jobs = f.take_ready(500, &mut out);
     assert_eq!(jobs.len(), 1);
     assert_eq!(
-        out.iter().map(|r| (r.partition(), r.offset())).collect::<Vec<_>>(),
+        out.iter()
+            .map(|r| (r.partition(), r.offset()))
+            .collect::<Vec<_>>(),
         [(1, 0), (1, 1), (1, 2)]
     );
     // While it is out, nothing is taken from that partition and nothing
@@ -1559,7 +1575,12 @@ fn a_buffer_whose_last_chunk_comes_back_empty_ends_and_its_partition_is_fetched_
     // A cut batch after the last whole one: its chunk holds no record.
     let tail = batch(20_000, 5);
     let cut = tail.slice(..tail.len() / 2);
-    fetch_once(&mut f, now, &md, vec![("t", vec![data(0, concat(&[&large, &cut]))])]);
+    fetch_once(
+        &mut f,
+        now,
+        &md,
+        vec![("t", vec![data(0, concat(&[&large, &cut]))])],
+    );
     let mut taken = 0;
     // Taking exactly the whole records, the last decoded chunk is handed
     // out even though `max` was reached, so that the buffer's end is
@@ -1595,7 +1616,11 @@ fn delivered_from(set: Bytes, from: i64) -> Delivered {
     let now = Instant::now();
     let outcome = fetch_once(&mut f, now, &md, vec![("t", vec![data(0, set)])]);
     let taken = take_all(&mut f);
-    assert_eq!(outcome.records_buffered > 0, !taken.is_empty(), "{outcome:?}");
+    assert_eq!(
+        outcome.records_buffered > 0,
+        !taken.is_empty(),
+        "{outcome:?}"
+    );
     let errors = f
         .take_errors()
         .into_iter()
@@ -1662,7 +1687,10 @@ fn a_record_set_is_delivered_from_the_position_whatever_it_starts_with() {
     );
     // Cut inside the first batch's header: nothing yet, fetched again.
     let (taken, errors, position, next) = delivered_from(large.slice(..40), 0);
-    assert_eq!((taken, errors, position, next), (vec![], vec![], Some(0), Some(0)));
+    assert_eq!(
+        (taken, errors, position, next),
+        (vec![], vec![], Some(0), Some(0))
+    );
     // An absurd length or a foreign magic byte in the first batch:
     // reported there, and the partition stops; nothing skipped.
     let mut absurd = large.to_vec();
@@ -2058,11 +2086,17 @@ fn a_leader_named_in_the_answer_is_used_without_metadata() {
         f.set_metadata_generation(2);
         f.leader_moved(&tp("t", 0));
         let planned = f.poll_requests(now, &moved);
-        assert!(!planned.is_empty(), "{code}: nothing asked of the new leader");
+        assert!(
+            !planned.is_empty(),
+            "{code}: nothing asked of the new leader"
+        );
         assert!(
             planned.iter().all(|(t, _, _)| *t == Target::Broker(2)),
             "{code}: {:?}",
-            planned.iter().map(|(t, b, _)| (*t, b.api_key())).collect::<Vec<_>>()
+            planned
+                .iter()
+                .map(|(t, b, _)| (*t, b.api_key()))
+                .collect::<Vec<_>>()
         );
     }
     // Without a leader named, metadata is asked for, as before.

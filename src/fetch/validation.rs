@@ -5,10 +5,12 @@
 //! resets it or stops the partition ([`EpochEnd`]). A Fetch v12+
 //! answer's `diverging_epoch` is read the same way.
 
-use super::position::{PosState, Position};
-use super::partition::PartitionState;
-use super::{offsets, Around, Asked, FetchError, Fetcher, InFlight, OffsetReset, Planned, TopicPartition};
 use super::failure::Refusal;
+use super::partition::PartitionState;
+use super::position::{PosState, Position};
+use super::{
+    offsets, Around, Asked, FetchError, Fetcher, InFlight, OffsetReset, Planned, TopicPartition,
+};
 use crate::cluster::{Metadata, Response, Target};
 use crate::protocol::messages::offset_for_leader_epoch::{
     EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
@@ -112,7 +114,12 @@ impl Fetcher {
 
     /// One OffsetForLeaderEpoch (v2+: `current_leader_epoch` fences a stale
     /// leader) per leader for the positions to validate.
-    pub(super) fn plan_validations(&mut self, now: Instant, metadata: &Metadata, out: &mut Planned) {
+    pub(super) fn plan_validations(
+        &mut self,
+        now: Instant,
+        metadata: &Metadata,
+        out: &mut Planned,
+    ) {
         // One pass over the dirty partitions, each looked up once: marked
         // in flight and put in its leader's request.
         let mut per_leader: BTreeMap<i32, (Vec<OffsetForLeaderTopic>, Asked)> = BTreeMap::new();
@@ -247,7 +254,6 @@ impl Fetcher {
             }
         }
     }
-
 }
 
 /// Settling a position: for OffsetForLeaderEpoch answers and a Fetch
@@ -347,7 +353,11 @@ mod tests {
 
     #[test]
     fn an_end_at_or_past_the_position_validates_it_under_any_policy() {
-        for policy in [OffsetReset::Earliest, OffsetReset::Latest, OffsetReset::None] {
+        for policy in [
+            OffsetReset::Earliest,
+            OffsetReset::Latest,
+            OffsetReset::None,
+        ] {
             assert_eq!(EpochEnd::of(POS, Some((4, 100)), policy), EpochEnd::Valid);
             assert_eq!(EpochEnd::of(POS, Some((5, 250)), policy), EpochEnd::Valid);
         }
@@ -360,7 +370,10 @@ mod tests {
             leader_epoch: Some(3),
         };
         for policy in [OffsetReset::Earliest, OffsetReset::Latest] {
-            assert_eq!(EpochEnd::of(POS, Some((3, 90)), policy), EpochEnd::Truncated(back));
+            assert_eq!(
+                EpochEnd::of(POS, Some((3, 90)), policy),
+                EpochEnd::Truncated(back)
+            );
         }
         assert_eq!(
             EpochEnd::of(POS, Some((3, 90)), OffsetReset::None),
@@ -373,6 +386,9 @@ mod tests {
         for policy in [OffsetReset::Earliest, OffsetReset::Latest] {
             assert_eq!(EpochEnd::of(POS, None, policy), EpochEnd::Reset);
         }
-        assert_eq!(EpochEnd::of(POS, None, OffsetReset::None), EpochEnd::Halted(None));
+        assert_eq!(
+            EpochEnd::of(POS, None, OffsetReset::None),
+            EpochEnd::Halted(None)
+        );
     }
 }

@@ -23,7 +23,6 @@
 //! the new assignment takes away, and joins once more if it gave any up so
 //! that the leader can hand them to their new owner.
 
-use crate::protocol::ApiKey;
 use super::assignor::{AssignmentStrategy, GroupMember, RebalanceProtocol};
 use super::TopicPartition;
 use crate::cluster::{ExponentialBackoff, RequestBody, RequestError, Response, Retry, Rng};
@@ -38,6 +37,7 @@ use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeaveGroupRespon
 use crate::protocol::messages::sync_group::{
     SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse,
 };
+use crate::protocol::ApiKey;
 use crate::protocol::EncodeError;
 use crate::protocol::ErrorCode;
 use bytes::Bytes;
@@ -53,7 +53,8 @@ const CONSUMER_PROTOCOL_VERSION: i16 = 3;
 /// The reason of a JoinGroup sent again because the one before got no
 /// answer, or was answered by a coordinator that moved, is loading or is
 /// not available.
-const JOIN_AGAIN: &str = "the JoinGroup before failed (no answer, or the coordinator moved, is loading or unavailable)";
+const JOIN_AGAIN: &str =
+    "the JoinGroup before failed (no answer, or the coordinator moved, is loading or unavailable)";
 
 /// Settings of the membership.
 #[derive(Debug, Clone)]
@@ -834,7 +835,9 @@ impl Membership {
             // GROUP_ID_NOT_FOUND: the coordinator holds no such group (a
             // cluster other than the one joined is behind the addresses,
             // or the group was deleted): nor this member, then.
-            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration | ErrorCode::GroupIdNotFound => {
+            ErrorCode::UnknownMemberId
+            | ErrorCode::IllegalGeneration
+            | ErrorCode::GroupIdNotFound => {
                 if code != ErrorCode::IllegalGeneration {
                     self.member_id.clear();
                 }
@@ -885,7 +888,9 @@ impl Membership {
             // GROUP_ID_NOT_FOUND: the coordinator holds no such group (a
             // cluster other than the one joined is behind the addresses,
             // or the group was deleted): nor this member, then.
-            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration | ErrorCode::GroupIdNotFound => {
+            ErrorCode::UnknownMemberId
+            | ErrorCode::IllegalGeneration
+            | ErrorCode::GroupIdNotFound => {
                 if code != ErrorCode::IllegalGeneration {
                     self.member_id.clear();
                 }

@@ -496,6 +496,9 @@ mod tests {
         v1[MAGIC_AT] = 1;
         refused(v1);
         assert_eq!(producer_state(&good[..PRODUCER_ID_AT + 13]), None);
-        assert_eq!(producer_state(&good[..PRODUCER_ID_AT + 14]), Some((1, 0, 0)));
+        assert_eq!(
+            producer_state(&good[..PRODUCER_ID_AT + 14]),
+            Some((1, 0, 0))
+        );
     }
 }

@@ -142,10 +142,7 @@ fn settle_inner_offsets(wrapper: &Message, entries: &mut [Entry]) -> Result<(), 
     // Brokers assign inner offsets in order and give the wrapper the last
     // one; anything else would move a consumer's position backwards or
     // past records it has not seen.
-    if entries
-        .windows(2)
-        .any(|w| w[0].offset >= w[1].offset)
-    {
+    if entries.windows(2).any(|w| w[0].offset >= w[1].offset) {
         return Err(RecordsErrorKind::Malformed {
             what: "inner message offset",
             reason: "not increasing",

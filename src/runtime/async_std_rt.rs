@@ -49,7 +49,9 @@ impl Runtime for AsyncStd {
                 }
             });
         if let Err(e) = spawned {
-            log::warn!("no thread for the client's background task ({e}); it runs on async-std's executor");
+            log::warn!(
+                "no thread for the client's background task ({e}); it runs on async-std's executor"
+            );
             let task = slot.lock().ok().and_then(|mut t| t.take());
             if let Some(task) = task {
                 async_std::task::spawn(task);

@@ -264,7 +264,11 @@ pub(crate) struct BackgroundTask<C: Core> {
 impl<C: Core> BackgroundTask<C> {
     /// Starts the task that drives `link`'s core (made with [`Link::new`]
     /// when the client was). `events` receive every connection event.
-    pub fn start(link: Link<C>, options: SocketOptions, events: Arc<EventHub>) -> BackgroundTask<C> {
+    pub fn start(
+        link: Link<C>,
+        options: SocketOptions,
+        events: Arc<EventHub>,
+    ) -> BackgroundTask<C> {
         let sockets = Sockets::new(link.rt.clone(), options, Readers::Inline);
         let table = sockets.table();
         let state = TaskState {
@@ -288,7 +292,10 @@ impl<C: Core> BackgroundTask<C> {
             let mut state = shared.lock();
             state.core.shutdown(Instant::now());
             forward_events(&mut state.core, &self.events);
-            (std::mem::take(&mut state.watches), state.core.take_deferred())
+            (
+                std::mem::take(&mut state.watches),
+                state.core.take_deferred(),
+            )
         };
         // Dropped and run outside the lock: they wake the callers.
         drop(watches);
@@ -438,7 +445,11 @@ mod tests {
         assert_eq!(looks(&mut state, now, Changes::METADATA), 1);
         assert_eq!(looks(&mut state, now, Changes::ALL), 2);
         assert_eq!(looks(&mut state, now, Changes::REFUSED), 3, "a refusal");
-        assert_eq!(looks(&mut state, deadline, Changes::NONE), 4, "its deadline");
+        assert_eq!(
+            looks(&mut state, deadline, Changes::NONE),
+            4,
+            "its deadline"
+        );
         assert_eq!(state.watches.len(), 1, "never answered: still waiting");
 
         // An answered watch is forgotten; so is one whose caller went away

@@ -227,7 +227,11 @@ mod tests {
         assert_eq!(pool.kept(), (1, 2 * POOLED_FROM));
         let buf = pool.take(100);
         assert_eq!(buf.len(), 100);
-        assert_eq!(pool.kept(), (1, 2 * POOLED_FROM), "the large one stays kept");
+        assert_eq!(
+            pool.kept(),
+            (1, 2 * POOLED_FROM),
+            "the large one stays kept"
+        );
         let frame = pool.frame(buf, 100);
         assert_eq!(frame.len(), 100);
         drop(frame);

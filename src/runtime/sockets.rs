@@ -18,9 +18,9 @@
 use super::frame_pool::FramePool;
 use super::rt::{connect_socket, BoxFuture, Runtime, Socket, SocketHandle};
 use super::signal::Signal;
+use crate::cluster::framing::body_len;
 use crate::cluster::{Action, Cluster};
 use crate::events::{ConnectionError, ConnectionId};
-use crate::cluster::framing::body_len;
 use crate::tls::TlsConnector;
 use bytes::Bytes;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
@@ -308,11 +308,7 @@ impl Sockets {
     /// thread, and the usual next deadline (a request's timeout) moves a
     /// little later with every request. A kept timer that fires early
     /// costs one pass that finds nothing due and sets the next timer.
-    pub async fn wait(
-        &mut self,
-        at: Instant,
-        kick: Option<&Signal>,
-    ) -> (Option<Report>, bool) {
+    pub async fn wait(&mut self, at: Instant, kick: Option<&Signal>) -> (Option<Report>, bool) {
         if !matches!(&self.timer, Some((t, _)) if *t <= at) {
             let sleep = self.rt.sleep(at.saturating_duration_since(Instant::now()));
             self.timer = Some((at, sleep));

@@ -275,11 +275,10 @@ impl OAuthTokenProvider {
     /// to use [`OAuthTokenProvider::fetch`].
     pub fn token(&self) -> Result<OAuthToken, String> {
         match &self.0 {
-            Source::Sync(f) => {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())).unwrap_or_else(
-                    |panic| Err(format!("the provider panicked: {}", panic_message(&*panic))),
-                )
-            }
+            Source::Sync(f) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()))
+                .unwrap_or_else(|panic| {
+                    Err(format!("the provider panicked: {}", panic_message(&*panic)))
+                }),
             Source::Async(_) => Err(
                 "this OAUTHBEARER token provider is asynchronous: use OAuthTokenProvider::fetch"
                     .to_owned(),
@@ -297,13 +296,18 @@ impl OAuthTokenProvider {
             Source::Async(f) => {
                 use futures::FutureExt;
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())) {
-                    Ok(future) => Box::pin(std::panic::AssertUnwindSafe(future).catch_unwind().map(
-                        |r| {
-                            r.unwrap_or_else(|panic| {
-                                Err(format!("the provider panicked: {}", panic_message(&*panic)))
-                            })
-                        },
-                    )),
+                    Ok(future) => Box::pin(
+                        std::panic::AssertUnwindSafe(future)
+                            .catch_unwind()
+                            .map(|r| {
+                                r.unwrap_or_else(|panic| {
+                                    Err(format!(
+                                        "the provider panicked: {}",
+                                        panic_message(&*panic)
+                                    ))
+                                })
+                            }),
+                    ),
                     Err(panic) => Box::pin(futures::future::ready(Err(format!(
                         "the provider panicked: {}",
                         panic_message(&*panic)

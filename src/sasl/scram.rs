@@ -127,13 +127,13 @@ fn salted_key<D: EagerHash>(password: &[u8], salt: &[u8], iterations: u32) -> [u
 /// every connection of a client (bootstrap, coordinator, each leader) asks
 /// with the same salt. The result is kept (the last [`SALTED_KEPT`], in
 /// this process) under a digest of its inputs, never the password itself.
-fn salted_password_cached<D: EagerHash>(
-    password: &[u8],
-    salt: &[u8],
-    iterations: u32,
-) -> Vec<u8> {
+fn salted_password_cached<D: EagerHash>(password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
     let key = salted_key::<D>(password, salt, iterations);
-    let cache = || SALTED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cache = || {
+        SALTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
     if let Some((_, salted)) = cache().iter().find(|(k, _)| *k == key) {
         return salted.clone();
     }
@@ -488,7 +488,10 @@ mod tests {
         };
         assert_eq!(kept(), 0);
         let first = salted_password_cached::<sha2::Sha256>(b"pencil", salt, 4096);
-        assert_eq!(first, salted_password::<sha2::Sha256>(b"pencil", salt, 4096));
+        assert_eq!(
+            first,
+            salted_password::<sha2::Sha256>(b"pencil", salt, 4096)
+        );
         assert_eq!(kept(), 1);
         assert_eq!(
             salted_password_cached::<sha2::Sha256>(b"pencil", salt, 4096),

@@ -526,10 +526,7 @@ fn arb_equal_members() -> impl Strategy<Value = Vec<GroupMember>> {
     })
 }
 
-fn sticky_holder_to_assignment(
-    sticky: &Sticky<'_>,
-    holder: &[Option<usize>],
-) -> GroupAssignment {
+fn sticky_holder_to_assignment(sticky: &Sticky<'_>, holder: &[Option<usize>]) -> GroupAssignment {
     let mut out = empty_assignment(&sticky.members);
     for (i, m) in holder.iter().enumerate() {
         let (t, p) = sticky.partitions[i];

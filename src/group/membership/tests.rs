@@ -321,7 +321,10 @@ fn unknown_member_id_resets_the_member_and_loses_partitions() {
         };
         m.handle_response(t1, kind, response(&fenced, 4));
         assert_eq!(m.member_id(), "", "{code}");
-        assert!(matches!(events(&mut m)[..], [GroupEvent::Lost(_)]), "{code}");
+        assert!(
+            matches!(events(&mut m)[..], [GroupEvent::Lost(_)]),
+            "{code}"
+        );
         assert!(m.take_failure().is_none(), "{code}: the member goes on");
         let (kind, _) = m.poll_request(t1, &counts()).unwrap();
         assert_eq!(kind, GroupRequestKind::Join, "{code}: joins again");
@@ -475,7 +478,10 @@ fn each_join_is_counted_and_sent_with_its_reason() {
     assert_eq!(
         m.joins().iter().map(|(r, n)| (*r, *n)).collect::<Vec<_>>(),
         [
-            ("MEMBER_ID_REQUIRED: again with the member id given (KIP-394)", 1),
+            (
+                "MEMBER_ID_REQUIRED: again with the member id given (KIP-394)",
+                1
+            ),
             ("first join", 1)
         ]
     );

@@ -87,7 +87,8 @@ const UNCOMPRESSED: u32 = 0x8000_0000;
 /// hash table for every batch).
 pub(super) fn compress(input: &[u8]) -> Result<Vec<u8>, RecordsErrorKind> {
     let blocks = input.len().div_ceil(BLOCK).max(1);
-    let bound = 7 + blocks * (4 + lz4_flex::block::get_maximum_output_size(BLOCK.min(input.len()))) + 4;
+    let bound =
+        7 + blocks * (4 + lz4_flex::block::get_maximum_output_size(BLOCK.min(input.len()))) + 4;
     let mut out = vec![0u8; bound];
     out[..4].copy_from_slice(&MAGIC);
     out[4] = FLG;
@@ -172,7 +173,9 @@ mod tests {
             assert_eq!(frame[..7], [0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82]);
             assert_eq!(frame[frame.len() - 4..], [0, 0, 0, 0]);
             let mut back = Vec::new();
-            FrameDecoder::new(&frame[..]).read_to_end(&mut back).unwrap();
+            FrameDecoder::new(&frame[..])
+                .read_to_end(&mut back)
+                .unwrap();
             assert_eq!(back, input, "{} bytes", input.len());
             assert_eq!(decompress(&frame, input.len().max(1), 1).unwrap(), input);
             if input.len() > 1000 && std::ptr::eq(input.as_ptr(), noise.as_ptr()) {
