@@ -512,19 +512,16 @@ impl Cluster {
     }
 
     /// Requests queued on a connection that did not write them in time:
-    /// the caller's fail (the connection manager's own are dropped).
+    /// the caller's fail, and a request of the connection manager's own
+    /// (Metadata, FindCoordinator) is wanted again.
     fn expire_queued(&mut self, now: Instant) {
         for q in self.conns.take_expired_queued(now) {
             let api = q.body.api_key();
-            if let Origin::User(id) = q.origin {
-                self.out.respond(
-                    id,
-                    Err(RequestError::Timeout {
-                        api,
-                        last_error: None,
-                    }),
-                );
-            }
+            let error = RequestError::Timeout {
+                api,
+                last_error: None,
+            };
+            self.fail(q.origin, error);
         }
     }
 

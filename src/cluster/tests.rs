@@ -3046,3 +3046,51 @@ fn a_known_broker_that_cannot_be_reached_asks_for_the_metadata_again() {
     sim.advance(Duration::from_millis(130));
     assert_eq!(metadata_sent_to(&sim, from), ["boot:9092"]);
 }
+
+/// A Metadata request queued behind a request that holds the connection
+/// (`max.in.flight` 1) and not written by its deadline is dropped, and
+/// the refresh is wanted again: a later one is sent (before, the refresh
+/// counted it in flight for ever, and no Metadata went out again).
+#[test]
+fn a_metadata_request_that_expires_queued_is_asked_again() {
+    let mut cfg = config(&["b2:9092"], None);
+    cfg.max_in_flight = 1;
+    let mut sim = Sim::new(cfg);
+    sim.c.set_topics(["t".to_owned()]);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    let metadata = |sim: &Sim| {
+        sim.log
+            .iter()
+            .filter(|(_, _, a)| *a == ApiKey::Metadata)
+            .count()
+    };
+    assert_eq!(metadata(&sim), 1);
+    // An application's Metadata request, never answered, holds the only
+    // connection for 120 s.
+    sim.held.insert(ApiKey::Metadata);
+    let body = Box::new(crate::protocol::messages::metadata::MetadataRequest::default());
+    let held =
+        sim.c
+            .request_with_timeout(sim.now, Target::AnyBroker, body, Duration::from_secs(120));
+    sim.pump();
+    sim.c.request_metadata_refresh(sim.now);
+    sim.c.handle_timeout(sim.now);
+    sim.pump();
+    assert_eq!(metadata(&sim), 2, "the refresh waits behind the held one");
+    // Past the queued refresh's deadline (30 s), then past the held
+    // request's, whose timeout closes the connection.
+    for _ in 0..30 {
+        sim.advance(Duration::from_secs(5));
+    }
+    assert!(matches!(
+        sim.responses.get(&held),
+        Some(Err(
+            RequestError::Timeout { .. } | RequestError::ConnectionLost { .. }
+        ))
+    ));
+    assert!(
+        metadata(&sim) >= 3,
+        "the refresh is asked again once the queued one expired"
+    );
+}
