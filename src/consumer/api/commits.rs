@@ -45,29 +45,32 @@ impl Drop for AbandonCommit {
 impl Consumer {
     /// Runs the callbacks of commits that finished, with no lock held.
     pub(super) fn run_commit_callbacks(&self) {
-        let done = {
-            let mut local = self.local();
-            if local.callbacks.is_empty() {
-                return;
-            }
-            let mut callbacks = std::mem::take(&mut local.callbacks);
-            let mut done = Vec::new();
-            {
-                let mut core = self.inner.link.shared().lock();
-                let mut i = 0;
-                while i < callbacks.len() {
-                    match core.take_commit_result(callbacks[i].0) {
-                        Some(result) => done.push((callbacks.remove(i).1, result)),
-                        None => i += 1,
-                    }
+        // Taken out of the handle's lock, matched with their outcomes under
+        // the state's, and those still waiting put back in front of any
+        // added meanwhile: the two locks are never held together.
+        let mut callbacks = std::mem::take(&mut self.local().callbacks);
+        if callbacks.is_empty() {
+            return;
+        }
+        let mut done = Vec::new();
+        {
+            let mut core = self.inner.link.shared().lock();
+            let mut i = 0;
+            while i < callbacks.len() {
+                match core.take_commit_result(callbacks[i].0) {
+                    Some(result) => done.push((callbacks.remove(i).1, result)),
+                    None => i += 1,
                 }
             }
+        }
+        if !callbacks.is_empty() {
+            let mut local = self.local();
+            callbacks.append(&mut local.callbacks);
             local.callbacks = callbacks;
-            if !done.is_empty() {
-                self.inner.link.kick();
-            }
-            done
-        };
+        }
+        if !done.is_empty() {
+            self.inner.link.kick();
+        }
         for (callback, result) in done {
             callback(result);
         }

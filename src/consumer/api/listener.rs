@@ -121,21 +121,32 @@ impl Consumer {
     /// (the listener may call the consumer), one `poll` at a time: another
     /// `poll` meanwhile leaves them to this one.
     pub(super) fn deliver_group_events(&self) {
+        // This `poll` delivers (under the handle's lock), then marks the
+        // events as being given (under the state's): the two locks are
+        // never held together. With no event after all, it stands down.
         let listener = {
             let mut local = self.local();
             if local.delivering {
                 return;
             }
-            {
-                let mut core = self.inner.link.shared().lock();
-                if !core.has_group_events() {
-                    return;
-                }
-                core.set_listener_busy(true);
-            }
             local.delivering = true;
             local.listener.take()
         };
+        let events = self.peek_core(|core, _| {
+            let events = core.has_group_events();
+            if events {
+                core.set_listener_busy(true);
+            }
+            events
+        });
+        if !events {
+            let mut local = self.local();
+            local.delivering = false;
+            if local.listener.is_none() {
+                local.listener = listener;
+            }
+            return;
+        }
         let mut delivering = Delivering {
             consumer: self,
             listener,
