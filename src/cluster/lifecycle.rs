@@ -178,16 +178,20 @@ impl Cluster {
         }
     }
 
+    /// The SASL mechanism configured, by its name (`?` without SASL).
+    fn mechanism_name(&self) -> String {
+        self.config
+            .sasl
+            .as_ref()
+            .map_or("?", |s| s.mechanism.name())
+            .to_owned()
+    }
+
     /// Closes `conn` for a failed authentication; the address's failures
     /// ([`AddressFailures::failed`](super::address_failures::AddressFailures::failed))
     /// report it and back the address off.
     fn authentication_failed(&mut self, now: Instant, conn: ConnectionId, message: String) {
-        let mechanism = self
-            .config
-            .sasl
-            .as_ref()
-            .map_or("?", |s| s.mechanism.name())
-            .to_owned();
+        let mechanism = self.mechanism_name();
         self.close(
             now,
             conn,
@@ -311,12 +315,7 @@ impl Cluster {
     /// connections do not renew at once).
     fn authenticated(&mut self, now: Instant, conn: ConnectionId, lifetime: Option<Duration>) {
         let reauth_at = lifetime.map(|l| now + l.mul_f64(0.85 + 0.10 * self.rng.unit()));
-        let mechanism = self
-            .config
-            .sasl
-            .as_ref()
-            .map_or("?", |s| s.mechanism.name())
-            .to_owned();
+        let mechanism = self.mechanism_name();
         let Some(auth) = self.conns.authentication(conn) else {
             return;
         };

@@ -551,6 +551,11 @@ impl Sim {
         id
     }
 
+    /// How many `api` requests the brokers got.
+    fn served(&self, api: ApiKey) -> usize {
+        self.log.iter().filter(|(_, _, a)| *a == api).count()
+    }
+
     /// Queues `body` for `target` and carries out what follows.
     fn send(&mut self, target: Target, body: Box<dyn RequestBody>) -> RequestId {
         let id = self.c.request(self.now, target, body);
@@ -1183,12 +1188,7 @@ fn metadata_refreshes_when_it_is_older_than_the_max_age() {
     sim.c.set_topics(["t".to_owned()]);
     sim.c.handle_timeout(sim.now);
     sim.pump();
-    let count = |sim: &Sim| {
-        sim.log
-            .iter()
-            .filter(|(_, _, api)| *api == ApiKey::Metadata)
-            .count()
-    };
+    let count = |sim: &Sim| sim.served(ApiKey::Metadata);
     assert_eq!(count(&sim), 1);
     sim.advance(Duration::from_secs(59));
     assert_eq!(count(&sim), 1);
@@ -3059,12 +3059,7 @@ fn a_metadata_request_that_expires_queued_is_asked_again() {
     sim.c.set_topics(["t".to_owned()]);
     sim.c.handle_timeout(sim.now);
     sim.pump();
-    let metadata = |sim: &Sim| {
-        sim.log
-            .iter()
-            .filter(|(_, _, a)| *a == ApiKey::Metadata)
-            .count()
-    };
+    let metadata = |sim: &Sim| sim.served(ApiKey::Metadata);
     assert_eq!(metadata(&sim), 1);
     // An application's Metadata request, never answered, holds the only
     // connection for 120 s.
