@@ -8,7 +8,8 @@
 //!
 //! This file holds the state itself, its making from the configuration,
 //! the runtime's side (IO, deadlines) and the step; the rest is split by
-//! job, each an `impl ConsumerCore` of its own:
+//! job, one file each (an `impl ConsumerCore` of its own, but for
+//! `reporting`, whose part the step drives):
 //!
 //! - `positions`: the application's reads (assignment, subscription,
 //!   positions, metrics) and its commands on positions (seek, pause,
@@ -28,7 +29,7 @@
 //!   by the group coordinator.
 //!
 //! The state each job keeps for itself is a part that owns its fields,
-//! beside the job's `impl ConsumerCore`: `Commits` (commit numbers and
+//! in the job's file: `Commits` (commit numbers and
 //! outcomes, the automatic commits' timer, stored offsets, the
 //! committed-offsets lookup), `ListenerEvents` (group events for the
 //! rebalance listener, what revocations hold back, rebalances counted),

@@ -15,7 +15,7 @@ use crate::streak::Streak;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Errors kept for `poll` at most: a burst of conditions keeps the newest.
+/// Reported conditions kept for `poll` at most: a burst keeps the newest.
 const MAX_ERRORS: usize = 64;
 
 /// A topic or partition the metadata lacks: the run of metadata answers
@@ -113,19 +113,11 @@ impl Reports {
         self.errors.pop_front()
     }
 
-    /// Queues `errors` for `poll` without logging them (the fetcher's,
-    /// logged where they arose), after those waiting.
+    /// Queues `errors` for `poll` without logging them, after those
+    /// waiting: each is a failure already taken from where it arose (the
+    /// fetcher's, an unreadable answer), none is dropped.
     pub(super) fn queue(&mut self, errors: impl IntoIterator<Item = Error>) {
-        for error in errors {
-            self.push(error);
-        }
-    }
-
-    fn push(&mut self, error: Error) {
-        if self.errors.len() >= MAX_ERRORS {
-            self.errors.pop_front();
-        }
-        self.errors.push_back(error);
+        self.errors.extend(errors);
     }
 
     /// Queues `error` for `poll` and logs it at warn level. Callers report
@@ -150,7 +142,11 @@ impl Reports {
         };
         log::warn!("{error} ({next})");
         self.last_error = Some(error.to_string());
-        self.push(error);
+        // Bounded: a burst of conditions keeps the newest.
+        if self.errors.len() >= MAX_ERRORS {
+            self.errors.pop_front();
+        }
+        self.errors.push_back(error);
     }
 
     /// Hands what the cluster and the group (`group`) report to the
@@ -401,10 +397,10 @@ mod tests {
     fn errors_wait_for_poll_in_order_and_a_burst_keeps_the_newest() {
         let mut reports = Reports::new(Duration::from_secs(5));
         for i in 0..(MAX_ERRORS + 3) {
-            reports.queue([Error::Topic {
+            reports.report(Error::Topic {
                 topic: format!("t{i}"),
                 code: ErrorCode::UnknownTopicOrPartition,
-            }]);
+            });
         }
         let mut topics = Vec::new();
         while let Some(Error::Topic { topic, .. }) = reports.take_error() {
